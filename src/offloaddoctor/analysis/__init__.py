@@ -1,0 +1,1 @@
+"""Numbers from logs and the matching engine that turns lines into findings."""

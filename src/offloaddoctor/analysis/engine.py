@@ -1,0 +1,163 @@
+"""Turn a scan and a resolved config into ordered findings with verdicts."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from offloaddoctor.analysis.findings import (
+    CONFIRMED, CONTRADICTED, UNKNOWN, ConfigEvidence, ConfigVerdict, Finding, Report, SourceSummary,
+)
+from offloaddoctor.analysis.ranks import format_ranks
+from offloaddoctor.analysis.run_facts import RunFacts, compute_run_facts
+from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Aggregate, Evidence, Matcher, ScanResult
+from offloaddoctor.catalog.model import Catalog, Signature
+from offloaddoctor.catalog.predicates import Predicate, evaluate, missing, names_in
+from offloaddoctor.config.values import ConfigStore, format_value
+
+_PLACEHOLDER = re.compile(r"\{([\w.]+)\}")
+
+
+def build_report(catalog: Catalog, scan: ScanResult, store: ConfigStore, matchers: list[Matcher]) -> Report:
+    run = compute_run_facts(scan)
+    findings: dict[str, Finding] = {}
+    for aggregate in scan.aggregates:
+        signature = _winner(catalog, aggregate, store, run)
+        if signature is not None:
+            _merge(findings, signature, aggregate, store, run)
+    for signature in catalog.signatures:
+        if signature.match is None and signature.shares_match_of is None:
+            finding = _run_level_finding(signature, store, run)
+            if finding is not None:
+                findings[signature.id] = finding
+    ordered = sorted(findings.values(), key=lambda f: f.sort_key)
+    notes = list(scan.warnings) + store.disagreements()
+    return Report(
+        findings=ordered,
+        unmatched=_unexplained_failure(scan, ordered, matchers),
+        sources=[SourceSummary(path, lines) for path, lines in scan.lines_read.items()],
+        notes=notes,
+        run_facts=run.values,
+        ranks_seen=sorted(scan.ranks_seen),
+    )
+
+
+def _lookup(store: ConfigStore, facts: dict):
+    def lookup(kind: str, name: str) -> Any:
+        if kind == "fact":
+            return facts[name] if name in facts else missing()
+        resolved = store.resolve(name)
+        return missing() if resolved is None else resolved.value
+
+    return lookup
+
+
+def _winner(catalog: Catalog, aggregate: Aggregate, store: ConfigStore, run: RunFacts) -> Signature | None:
+    """Signatures sharing one matcher are tried by priority; the first whose `when` holds takes the line."""
+    candidates = [s for s in catalog.signatures if s.id == aggregate.matcher_id or s.shares_match_of == aggregate.matcher_id]
+    lookup = _lookup(store, {**run.values, **aggregate.facts})
+    for signature in sorted(candidates, key=lambda s: -s.priority):
+        if signature.when is None or evaluate(signature.when, lookup) is True:
+            return signature
+    return None
+
+
+def _merge(findings: dict[str, Finding], signature: Signature, aggregate: Aggregate, store: ConfigStore, run: RunFacts) -> None:
+    existing = findings.get(signature.id)
+    if existing is None:
+        facts = dict(aggregate.facts)
+        findings[signature.id] = Finding(
+            signature=signature,
+            evidence=list(aggregate.evidence),
+            ranks=sorted(aggregate.ranks),
+            occurrences=aggregate.count,
+            facts=facts,
+            config=verdict_for(signature.config, store, {**run.values, **facts}),
+            overrides=render_overrides(signature, store, {**run.values, **facts}),
+            first_seen=aggregate.first_seen,
+        )
+        return
+    existing.occurrences += aggregate.count
+    existing.ranks = sorted(set(existing.ranks) | aggregate.ranks)
+    for evidence in aggregate.evidence:
+        if len(existing.evidence) < 5 and evidence.rank not in {e.rank for e in existing.evidence}:
+            existing.evidence.append(evidence)
+
+
+def _run_level_finding(signature: Signature, store: ConfigStore, run: RunFacts) -> Finding | None:
+    facts = dict(run.values)
+    if evaluate(signature.when, _lookup(store, facts)) is not True:
+        return None
+    evidence: list[Evidence] = []
+    for name in dict.fromkeys(names_in(signature.when, "fact")):
+        evidence.extend(run.evidence.get(name, []))
+    for key in dict.fromkeys(names_in(signature.when, "key")):
+        resolved = store.resolve(key)
+        if resolved is not None:
+            evidence.append(Evidence(resolved.source.path, resolved.source.line, None, f"{key} = {format_value(resolved.value)}"))
+    used = set(names_in(signature.when, "fact")) | set(names_in(signature.config, "fact"))
+    return Finding(
+        signature=signature,
+        evidence=evidence,
+        ranks=[],
+        occurrences=1,
+        facts={k: v for k, v in facts.items() if k in used},
+        config=verdict_for(signature.config or signature.when, store, facts),
+        overrides=render_overrides(signature, store, facts),
+        first_seen=10**12,  # after every log match of the same priority
+    )
+
+
+def verdict_for(predicate: Predicate | None, store: ConfigStore, facts: dict) -> ConfigVerdict:
+    if predicate is None:
+        return ConfigVerdict(UNKNOWN, [], "this signature reads no config")
+    values = []
+    for key in dict.fromkeys(names_in(predicate, "key")):
+        resolved = store.resolve(key)
+        if resolved is None:
+            values.append(ConfigEvidence(key, known=False))
+        else:
+            values.append(ConfigEvidence(
+                key, True, resolved.value, str(resolved.source),
+                tuple(f"{format_value(v.value)} at {v.source}" for v in resolved.overridden),
+            ))
+    outcome = evaluate(predicate, _lookup(store, facts))
+    if outcome is True:
+        return ConfigVerdict(CONFIRMED, values, "the run's config agrees with this cause")
+    if outcome is False:
+        return ConfigVerdict(
+            CONTRADICTED, values,
+            "the config disagrees with this cause: the log and the config may come from different runs",
+        )
+    return ConfigVerdict(UNKNOWN, values, "the values that would confirm this cause are not known")
+
+
+def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> list[str]:
+    def fill(match: re.Match) -> str:
+        name = match.group(1)
+        if name in facts:
+            return format_value(facts[name])
+        resolved = store.resolve(name)
+        return format_value(resolved.value) if resolved is not None else f"<{name}>"
+
+    return [_PLACEHOLDER.sub(fill, line) for line in signature.fix.overrides]
+
+
+def _unexplained_failure(scan: ScanResult, findings: list[Finding], matchers: list[Matcher]) -> Evidence | None:
+    """The most likely failure line (last exception of the last traceback, else the last error line),
+    unless a finding already explains it."""
+    candidates = [e for e in scan.exceptions if not any(w in e.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)]
+    candidate = candidates[-1] if candidates else scan.last_error_line
+    if candidate is None:
+        return None
+    explaining = {f.signature.shares_match_of or f.id for f in findings}
+    for matcher in matchers:
+        if matcher.id in explaining and matcher.match(candidate.text) is not None:
+            return None
+    if any((e.path, e.line) == (candidate.path, candidate.line) for f in findings for e in f.evidence):
+        return None
+    return candidate
+
+
+def describe_ranks(finding: Finding) -> str:
+    return format_ranks(finding.ranks)

@@ -1,0 +1,67 @@
+"""Findings: what a signature says about this run, with its evidence, facts and config verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from offloaddoctor.analysis.scanner import Evidence
+from offloaddoctor.catalog.model import Signature
+
+CONFIRMED, CONTRADICTED, UNKNOWN = "confirmed", "contradicted", "unknown"
+
+
+@dataclass(frozen=True)
+class ConfigEvidence:
+    key: str
+    known: bool
+    value: Any = None
+    source: str | None = None
+    overridden: tuple[str, ...] = ()  # "value at source" for values that lost to this one
+
+
+@dataclass
+class ConfigVerdict:
+    verdict: str
+    values: list[ConfigEvidence] = field(default_factory=list)
+    explanation: str = ""
+
+
+@dataclass
+class Finding:
+    signature: Signature
+    evidence: list[Evidence]
+    ranks: list[int]
+    occurrences: int
+    facts: dict[str, Any]
+    config: ConfigVerdict
+    overrides: list[str]
+    first_seen: int
+
+    @property
+    def id(self) -> str:
+        return self.signature.id
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.signature.severity_rank, -self.signature.priority, self.first_seen)
+
+
+@dataclass
+class SourceSummary:
+    path: str
+    lines: int
+
+
+@dataclass
+class Report:
+    findings: list[Finding]
+    unmatched: Evidence | None
+    sources: list[SourceSummary]
+    notes: list[str]
+    run_facts: dict[str, Any]
+    ranks_seen: list[int]
+
+    @property
+    def has_errors(self) -> bool:
+        return any(f.signature.severity == "error" for f in self.findings)

@@ -1,0 +1,60 @@
+"""Megatron's per-iteration log line, parsed into named numbers.
+
+` [ts] iteration       10/     100 | consumed samples: 320 | elapsed time per iteration (ms): 1234.5 | …`
+Fields appear only when enabled, so every `name: value` pair is kept under its printed name.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+
+_ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_FIELD = re.compile(r"^\s*([^:|]+?)\s*:\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)\s*$", re.IGNORECASE)
+LITERAL = "elapsed time per iteration"
+ELAPSED_MS = "elapsed time per iteration (ms)"
+THROUGHPUT = "throughput per gpu (tflop/s/gpu)"
+WARMUP_ITERATIONS = 3
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    path: str
+    line: int
+    rank: int | None
+    segment: int
+    iteration: int
+    fields: dict[str, float]
+    text: str
+
+
+def parse_iteration_fields(text: str) -> tuple[int, dict[str, float]] | None:
+    found = _ITERATION.search(text)
+    if not found:
+        return None
+    fields: dict[str, float] = {}
+    for part in text[found.end():].split("|"):
+        pair = _FIELD.match(part)
+        if pair:
+            fields[pair.group(1).strip().lower()] = float(pair.group(2))
+    return int(found.group(1)), fields
+
+
+def steady_state(records: list[IterationRecord]) -> list[IterationRecord]:
+    """Drop warm-up: the first logged line (it averages over start-up, compilation and allocator growth)
+    and any line for iterations up to WARMUP_ITERATIONS. Keeps the last line if nothing else is left."""
+    if not records:
+        return []
+    kept = [r for r in records[1:] if r.iteration > WARMUP_ITERATIONS]
+    return kept or records[-1:]
+
+
+def median_of(records: list[IterationRecord], field: str) -> tuple[float, IterationRecord] | None:
+    """The median value and the record closest to it (to cite as evidence)."""
+    with_field = [r for r in records if field in r.fields]
+    if not with_field:
+        return None
+    value = statistics.median(r.fields[field] for r in with_field)
+    closest = min(with_field, key=lambda r: abs(r.fields[field] - value))
+    return value, closest

@@ -1,0 +1,62 @@
+"""Parse PyTorch's CUDA out-of-memory message (every wording since 1.x) and classify it.
+
+Fragmentation vs capacity: the caching allocator fails a request it has no contiguous block for. When the
+memory it holds reserved-but-unallocated is at least the size of the request, the bytes were there but in
+pieces: fragmentation, which `expandable_segments:True` removes. We also require that this slack is at
+least FRAGMENTATION_MIN_SHARE of the GPU (or 1 GiB when the capacity is not printed): below that, even a
+perfectly packed heap buys too little headroom, and the run is at capacity either way.
+"""
+
+from __future__ import annotations
+
+import re
+
+from offloaddoctor.analysis.units import QUANTITY, to_bytes
+
+FRAGMENTATION_MIN_SHARE = 0.05
+FRAGMENTATION_MIN_BYTES_WITHOUT_CAPACITY = 1024**3
+
+_FIELDS = {
+    "requested_bytes": (rf"Tried to allocate\s+{QUANTITY}",),
+    "total_capacity_bytes": (rf"total capac\w*\s+of\s+{QUANTITY}", rf"{QUANTITY}\s+total capacity"),
+    "free_bytes": (rf"of which\s+{QUANTITY}\s+is free", rf"{QUANTITY}\s+free\b"),
+    "in_use_bytes": (rf"this process has\s+{QUANTITY}\s+memory in use",),
+    "allocated_bytes": (rf"{QUANTITY}\s+is allocated by PyTorch", rf"{QUANTITY}\s+already allocated"),
+    "reserved_unallocated_bytes": (rf"{QUANTITY}\s+is reserved by PyTorch but unallocated",),
+    "reserved_bytes": (rf"{QUANTITY}\s+reserved in total by PyTorch",),
+}
+_COMPILED = {name: tuple(re.compile(p) for p in patterns) for name, patterns in _FIELDS.items()}
+_GPU = re.compile(r"\bGPU\s+(\d+)")
+
+
+def parse_oom(text: str) -> dict[str, int | float | bool]:
+    facts: dict[str, int | float | bool] = {}
+    for name, patterns in _COMPILED.items():
+        for pattern in patterns:
+            found = pattern.search(text)
+            if found:
+                facts[name] = to_bytes(*found.groups())
+                break
+    gpu = _GPU.search(text)
+    if gpu:
+        facts["gpu"] = int(gpu.group(1))
+    if "reserved_unallocated_bytes" not in facts and {"reserved_bytes", "allocated_bytes"} <= facts.keys():
+        facts["reserved_unallocated_bytes"] = max(0, facts["reserved_bytes"] - facts["allocated_bytes"])
+    if "reserved_unallocated_bytes" in facts and "allocated_bytes" in facts and "reserved_bytes" not in facts:
+        facts["reserved_bytes"] = facts["allocated_bytes"] + facts["reserved_unallocated_bytes"]
+    suspected = fragmentation_suspected(facts)
+    if suspected is not None:
+        facts["fragmentation_suspected"] = suspected
+    capacity = facts.get("total_capacity_bytes")
+    if capacity and "reserved_unallocated_bytes" in facts:
+        facts["reserved_unallocated_share"] = round(facts["reserved_unallocated_bytes"] / capacity, 4)
+    return facts
+
+
+def fragmentation_suspected(facts: dict) -> bool | None:
+    slack, requested = facts.get("reserved_unallocated_bytes"), facts.get("requested_bytes")
+    if slack is None or requested is None:
+        return None
+    capacity = facts.get("total_capacity_bytes")
+    floor = capacity * FRAGMENTATION_MIN_SHARE if capacity else FRAGMENTATION_MIN_BYTES_WITHOUT_CAPACITY
+    return slack >= requested and slack >= floor

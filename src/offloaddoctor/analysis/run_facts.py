@@ -1,0 +1,64 @@
+"""Run-level facts from the iteration lines: steady-state speed, and the slowdown between segments
+of one log whose offload settings differ (a job restarted with offloading turned on)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from offloaddoctor.analysis.iterations import ELAPSED_MS, THROUGHPUT, IterationRecord, median_of, steady_state
+from offloaddoctor.analysis.scanner import Evidence, ScanResult
+from offloaddoctor.catalog.predicates import boolean
+
+
+@dataclass
+class RunFacts:
+    values: dict = field(default_factory=dict)
+    evidence: dict[str, list[Evidence]] = field(default_factory=dict)
+
+
+def _cite(record: IterationRecord) -> Evidence:
+    return Evidence(record.path, record.line, record.rank, record.text)
+
+
+def compute_run_facts(scan: ScanResult) -> RunFacts:
+    facts = RunFacts()
+    segments = [(key, records) for key, records in scan.iterations.items() if records]
+    if not segments:
+        return facts
+    facts.values["iterations_logged"] = sum(len(r) for _, r in segments)
+    last_key, last_records = segments[-1]
+    steady = steady_state(last_records)
+    for name, field_name in (("median_iteration_ms", ELAPSED_MS), ("median_tflops_per_gpu", THROUGHPUT)):
+        found = median_of(steady, field_name)
+        if found:
+            facts.values[name] = round(found[0], 3)
+            facts.evidence[name] = [_cite(found[1])]
+    _slowdown_between_segments(scan, segments, facts)
+    return facts
+
+
+def _offload_on(scan: ScanResult, path: str, segment: int) -> bool | None:
+    collector = next((c for c in scan.collectors if c.path == path), None)
+    if collector is None:
+        return None
+    values = [v for v in collector.segment_values(segment) if v.key == "optimizer.optimizer_cpu_offload"]
+    return boolean(values[-1].value) if values else None
+
+
+def _slowdown_between_segments(scan: ScanResult, segments, facts: RunFacts) -> None:
+    medians = []
+    for (path, segment), records in segments:
+        found = median_of(steady_state(records), ELAPSED_MS)
+        if found:
+            medians.append((path, segment, _offload_on(scan, path, segment), *found))
+    offloaded = [m for m in medians if m[2] is True]
+    if not offloaded:
+        return
+    path, segment, _, slow, slow_record = offloaded[-1]
+    earlier = [m for m in medians if m[2] is False and (m[0], m[1]) < (path, segment)]
+    if not earlier or earlier[-1][3] <= 0:
+        return
+    base, base_record = earlier[-1][3], earlier[-1][4]
+    facts.values["slowdown_ratio"] = round(slow / base, 3)
+    facts.values["baseline_iteration_ms"] = round(base, 3)
+    facts.evidence["slowdown_ratio"] = [_cite(base_record), _cite(slow_record)]

@@ -1,0 +1,198 @@
+"""One streaming pass over the logs: candidate lines only, constant memory in the log's size.
+
+A line is looked at only if it contains one of the literals the catalogue and the config/metric readers
+care about (one compiled alternation over the raw line); everything else costs a single C-level search.
+Lines inside an arguments block or a traceback bypass the gate, as their content is not known ahead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from offloaddoctor.analysis.facts import FACT_PARSERS, captured_facts
+from offloaddoctor.analysis.iterations import LITERAL as ITERATION_LITERAL
+from offloaddoctor.analysis.iterations import IterationRecord, parse_iteration_fields
+from offloaddoctor.catalog.model import Catalog, MatchSpec
+from offloaddoctor.config.from_log import LITERALS as CONFIG_LITERALS
+from offloaddoctor.config.from_log import LogConfigCollector
+from offloaddoctor.logs.normalize import normalize_line
+from offloaddoctor.logs.sources import LogSource, iter_raw_lines
+
+MAX_EVIDENCE = 5
+MAX_ITERATION_RECORDS = 20_000
+TRACEBACK = "Traceback (most recent call last)"
+_TRACEBACK_MAX_LINES = 400
+_ERROR_LITERALS = ("Error", "error", "ERROR", "Exception", "Killed", "Segmentation fault", "exit code")
+_ERROR_LINE = re.compile(
+    r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]"
+)
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)(?::|$)")
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+# Launchers wrap the real failure; it is never the line to show.
+WRAPPER_EXCEPTIONS = ("ChildFailedError", "SystemExit", "KeyboardInterrupt")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    path: str
+    line: int | None
+    rank: int | None
+    text: str
+
+
+@dataclass
+class Aggregate:
+    """Every hit of one matcher with identical parsed facts: one entry per failure, however many ranks."""
+
+    matcher_id: str
+    facts: dict
+    first_seen: int
+    evidence: list[Evidence] = field(default_factory=list)
+    ranks: set[int] = field(default_factory=set)
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class Matcher:
+    id: str
+    spec: MatchSpec
+
+    def match(self, text: str) -> dict | None:
+        if not any(literal in text for literal in self.spec.literals):
+            return None
+        for pattern in self.spec.patterns:
+            found = pattern.search(text)
+            if found:
+                facts = captured_facts(found.groupdict())
+                if self.spec.facts:
+                    facts.update(FACT_PARSERS[self.spec.facts](text, facts))
+                return facts
+        return None
+
+
+@dataclass
+class ScanResult:
+    aggregates: list[Aggregate] = field(default_factory=list)
+    exceptions: list[Evidence] = field(default_factory=list)  # last line of each traceback, bounded
+    last_error_line: Evidence | None = None
+    iterations: dict[tuple[str, int], list[IterationRecord]] = field(default_factory=dict)
+    collectors: list[LogConfigCollector] = field(default_factory=list)
+    lines_read: dict[str, int] = field(default_factory=dict)
+    ranks_seen: set[int] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+
+
+def build_matchers(catalog: Catalog) -> list[Matcher]:
+    return [Matcher(s.id, s.match) for s in catalog.signatures if s.match is not None]
+
+
+class Scanner:
+    def __init__(self, matchers: list[Matcher]):
+        self.matchers = matchers
+        literals = {lit for m in matchers for lit in m.spec.literals}
+        literals |= set(CONFIG_LITERALS) | set(_ERROR_LITERALS) | {TRACEBACK, ITERATION_LITERAL}
+        # Longest first so the alternation prefers specific literals; any hit is enough anyway.
+        self.gate = re.compile("|".join(re.escape(lit) for lit in sorted(literals, key=len, reverse=True)))
+        self.result = ScanResult()
+        self._aggregates: dict[tuple, Aggregate] = {}
+        self._sequence = 0
+
+    def scan(self, sources: Iterable[LogSource]) -> ScanResult:
+        for source in sources:
+            self._scan_source(source)
+        self.result.aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
+        return self.result
+
+    def scan_lines(self, name: str, lines: Iterable[str]) -> ScanResult:
+        """Scan in-memory text (signature examples, tests) through the same path as files."""
+        self._scan_numbered(name, None, enumerate(lines, start=1))
+        self.result.aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
+        return self.result
+
+    def _scan_source(self, source: LogSource) -> None:
+        self._scan_numbered(source.name, source.rank_from_name, iter_raw_lines(source, self.result.warnings))
+
+    def _scan_numbered(self, path: str, default_rank: int | None, numbered) -> None:
+        collector = LogConfigCollector(path)
+        self.result.collectors.append(collector)
+        awaiting: dict[int | None, int] = {}  # rank -> line of its open "Traceback" header
+        gate = self.gate.search
+        line_number = 0
+        for line_number, raw in numbered:
+            if not (awaiting or collector.in_arguments or gate(raw)):
+                continue
+            text, rank = normalize_line(raw, default_rank)
+            if rank is not None:
+                self.result.ranks_seen.add(rank)
+            if collector.feed(text, line_number):
+                continue
+            if awaiting:
+                if rank in awaiting and self._traceback_line(path, line_number, rank, text, awaiting):
+                    continue
+                if not gate(raw):
+                    continue
+            if TRACEBACK in text:
+                awaiting[rank] = line_number
+                continue
+            if ITERATION_LITERAL in text:
+                self._iteration(path, line_number, rank, collector.segment, text)
+                continue
+            self._match(path, line_number, rank, text)
+        self.result.lines_read[path] = line_number
+
+    def _traceback_line(self, path: str, line: int, rank: int | None, text: str, awaiting: dict) -> bool:
+        """True while the line is a frame of the open traceback; records the exception line that ends it."""
+        if line - awaiting[rank] > _TRACEBACK_MAX_LINES:
+            del awaiting[rank]
+            return False
+        if not text.strip() or text[:1].isspace() or text.startswith(_CHAINED) or TRACEBACK in text:
+            return True
+        if _EXCEPTION_LINE.match(text):
+            del awaiting[rank]
+            self._remember_exception(Evidence(path, line, rank, text.strip()))
+            self._match(path, line, rank, text)
+            return True
+        return False
+
+    def _remember_exception(self, evidence: Evidence) -> None:
+        exceptions = self.result.exceptions
+        exceptions.append(evidence)
+        if len(exceptions) > 64:
+            del exceptions[:32]
+
+    def _iteration(self, path: str, line: int, rank: int | None, segment: int, text: str) -> None:
+        parsed = parse_iteration_fields(text)
+        if parsed is None:
+            return
+        iteration, fields = parsed
+        records = self.result.iterations.setdefault((path, segment), [])
+        records.append(IterationRecord(path, line, rank, segment, iteration, fields, text.strip()))
+        if len(records) > MAX_ITERATION_RECORDS:
+            del records[1::2]  # keep the first and an even thinning of the rest
+
+    def _match(self, path: str, line: int, rank: int | None, text: str) -> None:
+        matched = False
+        for matcher in self.matchers:
+            facts = matcher.match(text)
+            if facts is None:
+                continue
+            matched = True
+            self._record(matcher.id, facts, Evidence(path, line, rank, text.strip()))
+        if not matched and _ERROR_LINE.search(text):
+            self.result.last_error_line = Evidence(path, line, rank, text.strip())
+
+    def _record(self, matcher_id: str, facts: dict, evidence: Evidence) -> None:
+        key = (matcher_id, tuple(sorted((k, repr(v)) for k, v in facts.items())))
+        aggregate = self._aggregates.get(key)
+        if aggregate is None:
+            self._sequence += 1
+            aggregate = self._aggregates[key] = Aggregate(matcher_id, facts, self._sequence)
+        aggregate.count += 1
+        if evidence.rank is not None:
+            aggregate.ranks.add(evidence.rank)
+        if len(aggregate.evidence) < MAX_EVIDENCE and (
+            evidence.rank not in {e.rank for e in aggregate.evidence} or evidence.rank is None
+        ):
+            aggregate.evidence.append(evidence)

@@ -1,0 +1,31 @@
+"""Byte quantities as PyTorch and Megatron print them."""
+
+from __future__ import annotations
+
+import re
+
+_FACTORS = {
+    "b": 1, "byte": 1, "bytes": 1,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+}
+QUANTITY = r"(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(bytes?|[KMGT]i?B|B)\b"
+_QUANTITY = re.compile(QUANTITY)
+
+
+def to_bytes(amount: str, unit: str) -> int:
+    return int(round(float(amount) * _FACTORS[unit.lower()]))
+
+
+def parse_quantity(text: str) -> int | None:
+    match = _QUANTITY.fullmatch(text.strip())
+    return to_bytes(*match.groups()) if match else None
+
+
+def format_bytes(count: float | None) -> str:
+    if count is None:
+        return "?"
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(count) >= factor:
+            return f"{count / factor:.2f} {unit}"
+    return f"{int(count)} bytes"

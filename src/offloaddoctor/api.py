@@ -1,0 +1,51 @@
+"""The library surface: what the CLI calls and what tests call directly."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from offloaddoctor.analysis.engine import build_report
+from offloaddoctor.analysis.findings import Report
+from offloaddoctor.analysis.scanner import Scanner, build_matchers
+from offloaddoctor.catalog.loader import load_catalog
+from offloaddoctor.catalog.model import Catalog
+from offloaddoctor.config.keys import canonical_key
+from offloaddoctor.config.loading import build_store, explicit_config
+from offloaddoctor.config.values import ConfigValue, Source
+from offloaddoctor.logs.sources import resolve_sources
+
+__all__ = ["Report", "diagnose", "diagnose_text", "load_catalog"]
+
+
+def diagnose(
+    paths: Sequence[str],
+    config_paths: Sequence[str] = (),
+    overrides: Sequence[str] = (),
+    catalog: Catalog | None = None,
+    signature_dirs: Sequence[Path] = (),
+) -> Report:
+    """Scan logs (files, directories, `-`) and correlate every finding with the run's config."""
+    catalog = catalog or load_catalog(signature_dirs)
+    explicit = explicit_config(config_paths, overrides)
+    sources = resolve_sources(paths)
+    matchers = build_matchers(catalog)
+    scan = Scanner(matchers).scan(sources)
+    store = build_store(*(c.values for c in scan.collectors), explicit)
+    return build_report(catalog, scan, store, matchers)
+
+
+def diagnose_text(
+    text: str,
+    config: Mapping[str, Any] | None = None,
+    catalog: Catalog | None = None,
+    name: str = "<text>",
+) -> Report:
+    """Diagnose an in-memory log excerpt; `config` maps any key spelling to a value."""
+    catalog = catalog or load_catalog()
+    matchers = build_matchers(catalog)
+    scan = Scanner(matchers).scan_lines(name, text.splitlines())
+    given = [ConfigValue(canonical_key(k), v, Source("<config>", None, k), "config") for k, v in (config or {}).items()]
+    store = build_store(*(c.values for c in scan.collectors), given)
+    return build_report(catalog, scan, store, matchers)

@@ -1,0 +1,1 @@
+"""The signature catalogue: schema, loading and validation, compiled matchers."""

@@ -1,0 +1,252 @@
+"""Load signature YAML files, validate every field, and report all problems at once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import regex
+import yaml
+
+from offloaddoctor.analysis.facts import FACT_PARSERS
+from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
+from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
+from offloaddoctor.config.keys import is_known
+
+_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_FIELDS_REQUIRED = ("id", "title", "severity", "priority", "symptom", "cause", "confirm", "fix", "references", "examples")
+_FIELDS_OPTIONAL = ("match", "when", "config", "preflight")
+
+
+
+@dataclass(frozen=True)
+class CatalogProblem:
+    path: str
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.field}: {self.reason}"
+
+
+class CatalogError(Exception):
+    def __init__(self, problems: list[CatalogProblem]):
+        self.problems = problems
+        super().__init__(f"{len(problems)} problem(s) in signature files:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def builtin_signature_dir() -> Path:
+    """The wheel carries the catalogue inside the package; a source checkout has it at the top level."""
+    packaged = Path(__file__).resolve().parent.parent / "_signatures"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[3] / "signatures"
+
+
+def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) -> Catalog:
+    dirs = ([builtin_signature_dir()] if include_builtin else []) + [Path(d) for d in extra_dirs]
+    problems: list[CatalogProblem] = []
+    signatures: list[Signature] = []
+    seen: dict[str, str] = {}
+    for directory in dirs:
+        if not directory.is_dir():
+            problems.append(CatalogProblem(str(directory), "-", "not a directory"))
+            continue
+        files = sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml"))
+        if not files:
+            problems.append(CatalogProblem(str(directory), "-", "no *.yaml signature files"))
+        for path in files:
+            signature = _load_file(path, problems)
+            if signature is None:
+                continue
+            if signature.id in seen:
+                problems.append(CatalogProblem(str(path), "id", f"duplicate id {signature.id!r} (also in {seen[signature.id]})"))
+                continue
+            seen[signature.id] = str(path)
+            signatures.append(signature)
+    _check_shared_matchers(signatures, problems)
+    if problems:
+        raise CatalogError(problems)
+    return Catalog(tuple(sorted(signatures, key=lambda s: (-s.priority, s.id))))
+
+
+def _load_file(path: Path, problems: list[CatalogProblem]) -> Signature | None:
+    where = str(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        problems.append(CatalogProblem(where, "-", f"cannot parse: {' '.join(str(exc).split())}"))
+        return None
+    if not isinstance(data, dict):
+        problems.append(CatalogProblem(where, "-", "top level must be a mapping"))
+        return None
+    before = len(problems)
+
+    def problem(field_name: str, reason: str) -> None:
+        problems.append(CatalogProblem(where, field_name, reason))
+
+    for name in _FIELDS_REQUIRED:
+        if name not in data:
+            problem(name, "required field is missing")
+    for name in sorted(set(data) - set(_FIELDS_REQUIRED) - set(_FIELDS_OPTIONAL)):
+        problem(name, "unknown field")
+
+    signature_id = data.get("id")
+    if not isinstance(signature_id, str) or not _ID.match(signature_id):
+        problem("id", "must be lower-case words joined by '-'")
+    elif signature_id != path.stem:
+        problem("id", f"must equal the file name {path.stem!r}")
+    for name in ("title", "symptom", "cause"):
+        if name in data and not _nonempty_str(data[name]):
+            problem(name, "must be a non-empty string")
+    if "severity" in data and data["severity"] not in SEVERITIES:
+        problem("severity", f"must be one of {', '.join(SEVERITIES)}")
+    priority = data.get("priority")
+    if "priority" in data and (not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 100):
+        problem("priority", "must be a whole number from 0 to 100")
+    if "preflight" in data and not isinstance(data["preflight"], bool):
+        problem("preflight", "must be true or false")
+
+    match, shares = _load_match(data.get("match"), problem)
+    when = _load_predicate(data, "when", problem)
+    config = _load_predicate(data, "config", problem)
+    if data.get("match") is None and when is None:
+        problem("match", "a signature needs `match` (log patterns) or `when` (a run-level condition)")
+    for predicate, name in ((when, "when"), (config, "config")):
+        for key in names_in(predicate, "key"):
+            if not is_known(key):
+                problem(name, f"unknown config key {key!r} (see config/keys.py)")
+    if data.get("preflight") and config is None:
+        problem("preflight", "a preflight signature needs a `config` predicate")
+
+    confirm = data.get("confirm")
+    if "confirm" in data and (not isinstance(confirm, list) or not confirm or not all(_nonempty_str(c) for c in confirm)):
+        problem("confirm", "must be a non-empty list of strings")
+    fix = _load_fix(data.get("fix"), problem) if "fix" in data else None
+    references = data.get("references")
+    if "references" in data and (
+        not isinstance(references, list)
+        or not references
+        or not all(isinstance(r, dict) and ("doc" in r or "source" in r) and all(isinstance(v, str) for v in r.values()) for r in references)
+    ):
+        problem("references", "must be a non-empty list of mappings with `doc` or `source` (strings)")
+    examples = _load_examples(data.get("examples"), data.get("match") is not None, problem) if "examples" in data else ()
+
+    if len(problems) > before:
+        return None
+    return Signature(
+        id=signature_id, title=data["title"], severity=data["severity"], priority=priority,
+        symptom=data["symptom"].strip(), cause=data["cause"].strip(), match=match, shares_match_of=shares,
+        when=when, config=config, preflight=bool(data.get("preflight", False)),
+        confirm=tuple(c.strip() for c in confirm), fix=fix, references=tuple(references),
+        examples=examples, path=where,
+    )
+
+
+def _nonempty_str(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _load_match(raw: Any, problem) -> tuple[MatchSpec | None, str | None]:
+    if raw is None:
+        return None, None
+    if not isinstance(raw, dict):
+        problem("match", "must be a mapping")
+        return None, None
+    if "same_as" in raw:
+        if set(raw) != {"same_as"} or not isinstance(raw["same_as"], str):
+            problem("match.same_as", "must be a signature id and stand alone")
+        return None, raw.get("same_as")
+    unknown = sorted(set(raw) - {"literals", "patterns", "facts"})
+    if unknown:
+        problem("match", f"unknown field(s) {', '.join(unknown)}")
+    literals = raw.get("literals")
+    if not isinstance(literals, list) or not literals or not all(_nonempty_str(x) for x in literals):
+        problem("match.literals", "must be a non-empty list of strings (the prefilter: a line must contain one)")
+        literals = []
+    patterns = raw.get("patterns")
+    compiled = []
+    if not isinstance(patterns, list) or not patterns or not all(_nonempty_str(p) for p in patterns):
+        problem("match.patterns", "must be a non-empty list of regular expressions")
+    else:
+        for index, pattern in enumerate(patterns):
+            try:
+                compiled.append(regex.compile(pattern))
+            except regex.error as exc:
+                problem(f"match.patterns[{index}]", f"does not compile: {exc}")
+    facts = raw.get("facts")
+    if facts is not None and facts not in FACT_PARSERS:
+        problem("match.facts", f"unknown fact parser {facts!r} (known: {', '.join(FACT_PARSERS)})")
+    return MatchSpec(tuple(literals), tuple(compiled), facts), None
+
+
+def _load_predicate(data: dict, name: str, problem):
+    if data.get(name) is None:
+        return None
+    try:
+        return parse_predicate(data[name], name)
+    except PredicateError as exc:
+        problem(name, str(exc))
+        return None
+
+
+def _load_fix(raw: Any, problem) -> Fix | None:
+    if not isinstance(raw, dict) or not _nonempty_str(raw.get("summary")):
+        problem("fix", "must be a mapping with a non-empty `summary`")
+        return None
+    unknown = sorted(set(raw) - {"summary", "overrides"})
+    if unknown:
+        problem("fix", f"unknown field(s) {', '.join(unknown)}")
+    overrides = raw.get("overrides", [])
+    if not isinstance(overrides, list) or not all(_nonempty_str(o) for o in overrides):
+        problem("fix.overrides", "must be a list of override lines")
+        overrides = []
+    return Fix(raw["summary"].strip(), tuple(o.strip() for o in overrides))
+
+
+def _load_examples(raw: Any, has_match: bool, problem) -> tuple[Example, ...]:
+    if not isinstance(raw, list) or not raw:
+        problem("examples", "must be a non-empty list")
+        return ()
+    examples = []
+    for index, item in enumerate(raw):
+        where = f"examples[{index}]"
+        if not isinstance(item, dict):
+            problem(where, "must be a mapping")
+            continue
+        unknown = sorted(set(item) - {"name", "expect", "log", "config", "verdict"})
+        if unknown:
+            problem(where, f"unknown field(s) {', '.join(unknown)}")
+        if item.get("expect") not in ("match", "no_match"):
+            problem(f"{where}.expect", "must be match or no_match")
+        log = item.get("log", "")
+        if not isinstance(log, str) or (has_match and not log.strip()):
+            problem(f"{where}.log", "must be a log excerpt (string)")
+            log = ""
+        config = item.get("config") or {}
+        if not isinstance(config, dict):
+            problem(f"{where}.config", "must be a mapping of config keys to values")
+            config = {}
+        verdict = item.get("verdict")
+        if verdict is not None and verdict not in ("confirmed", "contradicted", "unknown"):
+            problem(f"{where}.verdict", "must be confirmed, contradicted or unknown")
+        examples.append(Example(item.get("expect", ""), log, config, verdict, str(item.get("name", ""))))
+    expectations = {e.expect for e in examples}
+    if not {"match", "no_match"} <= expectations:
+        problem("examples", "need at least one `match` and one `no_match` example")
+    return tuple(examples)
+
+
+def _check_shared_matchers(signatures: list[Signature], problems: list[CatalogProblem]) -> None:
+    by_id = {s.id: s for s in signatures}
+    for signature in signatures:
+        if signature.shares_match_of is None:
+            continue
+        base = by_id.get(signature.shares_match_of)
+        if base is None or base.match is None:
+            problems.append(CatalogProblem(signature.path, "match.same_as", f"{signature.shares_match_of!r} is not a signature with its own `match`"))
+        elif signature.when is None:
+            problems.append(CatalogProblem(signature.path, "when", "a signature sharing another's match needs `when` to tell them apart"))

@@ -1,0 +1,70 @@
+"""What a signature is, once loaded and validated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from offloaddoctor.catalog.predicates import Predicate
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class MatchSpec:
+    """Lines containing any literal are tried against the patterns; `facts` names a parser for numbers."""
+
+    literals: tuple[str, ...]
+    patterns: tuple[Any, ...]  # compiled `regex` patterns
+    facts: str | None = None
+
+
+@dataclass(frozen=True)
+class Fix:
+    summary: str
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Example:
+    expect: str  # "match" or "no_match"
+    log: str
+    config: dict[str, Any] = field(default_factory=dict)
+    verdict: str | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    title: str
+    severity: str
+    priority: int
+    symptom: str
+    cause: str
+    match: MatchSpec | None
+    shares_match_of: str | None  # `match: {same_as: ID}`: one matcher, the best passing `when` wins
+    when: Predicate | None
+    config: Predicate | None
+    preflight: bool
+    confirm: tuple[str, ...]
+    fix: Fix
+    references: tuple[dict[str, str], ...]
+    examples: tuple[Example, ...]
+    path: str
+
+    @property
+    def severity_rank(self) -> int:
+        return SEVERITIES.index(self.severity)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    signatures: tuple[Signature, ...]
+
+    def get(self, signature_id: str) -> Signature | None:
+        return next((s for s in self.signatures if s.id == signature_id), None)
+
+    @property
+    def ids(self) -> list[str]:
+        return [s.id for s in self.signatures]

@@ -1,0 +1,229 @@
+"""Config/fact predicates: data, never `eval`, evaluated in three-valued logic.
+
+A leaf compares one config key (`key:`) or one parsed fact (`fact:`) with an operand. A value that is
+not known makes the leaf *unknown* (None) unless the leaf says `if_missing: true|false`. `all`/`any`/`not`
+combine leaves with Kleene logic, so "unknown" only becomes true or false when the known parts decide it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Union
+
+Truth = Union[bool, None]
+OPERATORS = (
+    "eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "contains", "not_contains", "exists",
+    "multiple_of", "not_multiple_of",
+)
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An operand that is another config key's value, e.g. `{ref: model.num_layers}`."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class Leaf:
+    kind: str  # "key" or "fact"
+    name: str
+    op: str
+    operand: Any
+    if_missing: Truth = None
+
+
+@dataclass(frozen=True)
+class All:
+    children: tuple[Predicate, ...]
+
+
+@dataclass(frozen=True)
+class Any_:
+    children: tuple[Predicate, ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    child: Predicate
+
+
+Predicate = Union[Leaf, All, Any_, Not]
+# lookup(kind, name) returns the value, or _MISSING via `missing()` when nothing is known.
+Lookup = Callable[[str, str], Any]
+
+
+def missing() -> object:
+    return _MISSING
+
+
+class PredicateError(ValueError):
+    """A predicate in a signature file is malformed; the message says where and why."""
+
+
+def parse_predicate(raw: Any, where: str) -> Predicate:
+    if not isinstance(raw, dict) or not raw:
+        raise PredicateError(f"{where}: expected a mapping with all/any/not or key/fact and one operator")
+    for combinator, cls in (("all", All), ("any", Any_)):
+        if combinator in raw:
+            if len(raw) != 1 or not isinstance(raw[combinator], list) or not raw[combinator]:
+                raise PredicateError(f"{where}.{combinator}: expected a non-empty list and nothing beside it")
+            return cls(tuple(parse_predicate(item, f"{where}.{combinator}[{i}]") for i, item in enumerate(raw[combinator])))
+    if "not" in raw:
+        if len(raw) != 1:
+            raise PredicateError(f"{where}.not: nothing may stand beside `not`")
+        return Not(parse_predicate(raw["not"], f"{where}.not"))
+    return _parse_leaf(raw, where)
+
+
+def _parse_leaf(raw: dict, where: str) -> Leaf:
+    kinds = [k for k in ("key", "fact") if k in raw]
+    if len(kinds) != 1 or not isinstance(raw[kinds[0]], str) or not raw[kinds[0]]:
+        raise PredicateError(f"{where}: a leaf needs exactly one of `key:` or `fact:` naming a value")
+    ops = [k for k in raw if k in OPERATORS]
+    unknown = sorted(set(raw) - {"key", "fact", "if_missing", *OPERATORS})
+    if unknown:
+        raise PredicateError(f"{where}: unknown field(s) {', '.join(unknown)} (operators: {', '.join(OPERATORS)})")
+    if len(ops) != 1:
+        raise PredicateError(f"{where}: a leaf needs exactly one operator, got {len(ops)}")
+    op = ops[0]
+    operand = raw[op]
+    if isinstance(operand, dict):
+        if set(operand) != {"ref"} or not isinstance(operand["ref"], str):
+            raise PredicateError(f"{where}.{op}: a mapping operand must be {{ref: other.key}}")
+        operand = Ref(operand["ref"])
+    if op in ("in", "not_in") and not isinstance(operand, list):
+        raise PredicateError(f"{where}.{op}: expected a list")
+    if op == "exists" and not isinstance(operand, bool):
+        raise PredicateError(f"{where}.exists: expected true or false")
+    if_missing = raw.get("if_missing")
+    if if_missing is not None and not isinstance(if_missing, bool):
+        raise PredicateError(f"{where}.if_missing: expected true or false")
+    return Leaf(kinds[0], raw[kinds[0]], op, operand, if_missing)
+
+
+def evaluate(predicate: Predicate, lookup: Lookup) -> Truth:
+    if isinstance(predicate, Leaf):
+        return _evaluate_leaf(predicate, lookup)
+    if isinstance(predicate, Not):
+        inner = evaluate(predicate.child, lookup)
+        return None if inner is None else not inner
+    results = [evaluate(child, lookup) for child in predicate.children]
+    if isinstance(predicate, All):
+        if False in results:
+            return False
+        return None if None in results else True
+    if True in results:
+        return True
+    return None if None in results else False
+
+
+def _evaluate_leaf(leaf: Leaf, lookup: Lookup) -> Truth:
+    actual = lookup(leaf.kind, leaf.name)
+    if leaf.op == "exists":
+        present = actual is not _MISSING
+        return present == leaf.operand
+    operand = leaf.operand
+    if isinstance(operand, Ref):
+        operand = lookup("key", operand.key)
+        if operand is _MISSING:
+            return leaf.if_missing
+    if actual is _MISSING:
+        return leaf.if_missing
+    return _compare(leaf.op, actual, operand)
+
+
+def _compare(op: str, actual: Any, operand: Any) -> Truth:
+    if op in ("eq", "ne"):
+        equal = _equal(actual, operand)
+        return equal if op == "eq" else not equal
+    if op in ("in", "not_in"):
+        inside = any(_equal(actual, item) for item in operand)
+        return inside if op == "in" else not inside
+    if op in ("contains", "not_contains"):
+        if actual is None:
+            return op == "not_contains"
+        haystack = [str(x) for x in actual] if isinstance(actual, (list, tuple)) else str(actual)
+        found = str(operand) in haystack
+        return found if op == "contains" else not found
+    left, right = number(actual), number(operand)
+    if left is None or right is None:
+        return None  # a non-number cannot be ordered; say "unknown" rather than guess
+    if op in ("multiple_of", "not_multiple_of"):
+        if right == 0:
+            return None
+        multiple = left % right == 0
+        return multiple if op == "multiple_of" else not multiple
+    return {"gt": left > right, "ge": left >= right, "lt": left < right, "le": left <= right}[op]
+
+
+def _equal(actual: Any, expected: Any) -> bool:
+    if expected is None or actual is None:
+        return _is_none(actual) and _is_none(expected)
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return boolean(actual) is not None and boolean(actual) == boolean(expected)
+    if isinstance(expected, (int, float)) or isinstance(actual, (int, float)):
+        left, right = number(actual), number(expected)
+        return left is not None and left == right
+    return str(actual).strip().lower() == str(expected).strip().lower()
+
+
+def _is_none(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "~", ""))
+
+
+def boolean(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        return {"true": True, "false": False, "1": True, "0": False}.get(value.strip().lower())
+    return None
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def names_in(predicate: Predicate | None, kind: str) -> Iterator[str]:
+    """Every config key (kind="key") or fact (kind="fact") a predicate reads, in order, refs included."""
+    if predicate is None:
+        return
+    if isinstance(predicate, Leaf):
+        if predicate.kind == kind:
+            yield predicate.name
+        if kind == "key" and isinstance(predicate.operand, Ref):
+            yield predicate.operand.key
+    elif isinstance(predicate, Not):
+        yield from names_in(predicate.child, kind)
+    else:
+        for child in predicate.children:
+            yield from names_in(child, kind)
+
+
+def describe(predicate: Predicate) -> str:
+    """Human-readable form, for `explain` and docs."""
+    if isinstance(predicate, Leaf):
+        operand = f"<{predicate.operand.key}>" if isinstance(predicate.operand, Ref) else repr(predicate.operand)
+        text = f"{predicate.name} {predicate.op} {operand}"
+        if predicate.kind == "fact":
+            text = f"fact {text}"
+        if predicate.if_missing is not None:
+            text += f" (if missing: {str(predicate.if_missing).lower()})"
+        return text
+    if isinstance(predicate, Not):
+        return f"not ({describe(predicate.child)})"
+    joiner = " and " if isinstance(predicate, All) else " or "
+    return "(" + joiner.join(describe(child) for child in predicate.children) + ")"

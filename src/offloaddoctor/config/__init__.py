@@ -1,0 +1,1 @@
+"""Loading run configuration from every place it lives, with provenance."""

@@ -1,0 +1,64 @@
+"""Values implied by others: computed only where the key itself was not given anywhere."""
+
+from __future__ import annotations
+
+import math
+
+from offloaddoctor.catalog.predicates import boolean, number  # shared coercion rules
+from offloaddoctor.config.values import ConfigStore, Resolved, Source, format_value
+
+OFFLOAD_FRACTION_STEP = 0.25
+
+
+def add_derived_values(store: ConfigStore) -> None:
+    _expandable_segments(store)
+    _megatron_lm_cpu_offloading(store)
+    _layers_per_pipeline_rank(store)
+    _suggested_offload_fraction(store)
+
+
+def _derived(key: str, value, *inputs: Resolved, note: str = "") -> Resolved:
+    parts = ", ".join(f"{i.key}={format_value(i.value)} at {i.source}" for i in inputs)
+    detail = f"derived from {parts}" + (f"; {note}" if note else "")
+    first = inputs[0].source
+    return Resolved(key, value, Source(first.path, first.line, detail), "derived")
+
+
+def _expandable_segments(store: ConfigStore) -> None:
+    for env_key in ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"):
+        setting = store.resolve(env_key)
+        if setting is None or setting.value is None:
+            continue
+        options = {}
+        for part in str(setting.value).strip("'\"").split(","):
+            name, _, value = part.partition(":")
+            options[name.strip()] = value.strip()
+        enabled = boolean(options.get("expandable_segments", "False")) is True
+        store.set_derived(_derived("allocator.expandable_segments", enabled, setting))
+        return
+
+
+def _megatron_lm_cpu_offloading(store: ConfigStore) -> None:
+    layers = store.resolve("model.cpu_offloading_num_layers")
+    count = number(layers.value) if layers else None
+    if count is not None and count > 0:
+        store.set_derived(_derived(
+            "model.cpu_offloading", True, layers,
+            note="Megatron-LM turns activation offloading on when cpu_offloading_num_layers > 0",
+        ))
+
+
+def _layers_per_pipeline_rank(store: ConfigStore) -> None:
+    layers, stages = store.resolve("model.num_layers"), store.resolve("model.pipeline_model_parallel_size")
+    count, size = (number(layers.value) if layers else None), (number(stages.value) if stages else None)
+    if count is not None and size:
+        store.set_derived(_derived("model.layers_per_pipeline_rank", int(count // size), layers, stages))
+
+
+def _suggested_offload_fraction(store: ConfigStore) -> None:
+    fraction = store.resolve("optimizer.optimizer_offload_fraction")
+    current = number(fraction.value) if fraction else None
+    if current is None or not 0 <= current < 1:
+        return
+    step = math.floor(current / OFFLOAD_FRACTION_STEP + 1e-9) * OFFLOAD_FRACTION_STEP + OFFLOAD_FRACTION_STEP
+    store.set_derived(_derived("optimizer.suggested_offload_fraction", min(1.0, round(step, 2)), fraction))

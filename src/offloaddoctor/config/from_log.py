@@ -1,0 +1,118 @@
+"""Config a training log prints about itself: the Megatron-LM arguments block, the launch command line,
+environment dumps, and the `OptimizerConfig(...)` / `DistributedDataParallelConfig(...)` lines MCore logs."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from offloaddoctor.config.keys import canonical_key
+from offloaddoctor.config.literals import parse_printed
+from offloaddoctor.config.values import ConfigValue, Source
+
+_ARGS_START = re.compile(r"^-{3,} arguments -{3,}\s*$")
+_ARGS_END = re.compile(r"^-{3,} end of arguments -{3,}\s*$")
+_ARGS_ENTRY = re.compile(r"^\s+([A-Za-z_]\w*) (?:\.+ ?)?(.*)$")
+_ENV_LINE = re.compile(r"^\s*(?:\+\s*)?(?:export\s+)?((?:PYTORCH|NCCL|CUDA|NVTE|TORCH)_[A-Z0-9_]*)=(\S*)\s*$")
+_ANY_ENV_EXPORT = re.compile(r"^export\s+([A-Z][A-Z0-9_]*)=(\S*)\s*$")
+_PROGRAM = re.compile(r"(?:^|\s)(?:\S*/)?(?:torchrun|python[\d.]*|\S+\.py)(?=\s)")
+_DATACLASS_REPR = re.compile(r"\b(OptimizerConfig|DistributedDataParallelConfig)\((.*)\)\s*$")
+_REPR_FIELD = re.compile(r"(\w+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|<[^>]*>|[^,()<>\[\]]+)")
+_HYDRA_OVERRIDE = re.compile(r"^\+{0,2}([a-z_]\w*(?:\.\w+)+)=(.*)$")
+_REPR_SECTION = {"OptimizerConfig": "optimizer", "DistributedDataParallelConfig": "ddp"}
+# Lines without one of these cannot carry config; the scanner uses them as a cheap gate.
+LITERALS = ("arguments", " --", "PYTORCH_", "NCCL_", "CUDA_", "NVTE_", "TORCH_", "Config(", ".py ", "torchrun")
+
+
+@dataclass
+class LogConfigCollector:
+    """Fed every candidate line of one log; collects values and splits the log into segments
+    (one per arguments block) so a restarted job with new settings can be told apart."""
+
+    path: str
+    origin: str = "log"
+    values: list[ConfigValue] = field(default_factory=list)
+    segment_starts: list[int] = field(default_factory=lambda: [0])
+    in_arguments: bool = False
+
+    @property
+    def segment(self) -> int:
+        return len(self.segment_starts) - 1
+
+    def segment_values(self, segment: int) -> list[ConfigValue]:
+        return self._by_segment.get(segment, [])
+
+    def __post_init__(self) -> None:
+        self._by_segment: dict[int, list[ConfigValue]] = {}
+
+    def feed(self, text: str, line: int) -> bool:
+        """Consume a line; True when it was config (so nothing else needs to look at it)."""
+        if self.in_arguments:
+            if _ARGS_END.match(text):
+                self.in_arguments = False
+                return True
+            entry = _ARGS_ENTRY.match(text)
+            if entry:
+                self._add(entry.group(1), parse_printed(entry.group(2)), line, "arguments block")
+                return True
+            self.in_arguments = False  # a block cut short by a crash or interleaved output
+        if _ARGS_START.match(text):
+            if any(v.source.detail == "arguments block" for v in self._by_segment.get(self.segment, [])):
+                self.segment_starts.append(line)
+            self.in_arguments = True
+            return True
+        env = _ENV_LINE.match(text)
+        if env:
+            self._add("env." + env.group(1), env.group(2), line, "environment")
+            return True
+        if " --" in text or "=" in text:
+            dataclass_repr = _DATACLASS_REPR.search(text)
+            if dataclass_repr:
+                section = _REPR_SECTION[dataclass_repr.group(1)]
+                for name, raw in _REPR_FIELD.findall(dataclass_repr.group(2)):
+                    self._add(f"{section}.{name}", parse_printed(raw), line, dataclass_repr.group(1))
+                return True
+            if _PROGRAM.search(text):
+                return self._command_line(text, line)
+        return False
+
+    def feed_script_line(self, text: str, line: int) -> bool:
+        """A line of a launch script: `export X=…`, or a (continued) command line with flags."""
+        stripped = text.strip()
+        if not stripped or stripped.startswith("#"):
+            return False
+        env = _ENV_LINE.match(stripped) or _ANY_ENV_EXPORT.match(stripped)
+        if env:
+            self._add("env." + env.group(1), env.group(2).strip("'\""), line, "environment")
+            return True
+        return self._command_line(stripped.rstrip("\\"), line)
+
+    def _command_line(self, text: str, line: int) -> bool:
+        try:
+            tokens = shlex.split(text, posix=True)
+        except ValueError:
+            tokens = text.split()
+        found = False
+        for index, token in enumerate(tokens):
+            if token.startswith("--") and len(token) > 2:
+                name, sep, inline = token.partition("=")
+                if sep:
+                    value = parse_printed(inline)
+                elif index + 1 < len(tokens) and not tokens[index + 1].startswith("--"):
+                    value = parse_printed(tokens[index + 1])
+                else:
+                    value = True
+                self._add(name, value, line, "command line")
+                found = True
+            else:
+                override = _HYDRA_OVERRIDE.match(token)
+                if override:
+                    self._add(override.group(1), parse_printed(override.group(2)), line, "command line")
+                    found = True
+        return found
+
+    def _add(self, name: str, value, line: int, detail: str) -> None:
+        value = ConfigValue(canonical_key(name), value, Source(self.path, line, detail), self.origin)
+        self.values.append(value)
+        self._by_segment.setdefault(self.segment, []).append(value)

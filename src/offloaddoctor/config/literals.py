@@ -1,0 +1,56 @@
+"""Turn printed values back into data: Python reprs from logs, YAML scalars from overrides. Never eval."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import yaml
+
+_MAX_LITERAL = 10_000
+_WORDS = {"true": True, "false": False, "none": None, "null": None}
+
+
+def parse_printed(text: str) -> Any:
+    """A value as Megatron prints it (`True`, `None`, `1e-08`, `['p2p']`, `AttnBackend.auto`)."""
+    text = text.strip()
+    lowered = text.lower()
+    if lowered in _WORDS:
+        return _WORDS[lowered]
+    number = _number(text)
+    if number is not None:
+        return number
+    if text[:1] in "[({'\"" and len(text) <= _MAX_LITERAL:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return text
+    return text
+
+
+def parse_override(text: str) -> Any:
+    """A value as Hydra/Bridge overrides write it (`True`, `null`, `0.5`, `[a,b]`, `"none"`)."""
+    text = text.strip()
+    if text.lower() in _WORDS:
+        return _WORDS[text.lower()]
+    if len(text) > _MAX_LITERAL:
+        return text
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    if isinstance(value, (str, int, float, bool, list)) or value is None:
+        return value
+    return text
+
+
+def _number(text: str) -> int | float | None:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value

@@ -1,0 +1,52 @@
+"""Read `--config` files (Bridge YAML, flat YAML, or a launch script with `--flags`) and `--set` items."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from offloaddoctor.config.derived import add_derived_values
+from offloaddoctor.config.from_log import LogConfigCollector
+from offloaddoctor.config.overrides import parse_overrides
+from offloaddoctor.config.values import ConfigStore, ConfigValue
+from offloaddoctor.config.yaml_config import load_yaml_config
+from offloaddoctor.errors import UserError
+
+SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
+
+
+def load_config_file(path: str) -> list[ConfigValue]:
+    if Path(path).suffix.lower() in SCRIPT_SUFFIXES:
+        return _load_launch_script(path)
+    return load_yaml_config(path)
+
+
+def _load_launch_script(path: str) -> list[ConfigValue]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        raise UserError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    collector = LogConfigCollector(path, origin="config")
+    for number, line in enumerate(lines, start=1):
+        collector.feed_script_line(line, number)
+    if not collector.values:
+        raise UserError(f"{path}: no --flags, KEY=VALUE overrides or exports found in this launch script")
+    return collector.values
+
+
+def explicit_config(config_paths: Sequence[str], overrides: Sequence[str]) -> list[ConfigValue]:
+    values: list[ConfigValue] = []
+    for path in config_paths:
+        values.extend(load_config_file(path))
+    values.extend(parse_overrides(overrides))
+    return values
+
+
+def build_store(*groups: Iterable[ConfigValue]) -> ConfigStore:
+    store = ConfigStore()
+    for group in groups:
+        store.extend(group)
+    add_derived_values(store)
+    return store

@@ -1,0 +1,26 @@
+"""`--set key=value` overrides in the Hydra form Megatron-Bridge's CLI takes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from offloaddoctor.config.keys import canonical_key
+from offloaddoctor.config.literals import parse_override
+from offloaddoctor.config.values import ConfigValue, Source
+from offloaddoctor.errors import UserError
+
+_KEY = re.compile(r"^\+{0,2}[A-Za-z_][\w.\-]*$")
+
+
+def parse_overrides(items: Sequence[str]) -> list[ConfigValue]:
+    values = []
+    for position, item in enumerate(items, start=1):
+        key, sep, raw_value = item.partition("=")
+        key = key.strip()
+        if not sep or not _KEY.match(key):
+            raise UserError(f"--set {item!r}: expected KEY=VALUE, e.g. optimizer.optimizer_cpu_offload=True")
+        values.append(
+            ConfigValue(canonical_key(key), parse_override(raw_value), Source("--set", None, f"#{position} {key}"), "set")
+        )
+    return values

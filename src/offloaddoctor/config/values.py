@@ -1,0 +1,100 @@
+"""Config values with provenance, and the store that resolves them by precedence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Higher wins. Within one level the value read later wins (a later --set, the last arguments block).
+PRECEDENCE = {"log": 1, "config": 2, "set": 3, "derived": 0}
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str
+    line: int | None = None
+    detail: str = ""
+
+    def __str__(self) -> str:
+        location = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{location} ({self.detail})" if self.detail else location
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    key: str
+    value: Any
+    source: Source
+    origin: str  # one of PRECEDENCE
+
+
+@dataclass
+class Resolved:
+    key: str
+    value: Any
+    source: Source
+    origin: str
+    overridden: list[ConfigValue] = field(default_factory=list)  # other values that disagree
+
+    @property
+    def disagreement(self) -> str | None:
+        if not self.overridden:
+            return None
+        others = "; ".join(f"{format_value(v.value)} at {v.source}" for v in self.overridden)
+        return f"{self.key} = {format_value(self.value)} at {self.source} wins over {others}"
+
+
+def format_value(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str):
+        return value if value.strip() == value and value else repr(value)
+    return str(value)
+
+
+class ConfigStore:
+    """Every value seen for every key, resolved on demand: explicit config beats the log."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, list[ConfigValue]] = {}
+        self._derived: dict[str, Resolved] = {}
+
+    def add(self, value: ConfigValue) -> None:
+        self._values.setdefault(value.key, []).append(value)
+
+    def extend(self, values) -> None:
+        for value in values:
+            self.add(value)
+
+    def keys(self) -> list[str]:
+        return sorted(set(self._values) | set(self._derived))
+
+    def resolve(self, key: str) -> Resolved | None:
+        values = self._values.get(key)
+        if not values:
+            return self._derived.get(key)
+        best_index = max(range(len(values)), key=lambda i: (PRECEDENCE[values[i].origin], i))
+        best = values[best_index]
+        others = [v for v in values if not _same(v.value, best.value)]
+        # Keep one disagreeing value per source so a repeated log block does not flood the report.
+        unique = list({(str(v.source.path), v.origin, repr(v.value)): v for v in others}.values())
+        return Resolved(key, best.value, best.source, best.origin, unique)
+
+    def set_derived(self, resolved: Resolved) -> None:
+        """A derived value only fills a gap: a key given anywhere explicitly is never replaced."""
+        if not self._values.get(resolved.key):
+            self._derived[resolved.key] = resolved
+
+    def disagreements(self) -> list[str]:
+        notes = []
+        for key in sorted(self._values):
+            resolved = self.resolve(key)
+            if resolved and resolved.overridden and any(v.origin != resolved.origin for v in resolved.overridden):
+                notes.append(resolved.disagreement)
+        return notes
+
+
+def _same(left: Any, right: Any) -> bool:
+    return format_value(left).lower() == format_value(right).lower()

@@ -1,0 +1,101 @@
+"""Read a Megatron-Bridge or flat Megatron-LM YAML config into canonical keys with file:line.
+
+The file is *composed*, not constructed: tags such as `!!python/object/apply` are kept as plain data and
+nothing in the file is ever executed. Alias expansion is bounded so an alias bomb cannot exhaust memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from offloaddoctor.config.keys import canonical_key
+from offloaddoctor.config.values import ConfigValue, Source
+from offloaddoctor.errors import UserError
+
+MAX_NODES = 200_000
+_STANDARD_SCALAR_TAGS = {
+    "tag:yaml.org,2002:" + name for name in ("str", "int", "float", "bool", "null", "timestamp")
+}
+_constructor = yaml.constructor.SafeConstructor()
+
+
+def load_yaml_config(path: str, origin: str = "config") -> list[ConfigValue]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: config is a directory, expected a YAML file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: config is not UTF-8 text") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else path
+        raise UserError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+    if root is None:
+        raise UserError(f"{path}: config is empty")
+    if not isinstance(root, yaml.MappingNode):
+        raise UserError(f"{path}: config must be a mapping of keys to values at the top level")
+    budget = [MAX_NODES]
+    values = []
+    for dotted, node, scalar in _walk(root, "", budget, path):
+        values.append(
+            ConfigValue(canonical_key(dotted), scalar, Source(path, node.start_mark.line + 1), origin)
+        )
+    return values
+
+
+def _walk(node: yaml.Node, prefix: str, budget: list[int], path: str) -> Iterator[tuple[str, yaml.Node, Any]]:
+    """Yield (dotted key, node, plain value) for every leaf; lists are leaves."""
+    for key_node, value_node in _mapping_pairs(node, budget, path):
+        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value_node, yaml.MappingNode):
+            yield from _walk(value_node, dotted, budget, path)
+        else:
+            yield dotted, value_node, _plain(value_node, budget, path)
+
+
+def _mapping_pairs(node: yaml.MappingNode, budget: list[int], path: str):
+    for key_node, value_node in node.value:
+        _spend(budget, path)
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` merges the aliased mapping in
+            merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for item in merged:
+                if isinstance(item, yaml.MappingNode):
+                    yield from _mapping_pairs(item, budget, path)
+            continue
+        yield key_node, value_node
+
+
+def _plain(node: yaml.Node, budget: list[int], path: str) -> Any:
+    _spend(budget, path)
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag in _STANDARD_SCALAR_TAGS:
+            try:
+                return _constructor.construct_object(node)
+            except (yaml.YAMLError, ValueError):
+                return node.value
+        return node.value  # custom tags: keep the text, never construct
+    if isinstance(node, yaml.SequenceNode):
+        return [_plain(item, budget, path) for item in node.value]
+    return {
+        (k.value if isinstance(k, yaml.ScalarNode) else "?"): _plain(v, budget, path)
+        for k, v in _mapping_pairs(node, budget, path)
+    }
+
+
+def _spend(budget: list[int], path: str) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise UserError(f"{path}: config expands to more than {MAX_NODES} nodes (alias bomb?); refusing to read it")

@@ -1,0 +1,1 @@
+"""Reading log sources and normalising their lines."""

@@ -1,0 +1,136 @@
+"""Resolve user paths into log sources and stream their lines without holding a whole file."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import sys
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from offloaddoctor.errors import UserError
+
+LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
+STDIN_NAME = "<stdin>"
+# Longer lines are cut: nothing we match is that long, and a 1 GB line must not become a 1 GB string.
+MAX_LINE_BYTES = 64 * 1024
+_GZIP_MAGIC = b"\x1f\x8b"
+_RANK_IN_NAME = re.compile(r"rank[-_.]?(\d{1,6})", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """One log to read: a file path, or standard input when `path` is `-`."""
+
+    path: str
+
+    @property
+    def name(self) -> str:
+        return STDIN_NAME if self.path == "-" else self.path
+
+    @property
+    def rank_from_name(self) -> int | None:
+        """Per-rank log files are often named `…rank3.log`; lines without a prefix get that rank."""
+        if self.path == "-":
+            return None
+        found = _RANK_IN_NAME.search(Path(self.path).name)
+        return int(found.group(1)) if found else None
+
+
+def _is_log_name(path: Path) -> bool:
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return name.endswith(LOG_SUFFIXES)
+
+
+def resolve_sources(paths: Sequence[str]) -> list[LogSource]:
+    """Expand directories into their log files; fail with one clear line on anything unusable."""
+    if not paths:
+        raise UserError("no log given: pass one or more log files, directories, or - for standard input")
+    sources: list[LogSource] = []
+    for raw in paths:
+        if raw == "-":
+            sources.append(LogSource("-"))
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and _is_log_name(p))
+            if not found:
+                raise UserError(
+                    f"{raw}: directory has no log files (looked for {', '.join('*' + s for s in LOG_SUFFIXES)} and .gz)"
+                )
+            sources.extend(LogSource(str(p)) for p in found)
+        elif path.exists():
+            if not path.is_file():
+                raise UserError(f"{raw}: not a regular file")
+            sources.append(LogSource(raw))
+        else:
+            raise UserError(f"{raw}: no such file or directory")
+    return sources
+
+
+def _open_binary(source: LogSource) -> BinaryIO:
+    if source.path == "-":
+        return sys.stdin.buffer
+    try:
+        handle = open(source.path, "rb")  # noqa: SIM115 - closed by the caller's context
+    except OSError as exc:
+        raise UserError(f"{source.path}: cannot read: {exc.strerror or exc}") from None
+    head = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
+    if head == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+    return handle
+
+
+def _looks_binary(block: bytes) -> bool:
+    if not block:
+        return False
+    if b"\x00" not in block:
+        return False
+    controls = sum(1 for byte in block if byte < 9 or 13 < byte < 32)
+    return controls / len(block) > 0.10
+
+
+def iter_raw_lines(source: LogSource, warnings: list[str]) -> Iterator[tuple[int, str]]:
+    """Yield (line number, decoded line) for one source, streaming. Problems that still leave
+    readable text become `warnings`; a source with nothing readable is a UserError."""
+    stream = _open_binary(source)
+    line_number = 0
+    try:
+        while True:
+            try:
+                chunk = stream.readline(MAX_LINE_BYTES)
+            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+                if line_number == 0:
+                    raise UserError(f"{source.name}: cannot read: {_describe_read_error(exc)}") from None
+                warnings.append(f"{source.name}: stopped after line {line_number}: {_describe_read_error(exc)}")
+                return
+            if not chunk:
+                return
+            if line_number == 0 and _looks_binary(chunk[:8192]):
+                raise UserError(f"{source.name}: looks like a binary file, not a text log")
+            if len(chunk) == MAX_LINE_BYTES and not chunk.endswith(b"\n"):
+                _skip_rest_of_line(stream)
+                warnings.append(f"{source.name}:{line_number + 1}: line longer than {MAX_LINE_BYTES} bytes was cut")
+            line_number += 1
+            yield line_number, chunk.decode("utf-8", errors="replace").rstrip("\n")
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def _skip_rest_of_line(stream: BinaryIO) -> None:
+    while True:
+        rest = stream.readline(MAX_LINE_BYTES)
+        if not rest or rest.endswith(b"\n"):
+            return
+
+
+def _describe_read_error(exc: BaseException) -> str:
+    if isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
+        return f"corrupt or truncated gzip data ({exc or type(exc).__name__})"
+    return str(exc)
