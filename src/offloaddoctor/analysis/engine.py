@@ -26,10 +26,18 @@ def build_report(catalog: Catalog, scan: ScanResult, store: ConfigStore, matcher
         if signature is not None:
             _merge(findings, signature, aggregate, store, run)
     for signature in catalog.signatures:
+        if signature.id in findings:
+            continue
         if signature.match is None and signature.shares_match_of is None:
-            finding = _run_level_finding(signature, store, run)
-            if finding is not None:
-                findings[signature.id] = finding
+            finding = _run_level_finding(signature, signature.when, store, run)
+        elif signature.preflight:
+            # The constraint is violated in the run's config although the log does not show the error
+            # (cut short, another error first): report it, marked as found in the config.
+            finding = _run_level_finding(signature, signature.config, store, run, trigger="config")
+        else:
+            finding = None
+        if finding is not None:
+            findings[signature.id] = finding
     ordered = sorted(findings.values(), key=lambda f: f.sort_key)
     notes = list(scan.warnings) + store.disagreements()
     return Report(
@@ -84,18 +92,21 @@ def _merge(findings: dict[str, Finding], signature: Signature, aggregate: Aggreg
             existing.evidence.append(evidence)
 
 
-def _run_level_finding(signature: Signature, store: ConfigStore, run: RunFacts) -> Finding | None:
+def _run_level_finding(
+    signature: Signature, condition: Predicate, store: ConfigStore, run: RunFacts, trigger: str | None = None
+) -> Finding | None:
     facts = dict(run.values)
-    if evaluate(signature.when, _lookup(store, facts)) is not True:
+    if evaluate(condition, _lookup(store, facts)) is not True:
         return None
+    fact_names = list(dict.fromkeys(names_in(condition, "fact")))
     evidence: list[Evidence] = []
-    for name in dict.fromkeys(names_in(signature.when, "fact")):
+    for name in fact_names:
         evidence.extend(run.evidence.get(name, []))
-    for key in dict.fromkeys(names_in(signature.when, "key")):
+    for key in dict.fromkeys(names_in(condition, "key")):
         resolved = store.resolve(key)
         if resolved is not None:
             evidence.append(Evidence(resolved.source.path, resolved.source.line, None, f"{key} = {format_value(resolved.value)}"))
-    used = set(names_in(signature.when, "fact")) | set(names_in(signature.config, "fact"))
+    used = set(fact_names) | set(names_in(signature.config, "fact"))
     return Finding(
         signature=signature,
         evidence=evidence,
@@ -105,6 +116,7 @@ def _run_level_finding(signature: Signature, store: ConfigStore, run: RunFacts) 
         config=verdict_for(signature.config or signature.when, store, facts),
         overrides=render_overrides(signature, store, facts),
         first_seen=10**12,  # after every log match of the same priority
+        trigger=trigger or ("metrics" if fact_names else "config"),
     )
 
 
@@ -136,11 +148,15 @@ def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> l
     def fill(match: re.Match) -> str:
         name = match.group(1)
         if name in facts:
-            return format_value(facts[name])
+            return _override_value(facts[name])
         resolved = store.resolve(name)
-        return format_value(resolved.value) if resolved is not None else f"<{name}>"
+        return _override_value(resolved.value) if resolved is not None else f"<{name}>"
 
     return [_PLACEHOLDER.sub(fill, line) for line in signature.fix.overrides]
+
+
+def _override_value(value: Any) -> str:
+    return "null" if value is None else format_value(value)
 
 
 def _unexplained_failure(scan: ScanResult, findings: list[Finding], matchers: list[Matcher]) -> Evidence | None:

@@ -37,6 +37,7 @@ class Finding:
     config: ConfigVerdict
     overrides: list[str]
     first_seen: int
+    trigger: str = "log"  # "log": matched log lines; "config": the run's config alone; "metrics": run numbers
 
     @property
     def id(self) -> str:
@@ -44,7 +45,8 @@ class Finding:
 
     @property
     def sort_key(self) -> tuple:
-        return (self.signature.severity_rank, -self.signature.priority, self.first_seen)
+        # What the log shows leads; config-only findings follow at the same severity.
+        return (self.signature.severity_rank, self.trigger == "config", -self.signature.priority, self.first_seen)
 
 
 @dataclass

@@ -42,11 +42,15 @@ def parse_iteration_fields(text: str) -> tuple[int, dict[str, float]] | None:
 
 
 def steady_state(records: list[IterationRecord]) -> list[IterationRecord]:
-    """Drop warm-up: the first logged line (it averages over start-up, compilation and allocator growth)
-    and any line for iterations up to WARMUP_ITERATIONS. Keeps the last line if nothing else is left."""
-    if not records:
-        return []
-    kept = [r for r in records[1:] if r.iteration > WARMUP_ITERATIONS]
+    """Drop warm-up. Each line reports the average over the iterations since the previous line, so a
+    line is kept only if that whole interval lies after the first WARMUP_ITERATIONS iterations (which
+    carry compilation, allocator growth and data-loader start-up). The first line of a log never
+    qualifies. Keeps the last line if nothing else is left."""
+    kept = [
+        record
+        for previous, record in zip(records, records[1:])
+        if previous.iteration >= WARMUP_ITERATIONS and record.iteration > previous.iteration
+    ]
     return kept or records[-1:]
 
 

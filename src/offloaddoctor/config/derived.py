@@ -15,6 +15,7 @@ def add_derived_values(store: ConfigStore) -> None:
     _megatron_lm_cpu_offloading(store)
     _layers_per_pipeline_rank(store)
     _suggested_offload_fraction(store)
+    _suggested_virtual_pipeline_size(store)
 
 
 def _derived(key: str, value, *inputs: Resolved, note: str = "") -> Resolved:
@@ -62,3 +63,13 @@ def _suggested_offload_fraction(store: ConfigStore) -> None:
         return
     step = math.floor(current / OFFLOAD_FRACTION_STEP + 1e-9) * OFFLOAD_FRACTION_STEP + OFFLOAD_FRACTION_STEP
     store.set_derived(_derived("optimizer.suggested_offload_fraction", min(1.0, round(step, 2)), fraction))
+
+
+def _suggested_virtual_pipeline_size(store: ConfigStore) -> None:
+    """The largest VPP size up to the current one that divides the layers per stage; None turns VPP off."""
+    per_rank, vpp = store.resolve("model.layers_per_pipeline_rank"), store.resolve("model.virtual_pipeline_model_parallel_size")
+    layers, current = (number(per_rank.value) if per_rank else None), (number(vpp.value) if vpp else None)
+    if not layers or not current:
+        return
+    divisors = [d for d in range(int(current), 1, -1) if int(layers) % d == 0]
+    store.set_derived(_derived("model.suggested_virtual_pipeline_size", divisors[0] if divisors else None, per_rank, vpp))

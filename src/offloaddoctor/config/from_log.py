@@ -21,8 +21,12 @@ _DATACLASS_REPR = re.compile(r"\b(OptimizerConfig|DistributedDataParallelConfig)
 _REPR_FIELD = re.compile(r"(\w+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|<[^>]*>|[^,()<>\[\]]+)")
 _HYDRA_OVERRIDE = re.compile(r"^\+{0,2}([a-z_]\w*(?:\.\w+)+)=(.*)$")
 _REPR_SECTION = {"OptimizerConfig": "optimizer", "DistributedDataParallelConfig": "ddp"}
+# Lines MCore prints about what it could import: they settle a config question the config cannot.
+_RUNTIME_FACTS = {
+    "Falling back to Torch optimizers": ("runtime.te_fused_adam_available", False),
+}
 # Lines without one of these cannot carry config; the scanner uses them as a cheap gate.
-LITERALS = ("arguments", " --", "PYTORCH_", "NCCL_", "CUDA_", "NVTE_", "TORCH_", "Config(", ".py ", "torchrun")
+LITERALS = (*_RUNTIME_FACTS, "arguments", " --", "PYTORCH_", "NCCL_", "CUDA_", "NVTE_", "TORCH_", "Config(", ".py ", "torchrun")
 
 
 @dataclass
@@ -66,6 +70,10 @@ class LogConfigCollector:
         if env:
             self._add("env." + env.group(1), env.group(2), line, "environment")
             return True
+        for literal, (key, value) in _RUNTIME_FACTS.items():
+            if literal in text:
+                self._add(key, value, line, "runtime message")
+                return True
         if " --" in text or "=" in text:
             dataclass_repr = _DATACLASS_REPR.search(text)
             if dataclass_repr:

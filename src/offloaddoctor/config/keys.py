@@ -30,8 +30,10 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("model.pipeline_model_parallel_size", "pipeline-parallel size (PP)", ("--pp-size",)),
     KnownKey("model.virtual_pipeline_model_parallel_size", "virtual pipeline stages per rank (VPP)"),
     KnownKey("model.tensor_model_parallel_size", "tensor-parallel size (TP)"),
-    KnownKey("model.decoder_first_pipeline_num_layers", "layers on the first pipeline stage"),
-    KnownKey("model.decoder_last_pipeline_num_layers", "layers on the last pipeline stage"),
+    KnownKey("model.num_layers_in_first_pipeline_stage", "layers on the first pipeline stage",
+             ("decoder_first_pipeline_num_layers", "--decoder-first-pipeline-num-layers")),
+    KnownKey("model.num_layers_in_last_pipeline_stage", "layers on the last pipeline stage",
+             ("decoder_last_pipeline_num_layers", "--decoder-last-pipeline-num-layers")),
     KnownKey("model.recompute_granularity", "activation recompute: full, selective or None"),
     KnownKey("model.recompute_method", "activation recompute method"),
     KnownKey("model.cuda_graph_impl", "CUDA graph implementation: none, local or transformer_engine"),
@@ -52,9 +54,11 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("env.PYTORCH_CUDA_ALLOC_CONF", "PyTorch caching-allocator settings"),
     KnownKey("env.PYTORCH_ALLOC_CONF", "PyTorch allocator settings (newer name)"),
     KnownKey("env.NCCL_GRAPH_REGISTER", "NCCL buffer registration under CUDA graphs"),
+    KnownKey("runtime.te_fused_adam_available", "False when MCore logs that it fell back to torch optimizers"),
     # Derived from the keys above; see config/derived.py.
     KnownKey("allocator.expandable_segments", "expandable_segments:True in the allocator settings"),
     KnownKey("model.layers_per_pipeline_rank", "num_layers // pipeline_model_parallel_size"),
+    KnownKey("model.suggested_virtual_pipeline_size", "largest VPP size <= the current one dividing layers per stage"),
     KnownKey("optimizer.suggested_offload_fraction", "the next offload fraction step above the current one"),
 )
 
