@@ -1,0 +1,132 @@
+"""Command line: parse, call the library, render, map to an exit code. Nothing else lives here."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from offloaddoctor import __version__
+from offloaddoctor.errors import UserError
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Diagnose Megatron-Core / Megatron-Bridge runs that failed or slowed down because of CPU offloading "
+    "and GPU-memory settings.",
+)
+
+
+class OutputFormat(str, Enum):
+    auto = "auto"
+    terminal = "terminal"
+    text = "text"
+    json = "json"
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"offloaddoctor: error: {message}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def _catalog(signature_dirs: list[Path]):
+    from offloaddoctor.catalog.loader import CatalogError, load_catalog
+
+    try:
+        return load_catalog(signature_dirs)
+    except CatalogError as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def diagnose(
+    logs: List[str] = typer.Argument(..., help="Log files, directories of logs, or - for standard input."),
+    config: List[str] = typer.Option([], "--config", "-c", help="Run config: Bridge/Megatron YAML or a launch script. Repeatable."),
+    set_: List[str] = typer.Option([], "--set", "-s", help="Override KEY=VALUE (Bridge CLI form). Repeatable."),
+    output_format: OutputFormat = typer.Option(OutputFormat.auto, "--format", "-f", help="auto: panels on a terminal, plain text otherwise."),
+    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+) -> None:
+    """Find known offloading/memory failures in training logs and check them against the run's config."""
+    from offloaddoctor.api import diagnose as run_diagnose
+
+    catalog = _catalog(signatures)
+    try:
+        report = run_diagnose(logs, config, set_, catalog=catalog)
+    except UserError as exc:
+        _fail(str(exc))
+    _emit(report, output_format)
+    raise typer.Exit(EXIT_FINDINGS if report.has_errors else EXIT_CLEAN)
+
+
+def _emit(report, output_format: OutputFormat) -> None:
+    if output_format is OutputFormat.json:
+        from offloaddoctor.render.json_report import render_json
+
+        sys.stdout.write(render_json(report))
+        return
+    use_terminal = output_format is OutputFormat.terminal or (output_format is OutputFormat.auto and sys.stdout.isatty())
+    if use_terminal:
+        from rich.console import Console
+
+        from offloaddoctor.render.terminal import render_terminal
+
+        render_terminal(report, Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False))
+        return
+    from offloaddoctor.render.plain import render_plain
+
+    sys.stdout.write(render_plain(report))
+
+
+@app.command("signatures")
+def list_signatures(
+    json_output: bool = typer.Option(False, "--json", help="Machine-readable list."),
+    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+) -> None:
+    """List the signature catalogue."""
+    from offloaddoctor.render.catalog_view import render_catalog, render_catalog_json
+
+    catalog = _catalog(signatures)
+    sys.stdout.write(render_catalog_json(catalog) if json_output else render_catalog(catalog))
+
+
+@app.command()
+def explain(
+    signature_id: str = typer.Argument(..., metavar="ID", help="A signature id, e.g. pp-cpu-offload."),
+    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+) -> None:
+    """Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix."""
+    from offloaddoctor.render.catalog_view import render_explain
+
+    catalog = _catalog(signatures)
+    signature = catalog.get(signature_id)
+    if signature is None:
+        close = difflib.get_close_matches(signature_id, catalog.ids, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; run `offloaddoctor signatures` for the list"
+        _fail(f"unknown signature id {signature_id!r}{hint}")
+    sys.stdout.write(render_explain(signature))
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"offloaddoctor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """offloaddoctor: diagnose CPU-offloading and GPU-memory failures in Megatron runs."""
+
+
+def main() -> None:
+    app()

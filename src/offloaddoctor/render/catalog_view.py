@@ -1,0 +1,58 @@
+"""`offloaddoctor signatures` and `offloaddoctor explain ID`."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from offloaddoctor.catalog.model import Catalog, Signature
+from offloaddoctor.catalog.predicates import describe
+
+
+def render_catalog(catalog: Catalog) -> str:
+    rows = [("ID", "SEVERITY", "PRIORITY", "PREFLIGHT", "TITLE")]
+    for s in sorted(catalog.signatures, key=lambda s: s.id):
+        rows.append((s.id, s.severity, str(s.priority), "yes" if s.preflight else "", s.title))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4] for row in rows]
+    return "\n".join(line.rstrip() for line in lines) + f"\n\n{len(catalog.signatures)} signatures\n"
+
+
+def render_catalog_json(catalog: Catalog) -> str:
+    items = [
+        {"id": s.id, "severity": s.severity, "priority": s.priority, "preflight": s.preflight, "title": s.title}
+        for s in sorted(catalog.signatures, key=lambda s: s.id)
+    ]
+    return json.dumps({"schema_version": 1, "signatures": items}, indent=2) + "\n"
+
+
+def render_explain(signature: Signature) -> str:
+    out = [f"{signature.id}: {signature.title}", f"severity {signature.severity}, priority {signature.priority}"
+           + (", preflight constraint" if signature.preflight else ""), ""]
+
+    def section(title: str, body: list[str]) -> None:
+        out.append(title)
+        out.extend("  " + line for line in body)
+        out.append("")
+
+    section("Symptom", _wrap(signature.symptom))
+    section("Likely cause", _wrap(signature.cause))
+    if signature.match:
+        section("Matches log lines containing", [repr(x) for x in signature.match.literals] + ["and one of the patterns:"]
+                + [f"  {p.pattern}" for p in signature.match.patterns])
+    if signature.shares_match_of:
+        section("Matches", [f"the same lines as {signature.shares_match_of}; this signature takes them when its condition holds"])
+    if signature.when:
+        section("Fires when", _wrap(describe(signature.when)))
+    if signature.config:
+        section("Config confirms it when", _wrap(describe(signature.config)))
+    section("How to confirm", [f"- {step}" for step in signature.confirm])
+    section("Fix", _wrap(signature.fix.summary) + [f"  {line}" for line in signature.fix.overrides])
+    section("References", [", ".join(f"{k}: {v}" for k, v in ref.items()) for ref in signature.references])
+    matches = sum(e.expect == "match" for e in signature.examples)
+    section("Examples", [f"{matches} matching and {len(signature.examples) - matches} non-matching, in {signature.path}"])
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _wrap(text: str) -> list[str]:
+    return textwrap.wrap(" ".join(text.split()), width=96) or [""]

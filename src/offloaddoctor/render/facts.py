@@ -1,0 +1,48 @@
+"""Parsed numbers as people read them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from offloaddoctor.analysis.units import format_bytes
+
+_LABELS = {
+    "requested_bytes": "tried to allocate",
+    "total_capacity_bytes": "GPU capacity",
+    "free_bytes": "free",
+    "in_use_bytes": "in use by this process",
+    "allocated_bytes": "allocated by PyTorch",
+    "reserved_bytes": "reserved by PyTorch",
+    "reserved_unallocated_bytes": "reserved but unallocated",
+    "reserved_unallocated_share": "reserved-unallocated share of the GPU",
+    "fragmentation_suspected": "fragmentation suspected",
+    "gpu": "GPU index",
+    "median_iteration_ms": "steady-state iteration time",
+    "baseline_iteration_ms": "iteration time before offloading",
+    "median_tflops_per_gpu": "steady-state throughput",
+    "slowdown_ratio": "slowdown",
+    "iterations_logged": "iteration lines",
+}
+
+
+def fact_lines(facts: dict[str, Any]) -> list[tuple[str, str]]:
+    """Known facts in a reading order (request, capacity, free, …), then any others by name."""
+    order = list(_LABELS)
+    names = sorted(facts, key=lambda n: (order.index(n) if n in order else len(order), n))
+    return [(_LABELS.get(n, n.replace("_", " ")), format_fact(n, facts[n])) for n in names]
+
+
+def format_fact(name: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if name.endswith("_bytes"):
+        return format_bytes(value)
+    if name.endswith("_share"):
+        return f"{value * 100:.1f} %"
+    if name.endswith("_ms"):
+        return f"{value:g} ms"
+    if name.startswith("median_tflops"):
+        return f"{value:g} TFLOP/s/GPU"
+    if name.endswith("_ratio"):
+        return f"{value:.2f}x"
+    return str(value)

@@ -1,0 +1,69 @@
+"""`--format json`: the versioned, documented schema (docs/json-output.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from offloaddoctor import __version__
+from offloaddoctor.analysis.findings import Finding, Report
+from offloaddoctor.analysis.ranks import format_ranks
+from offloaddoctor.analysis.scanner import Evidence
+
+SCHEMA_VERSION = 1
+
+
+def report_to_dict(report: Report) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "offloaddoctor", "version": __version__},
+        "sources": [{"path": s.path, "lines": s.lines} for s in report.sources],
+        "findings": [_finding(f) for f in report.findings],
+        "unmatched": _evidence(report.unmatched) if report.unmatched else None,
+        "run": dict(report.run_facts),
+        "notes": list(report.notes),
+    }
+
+
+def _evidence(evidence: Evidence) -> dict[str, Any]:
+    return asdict(evidence)
+
+
+def _finding(finding: Finding) -> dict[str, Any]:
+    signature = finding.signature
+    return {
+        "id": finding.id,
+        "severity": signature.severity,
+        "title": signature.title,
+        "priority": signature.priority,
+        "trigger": finding.trigger,
+        "symptom": signature.symptom,
+        "cause": signature.cause,
+        "evidence": [_evidence(e) for e in finding.evidence],
+        "occurrences": finding.occurrences,
+        "ranks": finding.ranks,
+        "ranks_compact": format_ranks(finding.ranks),
+        "facts": finding.facts,
+        "config": {
+            "verdict": finding.config.verdict,
+            "explanation": finding.config.explanation,
+            "values": [
+                {
+                    "key": v.key,
+                    "known": v.known,
+                    "value": v.value,
+                    "source": v.source,
+                    "overridden": list(v.overridden),
+                }
+                for v in finding.config.values
+            ],
+        },
+        "confirm": list(signature.confirm),
+        "fix": {"summary": signature.fix.summary, "overrides": list(finding.overrides)},
+        "references": [dict(r) for r in signature.references],
+    }
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report_to_dict(report), indent=2, ensure_ascii=False, default=str) + "\n"
