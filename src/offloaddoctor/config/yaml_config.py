@@ -86,7 +86,8 @@ def _plain(node: yaml.Node, budget: list[int], path: str) -> Any:
                 return _constructor.construct_object(node)
             except (yaml.YAMLError, ValueError):
                 return node.value
-        return node.value  # custom tags: keep the text, never construct
+        # Custom tags: keep the text as written, never construct (`!!python/name:os.system` has no value).
+        return node.value or "!!" + node.tag.removeprefix("tag:yaml.org,2002:")
     if isinstance(node, yaml.SequenceNode):
         return [_plain(item, budget, path) for item in node.value]
     return {

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from offloaddoctor.logs.normalize import normalize_line, strip_terminal_codes
+
+MESSAGE = "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading"
+
+
+def test_torchrun_rank_prefix():
+    assert normalize_line(f"[rank3]: {MESSAGE}") == (MESSAGE, 3)
+    assert normalize_line(f"[default12]:{MESSAGE}") == (MESSAGE, 12)
+
+
+def test_slurm_label_then_torchrun_prefix_keeps_the_torchrun_rank():
+    assert normalize_line(f"0: [rank7]: {MESSAGE}") == (MESSAGE, 7)
+    assert normalize_line(f"12: {MESSAGE}") == (MESSAGE, 12)
+
+
+def test_timestamps_are_stripped_in_any_order():
+    assert normalize_line(f"2026-11-20 10:00:05,123 [rank1]: {MESSAGE}") == (MESSAGE, 1)
+    assert normalize_line(f"[2026-11-20T10:00:05.123Z] {MESSAGE}")[0] == MESSAGE
+
+
+def test_a_clock_time_is_not_a_slurm_label():
+    assert normalize_line("10:51:25 something")[1] is None
+
+
+def test_ansi_and_carriage_return_progress_bars():
+    assert strip_terminal_codes("\x1b[31mred\x1b[0m") == "red"
+    assert strip_terminal_codes("10%\r50%\r100% done\r") == "100% done"
+    assert strip_terminal_codes("\x1b]8;;http://x\x07link\x1b]8;;\x07") == "link"
+
+
+def test_default_rank_from_file_name_applies_without_prefix():
+    assert normalize_line(MESSAGE, default_rank=4) == (MESSAGE, 4)
+    assert normalize_line(f"[rank2]: {MESSAGE}", default_rank=4) == (MESSAGE, 2)
+
+
+@given(st.text(), st.integers(0, 99999))
+def test_prefixed_text_comes_back_with_its_rank(text, rank):
+    clean = strip_terminal_codes(text).strip()
+    if not clean or clean[0].isdigit() or clean.startswith("["):
+        return
+    assert normalize_line(f"[rank{rank}]: {clean}") == (clean, rank)
+
+
+@given(st.text())
+def test_normalized_text_has_no_control_characters(text):
+    result, _ = normalize_line(text)
+    assert not any(ord(c) < 32 and c != "\t" for c in result)
