@@ -45,13 +45,13 @@ def steady_state(records: list[IterationRecord]) -> list[IterationRecord]:
     """Drop warm-up. Each line reports the average over the iterations since the previous line, so a
     line is kept only if that whole interval lies after the first WARMUP_ITERATIONS iterations (which
     carry compilation, allocator growth and data-loader start-up). The first line of a log never
-    qualifies. Keeps the last line if nothing else is left."""
+    qualifies. A log that stops inside warm-up has no steady state: better no number than a wrong one."""
     kept = [
         record
         for previous, record in zip(records, records[1:])
         if previous.iteration >= WARMUP_ITERATIONS and record.iteration > previous.iteration
     ]
-    return kept or records[-1:]
+    return kept
 
 
 def median_of(records: list[IterationRecord], field: str) -> tuple[float, IterationRecord] | None:

@@ -1,0 +1,3 @@
+from offloaddoctor.cli import main
+
+main()

@@ -1,0 +1,143 @@
+"""The command line as users run it: exit codes, one-line errors, stdin, gz, directories, formats."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from offloaddoctor.cli import app
+
+from .conftest import FIXTURES
+
+RUNNER = CliRunner()
+PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
+CLEAN_LOG = FIXTURES / "clean-baseline" / "job.log"
+
+
+def run(*args: str, input: str | bytes | None = None):
+    return RUNNER.invoke(app, list(args), input=input)
+
+
+def assert_one_line_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("offloaddoctor: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_error_finding_exits_1_and_clean_log_exits_0():
+    assert run("diagnose", str(PP_LOG)).exit_code == 1
+    clean = run("diagnose", str(CLEAN_LOG))
+    assert clean.exit_code == 0
+    assert "no known failure" in clean.stdout
+
+
+def test_missing_file(tmp_path):
+    assert_one_line_error(run("diagnose", str(tmp_path / "nope.log")), "nope.log", "no such file")
+
+
+def test_directory_with_no_logs(tmp_path):
+    (tmp_path / "notes.md").write_text("x")
+    assert_one_line_error(run("diagnose", str(tmp_path)), "no log files")
+
+
+def test_binary_file(tmp_path):
+    path = tmp_path / "core.log"
+    path.write_bytes(bytes(range(256)) * 64)
+    assert_one_line_error(run("diagnose", str(path)), "binary")
+
+
+def test_broken_yaml_config(tmp_path):
+    config = tmp_path / "cfg.yaml"
+    config.write_text("model:\n  pipeline_model_parallel_size: [4\n")
+    assert_one_line_error(run("diagnose", str(PP_LOG), "--config", str(config)), "cfg.yaml", "invalid YAML")
+
+
+def test_set_without_equals():
+    assert_one_line_error(run("diagnose", str(PP_LOG), "--set", "model.pipeline_model_parallel_size"), "KEY=VALUE")
+
+
+def test_unknown_signature_id_suggests():
+    assert_one_line_error(run("explain", "pp-cpu-ofload"), "did you mean pp-cpu-offload")
+
+
+def test_corrupt_gzip(tmp_path):
+    path = tmp_path / "job.log.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    assert_one_line_error(run("diagnose", str(path)), "gzip")
+
+
+def test_truncated_gzip_is_read_as_far_as_it_goes(tmp_path):
+    data = gzip.compress(PP_LOG.read_bytes())
+    path = tmp_path / "job.log.gz"
+    path.write_bytes(data[: len(data) * 3 // 4])
+    result = run("diagnose", str(path), "--format", "json")
+    assert result.exit_code in (0, 1)
+    assert any("gzip" in note for note in json.loads(result.stdout)["notes"])
+
+
+def test_gzip_directory_and_stdin_give_the_same_finding(tmp_path):
+    (tmp_path / "job.log.gz").write_bytes(gzip.compress(PP_LOG.read_bytes()))
+    from_dir = json.loads(run("diagnose", str(tmp_path), "-f", "json").stdout)
+    from_stdin = json.loads(run("diagnose", "-", "-f", "json", input=PP_LOG.read_bytes()).stdout)
+    assert [f["id"] for f in from_dir["findings"]] == [f["id"] for f in from_stdin["findings"]] == ["pp-cpu-offload"]
+    assert from_stdin["sources"][0]["path"] == "<stdin>"
+
+
+def test_crlf_and_invalid_utf8_are_tolerated(tmp_path):
+    path = tmp_path / "job.log"
+    path.write_bytes(b"\xff\xfe junk\r\n[rank0]: ValueError: CPU offloading does not work when activation "
+                     b"recomputation is enabled\r\n")
+    data = json.loads(run("diagnose", str(path), "-f", "json").stdout)
+    assert [f["id"] for f in data["findings"]] == ["recompute-cpu-offload"]
+    assert data["findings"][0]["evidence"][0]["text"].endswith("enabled")
+
+
+def test_signatures_and_explain():
+    listing = run("signatures")
+    assert listing.exit_code == 0 and "pp-cpu-offload" in listing.stdout
+    listed = json.loads(run("signatures", "--json").stdout)
+    assert len(listed["signatures"]) >= 19
+    explained = run("explain", "oom-fragmentation")
+    assert explained.exit_code == 0 and "expandable_segments" in explained.stdout
+
+
+def test_markup_in_logs_is_not_interpreted_by_the_terminal_renderer(tmp_path):
+    path = tmp_path / "job.log"
+    path.write_text("ValueError: Currently there is no support for Pipeline parallelism with CPU offloading "
+                    "[bold red]boom[/bold red] \x1b]0;pwned\x07\n")
+    result = run("diagnose", str(path), "-f", "terminal")
+    assert "[bold red]boom[/bold red]" in result.stdout
+    assert "\x1b]0;" not in result.stdout
+
+
+def test_installed_entry_point_runs_without_a_traceback():
+    result = subprocess.run([sys.executable, "-m", "offloaddoctor", "diagnose", "/definitely/missing.log"],
+                            capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    assert result.returncode == 2
+    assert result.stderr.strip() == "offloaddoctor: error: /definitely/missing.log: no such file or directory"
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "terminal"])
+def test_every_format_runs_on_every_fixture(fmt):
+    for case in sorted(p.parent for p in FIXTURES.glob("*/job.log")):
+        result = run("diagnose", str(case / "job.log"), "-f", fmt)
+        assert result.exit_code in (0, 1), (case.name, result.output)
+
+
+def test_json_output_validates_against_the_published_schema():
+    import jsonschema
+
+    schema = json.loads((FIXTURES.parent / "docs" / "report.schema.json").read_text())
+    for case in sorted(p.parent for p in FIXTURES.glob("*/job.log")):
+        data = json.loads(run("diagnose", str(case / "job.log"), "-f", "json").stdout)
+        jsonschema.validate(data, schema)
