@@ -14,6 +14,7 @@ from offloaddoctor.render.text_safety import safe_text
 
 _LABEL_WIDTH = 11
 _WIDTH = 100
+SHOWN_EVIDENCE_GROUPS = 3
 
 
 def headline(report: Report) -> str:
@@ -41,8 +42,9 @@ def occurrence_summary(finding: Finding) -> str:
     return ", ".join(parts)
 
 
-def grouped_evidence(evidence: list[Evidence]) -> list[tuple[list[str], str]]:
-    """Evidence lines with the same text (one message on many ranks) share one printed text."""
+def grouped_evidence(evidence: list[Evidence]) -> tuple[list[tuple[list[str], str]], int]:
+    """Evidence lines with the same text (one message on many ranks) share one printed text; only the
+    first SHOWN_EVIDENCE_GROUPS groups are shown. Returns the groups and how many lines were left out."""
     groups: list[tuple[list[str], str]] = []
     for item in evidence:
         text = safe_text(item.text)
@@ -50,7 +52,8 @@ def grouped_evidence(evidence: list[Evidence]) -> list[tuple[list[str], str]]:
             groups[-1][0].append(evidence_location(item))
         else:
             groups.append(([evidence_location(item)], text))
-    return groups
+    shown = groups[:SHOWN_EVIDENCE_GROUPS]
+    return shown, len(evidence) - sum(len(locations) for locations, _ in shown)
 
 
 def config_value_line(value) -> str:
@@ -92,9 +95,12 @@ def _finding_block(index: int, finding: Finding) -> list[str]:
 
     summary = occurrence_summary(finding)
     evidence_rows = []
-    for locations, text in grouped_evidence(finding.evidence):
+    groups, hidden = grouped_evidence(finding.evidence)
+    for locations, text in groups:
         evidence_rows.append(", ".join(locations))
         evidence_rows.append(f"  {text}")
+    if hidden:
+        evidence_rows.append(f"(+{hidden} more evidence line{'s' if hidden != 1 else ''} in --format json)")
     field("Evidence", ([summary] if summary else []) + evidence_rows)
     if finding.facts:
         field("Numbers", [f"{label}: {value}" for label, value in fact_lines(finding.facts)])

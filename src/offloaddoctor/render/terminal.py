@@ -44,9 +44,12 @@ def _panel(index: int, finding: Finding) -> Panel:
     summary = occurrence_summary(finding)
     if summary:
         evidence.append(summary + "\n", style="dim")
-    for locations, text in grouped_evidence(finding.evidence):
+    groups, hidden = grouped_evidence(finding.evidence)
+    for locations, text in groups:
         evidence.append(", ".join(locations) + "\n", style="cyan")
         evidence.append("  " + text + "\n")
+    if hidden:
+        evidence.append(f"(+{hidden} more evidence line{'s' if hidden != 1 else ''} in --format json)\n", style="dim")
     grid.add_row("Evidence", evidence)
     if finding.facts:
         grid.add_row("Numbers", Text("\n".join(f"{label}: {value}" for label, value in fact_lines(finding.facts))))
