@@ -8,15 +8,18 @@ from typing import Any
 
 from offloaddoctor.analysis.engine import build_report
 from offloaddoctor.analysis.findings import Report
+from offloaddoctor.analysis.preflight import CheckReport, check_store
 from offloaddoctor.analysis.scanner import Scanner, build_matchers
 from offloaddoctor.catalog.loader import load_catalog
 from offloaddoctor.catalog.model import Catalog
+from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.loading import build_store, explicit_config
 from offloaddoctor.config.values import ConfigValue, Source
+from offloaddoctor.errors import UserError
 from offloaddoctor.logs.sources import resolve_sources
 
-__all__ = ["Report", "diagnose", "diagnose_text", "load_catalog"]
+__all__ = ["CheckReport", "Report", "check", "diagnose", "diagnose_text", "load_catalog"]
 
 
 def diagnose(
@@ -49,3 +52,21 @@ def diagnose_text(
     given = [ConfigValue(canonical_key(k), v, Source("<config>", None, k), "config") for k, v in (config or {}).items()]
     store = build_store(*(c.values for c in scan.collectors), given)
     return build_report(catalog, scan, store, matchers)
+
+
+def check(
+    config_paths: Sequence[str],
+    overrides: Sequence[str] = (),
+    catalog: Catalog | None = None,
+    only: Sequence[str] = (),
+    use_defaults: bool = True,
+) -> CheckReport:
+    """Validate a config before launch against every preflight constraint of the catalogue. Keys the
+    config leaves out take megatron-core's defaults unless `use_defaults` is False."""
+    if not config_paths and not overrides:
+        raise UserError("nothing to check: pass a config file and/or --set KEY=VALUE items")
+    catalog = catalog or load_catalog()
+    store = build_store(explicit_config(config_paths, overrides))
+    if use_defaults:
+        add_defaults(store)
+    return check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)

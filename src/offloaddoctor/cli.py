@@ -47,6 +47,16 @@ def _catalog(signature_dirs: list[Path]):
         _fail(str(exc))
 
 
+def _wants_terminal(output_format: OutputFormat) -> bool:
+    return output_format is OutputFormat.terminal or (output_format is OutputFormat.auto and sys.stdout.isatty())
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
+
+
 @app.command()
 def diagnose(
     logs: List[str] = typer.Argument(..., help="Log files, directories of logs, or - for standard input."),
@@ -73,17 +83,46 @@ def _emit(report, output_format: OutputFormat) -> None:
 
         sys.stdout.write(render_json(report))
         return
-    use_terminal = output_format is OutputFormat.terminal or (output_format is OutputFormat.auto and sys.stdout.isatty())
-    if use_terminal:
-        from rich.console import Console
-
+    if _wants_terminal(output_format):
         from offloaddoctor.render.terminal import render_terminal
 
-        render_terminal(report, Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False))
+        render_terminal(report, _console())
         return
     from offloaddoctor.render.plain import render_plain
 
     sys.stdout.write(render_plain(report))
+
+
+@app.command()
+def check(
+    config: List[str] = typer.Argument(None, metavar="[CONFIG]...", help="Bridge/Megatron YAML or launch script(s) to validate."),
+    set_: List[str] = typer.Option([], "--set", "-s", help="Override KEY=VALUE (Bridge CLI form). Repeatable."),
+    signature: List[str] = typer.Option([], "--signature", help="Check only this constraint id. Repeatable."),
+    no_defaults: bool = typer.Option(False, "--no-defaults", help="Leave unset keys unknown instead of taking megatron-core's defaults."),
+    output_format: OutputFormat = typer.Option(OutputFormat.auto, "--format", "-f", help="auto: panels on a terminal, plain text otherwise."),
+    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+) -> None:
+    """Validate a config before launch against every offloading/memory constraint, all violations at once."""
+    from offloaddoctor.api import check as run_check
+
+    catalog = _catalog(signatures)
+    try:
+        report = run_check(config or [], set_, catalog=catalog, only=signature, use_defaults=not no_defaults)
+    except UserError as exc:
+        _fail(str(exc))
+    if output_format is OutputFormat.json:
+        from offloaddoctor.render.check_view import render_check_json
+
+        sys.stdout.write(render_check_json(report))
+    elif _wants_terminal(output_format):
+        from offloaddoctor.render.terminal import render_check_terminal
+
+        render_check_terminal(report, _console())
+    else:
+        from offloaddoctor.render.check_view import render_check_plain
+
+        sys.stdout.write(render_check_plain(report))
+    raise typer.Exit(EXIT_FINDINGS if report.violations else EXIT_CLEAN)
 
 
 @app.command("signatures")

@@ -29,11 +29,11 @@ def build_report(catalog: Catalog, scan: ScanResult, store: ConfigStore, matcher
         if signature.id in findings:
             continue
         if signature.match is None and signature.shares_match_of is None:
-            finding = _run_level_finding(signature, signature.when, store, run)
+            finding = condition_finding(signature, signature.when, store, run)
         elif signature.preflight:
             # The constraint is violated in the run's config although the log does not show the error
             # (cut short, another error first): report it, marked as found in the config.
-            finding = _run_level_finding(signature, signature.config, store, run, trigger="config")
+            finding = condition_finding(signature, signature.config, store, run, trigger="config")
         else:
             finding = None
         if finding is not None:
@@ -50,7 +50,7 @@ def build_report(catalog: Catalog, scan: ScanResult, store: ConfigStore, matcher
     )
 
 
-def _lookup(store: ConfigStore, facts: dict):
+def config_lookup(store: ConfigStore, facts: dict):
     def lookup(kind: str, name: str) -> Any:
         if kind == "fact":
             return facts[name] if name in facts else missing()
@@ -63,7 +63,7 @@ def _lookup(store: ConfigStore, facts: dict):
 def _winner(catalog: Catalog, aggregate: Aggregate, store: ConfigStore, run: RunFacts) -> Signature | None:
     """Signatures sharing one matcher are tried by priority; the first whose `when` holds takes the line."""
     candidates = [s for s in catalog.signatures if s.id == aggregate.matcher_id or s.shares_match_of == aggregate.matcher_id]
-    lookup = _lookup(store, {**run.values, **aggregate.facts})
+    lookup = config_lookup(store, {**run.values, **aggregate.facts})
     for signature in sorted(candidates, key=lambda s: -s.priority):
         if signature.when is None or evaluate(signature.when, lookup) is True:
             return signature
@@ -92,11 +92,12 @@ def _merge(findings: dict[str, Finding], signature: Signature, aggregate: Aggreg
             existing.evidence.append(evidence)
 
 
-def _run_level_finding(
+def condition_finding(
     signature: Signature, condition: Predicate, store: ConfigStore, run: RunFacts, trigger: str | None = None
 ) -> Finding | None:
+    """A finding from the run's config and numbers alone, when `condition` holds (not merely unknown)."""
     facts = dict(run.values)
-    if evaluate(condition, _lookup(store, facts)) is not True:
+    if evaluate(condition, config_lookup(store, facts)) is not True:
         return None
     fact_names = list(dict.fromkeys(names_in(condition, "fact")))
     evidence: list[Evidence] = []
@@ -133,7 +134,7 @@ def verdict_for(predicate: Predicate | None, store: ConfigStore, facts: dict) ->
                 key, True, resolved.value, str(resolved.source),
                 tuple(f"{format_value(v.value)} at {v.source}" for v in resolved.overridden),
             ))
-    outcome = evaluate(predicate, _lookup(store, facts))
+    outcome = evaluate(predicate, config_lookup(store, facts))
     if outcome is True:
         return ConfigVerdict(CONFIRMED, values, "the run's config agrees with this cause")
     if outcome is False:

@@ -148,6 +148,8 @@ def _compare(op: str, actual: Any, operand: Any) -> Truth:
         haystack = [str(x) for x in actual] if isinstance(actual, (list, tuple)) else str(actual)
         found = str(operand) in haystack
         return found if op == "contains" else not found
+    if _is_none(actual) or _is_none(operand):
+        return False  # a null setting (VPP None, recompute None) is off: no ordering or divisibility holds
     left, right = number(actual), number(operand)
     if left is None or right is None:
         return None  # a non-number cannot be ordered; say "unknown" rather than guess

@@ -9,7 +9,7 @@ from offloaddoctor.config.derived import add_derived_values
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config.values import ConfigStore, ConfigValue
-from offloaddoctor.config.yaml_config import load_yaml_config
+from offloaddoctor.config.yaml_config import load_yaml_config, parse_yaml_config
 from offloaddoctor.errors import UserError
 
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
@@ -21,15 +21,26 @@ def load_config_file(path: str) -> list[ConfigValue]:
     return load_yaml_config(path)
 
 
+def parse_config_text(text: str, label: str, name: str) -> list[ConfigValue]:
+    """Config held in memory (a git object): `name` picks the format, `label` names the source."""
+    if Path(name).suffix.lower() in SCRIPT_SUFFIXES:
+        return _parse_launch_script(text, label)
+    return parse_yaml_config(text, label)
+
+
 def _load_launch_script(path: str) -> list[ConfigValue]:
     try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise UserError(f"{path}: config file not found") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    return _parse_launch_script(text, path)
+
+
+def _parse_launch_script(text: str, path: str) -> list[ConfigValue]:
     collector = LogConfigCollector(path, origin="config")
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         collector.feed_script_line(line, number)
     if not collector.values:
         raise UserError(f"{path}: no --flags, KEY=VALUE overrides or exports found in this launch script")

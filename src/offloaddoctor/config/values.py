@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Higher wins. Within one level the value read later wins (a later --set, the last arguments block).
-PRECEDENCE = {"log": 1, "config": 2, "set": 3, "derived": 0}
+PRECEDENCE = {"log": 1, "config": 2, "set": 3, "derived": 0, "default": -1}
 
 
 @dataclass(frozen=True)

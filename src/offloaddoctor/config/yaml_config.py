@@ -34,6 +34,11 @@ def load_yaml_config(path: str, origin: str = "config") -> list[ConfigValue]:
         raise UserError(f"{path}: config is not UTF-8 text") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    return parse_yaml_config(text, path, origin)
+
+
+def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[ConfigValue]:
+    """Read config text; `path` labels the sources (a file, or `REV:path` for a git object)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:

@@ -19,7 +19,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "offloaddoctor", "version": __version__},
         "sources": [{"path": s.path, "lines": s.lines} for s in report.sources],
-        "findings": [_finding(f) for f in report.findings],
+        "findings": [finding_to_dict(f) for f in report.findings],
         "unmatched": _evidence(report.unmatched) if report.unmatched else None,
         "run": dict(report.run_facts),
         "notes": list(report.notes),
@@ -30,7 +30,7 @@ def _evidence(evidence: Evidence) -> dict[str, Any]:
     return asdict(evidence)
 
 
-def _finding(finding: Finding) -> dict[str, Any]:
+def finding_to_dict(finding: Finding) -> dict[str, Any]:
     signature = finding.signature
     return {
         "id": finding.id,

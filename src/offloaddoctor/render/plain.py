@@ -68,7 +68,7 @@ def config_value_line(value) -> str:
 def render_plain(report: Report) -> str:
     out = [headline(report), ""]
     for index, finding in enumerate(report.findings, start=1):
-        out.extend(_finding_block(index, finding))
+        out.extend(finding_block(index, finding))
         out.append("")
     if report.unmatched:
         out.append("No signature explains this failure line (the most likely cause):" if report.findings else
@@ -84,7 +84,7 @@ def render_plain(report: Report) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _finding_block(index: int, finding: Finding) -> list[str]:
+def finding_block(index: int, finding: Finding) -> list[str]:
     signature = finding.signature
     lines = [f"{index}. {signature.severity.upper()}  {signature.id}  {signature.title}"]
 

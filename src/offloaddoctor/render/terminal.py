@@ -22,7 +22,7 @@ _VERDICT_STYLE = {"confirmed": "green", "contradicted": "bold magenta", "unknown
 def render_terminal(report: Report, console: Console) -> None:
     console.print(Text(headline(report), style="bold"))
     for index, finding in enumerate(report.findings, start=1):
-        console.print(_panel(index, finding))
+        console.print(finding_panel(index, finding))
     if report.unmatched:
         title = "No signature explains this failure line" if report.findings else "No known failure matched"
         body = Text(evidence_location(report.unmatched) + "\n", style="cyan")
@@ -34,7 +34,7 @@ def render_terminal(report: Report, console: Console) -> None:
         console.print(Text("note: " + safe_text(note), style="dim"))
 
 
-def _panel(index: int, finding: Finding) -> Panel:
+def finding_panel(index: int, finding: Finding) -> Panel:
     signature = finding.signature
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold", no_wrap=True)
@@ -70,3 +70,17 @@ def _panel(index: int, finding: Finding) -> Panel:
     title.append(f"  {signature.id}  ", style="bold")
     title.append(signature.title)
     return Panel(Group(grid), title=title, title_align="left", border_style=_SEVERITY_STYLE[signature.severity].split()[-1])
+
+
+def render_check_terminal(report, console: Console) -> None:
+    from offloaddoctor.render.check_view import check_headline, unchecked_lines
+
+    console.print(Text(check_headline(report), style="bold"))
+    for index, violation in enumerate(report.violations, start=1):
+        console.print(finding_panel(index, violation))
+    if not report.violations:
+        console.print(Text("The config satisfies every constraint that could be checked.", style="green"))
+    for line in unchecked_lines(report):
+        console.print(Text(line, style="dim"))
+    for note in report.notes:
+        console.print(Text("note: " + safe_text(note), style="dim"))

@@ -1,0 +1,76 @@
+"""`check`: the preflight signatures' `config` predicates evaluated on a config alone.
+
+`diagnose` reports the same predicates as config-only findings (engine.condition_finding), so every
+constraint is written once, in the signature that also matches its error message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from offloaddoctor.analysis.engine import condition_finding, config_lookup
+from offloaddoctor.analysis.findings import Finding
+from offloaddoctor.analysis.run_facts import RunFacts
+from offloaddoctor.catalog.model import Catalog, Signature
+from offloaddoctor.catalog.predicates import evaluate, names_in
+from offloaddoctor.config.values import ConfigStore
+from offloaddoctor.errors import UserError
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    """A constraint that could be neither confirmed nor ruled out: the keys it needs are not set."""
+
+    id: str
+    missing: tuple[str, ...]
+
+
+@dataclass
+class CheckReport:
+    configs: list[str]
+    violations: list[Finding]
+    passed: list[str]
+    unchecked: list[Unchecked]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(v.signature.severity == "error" for v in self.violations)
+
+    def violates(self, signature_id: str | None) -> bool:
+        """The check fails: `signature_id` is violated, or (None) any error-severity constraint."""
+        if signature_id is None:
+            return self.has_errors
+        return any(v.id == signature_id for v in self.violations)
+
+
+def preflight_signatures(catalog: Catalog, only: Sequence[str] = ()) -> list[Signature]:
+    checkable = [s for s in catalog.signatures if s.preflight and s.config is not None]
+    if not only:
+        return checkable
+    by_id = {s.id: s for s in checkable}
+    unknown = [i for i in only if i not in by_id]
+    if unknown:
+        known = ", ".join(sorted(by_id))
+        raise UserError(f"not a config-checkable signature id: {', '.join(unknown)} (checkable: {known})")
+    return [by_id[i] for i in only]
+
+
+def check_store(catalog: Catalog, store: ConfigStore, configs: Sequence[str] = (), only: Sequence[str] = ()) -> CheckReport:
+    report = CheckReport(list(configs), [], [], [], store.disagreements())
+    no_numbers = RunFacts()
+    for signature in preflight_signatures(catalog, only):
+        finding = condition_finding(signature, signature.config, store, no_numbers, trigger="config")
+        if finding is not None:
+            report.violations.append(finding)
+            continue
+        outcome = evaluate(signature.config, config_lookup(store, {}))
+        if outcome is False:
+            report.passed.append(signature.id)
+        else:
+            keys = dict.fromkeys(names_in(signature.config, "key"))
+            report.unchecked.append(Unchecked(signature.id, tuple(k for k in keys if store.resolve(k) is None)))
+    report.violations.sort(key=lambda f: f.sort_key)
+    return report
+

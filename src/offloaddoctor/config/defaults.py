@@ -1,0 +1,44 @@
+"""Framework defaults for keys a config leaves out, used by `check` (a launch sees these values).
+
+Read from the dataclass fields of megatron-core 0.16.1 (`TransformerConfig`, `OptimizerConfig`,
+`DistributedDataParallelConfig`); `offload_optimizer_states` is not in a release yet and defaults to
+off in Megatron-LM PR 2811. `diagnose` does not use them: a log without an arguments block says
+nothing about the run's values, so there an unset key stays unknown.
+"""
+
+from __future__ import annotations
+
+from offloaddoctor.config.values import ConfigStore, Resolved, Source
+
+MCORE_VERSION = "0.16.1"
+
+DEFAULTS: dict[str, tuple[object, str]] = {
+    "model.cpu_offloading": (False, "TransformerConfig"),
+    "model.cpu_offloading_num_layers": (0, "TransformerConfig"),
+    "model.fine_grained_activation_offloading": (False, "TransformerConfig"),
+    "model.pipeline_model_parallel_size": (1, "TransformerConfig"),
+    "model.virtual_pipeline_model_parallel_size": (None, "TransformerConfig"),
+    "model.num_layers_in_first_pipeline_stage": (None, "TransformerConfig"),
+    "model.num_layers_in_last_pipeline_stage": (None, "TransformerConfig"),
+    "model.recompute_granularity": (None, "TransformerConfig"),
+    "model.cuda_graph_impl": ("none", "TransformerConfig"),
+    "model.enable_cuda_graph": (False, "TransformerConfig"),
+    "model.external_cuda_graph": (False, "TransformerConfig"),
+    "optimizer.optimizer": ("adam", "OptimizerConfig"),
+    "optimizer.optimizer_cpu_offload": (False, "OptimizerConfig"),
+    "optimizer.optimizer_offload_fraction": (0.0, "OptimizerConfig"),
+    "optimizer.use_distributed_optimizer": (False, "OptimizerConfig"),
+    "optimizer.decoupled_weight_decay": (True, "OptimizerConfig"),
+    "optimizer.use_precision_aware_optimizer": (False, "OptimizerConfig"),
+    "optimizer.overlap_cpu_optimizer_d2h_h2d": (False, "OptimizerConfig"),
+    "optimizer.offload_optimizer_states": (False, "Megatron-LM PR 2811"),
+    "ddp.nccl_ub": (False, "DistributedDataParallelConfig"),
+}
+
+
+def add_defaults(store: ConfigStore) -> None:
+    """Fill only keys nothing else set (explicit, log or derived values always win)."""
+    for key, (value, owner) in DEFAULTS.items():
+        if store.resolve(key) is None:
+            source = Source(f"default ({owner}, megatron-core {MCORE_VERSION})")
+            store.set_derived(Resolved(key, value, source, "default"))

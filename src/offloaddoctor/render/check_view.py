@@ -1,0 +1,57 @@
+"""`offloaddoctor check` output: violations as diagnose's finding blocks, then what could not be checked."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from offloaddoctor import __version__
+from offloaddoctor.analysis.preflight import CheckReport
+from offloaddoctor.render.json_report import SCHEMA_VERSION, finding_to_dict
+from offloaddoctor.render.plain import finding_block
+from offloaddoctor.render.text_safety import safe_text
+
+
+def check_headline(report: CheckReport) -> str:
+    checked = len(report.violations) + len(report.passed)
+    count = len(report.violations)
+    verdict = f"{count} violation{'s' if count != 1 else ''}" if count else "no violation"
+    return (
+        f"offloaddoctor {__version__}: {verdict} in {safe_text(', '.join(report.configs))} "
+        f"({checked} constraints checked, {len(report.unchecked)} not checkable)"
+    )
+
+
+def unchecked_lines(report: CheckReport) -> list[str]:
+    if not report.unchecked:
+        return []
+    lines = ["Not checked (keys not set, so neither confirmed nor ruled out):"]
+    for item in report.unchecked:
+        lines.append(f"  {item.id}: needs {', '.join(item.missing) or 'more keys'}")
+    return lines
+
+
+def render_check_plain(report: CheckReport) -> str:
+    out = [check_headline(report), ""]
+    for index, violation in enumerate(report.violations, start=1):
+        out.extend(finding_block(index, violation))
+        out.append("")
+    out.extend(unchecked_lines(report))
+    out.extend(f"note: {safe_text(note)}" for note in report.notes)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def check_to_dict(report: CheckReport) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "offloaddoctor", "version": __version__},
+        "configs": report.configs,
+        "violations": [finding_to_dict(v) for v in report.violations],
+        "passed": report.passed,
+        "unchecked": [{"id": u.id, "missing": list(u.missing)} for u in report.unchecked],
+        "notes": report.notes,
+    }
+
+
+def render_check_json(report: CheckReport) -> str:
+    return json.dumps(check_to_dict(report), indent=2, ensure_ascii=False, default=str) + "\n"
