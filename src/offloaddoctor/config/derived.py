@@ -9,6 +9,26 @@ from offloaddoctor.config.values import ConfigStore, Resolved, Source, format_va
 
 OFFLOAD_FRACTION_STEP = 0.25
 
+# Which given keys each derived key is computed from (bisect highlights a changed input of a failing rule).
+DERIVED_INPUTS: dict[str, tuple[str, ...]] = {
+    "allocator.expandable_segments": ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"),
+    "model.cpu_offloading": ("model.cpu_offloading_num_layers",),
+    "model.layers_per_pipeline_rank": ("model.num_layers", "model.pipeline_model_parallel_size"),
+    "optimizer.suggested_offload_fraction": ("optimizer.optimizer_offload_fraction",),
+    "model.suggested_virtual_pipeline_size": ("model.layers_per_pipeline_rank", "model.virtual_pipeline_model_parallel_size"),
+}
+
+
+def inputs_of(keys) -> set[str]:
+    """The keys plus every key they are derived from, transitively."""
+    found, pending = set(), list(keys)
+    while pending:
+        key = pending.pop()
+        if key not in found:
+            found.add(key)
+            pending.extend(DERIVED_INPUTS.get(key, ()))
+    return found
+
 
 def add_derived_values(store: ConfigStore) -> None:
     _expandable_segments(store)

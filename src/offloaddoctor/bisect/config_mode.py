@@ -1,0 +1,46 @@
+"""Config mode: read the config at each commit from git objects (no checkout) and run the check."""
+
+from __future__ import annotations
+
+from offloaddoctor.bisect.changes import diff_configs, flatten, keys_read_by
+from offloaddoctor.bisect.commits import Progress, bisect_commits
+from offloaddoctor.bisect.git import Repo
+from offloaddoctor.bisect.judge import ConfigJudge
+from offloaddoctor.bisect.result import BisectResult
+from offloaddoctor.bisect.search import SKIP, Outcome
+from offloaddoctor.catalog.model import Catalog
+from offloaddoctor.config.loading import parse_config_text
+from offloaddoctor.config.values import ConfigValue
+from offloaddoctor.errors import UserError
+
+
+def bisect_config(
+    repo_dir: str, good: str, bad: str, config_path: str, catalog: Catalog,
+    signature_id: str | None = None, progress: Progress | None = None,
+) -> BisectResult:
+    repo = Repo(repo_dir)
+    path = repo.repo_path(config_path)
+    judge = ConfigJudge(catalog, signature_id)
+    loaded: dict[str, list[ConfigValue]] = {}
+
+    def test(sha: str) -> Outcome:
+        text = repo.read_file(sha, path)
+        if text is None:
+            return Outcome(SKIP, f"{path} is not in this commit")
+        try:
+            loaded[sha] = parse_config_text(text, f"{sha[:12]}:{path}", path)
+        except UserError as exc:
+            return Outcome(SKIP, f"config does not parse: {exc}")
+        return judge.judge(loaded[sha])
+
+    result = bisect_commits(repo, good, bad, test, "config", _target(signature_id), progress)
+    if result.earliest_bad and result.last_good:
+        relevant = keys_read_by(catalog, result.failing)
+        result.changes = diff_configs(
+            flatten(loaded[result.last_good.sha]), flatten(loaded[result.earliest_bad.sha]), relevant
+        )
+    return result
+
+
+def _target(signature_id: str | None) -> str:
+    return f"constraint {signature_id}" if signature_id else "any error-severity constraint"
