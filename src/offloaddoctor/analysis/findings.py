@@ -63,6 +63,7 @@ class Report:
     notes: list[str]
     run_facts: dict[str, Any]
     ranks_seen: list[int]
+    suppressed: dict[str, str] = field(default_factory=dict)  # id -> reason (--ignore, project file)
 
     @property
     def has_errors(self) -> bool:

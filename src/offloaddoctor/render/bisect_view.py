@@ -10,7 +10,7 @@ from offloaddoctor.bisect.changes import ABSENT, KeyChange
 from offloaddoctor.bisect.git import Commit
 from offloaddoctor.bisect.result import BisectResult
 from offloaddoctor.render.json_report import SCHEMA_VERSION
-from offloaddoctor.render.text_safety import safe_text
+from offloaddoctor.render.text_safety import inert_json, safe_text
 
 _MODE_NAMES = {"config": "config mode", "run": "run mode", "configs": "two configs"}
 
@@ -104,4 +104,4 @@ def _change(change: KeyChange) -> dict[str, Any]:
 
 
 def render_bisect_json(result: BisectResult) -> str:
-    return json.dumps(bisect_to_dict(result), indent=2, ensure_ascii=False, default=str) + "\n"
+    return inert_json(json.dumps(bisect_to_dict(result), indent=2, ensure_ascii=False, default=str)) + "\n"

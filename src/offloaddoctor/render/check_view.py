@@ -9,7 +9,7 @@ from offloaddoctor import __version__
 from offloaddoctor.analysis.preflight import CheckReport
 from offloaddoctor.render.json_report import SCHEMA_VERSION, finding_to_dict
 from offloaddoctor.render.plain import finding_block
-from offloaddoctor.render.text_safety import safe_text
+from offloaddoctor.render.text_safety import inert_json, safe_text
 
 
 def check_headline(report: CheckReport) -> str:
@@ -54,4 +54,4 @@ def check_to_dict(report: CheckReport) -> dict[str, Any]:
 
 
 def render_check_json(report: CheckReport) -> str:
-    return json.dumps(check_to_dict(report), indent=2, ensure_ascii=False, default=str) + "\n"
+    return inert_json(json.dumps(check_to_dict(report), indent=2, ensure_ascii=False, default=str)) + "\n"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+
+from offloaddoctor.render.text_safety import inert_json
 from dataclasses import asdict
 from typing import Any
 
@@ -23,6 +25,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "unmatched": _evidence(report.unmatched) if report.unmatched else None,
         "run": dict(report.run_facts),
         "notes": list(report.notes),
+        "suppressed": [{"id": k, "reason": v} for k, v in report.suppressed.items()],
     }
 
 
@@ -66,4 +69,4 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(report_to_dict(report), indent=2, ensure_ascii=False, default=str) + "\n"
+    return inert_json(json.dumps(report_to_dict(report), indent=2, ensure_ascii=False, default=str)) + "\n"

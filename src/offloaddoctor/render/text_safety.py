@@ -1,12 +1,28 @@
-"""Log and config text is untrusted: control characters must not reach a terminal."""
+"""Log and config text is untrusted: nothing from it may act on a terminal or a CI runner.
+
+Control characters are shown as visible escapes; so are the two sequences a GitHub Actions runner
+would take for a command: `::` at the start of a line (after any whitespace) and `##[` anywhere.
+"""
 
 from __future__ import annotations
 
 import re
 
 _UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_RUNNER_COMMAND = re.compile(r"^(\s*):(?=:)|#(?=#\[)")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}"
 
 
 def safe_text(text: object) -> str:
-    """Show control characters as visible escapes instead of letting them act."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}", str(text))
+    """Show control characters and runner-command openers as visible escapes instead of letting them act."""
+    shown = _UNSAFE.sub(lambda m: _escape(m.group()), str(text))
+    return _RUNNER_COMMAND.sub(lambda m: (m.group(1) or "") + _escape(m.group()[-1]), shown)
+
+
+def inert_json(document: str) -> str:
+    """JSON keeps log text exact, so encode `##[` (only ever inside strings) as the same data, escaped."""
+    return document.replace("##[", "#\\u0023[")

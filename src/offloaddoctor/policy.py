@@ -1,0 +1,93 @@
+"""Project defaults for CI: when to fail, which signatures to suppress (with a reason), extra catalogues.
+
+Read from `.offloaddoctor.yaml` or `[tool.offloaddoctor]` in `pyproject.toml`, the nearest one found
+walking up from the current directory; command-line options add to it or override it.
+
+    fail_on: warning                    # error (default) | warning | never
+    signatures: [ci/signatures]         # relative to the project file
+    ignore:
+      - {id: optimizer-offload-slowdown, reason: "benchmark job: offloading on purpose"}
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from offloaddoctor.analysis.findings import Finding
+from offloaddoctor.errors import UserError
+
+FAIL_ON = ("error", "warning", "never")
+_FAILING_SEVERITIES = {"error": {"error"}, "warning": {"error", "warning"}, "never": set()}
+
+
+@dataclass
+class Policy:
+    fail_on: str = "error"
+    ignore: dict[str, str] = field(default_factory=dict)  # id -> reason
+    signature_dirs: list[Path] = field(default_factory=list)
+    source: str | None = None  # the project file, when one was read
+
+    def fails(self, finding: Finding) -> bool:
+        return finding.signature.severity in _FAILING_SEVERITIES[self.fail_on]
+
+
+def find_project_file(start: Path) -> Path | None:
+    for directory in [start, *start.parents]:
+        candidate = directory / ".offloaddoctor.yaml"
+        if candidate.is_file():
+            return candidate
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file() and _pyproject_table(pyproject) is not None:
+            return pyproject
+    return None
+
+
+def load_policy(start: Path | None = None) -> Policy:
+    path = find_project_file(start or Path.cwd())
+    if path is None:
+        return Policy()
+    if path.name == "pyproject.toml":
+        table = _pyproject_table(path)
+    else:
+        try:
+            table = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: cannot read project settings: {' '.join(str(exc).split())[:200]}") from None
+    return _parse(table or {}, path)
+
+
+def _pyproject_table(path: Path) -> dict[str, Any] | None:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read pyproject.toml: {exc}") from None
+    return data.get("tool", {}).get("offloaddoctor")
+
+
+def _parse(table: Any, path: Path) -> Policy:
+    if not isinstance(table, dict):
+        raise UserError(f"{path}: project settings must be a mapping")
+    unknown = set(table) - {"fail_on", "ignore", "signatures"}
+    if unknown:
+        raise UserError(f"{path}: unknown setting(s) {', '.join(sorted(unknown))} (known: fail_on, ignore, signatures)")
+    fail_on = table.get("fail_on", "error")
+    if fail_on not in FAIL_ON:
+        raise UserError(f"{path}: fail_on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
+    ignore: dict[str, str] = {}
+    for entry in table.get("ignore") or []:
+        if not isinstance(entry, dict) or not entry.get("id") or not str(entry.get("reason") or "").strip():
+            raise UserError(f"{path}: every ignore entry needs an id and a reason, e.g. {{id: ..., reason: ...}}")
+        ignore[str(entry["id"])] = str(entry["reason"]).strip()
+    dirs = table.get("signatures") or []
+    if not isinstance(dirs, list):
+        raise UserError(f"{path}: signatures must be a list of directories")
+    return Policy(fail_on, ignore, [path.parent / str(d) for d in dirs], str(path))

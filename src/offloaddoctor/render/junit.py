@@ -1,0 +1,61 @@
+"""JUnit XML: one test case per catalogue signature, so CI dashboards track each failure kind over time.
+
+A finding that fails the run (per --fail-on) is a <failure> carrying its evidence; a finding below the
+threshold passes with its text in <system-out>; a suppressed signature is <skipped> with its reason.
+Follows the common (Jenkins/Surefire) schema: testsuites > testsuite > testcase > failure|skipped|system-out.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from offloaddoctor.analysis.findings import Finding, Report
+from offloaddoctor.catalog.model import Catalog
+from offloaddoctor.render.plain import finding_block
+from offloaddoctor.render.text_safety import safe_text
+
+_NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", safe_text(text))
+
+
+def render_junit(report: Report, catalog: Catalog, failing: set[str], suppressed: dict[str, str] | None = None) -> str:
+    """`failing`: ids of findings that fail the run; `suppressed`: id -> reason."""
+    suppressed = suppressed or {}
+    found = {f.id: f for f in report.findings}
+    suite = ET.Element("testsuite", name="offloaddoctor")
+    counts = {"tests": 0, "failures": 0, "skipped": 0}
+    for signature in catalog.signatures:
+        counts["tests"] += 1
+        case = ET.SubElement(suite, "testcase", classname=f"offloaddoctor.{signature.severity}", name=signature.id, time="0")
+        if signature.id in suppressed:
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=_xml_text(suppressed[signature.id]))
+            continue
+        finding = found.get(signature.id)
+        if finding is None:
+            continue
+        body = _xml_text("\n".join(finding_block(1, finding)))
+        if finding.id in failing:
+            counts["failures"] += 1
+            failure = ET.SubElement(case, "failure", message=_xml_text(_message(finding)), type=signature.severity)
+            failure.text = body
+        else:
+            ET.SubElement(case, "system-out").text = body
+    for name, value in counts.items():
+        suite.set(name, str(value))
+    suite.set("errors", "0")
+    suite.set("time", "0")
+    root = ET.Element("testsuites", name="offloaddoctor", tests=suite.get("tests"), failures=suite.get("failures"),
+                      errors="0", skipped=suite.get("skipped"), time="0")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _message(finding: Finding) -> str:
+    where = f" ({finding.occurrences} occurrences)" if finding.occurrences > 1 else ""
+    return f"{finding.signature.title}{where}"

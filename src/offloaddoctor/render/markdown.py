@@ -1,0 +1,72 @@
+"""Markdown for review comments and GitHub's job summary. Log text only ever appears inside code
+fences (longer than any backtick run in it), so a log cannot inject links, HTML or formatting."""
+
+from __future__ import annotations
+
+from offloaddoctor.analysis.findings import Finding, Report
+from offloaddoctor.render.facts import fact_lines
+from offloaddoctor.render.plain import config_value_line, evidence_location, grouped_evidence, headline, occurrence_summary
+from offloaddoctor.render.text_safety import safe_text
+
+_CELL_ESCAPES = str.maketrans({"|": "\\|", "`": "\\`", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]", "*": "\\*", "_": "\\_"})
+
+
+def cell(text: object) -> str:
+    return safe_text(text).translate(_CELL_ESCAPES)
+
+
+def fenced(lines: list[str], language: str = "") -> list[str]:
+    fence = "`" * max(3, _longest_backtick_run(lines) + 1)
+    return [fence + language, *lines, fence]
+
+
+def _longest_backtick_run(lines: list[str]) -> int:
+    longest = 0
+    for line in lines:
+        run = 0
+        for char in line:
+            run = run + 1 if char == "`" else 0
+            longest = max(longest, run)
+    return longest
+
+
+def render_markdown(report: Report, findings: list[Finding] | None = None, title: str = "offloaddoctor") -> str:
+    findings = report.findings if findings is None else findings
+    out = [f"## {title}", "", cell(headline(report)), ""]
+    if findings:
+        out += ["| # | severity | id | title | where |", "| --- | --- | --- | --- | --- |"]
+        for index, finding in enumerate(findings, start=1):
+            where = occurrence_summary(finding) or (evidence_location(finding.evidence[0]) if finding.evidence else "")
+            out.append(f"| {index} | {finding.signature.severity} | `{finding.id}` | {cell(finding.signature.title)} | {cell(where)} |")
+        out.append("")
+    for index, finding in enumerate(findings, start=1):
+        out += _finding_section(index, finding)
+    if report.unmatched:
+        out += ["### No signature explains this failure line", "", cell(evidence_location(report.unmatched)), ""]
+        out += fenced([safe_text(report.unmatched.text)], "text") + [""]
+    elif not findings:
+        out += ["No known failure and no traceback in the logs.", ""]
+    out += [f"- note: {cell(note)}" for note in report.notes]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _finding_section(index: int, finding: Finding) -> list[str]:
+    signature = finding.signature
+    out = [f"### {index}. {signature.severity.upper()} `{finding.id}`: {cell(signature.title)}", ""]
+    groups, hidden = grouped_evidence(finding.evidence)
+    evidence = []
+    for locations, text in groups:
+        evidence += [", ".join(locations), f"  {text}"]
+    if hidden:
+        evidence.append(f"(+{hidden} more evidence lines in --format json)")
+    out += fenced(evidence, "text") + [""]
+    if finding.facts:
+        out += [f"- {cell(label)}: {cell(value)}" for label, value in fact_lines(finding.facts)] + [""]
+    out += [f"**Cause.** {cell(' '.join(signature.cause.split()))}", ""]
+    out += [f"**Config: {finding.config.verdict}.** {cell(finding.config.explanation)}", ""]
+    out += [f"- {cell(config_value_line(v))}" for v in finding.config.values] + [""]
+    out += ["**Confirm.**", ""] + [f"- {cell(step)}" for step in signature.confirm] + [""]
+    out += [f"**Fix.** {cell(' '.join(signature.fix.summary.split()))}", ""]
+    if finding.overrides:
+        out += fenced([safe_text(line) for line in finding.overrides], "text") + [""]
+    return out

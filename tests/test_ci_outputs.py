@@ -1,0 +1,176 @@
+"""CI formats (github, junit, markdown), several outputs in one run, --fail-on, --ignore, project files.
+Log text is hostile here: nothing from it may become a runner command or a terminal escape."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+from typer.testing import CliRunner
+
+from offloaddoctor.api import diagnose, load_catalog
+from offloaddoctor.cli import app
+from offloaddoctor.render.github import MAX_ANNOTATIONS, escape_data, escape_property, render_github
+from offloaddoctor.render.markdown import render_markdown
+
+from .conftest import FIXTURES
+
+RUNNER = CliRunner()
+CATALOG = load_catalog()
+PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
+MULTI = FIXTURES / "oom-fragmentation-multirank" / "job.log"
+HOSTILE = [
+    "::error::pwned", "  ::add-mask::secret", "##[set-output name=x;]y", "%0A::warning::z", "\x1b]8;;http://x\x07link",
+    "\x1b[31mred[/]", "[bold red]markup[/bold red]", "a\rb::error::c",
+]
+COMMAND = re.compile(r"^\s*::")
+
+
+def hostile_log(tmp_path):
+    lines = [f"[rank0]: ValueError: Currently there is no support for Pipeline parallelism with CPU offloading {h}"
+             for h in HOSTILE]
+    lines += ["Traceback (most recent call last):", f"RuntimeError: unknown failure {HOSTILE[0]} {HOSTILE[2]}"]
+    path = tmp_path / "hostile.log"
+    path.write_bytes("\n".join(lines).encode() + b"\n")
+    return path
+
+
+def assert_inert(text: str, allowed_commands: int = 0) -> None:
+    assert "\x1b" not in text and "##[" not in text
+    commands = [line for line in text.splitlines() if COMMAND.match(line)]
+    assert len(commands) <= allowed_commands
+    for line in commands:  # ours: a known command, one line, data escaped
+        assert re.match(r"^::(error|warning|notice) [^:]*::", line), line
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "junit", "markdown", "github"])
+def test_hostile_log_text_never_becomes_a_command_or_escape(tmp_path, fmt, monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    result = RUNNER.invoke(app, ["diagnose", str(hostile_log(tmp_path)), "--format", fmt])
+    assert result.exit_code == 1, result.output
+    assert_inert(result.stdout, allowed_commands=MAX_ANNOTATIONS if fmt == "github" else 0)
+
+
+def test_github_escaping_follows_the_runner():
+    assert escape_data("50%\r\n::x") == "50%25%0D%0A::x"
+    assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+
+
+def test_github_annotations_are_capped_and_the_rest_goes_to_the_summary():
+    report = diagnose([str(MULTI)])
+    report.findings = report.findings * 6
+    annotations, summary = render_github(report)
+    lines = annotations.splitlines()
+    assert len([line for line in lines if line.startswith("::")]) == MAX_ANNOTATIONS
+    assert lines[0].startswith("::error file=") and ",line=" in lines[0] and "title=oom-fragmentation%3A" in lines[0]
+    assert "more in the job summary" in lines[-1]
+    assert summary.startswith("## offloaddoctor") and "| 12 |" in summary
+
+
+def test_auto_is_github_under_actions_and_writes_the_step_summary(tmp_path, monkeypatch):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = RUNNER.invoke(app, ["diagnose", str(PP_LOG)])
+    assert result.stdout.startswith("::error file=")
+    written = summary.read_text()
+    assert written.startswith("earlier step\n## offloaddoctor") and "pp-cpu-offload" in written
+
+
+def test_junit_has_a_case_per_signature_and_failures_with_evidence(tmp_path):
+    out = tmp_path / "junit.xml"
+    result = RUNNER.invoke(app, ["diagnose", str(MULTI), "--format", "text", "--output", str(out),
+                                 "--ignore", "nccl-collective-failure"])
+    assert result.exit_code == 1
+    root = ET.parse(out).getroot()
+    assert root.tag == "testsuites"
+    suite = root.find("testsuite")
+    cases = {case.get("name"): case for case in suite.findall("testcase")}
+    assert set(cases) == set(CATALOG.ids)
+    assert int(suite.get("tests")) == len(CATALOG.ids)
+    failure = cases["oom-fragmentation"].find("failure")
+    assert failure is not None and "job.log:" in failure.text and failure.get("type") == "error"
+    assert cases["nccl-collective-failure"].find("skipped").get("message") == "--ignore on the command line"
+    assert int(suite.get("failures")) == 1 and int(suite.get("skipped")) == 1
+    for case in suite.findall("testcase"):
+        assert case.get("classname") and case.get("time") == "0"
+
+
+def test_markdown_keeps_log_text_in_fences(tmp_path):
+    text = render_markdown(diagnose([str(hostile_log(tmp_path))]))
+    outside_fences, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            outside_fences.append(line)
+    assert not any("[bold red]" in line or "::error" in line for line in outside_fences)
+
+
+def test_several_outputs_in_one_run(tmp_path):
+    report_json, report_md = tmp_path / "r.json", tmp_path / "r.md"
+    result = RUNNER.invoke(app, ["diagnose", str(PP_LOG), "-f", "text", "-o", f"json={report_json}", "-o", str(report_md)])
+    assert result.exit_code == 1 and result.stdout.startswith("offloaddoctor ")
+    assert json.loads(report_json.read_text())["findings"][0]["id"] == "pp-cpu-offload"
+    assert report_md.read_text().startswith("## offloaddoctor")
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [([], 1), (["--fail-on", "never"], 0), (["--ignore", "pp-cpu-offload"], 0), (["--fail-on", "warning"], 1)],
+)
+def test_fail_on_and_ignore(args, code):
+    result = RUNNER.invoke(app, ["diagnose", str(PP_LOG), "-f", "json", *args])
+    assert result.exit_code == code
+    if "--ignore" in args:
+        data = json.loads(result.stdout)
+        assert data["suppressed"] == [{"id": "pp-cpu-offload", "reason": "--ignore on the command line"}]
+        assert all(f["id"] != "pp-cpu-offload" for f in data["findings"])
+
+
+def test_warning_fails_only_with_fail_on_warning(tmp_path):
+    log = FIXTURES / "optimizer-offload-slowdown-restart" / "job.log"
+    ids = [f["id"] for f in json.loads(RUNNER.invoke(app, ["diagnose", str(log), "-f", "json"]).stdout)["findings"]]
+    assert ids == ["optimizer-offload-slowdown"]
+    assert RUNNER.invoke(app, ["diagnose", str(log), "-f", "json"]).exit_code == 0
+    assert RUNNER.invoke(app, ["diagnose", str(log), "-f", "json", "--fail-on", "warning"]).exit_code == 1
+
+
+@pytest.mark.parametrize("kind", ["yaml", "pyproject"])
+def test_project_file_sets_defaults_and_suppressions(tmp_path, monkeypatch, kind):
+    if kind == "yaml":
+        (tmp_path / ".offloaddoctor.yaml").write_text(
+            "fail_on: never\nignore:\n  - {id: pp-cpu-offload, reason: 'known issue #12'}\n")
+    else:
+        (tmp_path / "pyproject.toml").write_text(
+            '[project]\nname = "x"\n[tool.offloaddoctor]\nfail_on = "never"\n'
+            'ignore = [{id = "pp-cpu-offload", reason = "known issue #12"}]\n')
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")  # found by walking up
+    result = RUNNER.invoke(app, ["diagnose", str(PP_LOG), "-f", "json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["suppressed"] == [{"id": "pp-cpu-offload", "reason": "known issue #12"}]
+    assert RUNNER.invoke(app, ["diagnose", str(PP_LOG), "-f", "json", "--fail-on", "error", "--ignore", "oom-capacity"]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("project", "args", "fragment"),
+    [
+        ("ignore:\n  - {id: pp-cpu-offload}\n", [], "needs an id and a reason"),
+        ("fail_on: sometimes\n", [], "fail_on must be one of"),
+        ("colour: blue\n", [], "unknown setting"),
+        ("ignore:\n  - {id: pp-cpu-ofload, reason: typo}\n", [], "did you mean pp-cpu-offload"),
+        ("", ["--output", "report.pdf"], "FORMAT=PATH"),
+        ("", ["--output", "json=/nonexistent/dir/r.json"], "cannot write"),
+        ("", ["--ignore", "nope"], "unknown signature id"),
+    ],
+)
+def test_bad_settings_are_one_line_errors(tmp_path, monkeypatch, project, args, fragment):
+    (tmp_path / ".offloaddoctor.yaml").write_text(project or "fail_on: error\n")
+    monkeypatch.chdir(tmp_path)
+    result = RUNNER.invoke(app, ["diagnose", str(PP_LOG), "-f", "json", *args])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and fragment in result.stderr, result.stderr
