@@ -18,7 +18,8 @@ from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LITERALS as CONFIG_LITERALS
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.logs.normalize import normalize_line
-from offloaddoctor.logs.sources import LogSource, iter_raw_lines
+from offloaddoctor.logs.candidates import CandidateReader
+from offloaddoctor.logs.sources import LogSource
 
 MAX_EVIDENCE = 5
 MAX_ITERATION_RECORDS = 20_000
@@ -94,6 +95,7 @@ class Scanner:
         literals = {lit for m in matchers for lit in m.spec.literals}
         literals |= set(CONFIG_LITERALS) | set(_ERROR_LITERALS) | {TRACEBACK, ITERATION_LITERAL}
         # Longest first so the alternation prefers specific literals; any hit is enough anyway.
+        self.literals = literals
         self.gate = re.compile("|".join(re.escape(lit) for lit in sorted(literals, key=len, reverse=True)))
         self.result = ScanResult()
         self._aggregates: dict[tuple, Aggregate] = {}
@@ -112,35 +114,48 @@ class Scanner:
         return self.result
 
     def _scan_source(self, source: LogSource) -> None:
-        self._scan_numbered(source.name, source.rank_from_name, iter_raw_lines(source, self.result.warnings))
+        reader = CandidateReader(source, self.literals, self.result.warnings)
+        self._scan_numbered(source.name, source.rank_from_name, reader, reader)
+        self.result.lines_read[source.name] = reader.lines_read
 
-    def _scan_numbered(self, path: str, default_rank: int | None, numbered) -> None:
+    def _scan_numbered(self, path: str, default_rank: int | None, numbered, reader: CandidateReader | None = None) -> None:
+        """`numbered` yields (line number, text); a CandidateReader skips lines that cannot matter unless
+        told (`every_line`) that an arguments block or a traceback is open."""
         collector = LogConfigCollector(path)
         self.result.collectors.append(collector)
         awaiting: dict[int | None, int] = {}  # rank -> line of its open "Traceback" header
         gate = self.gate.search
         line_number = 0
         for line_number, raw in numbered:
-            if not (awaiting or collector.in_arguments or gate(raw)):
-                continue
-            text, rank = normalize_line(raw, default_rank)
-            if rank is not None:
-                self.result.ranks_seen.add(rank)
-            if collector.feed(text, line_number):
-                continue
+            if awaiting or collector.in_arguments or gate(raw):
+                self._scan_line(path, line_number, raw, default_rank, collector, awaiting)
             if awaiting:
-                if rank in awaiting and self._traceback_line(path, line_number, rank, text, awaiting):
-                    continue
-                if not gate(raw):
-                    continue
-            if TRACEBACK in text:
-                awaiting[rank] = line_number
-                continue
-            if ITERATION_LITERAL in text:
-                self._iteration(path, line_number, rank, collector.segment, text)
-                continue
-            self._match(path, line_number, rank, text)
+                for rank, opened in list(awaiting.items()):
+                    if line_number - opened > _TRACEBACK_MAX_LINES:
+                        del awaiting[rank]  # a traceback that never ended (interleaved or cut output)
+            if reader is not None:
+                reader.every_line = bool(awaiting or collector.in_arguments)
         self.result.lines_read[path] = line_number
+
+    def _scan_line(self, path: str, line_number: int, raw: str, default_rank: int | None,
+                   collector: LogConfigCollector, awaiting: dict) -> None:
+        text, rank = normalize_line(raw, default_rank)
+        if rank is not None:
+            self.result.ranks_seen.add(rank)
+        if collector.feed(text, line_number):
+            return
+        if awaiting:
+            if rank in awaiting and self._traceback_line(path, line_number, rank, text, awaiting):
+                return
+            if not self.gate.search(raw):
+                return
+        if TRACEBACK in text:
+            awaiting[rank] = line_number
+            return
+        if ITERATION_LITERAL in text:
+            self._iteration(path, line_number, rank, collector.segment, text)
+            return
+        self._match(path, line_number, rank, text)
 
     def _traceback_line(self, path: str, line: int, rank: int | None, text: str, awaiting: dict) -> bool:
         """True while the line is a frame of the open traceback; records the exception line that ends it."""

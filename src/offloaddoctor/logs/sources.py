@@ -73,7 +73,7 @@ def resolve_sources(paths: Sequence[str]) -> list[LogSource]:
     return sources
 
 
-def _open_binary(source: LogSource) -> BinaryIO:
+def open_binary(source: LogSource) -> BinaryIO:
     if source.path == "-":
         return sys.stdin.buffer
     try:
@@ -86,7 +86,7 @@ def _open_binary(source: LogSource) -> BinaryIO:
     return handle
 
 
-def _looks_binary(block: bytes) -> bool:
+def looks_binary(block: bytes) -> bool:
     if not block:
         return False
     if b"\x00" not in block:
@@ -98,7 +98,7 @@ def _looks_binary(block: bytes) -> bool:
 def iter_raw_lines(source: LogSource, warnings: list[str]) -> Iterator[tuple[int, str]]:
     """Yield (line number, decoded line) for one source, streaming. Problems that still leave
     readable text become `warnings`; a source with nothing readable is a UserError."""
-    stream = _open_binary(source)
+    stream = open_binary(source)
     line_number = 0
     try:
         while True:
@@ -106,12 +106,12 @@ def iter_raw_lines(source: LogSource, warnings: list[str]) -> Iterator[tuple[int
                 chunk = stream.readline(MAX_LINE_BYTES)
             except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
                 if line_number == 0:
-                    raise UserError(f"{source.name}: cannot read: {_describe_read_error(exc)}") from None
-                warnings.append(f"{source.name}: stopped after line {line_number}: {_describe_read_error(exc)}")
+                    raise UserError(f"{source.name}: cannot read: {describe_read_error(exc)}") from None
+                warnings.append(f"{source.name}: stopped after line {line_number}: {describe_read_error(exc)}")
                 return
             if not chunk:
                 return
-            if line_number == 0 and _looks_binary(chunk[:8192]):
+            if line_number == 0 and looks_binary(chunk[:8192]):
                 raise UserError(f"{source.name}: looks like a binary file, not a text log")
             if len(chunk) == MAX_LINE_BYTES and not chunk.endswith(b"\n"):
                 _skip_rest_of_line(stream)
@@ -130,7 +130,7 @@ def _skip_rest_of_line(stream: BinaryIO) -> None:
             return
 
 
-def _describe_read_error(exc: BaseException) -> str:
+def describe_read_error(exc: BaseException) -> str:
     if isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
         return f"corrupt or truncated gzip data ({exc or type(exc).__name__})"
     return str(exc)

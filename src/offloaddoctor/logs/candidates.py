@@ -1,0 +1,144 @@
+"""Read a log in large blocks and hand out only the lines that contain one of a set of literals.
+
+Most of a training log (iteration chatter, NCCL info, warnings) can never match a signature. Finding the
+few candidate lines with `bytes.find` over a whole block runs at memory speed; splitting, decoding and
+normalising happen only for candidates. The caller can ask for *every* line for a while (inside an
+arguments block or a traceback) by setting `every_line`. Memory is one block plus one line, whatever
+the file size.
+"""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import zlib
+from collections.abc import Iterable, Iterator
+from bisect import bisect_left
+
+from offloaddoctor.errors import UserError
+from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, describe_read_error, looks_binary, open_binary
+
+BLOCK_BYTES = 1 << 20
+
+
+class CandidateReader:
+    def __init__(self, source: LogSource, literals: Iterable[str], warnings: list[str], block_bytes: int = BLOCK_BYTES):
+        self.source = source
+        encoded = {lit.encode("utf-8") for lit in literals if lit}
+        # A literal that contains another adds nothing: every line it finds, the shorter one finds too.
+        self.literals = sorted(lit for lit in encoded if not any(other != lit and other in lit for other in encoded))
+        self.warnings = warnings
+        self.block_bytes = max(block_bytes, MAX_LINE_BYTES + 1)
+        self.every_line = False
+        self._failed = False
+        self.lines_read = 0  # after iteration: the number of lines in the source
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        stream = open_binary(self.source)
+        try:
+            yield from self._lines(stream)
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+
+    def _lines(self, stream) -> Iterator[tuple[int, str]]:
+        line_number = 0  # lines before `pos` in this block, counted lazily
+        leftover = b""
+        first = True
+        while True:
+            data, at_end = self._read(stream, line_number)
+            if first and data and looks_binary(data[:8192]):
+                raise UserError(f"{self.source.name}: looks like a binary file, not a text log")
+            first = False
+            block = leftover + data
+            if at_end and block and not block.endswith(b"\n"):
+                block += b"\n"  # the last line has no newline: give it one so it is counted like the rest
+            end = block.rfind(b"\n") + 1
+            if end == 0 and not at_end:
+                if len(block) > MAX_LINE_BYTES:  # one very long line: keep its head, drop the rest
+                    line_number += 1
+                    self._cut(line_number)
+                    yield line_number, block[:MAX_LINE_BYTES].decode("utf-8", errors="replace")
+                    at_end, leftover = self._drop_to_newline(stream, line_number)
+                    if at_end:
+                        break
+                    continue
+                leftover = block
+                continue
+            line_number = yield from self._block_lines(block, end, line_number)
+            leftover = block[end:]
+            if at_end:
+                break
+        self.lines_read = line_number
+
+    def _block_lines(self, block: bytes, end: int, line_number: int):
+        hits = self._hit_line_starts(block, end)
+        pos = 0
+        while pos < end:
+            if self.every_line:
+                start = pos
+            else:
+                index = bisect_left(hits, pos)
+                if index == len(hits):
+                    line_number += block.count(b"\n", pos, end)
+                    break
+                start = hits[index]
+                line_number += block.count(b"\n", pos, start)
+            stop = block.find(b"\n", start, end)
+            stop = end if stop == -1 else stop
+            line_number += 1
+            if stop - start > MAX_LINE_BYTES:
+                self._cut(line_number)
+                line = block[start : start + MAX_LINE_BYTES]
+            else:
+                line = block[start:stop]
+            pos = stop + 1
+            yield line_number, line.decode("utf-8", errors="replace")
+        return line_number
+
+    def _hit_line_starts(self, block: bytes, end: int) -> list[int]:
+        starts: set[int] = set()
+        for literal in self.literals:
+            found = block.find(literal, 0, end)
+            while found != -1:
+                starts.add(block.rfind(b"\n", 0, found) + 1)
+                newline = block.find(b"\n", found, end)
+                if newline == -1:
+                    break
+                found = block.find(literal, newline + 1, end)
+        return sorted(starts)
+
+    def _read(self, stream, line_number: int) -> tuple[bytes, bool]:
+        """Up to one block; (data, at_end). A read error keeps what came before it (a truncated .gz is
+        read as far as it goes) and ends the source with a warning."""
+        if self._failed:
+            return b"", True
+        read = getattr(stream, "read1", stream.read)  # read1: gzip hands out what it decoded before an error
+        chunks, size = [], 0
+        try:
+            while size < self.block_bytes:
+                data = read(self.block_bytes - size)
+                if not data:
+                    break
+                chunks.append(data)
+                size += len(data)
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            if line_number == 0 and not chunks:
+                raise UserError(f"{self.source.name}: cannot read: {describe_read_error(exc)}") from None
+            self._failed = True
+            self.warnings.append(f"{self.source.name}: stopped early, the rest is unreadable: {describe_read_error(exc)}")
+        data = b"".join(chunks)
+        return data, not data
+
+    def _drop_to_newline(self, stream, line_number: int) -> tuple[bool, bytes]:
+        """Skip the rest of an over-long line: (True, b"") when the file ended first, else what follows it."""
+        while True:
+            data, at_end = self._read(stream, line_number)
+            if at_end:
+                return True, b""
+            newline = data.find(b"\n")
+            if newline != -1:
+                return False, data[newline + 1 :]
+
+    def _cut(self, line_number: int) -> None:
+        self.warnings.append(f"{self.source.name}:{line_number}: line longer than {MAX_LINE_BYTES} bytes was cut")

@@ -1,0 +1,67 @@
+"""The block reader must hand out exactly the lines a line-by-line read would, with the same numbers."""
+
+from __future__ import annotations
+
+import gzip
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offloaddoctor.logs.candidates import CandidateReader
+from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, iter_raw_lines
+
+LITERALS = ["Error", "CUDA out of memory", "é"]
+line_text = st.lists(st.sampled_from(list("ab \t:[]é\r") + ["Error", "CUDA out of memory", "Err", "CUDA"]), max_size=12).map("".join)
+
+
+def write(tmp_path, lines: list[str], final_newline: bool, name: str = "job.log"):
+    path = tmp_path / name
+    data = "\n".join(lines) + ("\n" if final_newline and lines else "")
+    path.write_bytes(data.encode())
+    return LogSource(str(path))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(line_text, max_size=60), st.booleans(), st.integers(MAX_LINE_BYTES + 1, MAX_LINE_BYTES + 300))
+def test_candidates_are_exactly_the_lines_with_a_literal(tmp_path_factory, lines, final_newline, block):
+    source = write(tmp_path_factory.mktemp("c"), lines, final_newline)
+    expected = [(n, text) for n, text in iter_raw_lines(source, []) if any(lit in text for lit in LITERALS)]
+    reader = CandidateReader(source, LITERALS, [], block_bytes=block)
+    assert list(reader) == expected
+    assert reader.lines_read == len(list(iter_raw_lines(source, [])))
+
+
+def test_every_line_mode_gives_every_line_across_blocks(tmp_path):
+    lines = [f"line {i} " + ("x" * (i * 997 % 5000)) + (" Error" if i % 50 == 0 else "") for i in range(400)]
+    source = write(tmp_path, lines, final_newline=False)
+    reader = CandidateReader(source, LITERALS, [], block_bytes=MAX_LINE_BYTES + 1)
+    seen = []
+    for number, text in reader:
+        seen.append(number)
+        reader.every_line = number % 100 == 0  # after every 100th line, read the next ones one by one
+    every = {n + 1 for n in range(0, 400, 100) if n}
+    expected = sorted({n for n in range(1, 401) if (n - 1) % 50 == 0} | every)
+    assert all(n in seen for n in expected)
+    assert seen == sorted(seen) and reader.lines_read == 400
+
+
+def test_long_line_is_cut_with_a_warning_and_numbering_goes_on(tmp_path):
+    path = tmp_path / "long.log"
+    path.write_bytes(b"Error first\n" + b"Error" + b"x" * (3 * MAX_LINE_BYTES) + b"\nError last\n")
+    warnings: list[str] = []
+    got = list(CandidateReader(LogSource(str(path)), LITERALS, warnings, block_bytes=MAX_LINE_BYTES + 10))
+    assert [n for n, _ in got] == [1, 2, 3]
+    assert len(got[1][1]) == MAX_LINE_BYTES and got[2][1] == "Error last"
+    assert any("line longer than" in w for w in warnings)
+
+
+def test_truncated_gzip_keeps_what_came_before(tmp_path):
+    lines = [f"step {i} Error" for i in range(20000)]
+    path = tmp_path / "job.log.gz"
+    data = gzip.compress("\n".join(lines).encode())
+    path.write_bytes(data[: len(data) // 2])
+    warnings: list[str] = []
+    got = list(CandidateReader(LogSource(str(path)), LITERALS, warnings))
+    assert got and got[0] == (1, "step 0 Error") and len(got) < 20000
+    assert [n for n, _ in got] == list(range(1, len(got) + 1))
+    assert any("gzip" in w for w in warnings)
