@@ -31,6 +31,15 @@ class OutputFormat(str, Enum):
     terminal = "terminal"
     text = "text"
     json = "json"
+    junit = "junit"
+    github = "github"
+    markdown = "markdown"
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    never = "never"
 
 
 def _fail(message: str) -> None:
@@ -62,35 +71,83 @@ def diagnose(
     logs: List[str] = typer.Argument(..., help="Log files, directories of logs, or - for standard input."),
     config: List[str] = typer.Option([], "--config", "-c", help="Run config: Bridge/Megatron YAML or a launch script. Repeatable."),
     set_: List[str] = typer.Option([], "--set", "-s", help="Override KEY=VALUE (Bridge CLI form). Repeatable."),
-    output_format: OutputFormat = typer.Option(OutputFormat.auto, "--format", "-f", help="auto: panels on a terminal, plain text otherwise."),
+    output_format: OutputFormat = typer.Option(
+        OutputFormat.auto, "--format", "-f",
+        help="Standard output. auto: github under GitHub Actions, panels on a terminal, plain text otherwise.",
+    ),
+    output: List[str] = typer.Option([], "--output", "-o", help="Also write FORMAT=PATH (or PATH.json/.xml/.md/.txt). Repeatable."),
+    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Exit 1 on findings of this severity or worse (default: error)."),
+    ignore: List[str] = typer.Option([], "--ignore", help="Suppress a signature id. Repeatable."),
     signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
 ) -> None:
     """Find known offloading/memory failures in training logs and check them against the run's config."""
     from offloaddoctor.api import diagnose as run_diagnose
+    from offloaddoctor.policy import load_policy
+    from offloaddoctor.render.outputs import parse_output
 
-    catalog = _catalog(signatures)
+    try:
+        policy = load_policy()
+        outputs = [parse_output(spec) for spec in output]
+    except UserError as exc:
+        _fail(str(exc))
+    if fail_on is not None:
+        policy.fail_on = fail_on.value
+    catalog = _catalog([*policy.signature_dirs, *signatures])
+    policy.ignore.update({i: "--ignore on the command line" for i in ignore})
+    unknown = [i for i in policy.ignore if catalog.get(i) is None]
+    if unknown:
+        _fail(f"--ignore: unknown signature id {unknown[0]!r}{_suggest(unknown[0], catalog)}")
     try:
         report = run_diagnose(logs, config, set_, catalog=catalog)
     except UserError as exc:
         _fail(str(exc))
-    _emit(report, output_format)
-    raise typer.Exit(EXIT_FINDINGS if report.has_errors else EXIT_CLEAN)
+    report.suppressed = {f.id: policy.ignore[f.id] for f in report.findings if f.id in policy.ignore}
+    report.findings = [f for f in report.findings if f.id not in policy.ignore]
+    _emit(report, output_format, catalog, policy)
+    _write_outputs(report, outputs, catalog, policy)
+    raise typer.Exit(EXIT_FINDINGS if any(policy.fails(f) for f in report.findings) else EXIT_CLEAN)
 
 
-def _emit(report, output_format: OutputFormat) -> None:
-    if output_format is OutputFormat.json:
-        from offloaddoctor.render.json_report import render_json
+def _suggest(name: str, catalog) -> str:
+    close = difflib.get_close_matches(name, catalog.ids, n=3)
+    return f"; did you mean {', '.join(close)}?" if close else "; run `offloaddoctor signatures` for the list"
 
-        sys.stdout.write(render_json(report))
+
+def _write_outputs(report, outputs: list[tuple[str, str]], catalog, policy) -> None:
+    from offloaddoctor.render.outputs import render
+
+    for output_format, path in outputs:
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(render(report, output_format, catalog, policy))
+        except OSError as exc:
+            _fail(f"--output {path}: cannot write: {exc.strerror or exc}")
+
+
+def _emit(report, output_format: OutputFormat, catalog, policy) -> None:
+    if output_format is OutputFormat.auto and os.environ.get("GITHUB_ACTIONS") == "true":
+        output_format = OutputFormat.github
+    if output_format is OutputFormat.github:
+        from offloaddoctor.render.github import render_github
+
+        annotations, summary = render_github(report)
+        sys.stdout.write(annotations)
+        summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary_path:
+            try:
+                with open(summary_path, "a", encoding="utf-8") as handle:
+                    handle.write(summary)
+            except OSError as exc:
+                _fail(f"GITHUB_STEP_SUMMARY {summary_path}: cannot write: {exc.strerror or exc}")
         return
     if _wants_terminal(output_format):
         from offloaddoctor.render.terminal import render_terminal
 
         render_terminal(report, _console())
         return
-    from offloaddoctor.render.plain import render_plain
+    from offloaddoctor.render.outputs import render
 
-    sys.stdout.write(render_plain(report))
+    sys.stdout.write(render(report, output_format.value, catalog, policy))
 
 
 @app.command()
@@ -219,10 +276,33 @@ def explain(
     catalog = _catalog(signatures)
     signature = catalog.get(signature_id)
     if signature is None:
-        close = difflib.get_close_matches(signature_id, catalog.ids, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; run `offloaddoctor signatures` for the list"
-        _fail(f"unknown signature id {signature_id!r}{hint}")
+        _fail(f"unknown signature id {signature_id!r}{_suggest(signature_id, catalog)}")
     sys.stdout.write(render_explain(signature))
+
+
+class MetricsFormat(str, Enum):
+    text = "text"
+    json = "json"
+    csv = "csv"
+
+
+@app.command()
+def metrics(
+    logs: List[str] = typer.Argument(..., help="One run each: a log file, a directory of its per-rank logs, or -."),
+    output_format: MetricsFormat = typer.Option(MetricsFormat.text, "--format", "-f", help="text, json or csv (one row per rank and iteration)."),
+) -> None:
+    """Per-rank, per-iteration numbers from training logs, and a steady-state summary per run."""
+    from offloaddoctor.metrics import collect_metrics
+    from offloaddoctor.render.metrics_csv import render_metrics_csv
+    from offloaddoctor.render.metrics_json import render_metrics_json
+    from offloaddoctor.render.metrics_text import render_metrics_text
+
+    try:
+        runs = collect_metrics(logs)
+    except UserError as exc:
+        _fail(str(exc))
+    render = {MetricsFormat.text: render_metrics_text, MetricsFormat.json: render_metrics_json, MetricsFormat.csv: render_metrics_csv}
+    sys.stdout.write(render[output_format](runs))
 
 
 def _version(value: bool) -> None:

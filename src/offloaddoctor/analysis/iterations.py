@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 _ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
-_FIELD = re.compile(r"^\s*([^:|]+?)\s*:\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)\s*$", re.IGNORECASE)
+_FIELD = re.compile(
+    r"^\s*([^:|]+?)\s*:\s*([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))\s*$", re.IGNORECASE
+)
 LITERAL = "elapsed time per iteration"
 ELAPSED_MS = "elapsed time per iteration (ms)"
 THROUGHPUT = "throughput per gpu (tflop/s/gpu)"
+LEARNING_RATE = "learning rate"
+GLOBAL_BATCH_SIZE = "global batch size"
+LM_LOSS = "lm loss"
+LOSS_SCALE = "loss scale"
+GRAD_NORM = "grad norm"
+SKIPPED_ITERATIONS = "number of skipped iterations"
+NAN_ITERATIONS = "number of nan iterations"
 WARMUP_ITERATIONS = 3
 
 
@@ -29,7 +40,8 @@ class IterationRecord:
     text: str
 
 
-def parse_iteration_fields(text: str) -> tuple[int, dict[str, float]] | None:
+def parse_iteration_line(text: str) -> tuple[int, int, dict[str, float]] | None:
+    """(iteration, planned iterations from `N/ TOTAL`, every `name: number` field by lower-cased name)."""
     found = _ITERATION.search(text)
     if not found:
         return None
@@ -38,10 +50,23 @@ def parse_iteration_fields(text: str) -> tuple[int, dict[str, float]] | None:
         pair = _FIELD.match(part)
         if pair:
             fields[pair.group(1).strip().lower()] = float(pair.group(2))
-    return int(found.group(1)), fields
+    return int(found.group(1)), int(found.group(2)), fields
 
 
-def steady_state(records: list[IterationRecord]) -> list[IterationRecord]:
+def parse_iteration_fields(text: str) -> tuple[int, dict[str, float]] | None:
+    parsed = parse_iteration_line(text)
+    return None if parsed is None else (parsed[0], parsed[2])
+
+
+class _Logged(Protocol):
+    @property
+    def iteration(self) -> int: ...
+
+
+_Record = TypeVar("_Record", bound=_Logged)
+
+
+def steady_state(records: Sequence[_Record]) -> list[_Record]:
     """Drop warm-up. Each line reports the average over the iterations since the previous line, so a
     line is kept only if that whole interval lies after the first WARMUP_ITERATIONS iterations (which
     carry compilation, allocator growth and data-loader start-up). The first line of a log never

@@ -1,0 +1,51 @@
+"""Run metrics from training logs: per-rank, per-iteration numbers and a summary (see metrics/summary.py
+for how warm-up is excluded, and docs/metrics.md for the output)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from offloaddoctor.logs.sources import resolve_sources
+from offloaddoctor.metrics.model import (
+    IterationMetrics,
+    Layout,
+    MemoryReport,
+    MetricsSummary,
+    ParameterCounts,
+    RunMetrics,
+)
+from offloaddoctor.metrics.reader import RunReader
+from offloaddoctor.metrics.summary import summarise
+
+__all__ = [
+    "IterationMetrics",
+    "Layout",
+    "MemoryReport",
+    "MetricsSummary",
+    "ParameterCounts",
+    "RunMetrics",
+    "collect_metrics",
+    "metrics_from_text",
+    "run_metrics",
+]
+
+
+def run_metrics(path: str) -> RunMetrics:
+    """One run: a log file, a directory of its (per-rank) logs, or `-` for standard input."""
+    reader = RunReader(path)
+    for source in resolve_sources([path]):
+        reader.read_source(source)
+    return summarise(reader.run, reader.collectors, reader.layout_line)
+
+
+def collect_metrics(paths: Sequence[str]) -> list[RunMetrics]:
+    """One RunMetrics per path given. Raises UserError (one line) for a path that cannot be read."""
+    resolve_sources(paths)  # every path is checked before any is read
+    return [run_metrics(path) for path in paths]
+
+
+def metrics_from_text(text: str, name: str = "<text>") -> RunMetrics:
+    """Metrics of an in-memory log excerpt, read exactly as a file would be."""
+    reader = RunReader(name)
+    reader.read_lines(name, enumerate(text.splitlines(), start=1))
+    return summarise(reader.run, reader.collectors, reader.layout_line)

@@ -1,0 +1,77 @@
+"""One streaming pass over a run's logs, keeping only the parsed records.
+
+Lines are read through logs/sources.py and normalised by logs/normalize.py exactly as diagnose reads them.
+A line is parsed only if it contains one of a few literals (one compiled alternation over the raw line);
+lines inside an arguments block bypass that gate. Memory grows with the number of iteration and memory-report
+lines, never with the size of the log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from offloaddoctor.analysis.iterations import LITERAL as ITERATION_LITERAL
+from offloaddoctor.config.from_log import LITERALS as CONFIG_LITERALS
+from offloaddoctor.config.from_log import LogConfigCollector
+from offloaddoctor.logs.normalize import normalize_line
+from offloaddoctor.logs.sources import LogSource, iter_raw_lines
+from offloaddoctor.metrics import layout, memory_lines, parameter_lines
+from offloaddoctor.metrics.iteration_lines import parse_iteration_metrics
+from offloaddoctor.metrics.model import RunMetrics
+
+_LITERALS = (
+    ITERATION_LITERAL,
+    memory_lines.LITERAL,
+    memory_lines.THEORETICAL_LITERAL,
+    parameter_lines.LITERAL,
+    layout.LITERAL,
+    *CONFIG_LITERALS,
+)
+_GATE = re.compile("|".join(re.escape(lit) for lit in sorted(set(_LITERALS), key=len, reverse=True)))
+
+
+class RunReader:
+    """Feed it the sources of one run; `run` holds the records, `collectors` the config each source printed."""
+
+    def __init__(self, path: str):
+        self.run = RunMetrics(path)
+        self.collectors: list[LogConfigCollector] = []
+        self.layout_line: dict[str, int] = {}
+
+    def read_source(self, source: LogSource) -> None:
+        self.read_lines(source.name, iter_raw_lines(source, self.run.notes), source.rank_from_name)
+
+    def read_lines(self, name: str, numbered: Iterable[tuple[int, str]], default_rank: int | None = None) -> None:
+        collector = LogConfigCollector(name)
+        self.collectors.append(collector)
+        run = self.run
+        gate = _GATE.search
+        line_number = 0
+        for line_number, raw in numbered:
+            if not (collector.in_arguments or gate(raw)):
+                continue
+            text, rank = normalize_line(raw, default_rank)
+            if collector.feed(text, line_number):
+                continue
+            segment = collector.segment
+            if ITERATION_LITERAL in text:
+                record = parse_iteration_metrics(text, name, line_number, rank, segment)
+                if record is not None:
+                    run.iterations.append(record)
+                    continue
+            if memory_lines.LITERAL in text:
+                report = memory_lines.parse_memory_report(text, name, line_number, rank, segment)
+                if report is not None:
+                    run.memory.append(report)
+                    continue
+            if memory_lines.THEORETICAL_LITERAL in text:
+                theoretical = memory_lines.parse_theoretical_memory(text)
+                if theoretical:
+                    run.theoretical_memory_mb = theoretical
+                continue
+            if parameter_lines.LITERAL in text and parameter_lines.read_parameter_line(text, run.parameters):
+                continue
+            if layout.LITERAL in text:
+                self.layout_line.update(layout.parse_layout_line(text))
+        run.sources.append((name, line_number))
