@@ -19,7 +19,7 @@ from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
 from offloaddoctor.logs.sources import resolve_sources
 
-__all__ = ["CheckReport", "Report", "check", "diagnose", "diagnose_text", "load_catalog"]
+__all__ = ["CheckReport", "Report", "check", "compare", "diagnose", "diagnose_text", "load_catalog"]
 
 
 def diagnose(
@@ -70,3 +70,40 @@ def check(
     if use_defaults:
         add_defaults(store)
     return check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)
+
+
+def compare(
+    baseline: str,
+    runs: Sequence[str],
+    run_configs: Mapping[str, Sequence[str]] | None = None,
+    criteria: Any = None,
+    catalog: Catalog | None = None,
+):
+    """Judge runs against a baseline by the offloading guide's success criteria (metrics/compare.py).
+    `run_configs` maps a log path to config files whose offload settings replace what the log printed."""
+    from offloaddoctor.metrics import run_metrics
+    from offloaddoctor.metrics.compare import Criteria, compare_runs
+    from offloaddoctor.metrics.settings import effective_offload_fraction, offload_settings
+
+    if not runs:
+        raise UserError("compare needs a baseline log and at least one run log")
+    paths = [baseline, *runs]
+    unknown = [p for p in (run_configs or {}) if p not in paths]
+    if unknown:
+        raise UserError(f"--config {unknown[0]}=…: {unknown[0]} is not one of the logs being compared")
+    resolve_sources(paths)  # every path is checked before any is read
+    catalog = catalog or load_catalog()
+    measured = []
+    for path in paths:
+        run = run_metrics(path)
+        configs = (run_configs or {}).get(path, ())
+        if configs:
+            arguments = {**run.arguments, **{v.key: v.value for v in explicit_config(configs, ())}}
+            run.summary.offload = offload_settings(arguments)
+            run.summary.effective_offload_fraction = effective_offload_fraction(run.summary.offload)
+        measured.append(run)
+    errors = {
+        path: [f.id for f in diagnose([path], catalog=catalog).findings if f.signature.severity == "error"]
+        for path in paths
+    }
+    return compare_runs(measured[0], measured[1:], errors, criteria or Criteria())

@@ -1,0 +1,79 @@
+"""`compare` output: a table (plain text, stable for snapshots) and versioned JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from offloaddoctor.metrics.compare import Comparison, RunComparison
+from offloaddoctor.render.json_report import SCHEMA_VERSION
+from offloaddoctor.render.text_safety import inert_json, safe_text
+
+_COLUMNS = ("run", "fraction", "median ms", "ratio", "peak alloc MB", "saving MB", "per 1.0 MB", "expected MB",
+            "max |Δloss|", "verdict")
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _row(run: RunComparison, baseline: bool) -> list[str]:
+    return [
+        safe_text(run.path),
+        _number(run.offload_fraction, "g"),
+        _number(run.median_iteration_ms, ".1f"),
+        "1.00x" if baseline else (_number(run.iteration_time_ratio, ".2f") + "x" if run.iteration_time_ratio else "-"),
+        _number(run.peak_allocated_mb, ".0f"),
+        "" if baseline else _number(run.memory_saving_mb, ".0f"),
+        "" if baseline else _number(run.saving_per_unit_fraction_mb, ".0f"),
+        "" if baseline else _number(run.expected_saving_mb, ".0f"),
+        "" if baseline else (_number(run.max_abs_loss_delta, ".2e") + (f" @{run.max_abs_loss_delta_iteration}" if run.max_abs_loss_delta_iteration else "")),
+        "baseline" if baseline else run.verdict.upper(),
+    ]
+
+
+def render_compare_plain(comparison: Comparison) -> str:
+    rows = [list(_COLUMNS), _row(comparison.baseline, True)] + [_row(run, False) for run in comparison.runs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    lines = ["  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip()
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    criteria = comparison.criteria
+    state = comparison.optimizer_state_mb
+    lines += [
+        "",
+        f"Criteria: no error finding; max |Δ loss| < {criteria.loss_tolerance:g} over common iterations; saving within "
+        f"{criteria.memory_tolerance:.0%} + {criteria.memory_slack_mb:g} MB of fraction × "
+        + (f"{state:.0f} MB (12 B/parameter of optimizer state ÷ data-parallel size)." if state else "the optimizer state (parameter count not logged: not judged)."),
+    ]
+    for run in comparison.runs:
+        for reason in run.reasons:
+            lines.append(f"FAIL {safe_text(run.path)}: {safe_text(reason)}")
+    lines += [f"note: {safe_text(note)}" for note in comparison.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _run_dict(run: RunComparison) -> dict[str, Any]:
+    data = asdict(run)
+    data["offload"] = dict(run.offload)
+    return data
+
+
+def compare_to_dict(comparison: Comparison) -> dict[str, Any]:
+    baseline = _run_dict(comparison.baseline)
+    for key in ("verdict", "reasons", "iteration_time_ratio", "memory_saving_mb", "saving_per_unit_fraction_mb",
+                "expected_saving_mb", "max_abs_loss_delta", "max_abs_loss_delta_iteration", "common_iterations"):
+        baseline.pop(key)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "criteria": asdict(comparison.criteria),
+        "optimizer_state_mb": comparison.optimizer_state_mb,
+        "baseline": baseline,
+        "runs": [_run_dict(run) for run in comparison.runs],
+        "notes": comparison.notes,
+    }
+
+
+def render_compare_json(comparison: Comparison) -> str:
+    return inert_json(json.dumps(compare_to_dict(comparison), indent=2, ensure_ascii=False, default=str)) + "\n"
