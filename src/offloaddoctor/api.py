@@ -28,15 +28,25 @@ def diagnose(
     overrides: Sequence[str] = (),
     catalog: Catalog | None = None,
     signature_dirs: Sequence[Path] = (),
+    baseline: str | None = None,
 ) -> Report:
-    """Scan logs (files, directories, `-`) and correlate every finding with the run's config."""
+    """Scan logs (files, directories, `-`) and correlate every finding with the run's config. `baseline`:
+    a healthy run's log whose measured iteration time decides the slowdown finding instead of heuristics."""
     catalog = catalog or load_catalog(signature_dirs)
     explicit = explicit_config(config_paths, overrides)
     sources = resolve_sources(paths)
+    baseline_metrics = None
+    if baseline is not None:
+        from offloaddoctor.metrics import run_metrics
+
+        resolve_sources([baseline])
+        baseline_metrics = run_metrics(baseline)
+        if baseline_metrics.summary.median_iteration_ms is None:
+            raise UserError(f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)")
     matchers = build_matchers(catalog)
     scan = Scanner(matchers).scan(sources)
     store = build_store(*(c.values for c in scan.collectors), explicit)
-    return build_report(catalog, scan, store, matchers)
+    return build_report(catalog, scan, store, matchers, baseline_metrics)
 
 
 def diagnose_text(

@@ -79,6 +79,7 @@ def diagnose(
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Exit 1 on findings of this severity or worse (default: error)."),
     ignore: List[str] = typer.Option([], "--ignore", help="Suppress a signature id. Repeatable."),
     signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="BASE.log", help="A healthy run's log: decide the slowdown from measured iteration times."),
 ) -> None:
     """Find known offloading/memory failures in training logs and check them against the run's config."""
     from offloaddoctor.api import diagnose as run_diagnose
@@ -98,7 +99,7 @@ def diagnose(
     if unknown:
         _fail(f"--ignore: unknown signature id {unknown[0]!r}{_suggest(unknown[0], catalog)}")
     try:
-        report = run_diagnose(logs, config, set_, catalog=catalog)
+        report = run_diagnose(logs, config, set_, catalog=catalog, baseline=baseline)
     except UserError as exc:
         _fail(str(exc))
     report.suppressed = {f.id: policy.ignore[f.id] for f in report.findings if f.id in policy.ignore}

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from offloaddoctor.analysis.advice import add_advice
 from offloaddoctor.analysis.findings import (
     CONFIRMED, CONTRADICTED, UNKNOWN, ConfigEvidence, ConfigVerdict, Finding, Report, SourceSummary,
 )
 from offloaddoctor.analysis.ranks import format_ranks
-from offloaddoctor.analysis.run_facts import RunFacts, compute_run_facts
+from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
 from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Aggregate, Evidence, Matcher, ScanResult
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import Predicate, evaluate, missing, names_in
@@ -18,8 +19,13 @@ from offloaddoctor.config.values import ConfigStore, format_value
 _PLACEHOLDER = re.compile(r"\{([\w.]+)\}")
 
 
-def build_report(catalog: Catalog, scan: ScanResult, store: ConfigStore, matchers: list[Matcher]) -> Report:
+def build_report(
+    catalog: Catalog, scan: ScanResult, store: ConfigStore, matchers: list[Matcher], baseline: Any = None
+) -> Report:
+    """`baseline`: the RunMetrics of a healthy run; its measured numbers replace heuristics."""
     run = compute_run_facts(scan)
+    if baseline is not None:
+        apply_baseline(run, baseline.summary)
     findings: dict[str, Finding] = {}
     for aggregate in scan.aggregates:
         signature = _winner(catalog, aggregate, store, run)
@@ -39,6 +45,7 @@ def build_report(catalog: Catalog, scan: ScanResult, store: ConfigStore, matcher
         if finding is not None:
             findings[signature.id] = finding
     ordered = sorted(findings.values(), key=lambda f: f.sort_key)
+    add_advice(ordered, store, scan.parameters)
     notes = list(scan.warnings) + store.disagreements()
     return Report(
         findings=ordered,

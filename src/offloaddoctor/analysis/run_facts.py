@@ -62,3 +62,15 @@ def _slowdown_between_segments(scan: ScanResult, segments, facts: RunFacts) -> N
     facts.values["slowdown_ratio"] = round(slow / base, 3)
     facts.values["baseline_iteration_ms"] = round(base, 3)
     facts.evidence["slowdown_ratio"] = [_cite(base_record), _cite(slow_record)]
+
+
+def apply_baseline(facts: RunFacts, baseline) -> None:
+    """`diagnose --baseline`: the slowdown is this run's steady-state median over the baseline's, measured."""
+    base_ms = baseline.median_iteration_ms
+    if base_ms:
+        facts.values["baseline_iteration_ms"] = round(base_ms, 3)
+        run_ms = facts.values.get("median_iteration_ms")
+        if run_ms:
+            facts.values["slowdown_ratio"] = round(run_ms / base_ms, 3)
+    if baseline.peak_allocated_mb is not None:
+        facts.values["baseline_peak_allocated_bytes"] = int(baseline.peak_allocated_mb * 1024 * 1024)

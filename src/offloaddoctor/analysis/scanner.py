@@ -18,6 +18,9 @@ from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LITERALS as CONFIG_LITERALS
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.logs.normalize import normalize_line
+from offloaddoctor.metrics.model import ParameterCounts
+from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
+from offloaddoctor.metrics.parameter_lines import read_parameter_line
 from offloaddoctor.logs.candidates import CandidateReader
 from offloaddoctor.logs.sources import LogSource
 
@@ -83,6 +86,7 @@ class ScanResult:
     lines_read: dict[str, int] = field(default_factory=dict)
     ranks_seen: set[int] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    parameters: ParameterCounts = field(default_factory=ParameterCounts)
 
 
 def build_matchers(catalog: Catalog) -> list[Matcher]:
@@ -93,7 +97,7 @@ class Scanner:
     def __init__(self, matchers: list[Matcher]):
         self.matchers = matchers
         literals = {lit for m in matchers for lit in m.spec.literals}
-        literals |= set(CONFIG_LITERALS) | set(_ERROR_LITERALS) | {TRACEBACK, ITERATION_LITERAL}
+        literals |= set(CONFIG_LITERALS) | set(_ERROR_LITERALS) | {TRACEBACK, ITERATION_LITERAL, PARAMETERS_LITERAL}
         # Longest first so the alternation prefers specific literals; any hit is enough anyway.
         self.literals = literals
         self.gate = re.compile("|".join(re.escape(lit) for lit in sorted(literals, key=len, reverse=True)))
@@ -154,6 +158,8 @@ class Scanner:
             return
         if ITERATION_LITERAL in text:
             self._iteration(path, line_number, rank, collector.segment, text)
+            return
+        if PARAMETERS_LITERAL in text and read_parameter_line(text, self.result.parameters):
             return
         self._match(path, line_number, rank, text)
 

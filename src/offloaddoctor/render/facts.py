@@ -22,6 +22,14 @@ _LABELS = {
     "median_tflops_per_gpu": "steady-state throughput",
     "slowdown_ratio": "slowdown",
     "iterations_logged": "iteration lines",
+    "shortfall_bytes": "missing for this request (requested − free)",
+    "optimizer_state_estimate_bytes": "offloadable optimizer state per GPU",
+    "offload_fraction_needed": "optimizer_offload_fraction that would free it",
+    "expected_slowdown": "expected iteration time",
+    "overlap_cpu_optimizer_d2h_h2d": "overlap_cpu_optimizer_d2h_h2d",
+    "estimate_basis": "an estimate, from",
+    "baseline_peak_allocated_bytes": "baseline peak allocated",
+    "peak_allocated_bytes": "peak allocated",
 }
 
 

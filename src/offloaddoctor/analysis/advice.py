@@ -1,0 +1,103 @@
+"""Numbers for the fix: how much optimizer offloading would free, and what it costs in time.
+
+All of it is an estimate and says so (`estimate_basis`): the offloadable optimizer state per GPU is taken as
+12 bytes per parameter (fp32 master weight + Adam exp_avg + exp_avg_sq), divided by the data-parallel size
+when the distributed optimizer shards it; the bundled real H100 runs (fixtures/compare-family) save exactly
+that (5384 MiB for 0.47B parameters at fraction 1.0). Slowdown is interpolated between two measured
+curves: a 0.47B GPT on one H100 (fixtures/compare-family) and Qwen3-30B-A3B from the offloading guide.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from offloaddoctor.analysis.findings import Finding
+from offloaddoctor.catalog.predicates import boolean, number
+from offloaddoctor.config.values import ConfigStore
+from offloaddoctor.metrics.model import ParameterCounts
+from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL
+
+OPTIMIZER_BYTES_PER_PARAMETER = 12
+FRACTION_STEP = 0.05
+# (fraction, iteration-time ratio) measured: small dense model on an H100, and the guide's MoE model.
+SMALL_MODEL = ((0.0, 1.0), (0.25, 1.21), (0.5, 1.42), (1.0, 2.07))
+GUIDE_MODEL = ((0.0, 1.0), (0.25, 1.9), (1.0, 4.2))
+_NO_ADVICE = {"oom-fragmentation"}  # its fix is the allocator setting, not less optimizer state
+
+
+def add_advice(findings: list[Finding], store: ConfigStore, parameters: ParameterCounts) -> None:
+    for finding in findings:
+        if "requested_bytes" in finding.facts and finding.id not in _NO_ADVICE:
+            finding.facts.update(oom_advice(finding.facts, store, parameters))
+        elif finding.id == "optimizer-offload-slowdown":
+            finding.facts.update(slowdown_advice(store))
+
+
+def parameters_per_gpu(parameters: ParameterCounts) -> int | None:
+    if parameters.per_model_parallel_rank:
+        return max(parameters.per_model_parallel_rank.values())
+    total = parameters.billions.get(TOTAL_LABEL)
+    return int(total * 1e9) if total else None
+
+
+def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterCounts) -> dict[str, Any]:
+    count = parameters_per_gpu(parameters)
+    requested, free = facts.get("requested_bytes"), facts.get("free_bytes")
+    if not count or requested is None or free is None:
+        return {}
+    distributed = boolean(_value(store, "optimizer.use_distributed_optimizer"))
+    dp = number(_value(store, "data_parallel_size")) if distributed is not False else 1
+    state = count * OPTIMIZER_BYTES_PER_PARAMETER / (dp or 1)
+    offloading = boolean(_value(store, "optimizer.optimizer_cpu_offload")) is True
+    current = (number(_value(store, "optimizer.optimizer_offload_fraction")) or 0.0) if offloading else 0.0
+    shortfall = max(0, requested - free)
+    needed = current + shortfall / state
+    advice: dict[str, Any] = {
+        "optimizer_state_estimate_bytes": int(state),
+        "shortfall_bytes": int(shortfall),
+        "estimate_basis": (
+            f"{OPTIMIZER_BYTES_PER_PARAMETER} B/parameter × {count:,} parameters per GPU"
+            + (f" ÷ data-parallel size {int(dp)}" if dp and dp > 1 else "")
+            + ("" if dp or distributed is False else " (data-parallel size unknown: not divided)")
+            + (f"; offload fraction now {current:g}" if offloading else "; optimizer offloading now off")
+        ),
+    }
+    if needed <= 1.0:
+        fraction = min(1.0, math.ceil(needed / FRACTION_STEP - 1e-9) * FRACTION_STEP)
+        advice["offload_fraction_needed"] = round(max(fraction, FRACTION_STEP), 2)
+        advice["expected_slowdown"] = expected_slowdown(advice["offload_fraction_needed"])
+    else:
+        advice["offload_fraction_needed"] = (
+            f"more than 1.0 ({needed:.2f}): optimizer offloading alone cannot free enough; add pipeline/tensor "
+            "parallelism or activation offloading"
+        )
+    return advice
+
+
+def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
+    fraction = number(_value(store, "optimizer.optimizer_offload_fraction"))
+    advice: dict[str, Any] = {}
+    if fraction is not None and 0 < fraction <= 1:
+        advice["expected_slowdown"] = expected_slowdown(fraction)
+    overlap = _value(store, "optimizer.overlap_cpu_optimizer_d2h_h2d")
+    if overlap is not None:
+        advice["overlap_cpu_optimizer_d2h_h2d"] = boolean(overlap)
+    return advice
+
+
+def expected_slowdown(fraction: float) -> str:
+    small, large = _interpolate(SMALL_MODEL, fraction), _interpolate(GUIDE_MODEL, fraction)
+    return f"~{small:.1f}x (0.47B GPT, H100) to ~{large:.1f}x (Qwen3-30B-A3B, the guide) at fraction {fraction:g}"
+
+
+def _interpolate(points, x: float) -> float:
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 <= x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+def _value(store: ConfigStore, key: str):
+    resolved = store.resolve(key)
+    return None if resolved is None else resolved.value
