@@ -8,6 +8,7 @@ from typing import Any
 
 from offloaddoctor.analysis.engine import build_report
 from offloaddoctor.analysis.findings import Report
+from offloaddoctor.analysis.parallel import scan_sources
 from offloaddoctor.analysis.preflight import CheckReport, check_store
 from offloaddoctor.analysis.scanner import Scanner, build_matchers
 from offloaddoctor.catalog.loader import load_catalog
@@ -44,7 +45,7 @@ def diagnose(
         if baseline_metrics.summary.median_iteration_ms is None:
             raise UserError(f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)")
     matchers = build_matchers(catalog)
-    scan = Scanner(matchers).scan(sources)
+    scan = scan_sources(matchers, sources)
     store = build_store(*(c.values for c in scan.collectors), explicit)
     return build_report(catalog, scan, store, matchers, baseline_metrics)
 

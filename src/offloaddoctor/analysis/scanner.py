@@ -111,6 +111,38 @@ class Scanner:
         self.result.aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
         return self.result
 
+    def merge(self, results: Iterable[ScanResult]) -> ScanResult:
+        """Combine per-source results (scanned in parallel) as if the sources had been scanned in order."""
+        for partial in results:
+            for aggregate in partial.aggregates:
+                self._absorb(aggregate)
+            merged = self.result
+            merged.exceptions = (merged.exceptions + partial.exceptions)[-64:]
+            merged.last_error_line = partial.last_error_line or merged.last_error_line
+            merged.iterations.update(partial.iterations)
+            merged.collectors.extend(partial.collectors)
+            merged.lines_read.update(partial.lines_read)
+            merged.ranks_seen |= partial.ranks_seen
+            merged.warnings.extend(partial.warnings)
+            merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
+            merged.parameters.billions.update(partial.parameters.billions)
+        self.result.aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
+        return self.result
+
+    def _absorb(self, other: Aggregate) -> None:
+        key = (other.matcher_id, tuple(sorted((k, repr(v)) for k, v in other.facts.items())))
+        aggregate = self._aggregates.get(key)
+        if aggregate is None:
+            self._sequence += 1
+            aggregate = self._aggregates[key] = Aggregate(other.matcher_id, other.facts, self._sequence)
+        aggregate.count += other.count
+        aggregate.ranks |= other.ranks
+        for evidence in other.evidence:
+            if len(aggregate.evidence) < MAX_EVIDENCE and (
+                evidence.rank not in {e.rank for e in aggregate.evidence} or evidence.rank is None
+            ):
+                aggregate.evidence.append(evidence)
+
     def scan_lines(self, name: str, lines: Iterable[str]) -> ScanResult:
         """Scan in-memory text (signature examples, tests) through the same path as files."""
         self._scan_numbered(name, None, enumerate(lines, start=1))

@@ -1,0 +1,45 @@
+"""Many files on several cores give exactly what one core gives."""
+
+from __future__ import annotations
+
+import shutil
+
+from offloaddoctor.analysis import parallel
+from offloaddoctor.analysis.scanner import build_matchers
+from offloaddoctor.api import load_catalog
+from offloaddoctor.logs.sources import resolve_sources
+
+from .conftest import FIXTURES
+
+MATCHERS = build_matchers(load_catalog())
+
+
+def summary(result):
+    return (
+        [(a.matcher_id, a.facts, a.count, sorted(a.ranks), a.evidence) for a in result.aggregates],
+        result.lines_read, sorted(result.ranks_seen), result.warnings, result.exceptions, result.last_error_line,
+        {k: [r.iteration for r in v] for k, v in result.iterations.items()},
+        [c.values for c in result.collectors], result.parameters,
+    )
+
+
+def test_parallel_scan_equals_serial_scan(tmp_path, monkeypatch):
+    for case in ("oom-fragmentation-multirank", "pp-cpu-offload", "clean-baseline", "nccl-ub-expandable-segments",
+                 "unmatched-failure"):
+        shutil.copy(FIXTURES / case / "job.log", tmp_path / f"{case}.log")
+    sources = resolve_sources([str(tmp_path)])
+    serial = parallel.scan_sources(MATCHERS, sources, workers=1)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    assert summary(parallel.scan_sources(MATCHERS, sources, workers=2)) == summary(serial)
+
+
+def test_errors_in_a_worker_are_the_usual_one_line_error(tmp_path, monkeypatch):
+    (tmp_path / "a.log").write_text("fine\n")
+    (tmp_path / "b.log").write_bytes(b"\x00\x01\x02" * 5000)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    import pytest
+
+    from offloaddoctor.errors import UserError
+
+    with pytest.raises(UserError, match="binary"):
+        parallel.scan_sources(MATCHERS, resolve_sources([str(tmp_path)]), workers=2)
