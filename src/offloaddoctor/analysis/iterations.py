@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 _ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
-_FIELD = re.compile(
-    r"^\s*([^:|]+?)\s*:\s*([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))\s*$", re.IGNORECASE
+# One `| name: number ` field between bars (or up to the end); findall reads them all in one pass.
+_FIELDS = re.compile(
+    r"\|[^\S|]*([^:|]+?)[^\S|]*:[^\S|]*([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))[^\S|]*(?=\||$)",
+    re.IGNORECASE,
 )
 LITERAL = "elapsed time per iteration"
 ELAPSED_MS = "elapsed time per iteration (ms)"
@@ -45,11 +47,7 @@ def parse_iteration_line(text: str) -> tuple[int, int, dict[str, float]] | None:
     found = _ITERATION.search(text)
     if not found:
         return None
-    fields: dict[str, float] = {}
-    for part in text[found.end():].split("|"):
-        pair = _FIELD.match(part)
-        if pair:
-            fields[pair.group(1).strip().lower()] = float(pair.group(2))
+    fields = {name.strip().lower(): float(value) for name, value in _FIELDS.findall(text, found.end() - 1)}
     return int(found.group(1)), int(found.group(2)), fields
 
 
