@@ -43,3 +43,24 @@ def test_errors_in_a_worker_are_the_usual_one_line_error(tmp_path, monkeypatch):
 
     with pytest.raises(UserError, match="binary"):
         parallel.scan_sources(MATCHERS, resolve_sources([str(tmp_path)]), workers=2)
+
+
+def test_progress_reports_every_byte_once(tmp_path):
+    from offloaddoctor.api import diagnose
+
+    for case in ("pp-cpu-offload", "clean-baseline"):
+        shutil.copy(FIXTURES / case / "job.log", tmp_path / f"{case}.log")
+    calls: list[tuple[int, int]] = []
+    diagnose([str(tmp_path)], progress=lambda done, total: calls.append((done, total)))
+    total = sum(p.stat().st_size for p in tmp_path.iterdir())
+    assert calls and calls[-1] == (total, total)
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+def test_no_progress_output_when_not_a_terminal():
+    from typer.testing import CliRunner
+
+    from offloaddoctor.cli import app
+
+    result = CliRunner().invoke(app, ["diagnose", str(FIXTURES / "pp-cpu-offload" / "job.log"), "-f", "json"])
+    assert "\x1b" not in result.stderr and "scanning" not in result.stderr

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from offloaddoctor.analysis.engine import build_report
 from offloaddoctor.analysis.findings import Report
-from offloaddoctor.analysis.parallel import scan_sources
+from offloaddoctor.analysis.parallel import scan_sources, total_bytes
 from offloaddoctor.analysis.preflight import CheckReport, check_store
 from offloaddoctor.analysis.scanner import Scanner, build_matchers
 from offloaddoctor.catalog.loader import load_catalog
@@ -30,6 +30,7 @@ def diagnose(
     catalog: Catalog | None = None,
     signature_dirs: Sequence[Path] = (),
     baseline: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Scan logs (files, directories, `-`) and correlate every finding with the run's config. `baseline`:
     a healthy run's log whose measured iteration time decides the slowdown finding instead of heuristics."""
@@ -45,7 +46,15 @@ def diagnose(
         if baseline_metrics.summary.median_iteration_ms is None:
             raise UserError(f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)")
     matchers = build_matchers(catalog)
-    scan = scan_sources(matchers, sources)
+    on_bytes = None
+    if progress is not None:
+        total, done = total_bytes(sources), [0]
+
+        def on_bytes(count: int) -> None:
+            done[0] += count
+            progress(done[0], total)
+
+    scan = scan_sources(matchers, sources, on_bytes=on_bytes)
     store = build_store(*(c.values for c in scan.collectors), explicit)
     return build_report(catalog, scan, store, matchers, baseline_metrics)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from contextlib import contextmanager
 import os
 import sys
 from enum import Enum
@@ -99,7 +100,8 @@ def diagnose(
     if unknown:
         _fail(f"--ignore: unknown signature id {unknown[0]!r}{_suggest(unknown[0], catalog)}")
     try:
-        report = run_diagnose(logs, config, set_, catalog=catalog, baseline=baseline)
+        with _progress_bar(logs, output_format) as progress:
+            report = run_diagnose(logs, config, set_, catalog=catalog, baseline=baseline, progress=progress)
     except UserError as exc:
         _fail(str(exc))
     report.suppressed = {f.id: policy.ignore[f.id] for f in report.findings if f.id in policy.ignore}
@@ -107,6 +109,30 @@ def diagnose(
     _emit(report, output_format, catalog, policy)
     _write_outputs(report, outputs, catalog, policy)
     raise typer.Exit(EXIT_FINDINGS if any(policy.fails(f) for f in report.findings) else EXIT_CLEAN)
+
+
+PROGRESS_MIN_BYTES = 64 * 1024 * 1024
+
+
+@contextmanager
+def _progress_bar(logs: list[str], output_format: OutputFormat):
+    """A rich bar on stderr for long scans by a person at a terminal; never in CI or machine formats."""
+    machine = output_format in (OutputFormat.json, OutputFormat.junit, OutputFormat.github, OutputFormat.markdown)
+    if machine or os.environ.get("CI") or os.environ.get("GITHUB_ACTIONS") or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    with Progress("scanning", BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task("scan", total=None)
+
+        def update(done: int, total: int) -> None:
+            if total >= PROGRESS_MIN_BYTES:
+                bar.update(task, completed=done, total=total)
+
+        yield update
 
 
 def _suggest(name: str, catalog) -> str:

@@ -19,14 +19,21 @@ PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 _MATCHERS: list[Matcher] = []
 
 
-def scan_sources(matchers: list[Matcher], sources: Sequence[LogSource], workers: int | None = None) -> ScanResult:
+def scan_sources(
+    matchers: list[Matcher], sources: Sequence[LogSource], workers: int | None = None, on_bytes=None
+) -> ScanResult:
+    """`on_bytes(n)` reports progress: per block read serially, per file finished in parallel."""
     workers = min(workers or os.cpu_count() or 1, len(sources))
-    if workers < 2 or any(s.path == "-" for s in sources) or _total_bytes(sources) < PARALLEL_MIN_BYTES:
-        return Scanner(matchers).scan(sources)
+    if workers < 2 or any(s.path == "-" for s in sources) or total_bytes(sources) < PARALLEL_MIN_BYTES:
+        return Scanner(matchers, on_bytes).scan(sources)
     global _MATCHERS
     _MATCHERS = matchers  # inherited by the forked workers: compiled patterns are not pickled
+    results = []
     with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
-        results = list(pool.map(_scan_one, sources))
+        for source, result in zip(sources, pool.map(_scan_one, sources)):
+            results.append(result)
+            if on_bytes is not None:
+                on_bytes(total_bytes([source]))
     return Scanner(matchers).merge(results)
 
 
@@ -34,7 +41,7 @@ def _scan_one(source: LogSource) -> ScanResult:
     return Scanner(_MATCHERS).scan([source])
 
 
-def _total_bytes(sources: Sequence[LogSource]) -> int:
+def total_bytes(sources: Sequence[LogSource]) -> int:
     total = 0
     for source in sources:
         try:

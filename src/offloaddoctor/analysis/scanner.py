@@ -94,8 +94,9 @@ def build_matchers(catalog: Catalog) -> list[Matcher]:
 
 
 class Scanner:
-    def __init__(self, matchers: list[Matcher]):
+    def __init__(self, matchers: list[Matcher], on_bytes=None):
         self.matchers = matchers
+        self.on_bytes = on_bytes  # progress callback, bytes read
         literals = {lit for m in matchers for lit in m.spec.literals}
         literals |= set(CONFIG_LITERALS) | set(_ERROR_LITERALS) | {TRACEBACK, ITERATION_LITERAL, PARAMETERS_LITERAL}
         # Longest first so the alternation prefers specific literals; any hit is enough anyway.
@@ -150,7 +151,7 @@ class Scanner:
         return self.result
 
     def _scan_source(self, source: LogSource) -> None:
-        reader = CandidateReader(source, self.literals, self.result.warnings)
+        reader = CandidateReader(source, self.literals, self.result.warnings, on_bytes=self.on_bytes)
         self._scan_numbered(source.name, source.rank_from_name, reader, reader)
         self.result.lines_read[source.name] = reader.lines_read
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from bisect import bisect_left
 
 from offloaddoctor.errors import UserError
@@ -22,7 +22,10 @@ BLOCK_BYTES = 1 << 20
 
 
 class CandidateReader:
-    def __init__(self, source: LogSource, literals: Iterable[str], warnings: list[str], block_bytes: int = BLOCK_BYTES):
+    def __init__(
+        self, source: LogSource, literals: Iterable[str], warnings: list[str], block_bytes: int = BLOCK_BYTES,
+        on_bytes: Callable[[int], None] | None = None,
+    ):
         self.source = source
         encoded = {lit.encode("utf-8") for lit in literals if lit}
         # A literal that contains another adds nothing: every line it finds, the shorter one finds too.
@@ -30,6 +33,7 @@ class CandidateReader:
         self.warnings = warnings
         self.block_bytes = max(block_bytes, MAX_LINE_BYTES + 1)
         self.every_line = False
+        self.on_bytes = on_bytes  # progress: called with the bytes of each block read
         self._failed = False
         self.lines_read = 0  # after iteration: the number of lines in the source
 
@@ -128,6 +132,8 @@ class CandidateReader:
             self._failed = True
             self.warnings.append(f"{self.source.name}: stopped early, the rest is unreadable: {describe_read_error(exc)}")
         data = b"".join(chunks)
+        if self.on_bytes is not None and data:
+            self.on_bytes(len(data))
         return data, not data
 
     def _drop_to_newline(self, stream, line_number: int) -> tuple[bool, bytes]:
