@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 
 from offloaddoctor.analysis.scanner import Matcher, Scanner, ScanResult
 from offloaddoctor.logs.sources import LogSource
@@ -26,6 +24,9 @@ def scan_sources(
     workers = min(workers or os.cpu_count() or 1, len(sources))
     if workers < 2 or any(s.path == "-" for s in sources) or total_bytes(sources) < PARALLEL_MIN_BYTES:
         return Scanner(matchers, on_bytes).scan(sources)
+    from concurrent.futures import ProcessPoolExecutor  # not imported for a single small log (start-up time)
+    from multiprocessing import get_context
+
     global _MATCHERS
     _MATCHERS = matchers  # inherited by the forked workers: compiled patterns are not pickled
     results = []

@@ -1,11 +1,11 @@
 """Run metrics from training logs: per-rank, per-iteration numbers and a summary (see metrics/summary.py
-for how warm-up is excluded, and docs/metrics.md for the output)."""
+for how warm-up is excluded, and docs/metrics.md for the output). Submodules are imported on use, for CLI
+start-up time."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from offloaddoctor.logs.sources import resolve_sources
 from offloaddoctor.metrics.model import (
     IterationMetrics,
     Layout,
@@ -14,8 +14,6 @@ from offloaddoctor.metrics.model import (
     ParameterCounts,
     RunMetrics,
 )
-from offloaddoctor.metrics.reader import RunReader
-from offloaddoctor.metrics.summary import summarise
 
 __all__ = [
     "IterationMetrics",
@@ -32,6 +30,10 @@ __all__ = [
 
 def run_metrics(path: str) -> RunMetrics:
     """One run: a log file, a directory of its (per-rank) logs, or `-` for standard input."""
+    from offloaddoctor.logs.sources import resolve_sources
+    from offloaddoctor.metrics.reader import RunReader
+    from offloaddoctor.metrics.summary import summarise
+
     reader = RunReader(path)
     for source in resolve_sources([path]):
         reader.read_source(source)
@@ -40,12 +42,17 @@ def run_metrics(path: str) -> RunMetrics:
 
 def collect_metrics(paths: Sequence[str]) -> list[RunMetrics]:
     """One RunMetrics per path given. Raises UserError (one line) for a path that cannot be read."""
+    from offloaddoctor.logs.sources import resolve_sources
+
     resolve_sources(paths)  # every path is checked before any is read
     return [run_metrics(path) for path in paths]
 
 
 def metrics_from_text(text: str, name: str = "<text>") -> RunMetrics:
     """Metrics of an in-memory log excerpt, read exactly as a file would be."""
+    from offloaddoctor.metrics.reader import RunReader
+    from offloaddoctor.metrics.summary import summarise
+
     reader = RunReader(name)
     reader.read_lines(name, enumerate(text.splitlines(), start=1))
     return summarise(reader.run, reader.collectors, reader.layout_line)
