@@ -90,3 +90,13 @@ def test_bad_baselines_are_one_line_errors(tmp_path):
     for baseline, fragment in [(str(tmp_path / "missing.log"), "no such file"), (str(empty), "no steady-state iteration time")]:
         result = RUNNER.invoke(app, ["diagnose", str(FAMILY / "opt100.log"), "--baseline", baseline])
         assert result.exit_code == 2 and fragment in result.stderr, result.stderr
+
+
+def test_the_fix_uses_the_estimated_fraction():
+    config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.25,
+              "optimizer.use_distributed_optimizer": True, "data_parallel_size": 8}
+    finding = diagnose_text(PARAMS + OOM, config).findings[0]
+    assert "optimizer.optimizer_offload_fraction=0.45" in finding.overrides
+    short = diagnose_text(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM,
+                          {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9})
+    assert "optimizer.optimizer_offload_fraction=1" in short.findings[0].overrides

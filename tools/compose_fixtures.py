@@ -182,7 +182,7 @@ CASES = [
         tail=traceback(0, OOM_FRAMES, OOM_CAPACITY),
         expected="first: {id: oom-partial-optimizer-offload, verdict: confirmed}\nids: [oom-partial-optimizer-offload]\n"
                  "exit_code: 1\nconfig: [../configs/bridge-run-config-optimizer-offload.yaml]\n"
-                 "overrides: [optimizer.optimizer_offload_fraction=0.75]\n",
+                 "overrides: [optimizer.optimizer_offload_fraction=1]\n",
         source="The real 50 % optimizer-offload log, cut after iteration 5 and ended by the real torch 2.11 capacity "
                "OOM; diagnosed together with the Bridge run_config.yaml from shared/reference (fraction 0.5), so the "
                "verdict cites file:line in the YAML and the fix steps the fraction up to 0.75.",

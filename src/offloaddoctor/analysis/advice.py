@@ -30,8 +30,19 @@ def add_advice(findings: list[Finding], store: ConfigStore, parameters: Paramete
     for finding in findings:
         if "requested_bytes" in finding.facts and finding.id not in _NO_ADVICE:
             finding.facts.update(oom_advice(finding.facts, store, parameters))
+            _use_needed_fraction(finding)
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
+
+
+def _use_needed_fraction(finding: Finding) -> None:
+    """The fix's fraction line: the estimated fraction when there is one (1.0 when even that is short)."""
+    needed = finding.facts.get("offload_fraction_needed")
+    if needed is None:
+        return
+    value = needed if isinstance(needed, float) else 1.0
+    prefix = "optimizer.optimizer_offload_fraction="
+    finding.overrides = [f"{prefix}{value:g}" if line.startswith(prefix) else line for line in finding.overrides]
 
 
 def parameters_per_gpu(parameters: ParameterCounts) -> int | None:
