@@ -8,7 +8,7 @@ from typing import Any
 from offloaddoctor import __version__
 from offloaddoctor.analysis.preflight import CheckReport
 from offloaddoctor.render.json_report import SCHEMA_VERSION, finding_to_dict
-from offloaddoctor.render.plain import finding_block
+from offloaddoctor.render.plain import finding_blocks
 from offloaddoctor.render.text_safety import inert_json, safe_text
 
 
@@ -32,10 +32,7 @@ def unchecked_lines(report: CheckReport) -> list[str]:
 
 
 def render_check_plain(report: CheckReport) -> str:
-    out = [check_headline(report), ""]
-    for index, violation in enumerate(report.violations, start=1):
-        out.extend(finding_block(index, violation))
-        out.append("")
+    out = [check_headline(report), "", *finding_blocks(report.violations)]
     out.extend(unchecked_lines(report))
     out.extend(f"note: {safe_text(note)}" for note in report.notes)
     return "\n".join(out).rstrip() + "\n"

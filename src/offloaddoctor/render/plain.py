@@ -65,11 +65,17 @@ def config_value_line(value) -> str:
     return line
 
 
-def render_plain(report: Report) -> str:
-    out = [headline(report), ""]
-    for index, finding in enumerate(report.findings, start=1):
+def finding_blocks(findings: list[Finding]) -> list[str]:
+    """Numbered finding blocks, each followed by a blank line."""
+    out: list[str] = []
+    for index, finding in enumerate(findings, start=1):
         out.extend(finding_block(index, finding))
         out.append("")
+    return out
+
+
+def render_plain(report: Report) -> str:
+    out = [headline(report), "", *finding_blocks(report.findings)]
     if report.unmatched:
         out.append("No signature explains this failure line (the most likely cause):" if report.findings else
                    "No known failure matched. The most likely failure line:")
