@@ -25,6 +25,8 @@ from offloaddoctor.logs.candidates import CandidateReader
 from offloaddoctor.logs.sources import LogSource
 
 MAX_EVIDENCE = 5
+# A pattern that still backtracks badly (the loader refuses the known shapes) gives up on that line.
+SEARCH_TIMEOUT_S = 0.25
 MAX_ITERATION_RECORDS = 20_000
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
@@ -67,7 +69,7 @@ class Matcher:
         if not any(literal in text for literal in self.spec.literals):
             return None
         for pattern in self.spec.patterns:
-            found = pattern.search(text)
+            found = pattern.search(text, timeout=SEARCH_TIMEOUT_S)
             if found:
                 facts = captured_facts(found.groupdict())
                 if self.spec.facts:
@@ -229,7 +231,13 @@ class Scanner:
     def _match(self, path: str, line: int, rank: int | None, text: str) -> None:
         matched = False
         for matcher in self.matchers:
-            facts = matcher.match(text)
+            try:
+                facts = matcher.match(text)
+            except TimeoutError:
+                self.result.warnings.append(
+                    f"{path}:{line}: signature {matcher.id}: pattern search gave up after {SEARCH_TIMEOUT_S} s on this line"
+                )
+                continue
             if facts is None:
                 continue
             matched = True

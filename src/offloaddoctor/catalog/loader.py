@@ -17,6 +17,7 @@ _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 from offloaddoctor.analysis.facts import FACT_PARSERS
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
+from offloaddoctor.catalog.regex_safety import catastrophic
 from offloaddoctor.config.keys import is_known
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -176,6 +177,10 @@ def _load_match(raw: Any, problem) -> tuple[MatchSpec | None, str | None]:
         problem("match.patterns", "must be a non-empty list of regular expressions")
     else:
         for index, pattern in enumerate(patterns):
+            danger = catastrophic(pattern)
+            if danger:
+                problem(f"match.patterns[{index}]", f"refused, {danger}; quantify a group only if its body cannot repeat")
+                continue
             try:
                 compiled.append(regex.compile(pattern))
             except regex.error as exc:

@@ -1,0 +1,65 @@
+"""User signature patterns cannot hang a scan: refused shapes at load time, a time limit per search."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import regex
+from hypothesis import given
+from hypothesis import strategies as st
+
+from offloaddoctor.analysis.scanner import Matcher, Scanner
+from offloaddoctor.catalog.loader import CatalogError, load_catalog
+from offloaddoctor.catalog.model import MatchSpec
+from offloaddoctor.catalog.regex_safety import catastrophic
+
+SIGNATURE = """id: team-hang
+title: A team signature
+severity: error
+priority: 10
+symptom: s
+cause: c
+match:
+  literals: ["boom"]
+  patterns: ['{pattern}']
+confirm: ["look"]
+fix: {{summary: fix it}}
+references: [{{doc: team wiki}}]
+examples:
+  - {{expect: match, log: "boom aaa"}}
+"""
+
+
+@pytest.mark.parametrize("pattern", [r"boom (a+)+$", r"boom (\w*)*x", r"boom (?:.*a)+b", r"boom (\s?a+)*z"])
+def test_catastrophic_patterns_are_refused_naming_the_file(tmp_path, pattern):
+    (tmp_path / "team-hang.yaml").write_text(SIGNATURE.format(pattern=pattern))
+    with pytest.raises(CatalogError) as raised:
+        load_catalog([tmp_path])
+    message = str(raised.value)
+    assert "team-hang.yaml" in message and "match.patterns[0]" in message and "unbounded repeat" in message
+
+
+@pytest.mark.parametrize("pattern", [r"boom (a|b)+", r"boom a+b+", r"boom (ab){2,}", r"(?P<n>\d+)\s*GiB", r"boom (a++)+"])
+def test_ordinary_patterns_pass(pattern):
+    assert catastrophic(pattern) is None
+
+
+def test_builtin_catalogue_has_no_refused_pattern():
+    for signature in load_catalog().signatures:
+        for pattern in signature.match.patterns if signature.match else ():
+            assert catastrophic(pattern.pattern) is None, signature.id
+
+
+@given(st.text(alphabet="ab()*+?|.\\w{},1", max_size=12))
+def test_the_analyser_never_raises(pattern):
+    catastrophic(pattern)
+
+
+def test_a_slow_pattern_gives_up_on_the_line_with_a_warning():
+    # Alternation inside a star is not refused (it is usually fine) but can explode on a near miss.
+    slow = Matcher("slow", MatchSpec(("x",), (regex.compile(r"x(a|aa)*y"),)))
+    start = time.perf_counter()
+    result = Scanner([slow]).scan_lines("job.log", ["Error x" + "a" * 60, "x aay fine"])
+    assert time.perf_counter() - start < 5
+    assert any("signature slow" in w and "gave up" in w for w in result.warnings)
