@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from offloaddoctor.api import diagnose_text
+from offloaddoctor.catalog.examples import run_example
 from offloaddoctor.catalog.loader import load_catalog
 
 CATALOG = load_catalog()
 CASES = [
-    pytest.param(signature, example, id=f"{signature.id}[{index}:{example.expect}]")
+    pytest.param(signature, index, example, id=f"{signature.id}[{index}:{example.expect}]")
     for signature in CATALOG.signatures
     for index, example in enumerate(signature.examples)
 ]
@@ -26,16 +26,10 @@ REQUIRED_IDS = {
 }
 
 
-@pytest.mark.parametrize("signature,example", CASES)
-def test_example(signature, example):
-    report = diagnose_text(example.log, example.config, CATALOG)
-    finding = next((f for f in report.findings if f.id == signature.id), None)
-    if example.expect == "match":
-        assert finding is not None, f"expected {signature.id}, got {[f.id for f in report.findings]}"
-        if example.verdict:
-            assert finding.config.verdict == example.verdict
-    else:
-        assert finding is None, f"{signature.id} fired on a no-match example"
+@pytest.mark.parametrize("signature,index,example", CASES)
+def test_example(signature, index, example):
+    outcome = run_example(CATALOG, signature, index, example)  # the same code `signatures test` runs
+    assert outcome.passed, outcome.problem
 
 
 def test_catalogue_has_every_public_id():

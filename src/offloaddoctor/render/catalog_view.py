@@ -56,3 +56,40 @@ def render_explain(signature: Signature) -> str:
 
 def _wrap(text: str) -> list[str]:
     return textwrap.wrap(" ".join(text.split()), width=96) or [""]
+
+
+def render_confusion(run) -> str:
+    """Per signature: true/false positives/negatives of its examples, then every wrong outcome."""
+    table = run.by_signature()
+    rows = [("SIGNATURE", "TP", "FN", "TN", "FP")]
+    totals = [0, 0, 0, 0]
+    for signature_id in sorted(table):
+        cell = table[signature_id]
+        counts = [cell.true_positive, cell.false_negative, cell.true_negative, cell.false_positive]
+        totals = [a + b for a, b in zip(totals, counts)]
+        rows.append((signature_id, *map(str, counts)))
+    rows.append(("total", *map(str, totals)))
+    width = max(len(r[0]) for r in rows)
+    lines = [r[0].ljust(width) + "".join(c.rjust(5) for c in r[1:]) for r in rows]
+    for outcome in run.failures:
+        label = outcome.name or f"example {outcome.index}"
+        lines.append(f"FAIL {outcome.signature_id} [{outcome.index}] {label}: {outcome.problem}")
+    lines.append(f"{len(run.outcomes)} examples, {len(run.failures)} wrong")
+    return "\n".join(lines) + "\n"
+
+
+def render_confusion_json(run) -> str:
+    table = run.by_signature()
+    return json.dumps({
+        "schema_version": 1,
+        "signatures": {
+            k: {"true_positive": v.true_positive, "false_negative": v.false_negative,
+                "true_negative": v.true_negative, "false_positive": v.false_positive}
+            for k, v in sorted(table.items())
+        },
+        "failures": [
+            {"id": o.signature_id, "index": o.index, "name": o.name, "expect": o.expect, "problem": o.problem}
+            for o in run.failures
+        ],
+        "examples": len(run.outcomes),
+    }, indent=2) + "\n"

@@ -1,0 +1,84 @@
+"""Run every signature's examples and count the outcomes: the confusion matrix of `signatures test`.
+
+A `match` example passes when its signature fires on the example log (with the example's config) and, if the
+example states a verdict, the config verdict agrees; a `no_match` example passes when it does not fire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from offloaddoctor.catalog.model import Catalog, Example, Signature
+
+
+@dataclass(frozen=True)
+class ExampleOutcome:
+    signature_id: str
+    index: int
+    name: str
+    expect: str  # "match" or "no_match"
+    fired: bool
+    verdict: str | None
+    passed: bool
+    problem: str = ""
+
+
+@dataclass
+class Confusion:
+    true_positive: int = 0
+    false_negative: int = 0  # a match example that did not fire (or fired with the wrong verdict)
+    true_negative: int = 0
+    false_positive: int = 0
+
+
+@dataclass
+class ExampleRun:
+    outcomes: list[ExampleOutcome] = field(default_factory=list)
+
+    def by_signature(self) -> dict[str, Confusion]:
+        table: dict[str, Confusion] = {}
+        for outcome in self.outcomes:
+            cell = table.setdefault(outcome.signature_id, Confusion())
+            if outcome.expect == "match":
+                if outcome.passed:
+                    cell.true_positive += 1
+                else:
+                    cell.false_negative += 1
+            elif outcome.passed:
+                cell.true_negative += 1
+            else:
+                cell.false_positive += 1
+        return table
+
+    @property
+    def failures(self) -> list[ExampleOutcome]:
+        return [o for o in self.outcomes if not o.passed]
+
+
+def run_example(catalog: Catalog, signature: Signature, index: int, example: Example) -> ExampleOutcome:
+    from offloaddoctor.api import diagnose_text
+
+    report = diagnose_text(example.log, example.config, catalog, name=f"{signature.id}[{index}]")
+    finding = next((f for f in report.findings if f.id == signature.id), None)
+    verdict = finding.config.verdict if finding else None
+    if example.expect == "match":
+        if finding is None:
+            fired = [f.id for f in report.findings]
+            return ExampleOutcome(signature.id, index, example.name, "match", False, None, False,
+                                  f"did not fire (fired: {', '.join(fired) or 'nothing'})")
+        if example.verdict and verdict != example.verdict:
+            return ExampleOutcome(signature.id, index, example.name, "match", True, verdict, False,
+                                  f"verdict {verdict}, expected {example.verdict}")
+        return ExampleOutcome(signature.id, index, example.name, "match", True, verdict, True)
+    if finding is not None:
+        return ExampleOutcome(signature.id, index, example.name, "no_match", True, verdict, False, "fired on a no-match example")
+    return ExampleOutcome(signature.id, index, example.name, "no_match", False, None, True)
+
+
+def run_examples(catalog: Catalog, signatures: Iterable[Signature] | None = None) -> ExampleRun:
+    run = ExampleRun()
+    for signature in signatures if signatures is not None else catalog.signatures:
+        for index, example in enumerate(signature.examples):
+            run.outcomes.append(run_example(catalog, signature, index, example))
+    return run
