@@ -1,0 +1,56 @@
+"""Markdown pages for docs/signatures/: one per signature and an index, generated from the catalogue so the
+docs cannot drift from it (tools/gen_signature_docs.py writes them; a test fails when they are stale)."""
+
+from __future__ import annotations
+
+from offloaddoctor.catalog.model import Catalog, Signature
+from offloaddoctor.catalog.predicates import describe
+from offloaddoctor.render.markdown import fenced
+
+
+def _paragraph(text: str) -> str:
+    return " ".join(text.split())
+
+
+def signature_page(signature: Signature) -> str:
+    out = [f"# `{signature.id}` — {signature.title}", "",
+           f"Severity **{signature.severity}**, priority {signature.priority}"
+           + (", also checked before launch by `offloaddoctor check`." if signature.preflight else "."), "",
+           "## Symptom", "", _paragraph(signature.symptom), "", "## Likely cause", "", _paragraph(signature.cause), ""]
+    if signature.match:
+        out += ["## What it matches", "", "Lines containing one of: " + ", ".join(f"`{x}`" for x in signature.match.literals)
+                + ", and matching one of these patterns:", ""]
+        out += fenced([p.pattern for p in signature.match.patterns], "text") + [""]
+    if signature.shares_match_of:
+        out += ["## What it matches", "", f"The same lines as [`{signature.shares_match_of}`]({signature.shares_match_of}.md); "
+                "of the signatures sharing them, the highest-priority one whose condition holds takes the line.", ""]
+    if signature.when:
+        out += ["## Fires when", "", f"`{describe(signature.when)}`", ""]
+    if signature.config:
+        out += ["## Config that confirms it", "", f"`{describe(signature.config)}`", ""]
+    out += ["## How to confirm", ""] + [f"- {_paragraph(step)}" for step in signature.confirm] + [""]
+    out += ["## Fix", "", _paragraph(signature.fix.summary), ""]
+    if signature.fix.overrides:
+        out += fenced(list(signature.fix.overrides), "text") + [""]
+    out += ["## References", ""] + [f"- {', '.join(f'{k}: {v}' for k, v in ref.items())}" for ref in signature.references]
+    out += ["", "## Examples", ""]
+    for example in signature.examples:
+        label = "matches" if example.expect == "match" else "does not match"
+        config = f" with config `{example.config}`" if example.config else ""
+        out += [f"{example.name or 'Example'} — {label}{config}:", ""] + fenced(example.log.splitlines(), "text") + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def index_page(catalog: Catalog) -> str:
+    out = ["# Signature catalogue", "", "Generated from `signatures/*.yaml` by `tools/gen_signature_docs.py`.", "",
+           "| id | severity | priority | preflight | title |", "| --- | --- | --- | --- | --- |"]
+    for s in sorted(catalog.signatures, key=lambda s: s.id):
+        out.append(f"| [`{s.id}`]({s.id}.md) | {s.severity} | {s.priority} | {'yes' if s.preflight else ''} | {s.title} |")
+    return "\n".join(out) + "\n"
+
+
+def pages(catalog: Catalog) -> dict[str, str]:
+    """File name -> content for docs/signatures/."""
+    result = {f"{s.id}.md": signature_page(s) for s in catalog.signatures}
+    result["README.md"] = index_page(catalog)
+    return result
