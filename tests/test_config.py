@@ -152,10 +152,12 @@ def test_bad_yaml_is_one_clear_line(tmp_path, text, message):
     assert "\n" not in str(caught.value)
 
 
-def test_duplicate_keys_last_wins(tmp_path):
+def test_duplicate_keys_are_an_error_as_in_omegaconf(tmp_path):
+    # Bridge loads configs with OmegaConf, which refuses duplicate keys; PyYAML would silently keep the last.
     path = tmp_path / "dup.yaml"
     path.write_text("model:\n  pipeline_model_parallel_size: 2\n  pipeline_model_parallel_size: 4\n")
-    assert build_store(load_yaml_config(str(path))).resolve("model.pipeline_model_parallel_size").value == 4
+    with pytest.raises(UserError, match=r"dup.yaml:3: duplicate key 'pipeline_model_parallel_size' \(first at line 2\)"):
+        load_yaml_config(str(path))
 
 
 @pytest.mark.parametrize("item", ["no-equals-sign", "=5", "a b=1"])

@@ -72,8 +72,15 @@ def _walk(node: yaml.Node, prefix: str, budget: list[int], path: str) -> Iterato
 
 
 def _mapping_pairs(node: yaml.MappingNode, budget: list[int], path: str):
+    seen: dict[str, int] = {}
     for key_node, value_node in node.value:
         _spend(budget, path)
+        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+            line = key_node.start_mark.line + 1
+            if key_node.value in seen:
+                # YAML loaders silently keep the last one; a launch would use a value the author may not mean.
+                raise UserError(f"{path}:{line}: duplicate key {key_node.value!r} (first at line {seen[key_node.value]})")
+            seen[key_node.value] = line
         if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` merges the aliased mapping in
             merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
             for item in merged:

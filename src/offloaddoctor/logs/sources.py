@@ -68,6 +68,8 @@ def resolve_sources(paths: Sequence[str]) -> list[LogSource]:
             if not path.is_file():
                 raise UserError(f"{raw}: not a regular file")
             sources.append(LogSource(raw))
+        elif path.is_symlink():
+            raise UserError(f"{raw}: symbolic link that leads nowhere (dangling, or a loop)")
         else:
             raise UserError(f"{raw}: no such file or directory")
     return sources
