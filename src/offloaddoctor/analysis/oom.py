@@ -35,7 +35,9 @@ def parse_oom(text: str) -> dict[str, int | float | bool]:
         for pattern in patterns:
             found = pattern.search(text)
             if found:
-                facts[name] = to_bytes(*found.groups())
+                value = to_bytes(*found.groups())
+                if value is not None:
+                    facts[name] = value
                 break
     gpu = _GPU.search(text)
     if gpu:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _FACTORS = {
@@ -13,8 +14,10 @@ QUANTITY = r"(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(bytes?|[KMGT]i?B|B)\b"
 _QUANTITY = re.compile(QUANTITY)
 
 
-def to_bytes(amount: str, unit: str) -> int:
-    return int(round(float(amount) * _FACTORS[unit.lower()]))
+def to_bytes(amount: str, unit: str) -> int | None:
+    """None for a figure no GPU has (an overflow to infinity in a damaged or hostile line)."""
+    value = float(amount) * _FACTORS[unit.lower()]
+    return int(round(value)) if math.isfinite(value) else None
 
 
 def parse_quantity(text: str) -> int | None:
