@@ -174,3 +174,40 @@ def test_bad_settings_are_one_line_errors(tmp_path, monkeypatch, project, args, 
     result = RUNNER.invoke(app, ["diagnose", str(PP_LOG), "-f", "json", *args])
     assert result.exit_code == 2, result.output
     assert len(result.stderr.strip().splitlines()) == 1 and fragment in result.stderr, result.stderr
+
+
+def test_terminal_panels_show_markup_and_escapes_as_text(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from offloaddoctor.render.terminal import render_terminal
+
+    for index, hostile in enumerate(HOSTILE):
+        log = tmp_path / f"{index}.log"
+        log.write_text(f"[rank0]: ValueError: Currently there is no support for Pipeline parallelism with CPU offloading {hostile}\n")
+        buffer = io.StringIO()
+        render_terminal(diagnose([str(log)]), Console(file=buffer, width=400, color_system=None))
+        shown = buffer.getvalue()
+        assert_inert(shown)
+        if "[bold red]" in hostile:
+            assert "[bold red]markup[/bold red]" in shown  # printed as written, not interpreted
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_check_output_is_inert(tmp_path, fmt):
+    config = tmp_path / "cfg.yaml"
+    config.write_text('model:\n  pipeline_model_parallel_size: 4\n  cpu_offloading: true\n'
+                      '  recompute_granularity: "::error::x ##[set-output] \\e[31m [bold]"\n')
+    result = RUNNER.invoke(app, ["check", str(config), "-f", fmt])
+    assert result.exit_code == 1
+    assert_inert(result.stdout)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "csv"])
+def test_metrics_output_is_inert(tmp_path, fmt):
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(HOSTILE) + "\n" + (FIXTURES / "clean-baseline" / "job.log").read_text())
+    result = RUNNER.invoke(app, ["metrics", str(log), "-f", fmt])
+    assert result.exit_code == 0, result.output
+    assert_inert(result.stdout)
