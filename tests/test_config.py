@@ -182,3 +182,33 @@ def test_printed_python_values_parse_back(value):
 @given(st.text(max_size=200))
 def test_printed_parser_never_raises(text):
     parse_printed(text)
+
+
+_NAME = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(lambda n: n not in ("y", "n", "on", "off", "yes", "no", "null", "true", "false"))
+_LEAF = st.one_of(st.integers(-10**6, 10**6), st.booleans(), st.none(), st.text(alphabet="abc xyz:=,", max_size=12),
+                  st.floats(-1e6, 1e6, allow_nan=False))
+_TREE = st.recursive(st.dictionaries(_NAME, _LEAF, min_size=1, max_size=4),
+                     lambda inner: st.dictionaries(_NAME, inner, min_size=1, max_size=3), max_leaves=12)
+
+
+def _leaves(tree, prefix=""):
+    for key, value in tree.items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            yield from _leaves(value, dotted)
+        else:
+            yield dotted, value
+
+
+@given(_TREE)
+def test_generated_yaml_configs_load_every_leaf_with_its_line(tmp_path_factory, tree):
+    import yaml
+
+    path = tmp_path_factory.mktemp("cfg") / "generated.yaml"
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    loaded = {(v.source.path, v.key): v for v in load_yaml_config(str(path))}
+    lines = path.read_text().splitlines()
+    for dotted, value in _leaves(tree):
+        entry = loaded[(str(path), canonical_key(dotted))]
+        assert entry.value == value
+        assert dotted.rsplit(".", 1)[-1] in lines[entry.source.line - 1]
