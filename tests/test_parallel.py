@@ -64,3 +64,23 @@ def test_no_progress_output_when_not_a_terminal():
 
     result = CliRunner().invoke(app, ["diagnose", str(FIXTURES / "pp-cpu-offload" / "job.log"), "-f", "json"])
     assert "\x1b" not in result.stderr and "scanning" not in result.stderr
+
+
+def test_recursive_globs_and_file_lists(tmp_path):
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.errors import UserError
+
+    import pytest
+
+    for node in ("node0", "node1"):
+        (tmp_path / "job" / node).mkdir(parents=True)
+        shutil.copy(FIXTURES / "pp-cpu-offload" / "job.log", tmp_path / "job" / node / "rank0.log")
+    with pytest.raises(UserError, match="--recursive"):
+        diagnose([str(tmp_path / "job")])
+    report = diagnose([str(tmp_path / "job")], recursive=True)
+    finding = report.findings[0]
+    assert finding.files == sorted(str(p) for p in (tmp_path / "job").rglob("rank0.log"))
+    from_glob = diagnose([str(tmp_path / "job" / "*" / "rank*.log"), str(tmp_path / "job" / "node0" / "rank0.log")])
+    assert len(from_glob.sources) == 2  # each file once, however it was named
+    with pytest.raises(UserError, match="matches no file"):
+        diagnose([str(tmp_path / "nothing-*.log")])

@@ -31,12 +31,13 @@ def diagnose(
     signature_dirs: Sequence[Path] = (),
     baseline: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    recursive: bool = False,
 ) -> Report:
     """Scan logs (files, directories, `-`) and correlate every finding with the run's config. `baseline`:
     a healthy run's log whose measured iteration time decides the slowdown finding instead of heuristics."""
     catalog = catalog or load_catalog(signature_dirs)
     explicit = explicit_config(config_paths, overrides)
-    sources = resolve_sources(paths)
+    sources = resolve_sources(paths, recursive)
     baseline_metrics = None
     if baseline is not None:
         from offloaddoctor.metrics import run_metrics

@@ -81,6 +81,7 @@ def diagnose(
     ignore: List[str] = typer.Option([], "--ignore", help="Suppress a signature id. Repeatable."),
     signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="BASE.log", help="A healthy run's log: decide the slowdown from measured iteration times."),
+    recursive: bool = typer.Option(False, "--recursive", "-r", help="Also read log files in subdirectories."),
 ) -> None:
     """Find known offloading/memory failures in training logs and check them against the run's config."""
     from offloaddoctor.api import diagnose as run_diagnose
@@ -101,7 +102,7 @@ def diagnose(
         _fail(f"--ignore: unknown signature id {unknown[0]!r}{_suggest(unknown[0], catalog)}")
     try:
         with _progress_bar(logs, output_format) as progress:
-            report = run_diagnose(logs, config, set_, catalog=catalog, baseline=baseline, progress=progress)
+            report = run_diagnose(logs, config, set_, catalog=catalog, baseline=baseline, progress=progress, recursive=recursive)
     except UserError as exc:
         _fail(str(exc))
     report.suppressed = {f.id: policy.ignore[f.id] for f in report.findings if f.id in policy.ignore}

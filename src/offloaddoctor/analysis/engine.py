@@ -90,10 +90,12 @@ def _merge(findings: dict[str, Finding], signature: Signature, aggregate: Aggreg
             config=verdict_for(signature.config, store, {**run.values, **facts}),
             overrides=render_overrides(signature, store, {**run.values, **facts}),
             first_seen=aggregate.first_seen,
+            files=sorted(aggregate.paths),
         )
         return
     existing.occurrences += aggregate.count
     existing.ranks = sorted(set(existing.ranks) | aggregate.ranks)
+    existing.files = sorted(set(existing.files) | aggregate.paths)
     for evidence in aggregate.evidence:
         if len(existing.evidence) < 5 and evidence.rank not in {e.rank for e in existing.evidence}:
             existing.evidence.append(evidence)

@@ -37,7 +37,8 @@ class Finding:
     config: ConfigVerdict
     overrides: list[str]
     first_seen: int
-    trigger: str = "log"  # "log": matched log lines; "config": the run's config alone; "metrics": run numbers
+    trigger: str = "log"
+    files: list[str] = field(default_factory=list)  # every log file it appeared in (evidence keeps a few)  # "log": matched log lines; "config": the run's config alone; "metrics": run numbers
 
     @property
     def id(self) -> str:

@@ -57,6 +57,7 @@ class Aggregate:
     first_seen: int
     evidence: list[Evidence] = field(default_factory=list)
     ranks: set[int] = field(default_factory=set)
+    paths: set[str] = field(default_factory=set)  # every file the failure appeared in
     count: int = 0
 
 
@@ -140,6 +141,7 @@ class Scanner:
             aggregate = self._aggregates[key] = Aggregate(other.matcher_id, other.facts, self._sequence)
         aggregate.count += other.count
         aggregate.ranks |= other.ranks
+        aggregate.paths |= other.paths
         for evidence in other.evidence:
             if len(aggregate.evidence) < MAX_EVIDENCE and (
                 evidence.rank not in {e.rank for e in aggregate.evidence} or evidence.rank is None
@@ -252,6 +254,7 @@ class Scanner:
             self._sequence += 1
             aggregate = self._aggregates[key] = Aggregate(matcher_id, facts, self._sequence)
         aggregate.count += 1
+        aggregate.paths.add(evidence.path)
         if evidence.rank is not None:
             aggregate.ranks.add(evidence.rank)
         if len(aggregate.evidence) < MAX_EVIDENCE and (

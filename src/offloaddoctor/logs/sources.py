@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import gzip
 import re
 import sys
@@ -18,6 +19,7 @@ STDIN_NAME = "<stdin>"
 # Longer lines are cut: nothing we match is that long, and a 1 GB line must not become a 1 GB string.
 MAX_LINE_BYTES = 64 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
+_GLOB = re.compile(r"[*?\[]")
 _RANK_IN_NAME = re.compile(r"rank[-_.]?(\d{1,6})", re.IGNORECASE)
 
 
@@ -47,8 +49,9 @@ def _is_log_name(path: Path) -> bool:
     return name.endswith(LOG_SUFFIXES)
 
 
-def resolve_sources(paths: Sequence[str]) -> list[LogSource]:
-    """Expand directories into their log files; fail with one clear line on anything unusable."""
+def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSource]:
+    """Expand globs and directories (their log files; with `recursive`, their subdirectories' too) into
+    sources, each file once; fail with one clear line on anything unusable."""
     if not paths:
         raise UserError("no log given: pass one or more log files, directories, or - for standard input")
     sources: list[LogSource] = []
@@ -56,12 +59,20 @@ def resolve_sources(paths: Sequence[str]) -> list[LogSource]:
         if raw == "-":
             sources.append(LogSource("-"))
             continue
+        if _GLOB.search(raw) and not Path(raw).exists():
+            matches = sorted(glob.glob(raw, recursive=True))
+            if not matches:
+                raise UserError(f"{raw}: the pattern matches no file")
+            sources.extend(LogSource(m) for m in matches if Path(m).is_file())
+            continue
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and _is_log_name(p))
+            candidates = path.rglob("*") if recursive else path.iterdir()
+            found = sorted(p for p in candidates if p.is_file() and _is_log_name(p))
             if not found:
+                where = " or below it" if recursive else " (--recursive looks in subdirectories)"
                 raise UserError(
-                    f"{raw}: directory has no log files (looked for {', '.join('*' + s for s in LOG_SUFFIXES)} and .gz)"
+                    f"{raw}: directory has no log files{where} (looked for {', '.join('*' + s for s in LOG_SUFFIXES)} and .gz)"
                 )
             sources.extend(LogSource(str(p)) for p in found)
         elif path.exists():
@@ -72,7 +83,10 @@ def resolve_sources(paths: Sequence[str]) -> list[LogSource]:
             raise UserError(f"{raw}: symbolic link that leads nowhere (dangling, or a loop)")
         else:
             raise UserError(f"{raw}: no such file or directory")
-    return sources
+    unique = {}
+    for source in sources:
+        unique.setdefault(source.path if source.path == "-" else str(Path(source.path).resolve()), source)
+    return list(unique.values())
 
 
 def open_binary(source: LogSource) -> BinaryIO:

@@ -47,6 +47,7 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "occurrences": finding.occurrences,
         "ranks": finding.ranks,
         "ranks_compact": format_ranks(finding.ranks),
+        "files": list(finding.files),
         "facts": finding.facts,
         "config": {
             "verdict": finding.config.verdict,

@@ -37,6 +37,8 @@ def occurrence_summary(finding: Finding) -> str:
         parts.append(f"ranks {format_ranks(finding.ranks)}" if len(finding.ranks) > 1 else f"rank {finding.ranks[0]}")
     if finding.occurrences > 1:
         parts.append(f"{finding.occurrences} occurrences")
+    if len(finding.files) > 1:
+        parts.append(f"in {len(finding.files)} files")
     if finding.trigger != "log":
         parts.append("from the run's config" if finding.trigger == "config" else "from the run's numbers")
     return ", ".join(parts)
