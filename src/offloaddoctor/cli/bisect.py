@@ -1,0 +1,85 @@
+"""`bisect` and `bisect-step`: the change that made a config or run fail."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from offloaddoctor.cli._app import (
+    OutputFormat, _catalog, _fail, app,
+)
+from offloaddoctor.errors import UserError
+
+
+@app.command()
+def bisect(
+    good: Optional[str] = typer.Option(None, "--good", metavar="REV", help="A commit where the run/config was fine."),
+    bad: Optional[str] = typer.Option(None, "--bad", metavar="REV", help="A later commit where it fails."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="Config file in the repo: config mode (read from git objects, no checkout)."),
+    repo: str = typer.Option(".", "--repo", help="The git repository (default: the current directory)."),
+    signature: Optional[str] = typer.Option(None, "--signature", help="Bad means this signature fires (default: any error)."),
+    run_command: Optional[str] = typer.Option(None, "--run", metavar="CMD", help="Run mode: run CMD at each commit in a temporary worktree."),
+    log: Optional[str] = typer.Option(None, "--log", help="Run mode: the log CMD writes, relative to the checkout (default: CMD's output)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Run mode: seconds before CMD is killed (the commit is skipped)."),
+    good_config: Optional[str] = typer.Option(None, "--good-config", help="Two-config mode: the config that passes."),
+    bad_config: Optional[str] = typer.Option(None, "--bad-config", help="Two-config mode: the config that fails."),
+    output_format: OutputFormat = typer.Option(OutputFormat.auto, "--format", "-f", help="text (default) or json."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+) -> None:
+    """Find the commit (or the config keys) that made a config or a run fail. Never touches your checkout."""
+    catalog = _catalog(signatures)
+    progress = None if quiet else (lambda message: typer.echo(message, err=True))
+    try:
+        if good_config or bad_config:
+            if not (good_config and bad_config) or good or bad or run_command:
+                raise UserError("two-config mode takes --good-config A --bad-config B and nothing else")
+            from offloaddoctor.bisect.delta import bisect_configs
+
+            result = bisect_configs(good_config, bad_config, catalog, signature)
+        else:
+            if not (good and bad):
+                raise UserError("pass --good REV and --bad REV (with --config or --run), or --good-config and --bad-config")
+            if run_command:
+                from offloaddoctor.bisect.run_mode import bisect_run
+
+                result = bisect_run(repo, good, bad, run_command, catalog, log, timeout, signature, config, progress)
+            elif config:
+                from offloaddoctor.bisect.config_mode import bisect_config
+
+                result = bisect_config(repo, good, bad, config, catalog, signature, progress)
+            else:
+                raise UserError("pass --config PATH (config mode) or --run CMD (run mode)")
+    except UserError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        typer.echo("offloaddoctor: interrupted; temporary worktrees removed, your checkout untouched", err=True)
+        raise typer.Exit(130)
+    from offloaddoctor.render.bisect_view import render_bisect_json, render_bisect_plain
+
+    sys.stdout.write(render_bisect_json(result) if output_format is OutputFormat.json else render_bisect_plain(result))
+
+
+@app.command("bisect-step")
+def bisect_step(
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="Check this config in the current checkout."),
+    run_command: Optional[str] = typer.Option(None, "--run", metavar="CMD", help="Run CMD here and diagnose its output."),
+    log: Optional[str] = typer.Option(None, "--log", help="The log CMD writes (default: CMD's output)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Seconds before CMD is killed (skip)."),
+    signature: Optional[str] = typer.Option(None, "--signature", help="Bad means this signature fires (default: any error)."),
+) -> None:
+    """For `git bisect run offloaddoctor bisect-step ...`: exit 0 good, 1 bad, 125 skip (never 128 or more)."""
+    from offloaddoctor.bisect.step import EXIT_FOR, EXIT_SKIP, bisect_step as run_step
+
+    try:
+        from offloaddoctor.catalog.loader import load_catalog
+
+        outcome = run_step(load_catalog(), config, run_command, log, timeout, signature)
+    except (Exception, KeyboardInterrupt) as exc:  # git bisect run must never see a traceback or >= 128
+        typer.echo(f"offloaddoctor: skip: {exc or type(exc).__name__}", err=True)
+        raise typer.Exit(EXIT_SKIP)
+    typer.echo(f"offloaddoctor: {outcome.verdict}: {outcome.reason}", err=True)
+    raise typer.Exit(EXIT_FOR[outcome.verdict])

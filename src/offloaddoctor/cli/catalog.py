@@ -1,0 +1,83 @@
+"""`signatures` (list, test, lint) and `explain`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List
+
+import typer
+
+from offloaddoctor.cli._app import (
+    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, _catalog, _fail, _suggest, app,
+)
+
+
+signatures_app = typer.Typer(
+    add_completion=False, invoke_without_command=True, rich_markup_mode=None,
+    help="The signature catalogue: list it, run its examples (test), check it (lint).",
+)
+app.add_typer(signatures_app, name="signatures")
+
+
+@signatures_app.callback()
+def list_signatures(
+    ctx: typer.Context,
+    json_output: bool = typer.Option(False, "--json", help="Machine-readable list."),
+    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+) -> None:
+    """List the signature catalogue (or run `test` / `lint`)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from offloaddoctor.render.catalog_view import render_catalog, render_catalog_json
+
+    catalog = _catalog(signatures)
+    sys.stdout.write(render_catalog_json(catalog) if json_output else render_catalog(catalog))
+
+
+@signatures_app.command("test")
+def signatures_test(
+    dirs: List[Path] = typer.Argument(None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."),
+    only: bool = typer.Option(False, "--only", help="Test only the signatures in DIR (the built-ins are still loaded, so ids cannot clash)."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="text (default) or json."),
+) -> None:
+    """Run every signature's examples; print the confusion matrix. Exit 1 on any wrong outcome."""
+    from offloaddoctor.catalog.examples import run_examples
+    from offloaddoctor.render.catalog_view import render_confusion, render_confusion_json
+
+    dirs = dirs or []
+    catalog = _catalog(dirs)
+    chosen = [s for s in catalog.signatures if not only or Path(s.path).resolve().parent in {d.resolve() for d in dirs}]
+    run = run_examples(catalog, chosen)
+    sys.stdout.write(render_confusion_json(run) if output_format is OutputFormat.json else render_confusion(run))
+    raise typer.Exit(EXIT_FINDINGS if run.failures else EXIT_CLEAN)
+
+
+@signatures_app.command("lint")
+def signatures_lint(
+    dirs: List[Path] = typer.Argument(None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."),
+) -> None:
+    """Validate signature files: schema, patterns (compile, catastrophic, slow), literals, examples. Exit 1 on errors."""
+    from offloaddoctor.catalog.lint import ERROR, lint
+
+    messages = lint(dirs or [])
+    for message in messages:
+        typer.echo(str(message))
+    errors = sum(1 for m in messages if m.level == ERROR)
+    typer.echo(f"{errors} error(s), {len(messages) - errors} warning(s)")
+    raise typer.Exit(EXIT_FINDINGS if errors else EXIT_CLEAN)
+
+
+@app.command()
+def explain(
+    signature_id: str = typer.Argument(..., metavar="ID", help="A signature id, e.g. pp-cpu-offload."),
+    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+) -> None:
+    """Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix."""
+    from offloaddoctor.render.catalog_view import render_explain
+
+    catalog = _catalog(signatures)
+    signature = catalog.get(signature_id)
+    if signature is None:
+        _fail(f"unknown signature id {signature_id!r}{_suggest(signature_id, catalog)}")
+    sys.stdout.write(render_explain(signature))

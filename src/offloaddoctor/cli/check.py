@@ -1,0 +1,46 @@
+"""`check`: a config against every preflight constraint."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List
+
+import typer
+
+from offloaddoctor.cli._app import (
+    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, _catalog, _console, _fail, _wants_terminal, app,
+)
+from offloaddoctor.errors import UserError
+
+
+@app.command()
+def check(
+    config: List[str] = typer.Argument(None, metavar="[CONFIG]...", help="Bridge/Megatron YAML or launch script(s) to validate."),
+    set_: List[str] = typer.Option([], "--set", "-s", help="Override KEY=VALUE (Bridge CLI form). Repeatable."),
+    signature: List[str] = typer.Option([], "--signature", help="Check only this constraint id. Repeatable."),
+    no_defaults: bool = typer.Option(False, "--no-defaults", help="Leave unset keys unknown instead of taking megatron-core's defaults."),
+    output_format: OutputFormat = typer.Option(OutputFormat.auto, "--format", "-f", help="auto: panels on a terminal, plain text otherwise."),
+    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+) -> None:
+    """Validate a config before launch against every offloading/memory constraint, all violations at once."""
+    from offloaddoctor.api import check as run_check
+
+    catalog = _catalog(signatures)
+    try:
+        report = run_check(config or [], set_, catalog=catalog, only=signature, use_defaults=not no_defaults)
+    except UserError as exc:
+        _fail(str(exc))
+    if output_format is OutputFormat.json:
+        from offloaddoctor.render.check_view import render_check_json
+
+        sys.stdout.write(render_check_json(report))
+    elif _wants_terminal(output_format):
+        from offloaddoctor.render.terminal import render_check_terminal
+
+        render_check_terminal(report, _console())
+    else:
+        from offloaddoctor.render.check_view import render_check_plain
+
+        sys.stdout.write(render_check_plain(report))
+    raise typer.Exit(EXIT_FINDINGS if report.violations else EXIT_CLEAN)
