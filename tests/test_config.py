@@ -212,3 +212,20 @@ def test_generated_yaml_configs_load_every_leaf_with_its_line(tmp_path_factory, 
         entry = loaded[(str(path), canonical_key(dotted))]
         assert entry.value == value
         assert dotted.rsplit(".", 1)[-1] in lines[entry.source.line - 1]
+
+
+@given(st.text(max_size=60))
+def test_overrides_parse_or_refuse_in_one_line(item):
+    try:
+        values = parse_overrides([item])
+    except UserError as exc:
+        assert "expected KEY=VALUE" in str(exc) and "\n" not in str(exc).replace(repr(item), "")
+    else:
+        assert len(values) == 1 and values[0].origin == "set"
+
+
+@given(_NAME, st.one_of(st.integers(-10**9, 10**9), st.booleans(), st.floats(-1e6, 1e6, allow_nan=False)))
+def test_override_scalars_round_trip(name, value):
+    text = str(value).lower() if isinstance(value, bool) else repr(value)
+    (parsed,) = parse_overrides([f"optimizer.{name}={text}"])
+    assert parsed.value == value
