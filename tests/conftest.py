@@ -13,3 +13,14 @@ FIXTURES = REPO / "fixtures"
 @pytest.fixture(scope="session")
 def catalog():
     return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    """A module-scoped monkeypatch that also lowers the grep threshold so small test files take that path."""
+    from offloaddoctor.logs import grep_prefilter
+
+    patcher = pytest.MonkeyPatch()
+    patcher.setattr(grep_prefilter, "GREP_MIN_BYTES", 0)
+    yield patcher
+    patcher.undo()

@@ -65,3 +65,36 @@ def test_truncated_gzip_keeps_what_came_before(tmp_path):
     assert got and got[0] == (1, "step 0 Error") and len(got) < 20000
     assert [n for n, _ in got] == list(range(1, len(got) + 1))
     assert any("gzip" in w for w in warnings)
+
+
+# The GNU grep prefilter (large plain files) must agree with the block reader line for line.
+grep_prefilter = __import__("offloaddoctor.logs.grep_prefilter", fromlist=["x"])
+needs_grep = __import__("pytest").mark.skipif(grep_prefilter.gnu_grep() is None, reason="needs GNU grep")
+
+
+def read_with_toggles(source, use_grep, toggle_every=7):
+    reader = CandidateReader(source, LITERALS, [], use_grep=use_grep)
+    seen = []
+    for number, text in reader:
+        seen.append((number, text))
+        reader.every_line = number % toggle_every == 0
+    return seen, reader.lines_read, reader.warnings
+
+
+@needs_grep
+@settings(max_examples=60, deadline=None)
+@given(st.lists(line_text, max_size=60), st.booleans(), st.integers(2, 9))
+def test_grep_prefilter_agrees_with_the_block_reader(tmp_path_factory, monkeypatch_module, lines, final_newline, toggle):
+    source = write(tmp_path_factory.mktemp("g"), lines, final_newline)
+    assert read_with_toggles(source, True, toggle) == read_with_toggles(source, False, toggle)
+
+
+@needs_grep
+def test_grep_that_runs_out_of_memory_hands_over_to_the_block_reader(tmp_path, monkeypatch_module):
+    monkeypatch_module.setattr(grep_prefilter, "GREP_MEMORY_BYTES", 64 * 2**20)
+    path = tmp_path / "giant.log"
+    with path.open("wb") as handle:
+        handle.write(b"Error one\nfine\n" + b"Error " + b"y" * (200 * 2**20) + b"\nError three\nlast CUDA out of memory\n")
+    via_grep = read_with_toggles(LogSource(str(path)), True)
+    assert via_grep == read_with_toggles(LogSource(str(path)), False)
+    assert [n for n, _ in via_grep[0]] == [1, 3, 4, 5]

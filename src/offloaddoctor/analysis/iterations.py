@@ -51,6 +51,27 @@ def parse_iteration_line(text: str) -> tuple[int, int, dict[str, float]] | None:
     return int(found.group(1)), int(found.group(2)), fields
 
 
+_NUMBER = r"([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))"
+_SPEED = (
+    (ELAPSED_MS, re.compile(r"\|\s*elapsed time per iteration \(ms\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE)),
+    (THROUGHPUT, re.compile(r"\|\s*throughput per gpu \(tflop/s/gpu\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE)),
+)
+
+
+def parse_iteration_speed(text: str) -> tuple[int, dict[str, float]] | None:
+    """Only what `diagnose` needs (iteration, elapsed ms, TFLOP/s/GPU): two searches instead of every field,
+    because a long multi-rank log has an iteration line per log interval."""
+    found = _ITERATION.search(text)
+    if not found:
+        return None
+    fields = {}
+    for name, pattern in _SPEED:
+        value = pattern.search(text, found.end() - 1)
+        if value:
+            fields[name] = float(value.group(1))
+    return int(found.group(1)), fields
+
+
 def parse_iteration_fields(text: str) -> tuple[int, dict[str, float]] | None:
     parsed = parse_iteration_line(text)
     return None if parsed is None else (parsed[0], parsed[2])

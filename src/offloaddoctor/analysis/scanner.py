@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from offloaddoctor.analysis.facts import FACT_PARSERS, captured_facts
 from offloaddoctor.analysis.iterations import LITERAL as ITERATION_LITERAL
-from offloaddoctor.analysis.iterations import IterationRecord, parse_iteration_fields
+from offloaddoctor.analysis.iterations import IterationRecord, parse_iteration_speed
 from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LITERALS as CONFIG_LITERALS
 from offloaddoctor.config.from_log import LogConfigCollector
@@ -221,7 +221,7 @@ class Scanner:
             del exceptions[:32]
 
     def _iteration(self, path: str, line: int, rank: int | None, segment: int, text: str) -> None:
-        parsed = parse_iteration_fields(text)
+        parsed = parse_iteration_speed(text)
         if parsed is None:
             return
         iteration, fields = parsed

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 import yaml
 
 _MAX_LITERAL = 10_000
+_SCIENTIFIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 _WORDS = {"true": True, "false": False, "none": None, "null": None}
 
 
@@ -35,6 +37,8 @@ def parse_override(text: str) -> Any:
         return _WORDS[text.lower()]
     if len(text) > _MAX_LITERAL:
         return text
+    if _SCIENTIFIC.fullmatch(text):
+        return float(text)  # `1e-4`: YAML 1.1 reads it as a string, Hydra/OmegaConf as a float
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:

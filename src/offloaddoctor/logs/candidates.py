@@ -10,6 +10,8 @@ the file size.
 from __future__ import annotations
 
 import gzip
+import io
+import os
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -24,7 +26,7 @@ BLOCK_BYTES = 1 << 20
 class CandidateReader:
     def __init__(
         self, source: LogSource, literals: Iterable[str], warnings: list[str], block_bytes: int = BLOCK_BYTES,
-        on_bytes: Callable[[int], None] | None = None,
+        on_bytes: Callable[[int], None] | None = None, use_grep: bool = True,
     ):
         self.source = source
         encoded = {lit.encode("utf-8") for lit in literals if lit}
@@ -33,6 +35,8 @@ class CandidateReader:
         self.warnings = warnings
         self.block_bytes = max(block_bytes, MAX_LINE_BYTES + 1)
         self.every_line = False
+        self.use_grep = use_grep
+        self.bytes_reported = 0
         self.on_bytes = on_bytes  # progress: called with the bytes of each block read
         self._failed = False
         self.lines_read = 0  # after iteration: the number of lines in the source
@@ -40,15 +44,39 @@ class CandidateReader:
     def __iter__(self) -> Iterator[tuple[int, str]]:
         stream = open_binary(self.source)
         try:
+            if self._grep_suits(stream):
+                stream.close()
+                from offloaddoctor.logs.grep_prefilter import grep_lines
+
+                yield from grep_lines(self, self.source.path)
+                return
             yield from self._lines(stream)
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
 
-    def _lines(self, stream) -> Iterator[tuple[int, str]]:
-        line_number = 0  # lines before `pos` in this block, counted lazily
+    def _grep_suits(self, stream) -> bool:
+        """A large plain file, not gzip, not binary, and GNU grep at hand: let grep find the candidates."""
+        from offloaddoctor.logs.grep_prefilter import GREP_MIN_BYTES, gnu_grep
+
+        if not self.use_grep or self.source.path == "-" or not isinstance(stream, io.BufferedReader):
+            return False
+        try:
+            if os.path.getsize(self.source.path) < GREP_MIN_BYTES or gnu_grep() is None:
+                return False
+        except OSError:
+            return False
+        if looks_binary(stream.peek(8192)[:8192]):
+            raise UserError(f"{self.source.name}: looks like a binary file, not a text log")
+        return True
+
+    def cut(self, line_number: int) -> None:
+        self._cut(line_number)
+
+    def _lines(self, stream, line_number: int = 0) -> Iterator[tuple[int, str]]:
+        """From the stream's position; `line_number`: lines before it (when resuming after grep)."""
         leftover = b""
-        first = True
+        first = line_number == 0
         while True:
             data, at_end = self._read(stream, line_number)
             if first and data and looks_binary(data[:8192]):
