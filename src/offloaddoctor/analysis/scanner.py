@@ -27,7 +27,7 @@ from offloaddoctor.logs.sources import LogSource
 MAX_EVIDENCE = 5
 # A pattern that still backtracks badly (the loader refuses the known shapes) gives up on that line.
 SEARCH_TIMEOUT_S = 0.25
-MAX_ITERATION_RECORDS = 20_000
+MAX_ITERATION_RECORDS = 4096
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
 _ERROR_LITERALS = ("Error", "error", "ERROR", "Exception", "Killed", "Segmentation fault", "exit code")
@@ -108,6 +108,8 @@ class Scanner:
         self.result = ScanResult()
         self._aggregates: dict[tuple, Aggregate] = {}
         self._sequence = 0
+        self._iteration_lines: dict[tuple[str, int], int] = {}
+        self._iteration_stride: dict[tuple[str, int], int] = {}
 
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
         for source in sources:
@@ -168,6 +170,8 @@ class Scanner:
         gate = self.gate.search
         line_number = 0
         for line_number, raw in numbered:
+            if ITERATION_LITERAL in raw and not (awaiting or collector.in_arguments) and self._sampled_out(path, collector.segment):
+                continue
             if awaiting or collector.in_arguments or gate(raw):
                 self._scan_line(path, line_number, raw, default_rank, collector, awaiting)
             if awaiting:
@@ -220,6 +224,14 @@ class Scanner:
         if len(exceptions) > 64:
             del exceptions[:32]
 
+    def _sampled_out(self, path: str, segment: int) -> bool:
+        """Past MAX_ITERATION_RECORDS lines, parse only every `stride`-th iteration line of a segment: the
+        records are thinned to an even sample anyway, so the median is the same and long logs stay cheap."""
+        key = (path, segment)
+        seen = self._iteration_lines.get(key, 0)
+        self._iteration_lines[key] = seen + 1
+        return seen % self._iteration_stride.get(key, 1) != 0
+
     def _iteration(self, path: str, line: int, rank: int | None, segment: int, text: str) -> None:
         parsed = parse_iteration_speed(text)
         if parsed is None:
@@ -229,6 +241,8 @@ class Scanner:
         records.append(IterationRecord(path, line, rank, segment, iteration, fields, text.strip()))
         if len(records) > MAX_ITERATION_RECORDS:
             del records[1::2]  # keep the first and an even thinning of the rest
+            key = (path, segment)
+            self._iteration_stride[key] = self._iteration_stride.get(key, 1) * 2
 
     def _match(self, path: str, line: int, rank: int | None, text: str) -> None:
         matched = False

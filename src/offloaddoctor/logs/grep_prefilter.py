@@ -47,6 +47,8 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
             preexec_fn=_limit_memory,
         )
         position = _Position()
+        counter = _start_line_count(path)  # `wc -l` on the other core while grep runs
+        done = False
         try:
             with open(path, "rb") as log:
                 yield from _merge(reader, process.stdout, log, position)
@@ -59,11 +61,15 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
                         _skip_line(log)
                     yield from reader._lines(log, position.line)
                     return
+            done = True
         finally:
             process.stdout.close()
             process.kill()
             process.wait()
-    reader.lines_read = _count_lines(path)
+            if counter is not None and not done:
+                counter.kill()
+                counter.wait()
+    reader.lines_read = _count_lines(path, counter)
     if reader.on_bytes is not None:
         reader.on_bytes(os.path.getsize(path) - reader.bytes_reported)
 
@@ -129,10 +135,32 @@ def _report(reader, offset: int) -> None:
         reader.bytes_reported = offset
 
 
-def _count_lines(path: str) -> int:
-    count, last = 0, b"\n"
+def _start_line_count(path: str) -> subprocess.Popen | None:
+    wc = shutil.which("wc")
+    if wc is None:
+        return None
+    try:
+        return subprocess.Popen([wc, "-l", "--", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "LC_ALL": "C"})
+    except OSError:
+        return None
+
+
+def _count_lines(path: str, counter: subprocess.Popen | None) -> int:
+    """Newlines, plus one for a last line without one (as a line reader counts)."""
     with open(path, "rb") as log:
+        log.seek(0, os.SEEK_END)
+        size = log.tell()
+        if size == 0:
+            return 0
+        log.seek(size - 1)
+        unterminated = log.read(1) != b"\n"
+        if counter is not None:
+            output, _ = counter.communicate()
+            if counter.returncode == 0 and output.split()[:1] and output.split()[0].isdigit():
+                return int(output.split()[0]) + unterminated
+        log.seek(0)
+        count = 0
         while block := log.read(_COUNT_BLOCK):
             count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
+        return count + unterminated
