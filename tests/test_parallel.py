@@ -84,3 +84,16 @@ def test_recursive_globs_and_file_lists(tmp_path):
     assert len(from_glob.sources) == 2  # each file once, however it was named
     with pytest.raises(UserError, match="matches no file"):
         diagnose([str(tmp_path / "nothing-*.log")])
+
+
+def test_long_logs_sample_iteration_lines_without_moving_the_median():
+    from offloaddoctor.analysis.scanner import MAX_ITERATION_RECORDS, Scanner
+
+    lines = [f" iteration {i:8d}/ 100000 | elapsed time per iteration (ms): {100.0 + (i % 7):.1f} |"
+             for i in range(1, 30_001)]
+    result = Scanner(MATCHERS).scan_lines("long.log", lines)
+    records = result.iterations[("long.log", 0)]
+    assert len(records) <= MAX_ITERATION_RECORDS and records[0].iteration == 1
+    from offloaddoctor.analysis.run_facts import compute_run_facts
+
+    assert compute_run_facts(result).values["median_iteration_ms"] == 103.0
