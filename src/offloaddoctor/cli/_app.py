@@ -41,31 +41,31 @@ class FailOn(str, Enum):
     never = "never"
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> None:
     typer.echo(f"offloaddoctor: error: {message}", err=True)
     raise typer.Exit(EXIT_USAGE)
 
 
-def _catalog(signature_dirs: list[Path]):
+def load_catalog_or_fail(signature_dirs: list[Path]):
     from offloaddoctor.catalog.loader import CatalogError, load_catalog
 
     try:
         return load_catalog(signature_dirs)
     except CatalogError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
-def _wants_terminal(output_format: OutputFormat) -> bool:
+def wants_terminal(output_format: OutputFormat) -> bool:
     return output_format is OutputFormat.terminal or (output_format is OutputFormat.auto and sys.stdout.isatty())
 
 
-def _console():
+def make_console():
     from rich.console import Console
 
     return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
 
 
-def _suggest(name: str, catalog) -> str:
+def did_you_mean(name: str, catalog) -> str:
     close = difflib.get_close_matches(name, catalog.ids, n=3)
     return f"; did you mean {', '.join(close)}?" if close else "; run `offloaddoctor signatures` for the list"
 

@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from offloaddoctor.cli._app import (
-    OutputFormat, _catalog, _fail, app,
+    OutputFormat, load_catalog_or_fail, fail, app,
 )
 from offloaddoctor.errors import UserError
 
@@ -31,7 +31,7 @@ def bisect(
     signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
 ) -> None:
     """Find the commit (or the config keys) that made a config or a run fail. Never touches your checkout."""
-    catalog = _catalog(signatures)
+    catalog = load_catalog_or_fail(signatures)
     progress = None if quiet else (lambda message: typer.echo(message, err=True))
     try:
         if good_config or bad_config:
@@ -54,7 +54,7 @@ def bisect(
             else:
                 raise UserError("pass --config PATH (config mode) or --run CMD (run mode)")
     except UserError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except KeyboardInterrupt:
         typer.echo("offloaddoctor: interrupted; temporary worktrees removed, your checkout untouched", err=True)
         raise typer.Exit(130)

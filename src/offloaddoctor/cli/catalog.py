@@ -9,7 +9,7 @@ from typing import List
 import typer
 
 from offloaddoctor.cli._app import (
-    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, _catalog, _fail, _suggest, app,
+    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, load_catalog_or_fail, fail, did_you_mean, app,
 )
 
 
@@ -31,7 +31,7 @@ def list_signatures(
         return
     from offloaddoctor.render.catalog_view import render_catalog, render_catalog_json
 
-    catalog = _catalog(signatures)
+    catalog = load_catalog_or_fail(signatures)
     sys.stdout.write(render_catalog_json(catalog) if json_output else render_catalog(catalog))
 
 
@@ -46,7 +46,7 @@ def signatures_test(
     from offloaddoctor.render.catalog_view import render_confusion, render_confusion_json
 
     dirs = dirs or []
-    catalog = _catalog(dirs)
+    catalog = load_catalog_or_fail(dirs)
     chosen = [s for s in catalog.signatures if not only or Path(s.path).resolve().parent in {d.resolve() for d in dirs}]
     run = run_examples(catalog, chosen)
     sys.stdout.write(render_confusion_json(run) if output_format is OutputFormat.json else render_confusion(run))
@@ -76,8 +76,8 @@ def explain(
     """Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix."""
     from offloaddoctor.render.catalog_view import render_explain
 
-    catalog = _catalog(signatures)
+    catalog = load_catalog_or_fail(signatures)
     signature = catalog.get(signature_id)
     if signature is None:
-        _fail(f"unknown signature id {signature_id!r}{_suggest(signature_id, catalog)}")
+        fail(f"unknown signature id {signature_id!r}{did_you_mean(signature_id, catalog)}")
     sys.stdout.write(render_explain(signature))

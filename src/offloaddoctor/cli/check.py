@@ -9,7 +9,7 @@ from typing import List
 import typer
 
 from offloaddoctor.cli._app import (
-    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, _catalog, _console, _fail, _wants_terminal, app,
+    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, load_catalog_or_fail, make_console, fail, wants_terminal, app,
 )
 from offloaddoctor.errors import UserError
 
@@ -26,19 +26,19 @@ def check(
     """Validate a config before launch against every offloading/memory constraint, all violations at once."""
     from offloaddoctor.api import check as run_check
 
-    catalog = _catalog(signatures)
+    catalog = load_catalog_or_fail(signatures)
     try:
         report = run_check(config or [], set_, catalog=catalog, only=signature, use_defaults=not no_defaults)
     except UserError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if output_format is OutputFormat.json:
         from offloaddoctor.render.check_view import render_check_json
 
         sys.stdout.write(render_check_json(report))
-    elif _wants_terminal(output_format):
+    elif wants_terminal(output_format):
         from offloaddoctor.render.terminal import render_check_terminal
 
-        render_check_terminal(report, _console())
+        render_check_terminal(report, make_console())
     else:
         from offloaddoctor.render.check_view import render_check_plain
 

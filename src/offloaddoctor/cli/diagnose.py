@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from offloaddoctor.cli._app import (
-    EXIT_CLEAN, EXIT_FINDINGS, FailOn, OutputFormat, _catalog, _console, _fail, _suggest, _wants_terminal, app,
+    EXIT_CLEAN, EXIT_FINDINGS, FailOn, OutputFormat, load_catalog_or_fail, make_console, fail, did_you_mean, wants_terminal, app,
 )
 from offloaddoctor.errors import UserError
 
@@ -41,19 +41,19 @@ def diagnose(
         policy = load_policy()
         outputs = [parse_output(spec) for spec in output]
     except UserError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if fail_on is not None:
         policy.fail_on = fail_on.value
-    catalog = _catalog([*policy.signature_dirs, *signatures])
+    catalog = load_catalog_or_fail([*policy.signature_dirs, *signatures])
     policy.ignore.update({i: "--ignore on the command line" for i in ignore})
     unknown = [i for i in policy.ignore if catalog.get(i) is None]
     if unknown:
-        _fail(f"--ignore: unknown signature id {unknown[0]!r}{_suggest(unknown[0], catalog)}")
+        fail(f"--ignore: unknown signature id {unknown[0]!r}{did_you_mean(unknown[0], catalog)}")
     try:
         with _progress_bar(logs, output_format) as progress:
             report = run_diagnose(logs, config, set_, catalog=catalog, baseline=baseline, progress=progress, recursive=recursive)
     except UserError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     report.suppressed = {f.id: policy.ignore[f.id] for f in report.findings if f.id in policy.ignore}
     report.findings = [f for f in report.findings if f.id not in policy.ignore]
     _emit(report, output_format, catalog, policy)
@@ -93,7 +93,7 @@ def _write_outputs(report, outputs: list[tuple[str, str]], catalog, policy) -> N
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(render(report, output_format, catalog, policy))
         except OSError as exc:
-            _fail(f"--output {path}: cannot write: {exc.strerror or exc}")
+            fail(f"--output {path}: cannot write: {exc.strerror or exc}")
 
 
 def _emit(report, output_format: OutputFormat, catalog, policy) -> None:
@@ -110,12 +110,12 @@ def _emit(report, output_format: OutputFormat, catalog, policy) -> None:
                 with open(summary_path, "a", encoding="utf-8") as handle:
                     handle.write(summary)
             except OSError as exc:
-                _fail(f"GITHUB_STEP_SUMMARY {summary_path}: cannot write: {exc.strerror or exc}")
+                fail(f"GITHUB_STEP_SUMMARY {summary_path}: cannot write: {exc.strerror or exc}")
         return
-    if _wants_terminal(output_format):
+    if wants_terminal(output_format):
         from offloaddoctor.render.terminal import render_terminal
 
-        render_terminal(report, _console())
+        render_terminal(report, make_console())
         return
     from offloaddoctor.render.outputs import render
 

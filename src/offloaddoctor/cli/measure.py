@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from offloaddoctor.cli._app import (
-    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, _fail, app,
+    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, fail, app,
 )
 from offloaddoctor.errors import UserError
 
@@ -32,7 +32,7 @@ def compare(
     for item in config:
         log, sep, path = item.partition("=")
         if not sep or not log or not path:
-            _fail(f"--config {item}: expected LOG=CONFIG, e.g. --config run.log=run_config.yaml")
+            fail(f"--config {item}: expected LOG=CONFIG, e.g. --config run.log=run_config.yaml")
         run_configs.setdefault(log, []).append(path)
     try:
         comparison = run_compare(baseline, runs, run_configs, Criteria(loss_tolerance, memory_tolerance))
@@ -41,7 +41,7 @@ def compare(
 
             write_plot(comparison, plot)
     except UserError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     from offloaddoctor.render.compare_view import render_compare_json, render_compare_plain
 
     sys.stdout.write(render_compare_json(comparison) if output_format is OutputFormat.json else render_compare_plain(comparison))
@@ -68,6 +68,6 @@ def metrics(
     try:
         runs = collect_metrics(logs)
     except UserError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     render = {MetricsFormat.text: render_metrics_text, MetricsFormat.json: render_metrics_json, MetricsFormat.csv: render_metrics_csv}
     sys.stdout.write(render[output_format](runs))
