@@ -20,7 +20,10 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "offloaddoctor", "version": __version__},
-        "sources": [{"path": s.path, "lines": s.lines} for s in report.sources],
+        "sources": [
+            {"path": s.path, "lines": s.lines, "findings": [f.id for f in report.findings if s.path in f.files]}
+            for s in report.sources
+        ],
         "findings": [finding_to_dict(f) for f in report.findings],
         "unmatched": _evidence(report.unmatched) if report.unmatched else None,
         "run": dict(report.run_facts),
