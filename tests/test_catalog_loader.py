@@ -54,8 +54,32 @@ def test_unknown_config_key_is_a_problem(tmp_path):
 
 def test_duplicate_id_across_directories_is_a_clear_error(tmp_path):
     write(tmp_path, "recompute-cpu-offload", GOOD)
-    with pytest.raises(CatalogError, match="duplicate id 'recompute-cpu-offload'"):
+    with pytest.raises(CatalogError) as caught:
         load_catalog([tmp_path])
+    message = str(caught.value)
+    assert "\n" not in message  # one problem, one line
+    assert message.startswith(f"{tmp_path / 'recompute-cpu-offload.yaml'}: id: duplicate id 'recompute-cpu-offload'")
+    assert f"also defined in {builtin_signature_dir() / 'recompute-cpu-offload.yaml'} (the built-in catalogue)" in message
+
+
+def test_duplicate_id_between_two_team_directories_names_both_files(tmp_path):
+    team_text = GOOD.replace("id: recompute-cpu-offload", "id: team-thing")
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        write(tmp_path / name, "team-thing", team_text)
+    with pytest.raises(CatalogError) as caught:
+        load_catalog([tmp_path / "a", tmp_path / "b"])
+    [problem] = caught.value.problems
+    assert problem.path == str(tmp_path / "b" / "team-thing.yaml")
+    assert str(tmp_path / "a" / "team-thing.yaml") in problem.reason and "built-in" not in problem.reason
+
+
+def test_the_same_directory_named_twice_is_loaded_once(tmp_path, monkeypatch):
+    write(tmp_path, "team-thing", GOOD.replace("id: recompute-cpu-offload", "id: team-thing"))
+    monkeypatch.chdir(tmp_path.parent)
+    # e.g. once from the project file and once on the command line, spelled differently
+    catalog = load_catalog([tmp_path, Path(tmp_path.name), Path(".") / tmp_path.name / "."])
+    assert catalog.ids.count("team-thing") == 1
 
 
 def test_a_team_signature_directory_adds_signatures(tmp_path):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -34,6 +37,9 @@ def test_github_workflow_shape():
     steps = workflow["jobs"]["diagnose"]["steps"]
     assert any("offloaddoctor diagnose" in step.get("run", "") and "--format github" in step["run"] for step in steps)
     assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in steps)
+    # artifacts of another workflow's run are only found with its run id and a token
+    [download] = [step for step in steps if step.get("uses", "").startswith("actions/download-artifact")]
+    assert {"run-id", "github-token"} <= set(download["with"])
 
 
 def test_gitlab_job_shape():
@@ -48,9 +54,25 @@ def test_slurm_epilog_is_valid_bash_and_never_fails(tmp_path):
     assert subprocess.run(["bash", str(script)], env={"LOG_ROOT": str(tmp_path), "SLURM_JOB_ID": "42", "PATH": "/usr/bin:/bin"}).returncode == 0
 
 
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
+def test_slurm_epilog_writes_the_report_next_to_the_logs(tmp_path):
+    tool = Path(sys.executable).parent / "offloaddoctor"
+    if not tool.exists():
+        pytest.skip("offloaddoctor is not installed next to this interpreter")
+    job_dir = tmp_path / "42"
+    (job_dir / "rank0").mkdir(parents=True)
+    shutil.copy(FIXTURES / "pp-cpu-offload" / "job.log", job_dir / "rank0" / "job.log")
+    env = {"LOG_ROOT": str(tmp_path), "SLURM_JOB_ID": "42", "PATH": f"{tool.parent}:/usr/bin:/bin"}
+    done = subprocess.run(["bash", str(RECIPES / "slurm-epilog.sh")], env=env)
+    assert done.returncode == 0  # a finding must not fail the epilog
+    report = json.loads((job_dir / "offloaddoctor.json").read_text())
+    assert [f["id"] for f in report["findings"]][:1] == ["pp-cpu-offload"]
+    assert sorted(p.name for p in job_dir.iterdir()) == ["offloaddoctor.json", "offloaddoctor.stderr", "rank0"]
+
+
 def recipe_commands():
     for path in sorted(RECIPES.iterdir()):
-        for line in path.read_text().splitlines():
+        for line in path.read_text().replace("\\\n", " ").splitlines():  # join shell continuation lines
             found = re.search(r"(?<![\w-])offloaddoctor (diagnose .*)$", line)
             if found:
                 yield pytest.param(found.group(1), id=path.name)

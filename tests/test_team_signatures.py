@@ -64,9 +64,16 @@ def test_signatures_test_prints_the_confusion_matrix(tmp_path):
     data = json.loads(result.stdout)
     assert data["signatures"]["checkpoint-disk-full"] == {"true_positive": 0, "false_negative": 1,
                                                            "true_negative": 0, "false_positive": 1}
+    assert data["total"] == data["signatures"]["checkpoint-disk-full"]
     assert {f["problem"] for f in data["failures"]} == {"did not fire (fired: nothing)", "fired on a no-match example"}
     everything = RUNNER.invoke(app, ["signatures", "test", str(team_dir(tmp_path, name="all"))])
     assert "pp-cpu-offload" in everything.stdout and everything.exit_code == 0
+
+
+def test_signatures_test_refuses_only_without_a_dir_and_formats_it_cannot_print():
+    result = RUNNER.invoke(app, ["signatures", "test", "--only"])
+    assert result.exit_code == 2 and "--only needs at least one DIR" in result.stderr
+    assert RUNNER.invoke(app, ["signatures", "test", "--format", "github"]).exit_code == 2
 
 
 def test_lint_reports_errors_and_warnings(tmp_path):
@@ -77,6 +84,9 @@ def test_lint_reports_errors_and_warnings(tmp_path):
     result = RUNNER.invoke(app, ["signatures", "lint", str(sloppy)])
     assert result.exit_code == 0
     assert "warning: " in result.stdout and "starts with .*" in result.stdout and "'No' is short" in result.stdout
+    nested = team_dir(tmp_path, name="nested", pattern=r"Errno 28\]\s+(?:No\s+){1,2}space left")
+    result = RUNNER.invoke(app, ["signatures", "lint", str(nested)])
+    assert result.exit_code == 0 and "polynomial backtracking of degree 2" in result.stdout
     hidden = team_dir(tmp_path, name="hidden", literal="disk full")
     assert "prefilter hides it" in RUNNER.invoke(app, ["signatures", "lint", str(hidden)]).stdout
     clean = RUNNER.invoke(app, ["signatures", "lint", str(team_dir(tmp_path, name="clean"))])

@@ -8,7 +8,9 @@ LOG_ROOT="${LOG_ROOT:-/shared/training-logs}"
 job_dir="$LOG_ROOT/${SLURM_JOB_ID:-unknown}"
 [ -d "$job_dir" ] || exit 0
 command -v offloaddoctor >/dev/null 2>&1 || exit 0
-timeout 300 offloaddoctor diagnose "$job_dir" --format json --fail-on never > "$job_dir/offloaddoctor.json.tmp" 2> "$job_dir/offloaddoctor.err" \
+# stderr goes to a name diagnose does not read as a log (*.log, *.out, *.err, *.txt) on a later run.
+timeout 300 offloaddoctor diagnose "$job_dir" --recursive --format json --fail-on never \
+  > "$job_dir/offloaddoctor.json.tmp" 2> "$job_dir/offloaddoctor.stderr" \
   && mv "$job_dir/offloaddoctor.json.tmp" "$job_dir/offloaddoctor.json"
 rm -f "$job_dir/offloaddoctor.json.tmp"
 exit 0

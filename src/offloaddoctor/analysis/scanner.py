@@ -27,6 +27,8 @@ from offloaddoctor.logs.sources import LogSource
 MAX_EVIDENCE = 5
 # A pattern that still backtracks badly (the loader refuses the known shapes) gives up on that line.
 SEARCH_TIMEOUT_S = 0.25
+# ... and after this many give-ups it is switched off for the rest of the scan: each costs the full limit.
+MAX_TIMEOUTS_PER_SIGNATURE = 3
 MAX_ITERATION_RECORDS = 4096
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
@@ -110,6 +112,7 @@ class Scanner:
         self._sequence = 0
         self._iteration_lines: dict[tuple[str, int], int] = {}
         self._iteration_stride: dict[tuple[str, int], int] = {}
+        self._timeouts: dict[str, int] = {}
 
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
         for source in sources:
@@ -250,9 +253,7 @@ class Scanner:
             try:
                 facts = matcher.match(text)
             except TimeoutError:
-                self.result.warnings.append(
-                    f"{path}:{line}: signature {matcher.id}: pattern search gave up after {SEARCH_TIMEOUT_S} s on this line"
-                )
+                self._timed_out(matcher, path, line)
                 continue
             if facts is None:
                 continue
@@ -260,6 +261,15 @@ class Scanner:
             self._record(matcher.id, facts, Evidence(path, line, rank, text.strip()))
         if not matched and _ERROR_LINE.search(text):
             self.result.last_error_line = Evidence(path, line, rank, text.strip())
+
+    def _timed_out(self, matcher: Matcher, path: str, line: int) -> None:
+        count = self._timeouts[matcher.id] = self._timeouts.get(matcher.id, 0) + 1
+        note = f"{path}:{line}: signature {matcher.id}: pattern search gave up after {SEARCH_TIMEOUT_S} s on this line"
+        if count >= MAX_TIMEOUTS_PER_SIGNATURE:
+            # a new list: the loop in _match keeps iterating the old one
+            self.matchers = [m for m in self.matchers if m is not matcher]
+            note += f"; switched off for the rest of the scan after {count} such lines (run `offloaddoctor signatures lint`)"
+        self.result.warnings.append(note)
 
     def _record(self, matcher_id: str, facts: dict, evidence: Evidence) -> None:
         key = (matcher_id, tuple(sorted((k, repr(v)) for k, v in facts.items())))

@@ -51,6 +51,11 @@ class ExampleRun:
                 cell.false_positive += 1
         return table
 
+    def total(self) -> Confusion:
+        cells = self.by_signature().values()
+        return Confusion(*(sum(getattr(c, name) for c in cells) for name in
+                           ("true_positive", "false_negative", "true_negative", "false_positive")))
+
     @property
     def failures(self) -> list[ExampleOutcome]:
         return [o for o in self.outcomes if not o.passed]

@@ -3,8 +3,9 @@
 Errors (exit 1): everything the loader refuses (schema, compilation, catastrophic patterns, a log signature
 without both a `match` and a `no_match` example — reported all at once), a pattern no example exercises, a
 match example whose line carries none of the literals (the prefilter would hide it).
-Warnings: patterns that start with `.*`/`.+` (every search scans the line twice), literals shorter than 4
-characters (they let through most lines and slow every scan).
+Warnings: patterns that start with `.*`/`.+` (every search scans the line twice), an unbounded repeat inside a
+bounded one such as `(.*a){3}` (polynomial backtracking), literals shorter than 4 characters (they let
+through most lines and slow every scan).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from offloaddoctor.catalog.loader import CatalogError, load_catalog
 from offloaddoctor.catalog.model import Signature
-from offloaddoctor.catalog.regex_safety import slow_start
+from offloaddoctor.catalog.regex_safety import polynomial, slow_start
 
 ERROR, WARNING = "error", "warning"
 SHORT_LITERAL = 4
@@ -66,6 +67,9 @@ def _lint_signature(signature: Signature) -> list[LintMessage]:
                 break
         if slow_start(pattern.pattern):
             say(WARNING, f"match.patterns[{index}]", "starts with .* or .+: drop it, search() already scans the line")
+        slow = polynomial(pattern.pattern)
+        if slow:
+            say(WARNING, f"match.patterns[{index}]", slow)
     for literal in signature.match.literals:
         if len(literal) < SHORT_LITERAL:
             say(WARNING, "match.literals", f"{literal!r} is short: most lines pass the prefilter")

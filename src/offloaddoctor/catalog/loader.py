@@ -39,7 +39,10 @@ class CatalogProblem:
 class CatalogError(Exception):
     def __init__(self, problems: list[CatalogProblem]):
         self.problems = problems
-        super().__init__(f"{len(problems)} problem(s) in signature files:\n" + "\n".join(f"  {p}" for p in problems))
+        if len(problems) == 1:  # the common case (a clash, a typo) stays one line
+            super().__init__(str(problems[0]))
+        else:
+            super().__init__(f"{len(problems)} problems in signature files:\n" + "\n".join(f"  {p}" for p in problems))
 
 
 def builtin_signature_dir() -> Path:
@@ -51,7 +54,8 @@ def builtin_signature_dir() -> Path:
 
 
 def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) -> Catalog:
-    dirs = ([builtin_signature_dir()] if include_builtin else []) + [Path(d) for d in extra_dirs]
+    builtin = builtin_signature_dir()
+    dirs = _distinct(([builtin] if include_builtin else []) + [Path(d) for d in extra_dirs])
     problems: list[CatalogProblem] = []
     signatures: list[Signature] = []
     seen: dict[str, str] = {}
@@ -67,7 +71,10 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
             if signature is None:
                 continue
             if signature.id in seen:
-                problems.append(CatalogProblem(str(path), "id", f"duplicate id {signature.id!r} (also in {seen[signature.id]})"))
+                first = seen[signature.id]
+                owner = " (the built-in catalogue)" if include_builtin and Path(first).parent == builtin else ""
+                problems.append(CatalogProblem(
+                    str(path), "id", f"duplicate id {signature.id!r}: also defined in {first}{owner}; rename one of them"))
                 continue
             seen[signature.id] = str(path)
             signatures.append(signature)
@@ -75,6 +82,18 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
     if problems:
         raise CatalogError(problems)
     return Catalog(tuple(sorted(signatures, key=lambda s: (-s.priority, s.id))))
+
+
+def _distinct(dirs: list[Path]) -> list[Path]:
+    """The same directory named twice (command line and project file, `x` and `./x`) is loaded once."""
+    seen: set[Path] = set()
+    out = []
+    for directory in dirs:
+        key = directory.resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(directory)
+    return out
 
 
 def _load_file(path: Path, problems: list[CatalogProblem]) -> Signature | None:

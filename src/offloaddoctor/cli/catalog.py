@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import List
 
 import typer
 
 from offloaddoctor.cli._app import (
-    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, load_catalog_or_fail, fail, did_you_mean, app,
+    EXIT_CLEAN, EXIT_FINDINGS, load_catalog_or_fail, fail, did_you_mean, app,
 )
 
 
@@ -18,6 +19,11 @@ signatures_app = typer.Typer(
     help="The signature catalogue: list it, run its examples (test), check it (lint).",
 )
 app.add_typer(signatures_app, name="signatures")
+
+
+class ExamplesFormat(str, Enum):
+    text = "text"
+    json = "json"
 
 
 @signatures_app.callback()
@@ -39,17 +45,19 @@ def list_signatures(
 def signatures_test(
     dirs: List[Path] = typer.Argument(None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."),
     only: bool = typer.Option(False, "--only", help="Test only the signatures in DIR (the built-ins are still loaded, so ids cannot clash)."),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="text (default) or json."),
+    output_format: ExamplesFormat = typer.Option(ExamplesFormat.text, "--format", "-f", help="text (default) or json."),
 ) -> None:
     """Run every signature's examples; print the confusion matrix. Exit 1 on any wrong outcome."""
     from offloaddoctor.catalog.examples import run_examples
     from offloaddoctor.render.catalog_view import render_confusion, render_confusion_json
 
     dirs = dirs or []
+    if only and not dirs:
+        fail("--only needs at least one DIR: it tests just the signatures in those directories")
     catalog = load_catalog_or_fail(dirs)
     chosen = [s for s in catalog.signatures if not only or Path(s.path).resolve().parent in {d.resolve() for d in dirs}]
     run = run_examples(catalog, chosen)
-    sys.stdout.write(render_confusion_json(run) if output_format is OutputFormat.json else render_confusion(run))
+    sys.stdout.write(render_confusion_json(run) if output_format is ExamplesFormat.json else render_confusion(run))
     raise typer.Exit(EXIT_FINDINGS if run.failures else EXIT_CLEAN)
 
 

@@ -62,13 +62,9 @@ def render_confusion(run) -> str:
     """Per signature: true/false positives/negatives of its examples, then every wrong outcome."""
     table = run.by_signature()
     rows = [("SIGNATURE", "TP", "FN", "TN", "FP")]
-    totals = [0, 0, 0, 0]
-    for signature_id in sorted(table):
-        cell = table[signature_id]
+    for signature_id, cell in [*sorted(table.items()), ("total", run.total())]:
         counts = [cell.true_positive, cell.false_negative, cell.true_negative, cell.false_positive]
-        totals = [a + b for a, b in zip(totals, counts)]
         rows.append((signature_id, *map(str, counts)))
-    rows.append(("total", *map(str, totals)))
     width = max(len(r[0]) for r in rows)
     lines = [r[0].ljust(width) + "".join(c.rjust(5) for c in r[1:]) for r in rows]
     for outcome in run.failures:
@@ -79,14 +75,14 @@ def render_confusion(run) -> str:
 
 
 def render_confusion_json(run) -> str:
-    table = run.by_signature()
+    def cell(v) -> dict:
+        return {"true_positive": v.true_positive, "false_negative": v.false_negative,
+                "true_negative": v.true_negative, "false_positive": v.false_positive}
+
     return json.dumps({
         "schema_version": 1,
-        "signatures": {
-            k: {"true_positive": v.true_positive, "false_negative": v.false_negative,
-                "true_negative": v.true_negative, "false_positive": v.false_positive}
-            for k, v in sorted(table.items())
-        },
+        "signatures": {k: cell(v) for k, v in sorted(run.by_signature().items())},
+        "total": cell(run.total()),
         "failures": [
             {"id": o.signature_id, "index": o.index, "name": o.name, "expect": o.expect, "problem": o.problem}
             for o in run.failures
