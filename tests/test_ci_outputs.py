@@ -10,9 +10,14 @@ import xml.etree.ElementTree as ET
 import pytest
 from typer.testing import CliRunner
 
-from offloaddoctor.api import diagnose, load_catalog
+from offloaddoctor.api import check, diagnose, load_catalog
 from offloaddoctor.cli import app
-from offloaddoctor.render.github import MAX_ANNOTATIONS, escape_data, escape_property, render_github
+from offloaddoctor.render.github import (
+    MAX_ANNOTATIONS,
+    escape_data,
+    escape_property,
+    render_github,
+)
 from offloaddoctor.render.markdown import render_markdown
 
 from .conftest import FIXTURES
@@ -24,8 +29,13 @@ MULTI = FIXTURES / "oom-fragmentation-multirank" / "job.log"
 HOSTILE = [
     "::error::pwned", "  ::add-mask::secret", "##[set-output name=x;]y", "%0A::warning::z", "\x1b]8;;http://x\x07link",
     "\x1b[31mred[/]", "[bold red]markup[/bold red]", "a\rb::error::c",
+    # C1 controls (0x9b is CSI, 0x9d OSC to some terminals), OSC ended by ST, BEL, Unicode line breaks, bidi overrides
+    "\x9b31mc1-csi", "\x9d0;title\x9c", "\x1b]0;title\x1b\\st", "bell\x07", "\u2028::error::ls", "\x85::error::nel",
+    "\x0b::error::vt", "\x0c::error::ff", "\u202eevil\u202c", "\t::error::tab",
 ]
 COMMAND = re.compile(r"^\s*::")
+# Raw characters that act on a terminal or could end a line for some reader: everything but tab and newline.
+_ACTING = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def hostile_log(tmp_path):
@@ -38,7 +48,7 @@ def hostile_log(tmp_path):
 
 
 def assert_inert(text: str, allowed_commands: int = 0) -> None:
-    assert "\x1b" not in text and "##[" not in text
+    assert not _ACTING.findall(text) and "##[" not in text, sorted(set(_ACTING.findall(text)))
     commands = [line for line in text.splitlines() if COMMAND.match(line)]
     assert len(commands) <= allowed_commands
     for line in commands:  # ours: a known command, one line, data escaped
@@ -211,3 +221,149 @@ def test_metrics_output_is_inert(tmp_path, fmt):
     result = RUNNER.invoke(app, ["metrics", str(log), "-f", fmt])
     assert result.exit_code == 0, result.output
     assert_inert(result.stdout)
+
+
+# ---- every command and format, with hostile file names, config values and log text in every field ---------
+
+EVIL_NAME = "evil\n::error::name ##[group]\x1b[31m\x9b\u2028"
+PP_MESSAGE = "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading"
+
+
+def hostile_tree(tmp_path):
+    """A directory of logs and a config where file names, arguments-block values, OOM and traceback lines,
+    environment lines and config values all carry runner commands and escapes."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    trailer = " ".join(h for h in HOSTILE if "\r" not in h)  # a `\r` redraws the line: the text before it is gone
+    iteration = ("[2026-11-22 10:50:4{i}.0] iteration        {i}/      10 | consumed samples: {s} | elapsed time per "
+                 "iteration (ms): 460.9 | throughput per GPU (TFLOP/s/GPU): 206.9 | learning rate: 1.0E-05 | global "
+                 "batch size:    32 | lm loss: 8.141713E+00 | loss scale: 1.0 | grad norm: 6.424 | number of skipped "
+                 "iterations:   0 | number of nan iterations:   0 |")
+    lines = [
+        "------------------------ arguments ------------------------",
+        "  pipeline_model_parallel_size .................... 4",
+        "  cpu_offloading .................................. True",
+        f"  recompute_granularity ........................... ::error::args {trailer}",
+        "  optimizer ....................................... ##[group]adam\x9b31m",
+        "  optimizer_cpu_offload ........................... ::warning::x",
+        "  optimizer_offload_fraction ...................... ##[set-output]0.5",
+        "-------------------- end of arguments ---------------------",
+        "+ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True##[x]\u202e::error::env",
+        *(iteration.format(i=i, s=32 * i) for i in range(1, 10)),
+        ("[Rank 0] (after 5 iterations) memory (MB) | allocated: 8269.31 | max allocated: 13800.10 | reserved: "
+         "14388.00 | max reserved: 14388.00 ::error::mem"),
+        *(f"[rank{rank}]: {PP_MESSAGE} {h}" for rank, h in enumerate(HOSTILE)),
+        (f"[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total "
+         f"capacity of 79.18 GiB of which 680.19 MiB is free. {trailer}"),
+        "Error " + "##[x]" * 20000,  # longer than a line may be: cut, with a note naming the file
+        "Traceback (most recent call last):",
+        f"RuntimeError: unknown failure {trailer}",
+    ]
+    (logs / "rank0.log").write_text("\n".join(lines) + "\n")
+    (logs / f"{EVIL_NAME}.log").write_text(f"{PP_MESSAGE} {trailer}\n")
+    config = tmp_path / f"cfg{EVIL_NAME}.yaml"
+    config.write_text(
+        'model:\n  pipeline_model_parallel_size: 4\n  cpu_offloading: true\n'
+        '  recompute_granularity: "::error::x ##[set-output] \\e[31m \\x9b1m \\u2028::warning::y [bold]"\n'
+        '  "::error::key ##[k]": 1\n'
+    )
+    overrides = ["--set", "optimizer.optimizer=::error::set ##[set-output]\x1b[31m\x9b"]
+    return logs, config, overrides
+
+
+def assert_all_inert(result, allowed_commands=0, summary=None):
+    assert "Traceback" not in result.output
+    assert_inert(result.stdout, allowed_commands)
+    assert_inert(result.stderr)
+    if summary is not None:
+        assert_inert(summary)
+
+
+@pytest.mark.parametrize("fmt", ["text", "terminal", "json", "junit", "github", "markdown"])
+def test_every_diagnose_format_is_inert_with_hostile_names_config_and_log_text(tmp_path, monkeypatch, fmt):
+    logs, config, overrides = hostile_tree(tmp_path)
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = RUNNER.invoke(app, ["diagnose", str(logs), "--config", str(config), *overrides, "--format", fmt])
+    assert result.exit_code == 1, result.output
+    assert_all_inert(result, MAX_ANNOTATIONS if fmt == "github" else 0,
+                     summary.read_text() if fmt == "github" else None)
+    if fmt == "json":
+        data = json.loads(result.stdout)
+        ids = {f["id"] for f in data["findings"]}
+        assert "pp-cpu-offload" in ids and any(i.startswith("oom-") for i in ids), ids
+        assert any(EVIL_NAME in s["path"] for s in data["sources"])  # JSON keeps the data exact, only escaped
+        assert any("line longer than" in note for note in data["notes"])
+    if fmt == "junit":
+        ET.fromstring(result.stdout)  # still well-formed XML
+
+
+def test_terminal_with_colour_emits_only_its_own_styling(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from offloaddoctor.render.terminal import render_check_terminal, render_terminal
+
+    logs, config, overrides = hostile_tree(tmp_path)
+    for render, report in (
+        (render_terminal, diagnose([str(logs)], [str(config)], [overrides[1]])),
+        (render_check_terminal, check([str(config)], [overrides[1]])),
+    ):
+        buffer = io.StringIO()
+        render(report, Console(file=buffer, width=200, force_terminal=True, color_system="truecolor"))
+        shown = re.sub(r"\x1b\[[0-9;]*m", "", buffer.getvalue())  # rich's own SGR colour codes
+        assert_inert(shown)
+        assert "\x1b[" in buffer.getvalue()  # colour was on: the test can tell its codes from the log's
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "terminal"])
+def test_check_with_hostile_names_and_values_is_inert(tmp_path, fmt):
+    _, config, overrides = hostile_tree(tmp_path)
+    result = RUNNER.invoke(app, ["check", str(config), *overrides, "-f", fmt])
+    assert result.exit_code == 1, result.output
+    assert_all_inert(result)
+    if fmt == "json":
+        assert any(EVIL_NAME in c for c in json.loads(result.stdout)["configs"])
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "csv"])
+def test_metrics_with_hostile_names_and_arguments_is_inert(tmp_path, fmt):
+    logs, _, _ = hostile_tree(tmp_path)
+    for target in (logs, logs / f"{EVIL_NAME}.log", logs / "rank0.log"):
+        result = RUNNER.invoke(app, ["metrics", str(target), "-f", fmt])
+        assert result.exit_code == 0, result.output
+        assert_all_inert(result)
+    if fmt == "json":
+        runs = json.loads(RUNNER.invoke(app, ["metrics", str(logs / "rank0.log"), "-f", fmt]).stdout)["runs"]
+        assert runs[0]["arguments"]["optimizer.optimizer"].startswith("##[group]")  # exact data, escaped
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_compare_with_hostile_logs_is_inert(tmp_path, fmt):
+    logs, _, _ = hostile_tree(tmp_path)
+    run_log = logs / "rank0.log"
+    result = RUNNER.invoke(app, ["compare", str(run_log), str(logs / f"{EVIL_NAME}.log"), "-f", fmt])
+    assert result.exit_code in (0, 1), result.output
+    assert_all_inert(result)
+
+
+def test_junit_keeps_log_text_it_cannot_hold_as_xml_readable(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_bytes(f"{PP_MESSAGE} \x00\x01\x0b\x1b[0m \ufffe \U0010ffff\n".encode("utf-8", "surrogatepass"))
+    report = diagnose([str(log)])
+    from offloaddoctor.render.junit import render_junit
+
+    root = ET.fromstring(render_junit(report, CATALOG, {"pp-cpu-offload"}))
+    assert "pp-cpu-offload" in ET.tostring(root, encoding="unicode")
+
+
+@pytest.mark.parametrize("command", ["diagnose", "metrics"])
+def test_an_error_naming_a_hostile_file_is_inert(tmp_path, command):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / f"{EVIL_NAME}.log").write_bytes(bytes(range(256)) * 32)  # binary: refused, by name
+    result = RUNNER.invoke(app, [command, str(logs)])
+    assert result.exit_code == 2 and "binary" in result.stderr
+    assert result.stderr.startswith("offloaddoctor: error: ")
+    assert_inert(result.stderr)

@@ -1,20 +1,34 @@
 #!/usr/bin/env python3
-"""Fuzz `diagnose` and `metrics`: generated and mutated logs through the library and every renderer; any exception is a
-failure. Seeds are lines of the bundled fixtures; mutations splice, truncate, flip bytes, repeat, and insert
-hostile lines (runner commands, ANSI/OSC escapes, rich markup, huge numbers, odd unicode).
+"""Fuzz `diagnose` and `metrics`: generated and mutated logs through the library and every renderer. A case
+fails when anything raises, or when a rendered output lets log text act: a raw control or escape character,
+`##[`, or a line opening with `::` that is not one of our own GitHub annotations.
+
+Seeds are lines of the bundled fixtures; mutations splice, truncate, flip bytes, repeat, and insert hostile
+text (runner commands, ANSI/OSC escapes, rich markup, huge numbers, odd unicode) as lines of their own, after
+lines that signatures match, and as the exception of a traceback, so it reaches the rendered evidence. One case in 16 is also
+written as bytes to a file (plain, gzip or truncated gzip, with raw byte damage) and read through
+`diagnose()` and `run_metrics()` as a user's log would be; refusing it with a UserError is a clean outcome.
 
     python3 tools/fuzz_diagnose.py [CASES] [--workers N] [--seed S]
 
-Prints cases, seconds, cases/s, distinct finding ids seen, failures (with a reproducing seed).
+Prints cases, seconds, cases/s, distinct finding ids seen, failures (each with the case number and seed
+that reproduce it: `make_case(random.Random(seed * 1_000_003 + case), seed_lines())`).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
+import os
 import random
+import re
+import shutil
 import sys
+import tempfile
 import time
 import traceback
+import xml.etree.ElementTree as ET
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -28,7 +42,14 @@ HOSTILE = [
     "capacity of 1e400 GiB of which -5 MiB is free.", "iteration 4/ 3 | elapsed time per iteration (ms): nan |",
     "\u202e\u2066reversed\u2069", "\ud7ff\ue000\U0010ffff", "a" * 5000, "  pipeline_model_parallel_size ....... 1e9999",
     "------------------------ arguments ------------------------", "0: 1: [default3]: [rank2]: x",
+    "\x9b31m c1 csi \x9d0;osc\x9c", "\u2028::error::sep \x85::error::nel", "\x0b::error::vt \x0c::error::ff",
+    "x ::error::mid-line", "\t::warning::tab", "[link=http://x]click[/link]", "`````", "<script>", "| a | b |",
+    "  recompute_granularity ........................ ::error::arg ##[x]",
+    "+ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True::error::env",
 ]
+_ACTING = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_OUR_ANNOTATION = re.compile(r"^::(error|warning|notice) [^:]*::")
+_COMMAND = re.compile(r"^\s*::")
 
 
 def seed_lines() -> list[str]:
@@ -46,8 +67,16 @@ def make_case(rng: random.Random, seeds: list[str]) -> str:
     for _ in range(rng.randint(0, 6)):
         choice = rng.random()
         position = rng.randint(0, len(lines))
-        if choice < 0.3:
+        if choice < 0.15:
             lines.insert(position, rng.choice(HOSTILE))
+        elif choice < 0.3 and lines:
+            # Hostile text where it becomes evidence: after a line a signature matches, or as the exception
+            # line of a traceback (the "most likely failure line" shown when nothing matches).
+            index = rng.randrange(len(lines))
+            if rng.random() < 0.7:
+                lines[index] += " " + rng.choice(HOSTILE)
+            else:
+                lines[index:index] = ["Traceback (most recent call last):", f"RuntimeError: {rng.choice(HOSTILE)}"]
         elif choice < 0.5 and lines:
             index = rng.randrange(len(lines))
             line = lines[index]
@@ -67,20 +96,79 @@ def make_case(rng: random.Random, seeds: list[str]) -> str:
     return "\n".join(lines)
 
 
+def as_file_bytes(rng: random.Random, text: str) -> tuple[bytes, str]:
+    """The case as a file a crashed job might leave: raw byte damage, CRLF, maybe gzip (maybe cut short)."""
+    data = bytearray(text.encode("utf-8", "surrogatepass"))
+    for _ in range(rng.randint(0, 4)):
+        if data:
+            data[rng.randrange(len(data))] = rng.choice([0x00, 0x0D, 0xFF, 0xC3, 0x80, 0x1B, rng.randrange(256)])
+    if rng.random() < 0.2:
+        data = data.replace(b"\n", b"\r\n")
+    if rng.random() < 0.3:
+        packed = gzip.compress(bytes(data))
+        return (packed[: rng.randint(2, len(packed))] if rng.random() < 0.5 else packed), ".log.gz"
+    return bytes(data), ".log"
+
+
+def leak(output: str, allowed_annotations: bool = False) -> str | None:
+    """Why this rendered output would let log text act on a terminal or a CI runner, or None."""
+    acting = _ACTING.search(output)
+    if acting:
+        return f"raw {acting.group()!r}"
+    if "##[" in output:
+        return "##["
+    for line in output.splitlines():
+        if _COMMAND.match(line) and not (allowed_annotations and _OUR_ANNOTATION.match(line)):
+            return f"runner command {line[:60]!r}"
+    return None
+
+
+def check_outputs(report, catalog, renderers) -> str | None:
+    plain, json_report, markdown, github, junit = renderers[:5]
+    annotations, summary = github(report)
+    document = json_report(report)
+    json.loads(document)
+    xml = junit(report, catalog, {f.id for f in report.findings})
+    ET.fromstring(xml)
+    for name, output, ours in (("text", plain(report), False), ("json", document, False), ("markdown", markdown(report), False),
+                               ("github", annotations, True), ("github summary", summary, False), ("junit", xml, False)):
+        problem = leak(output, ours)
+        if problem:
+            return f"{name}: {problem}"
+    return None
+
+
 def run_chunk(args: tuple[int, int, int]) -> tuple[int, set[str], list[str]]:
     start, count, seed = args
-    from offloaddoctor.api import diagnose_text, load_catalog
-    from offloaddoctor.metrics import metrics_from_text
-    from offloaddoctor.render.metrics_json import render_metrics_json
+    from offloaddoctor.api import load_catalog
     from offloaddoctor.render.github import render_github
     from offloaddoctor.render.json_report import render_json
+    from offloaddoctor.render.junit import render_junit
     from offloaddoctor.render.markdown import render_markdown
+    from offloaddoctor.render.metrics_json import render_metrics_json
+    from offloaddoctor.render.metrics_text import render_metrics_text
     from offloaddoctor.render.plain import render_plain
 
+    renderers = (render_plain, render_json, render_markdown, render_github, render_junit, render_metrics_json,
+                 render_metrics_text)
     catalog = load_catalog()
     seeds = seed_lines()
     ids: set[str] = set()
     failures: list[str] = []
+    scratch = tempfile.mkdtemp(prefix="fuzz-diagnose-")
+    try:
+        _run_cases(start, count, seed, catalog, seeds, renderers, scratch, ids, failures)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return count, ids, failures
+
+
+def _run_cases(start, count, seed, catalog, seeds, renderers, scratch, ids, failures) -> None:
+    from offloaddoctor.api import diagnose, diagnose_text
+    from offloaddoctor.errors import UserError
+    from offloaddoctor.metrics import metrics_from_text, run_metrics
+
+    _, _, _, _, _, render_metrics_json, render_metrics_text = renderers
     for case in range(start, start + count):
         rng = random.Random(seed * 1_000_003 + case)
         text = make_case(rng, seeds)
@@ -88,13 +176,27 @@ def run_chunk(args: tuple[int, int, int]) -> tuple[int, set[str], list[str]]:
                   "optimizer.optimizer_offload_fraction": rng.choice([0.25, 1.5, -1, "x", None])}
         try:
             report = diagnose_text(text, config if rng.random() < 0.5 else None, catalog)
-            for render in (render_plain, render_json, render_markdown, render_github):
-                render(report)
+            problem = check_outputs(report, catalog, renderers)
             ids.update(f.id for f in report.findings)
-            render_metrics_json([metrics_from_text(text)])
+            runs = [metrics_from_text(text)]
+            problem = problem or next(filter(None, (leak(render_metrics_json(runs)), leak(render_metrics_text(runs)))), None)
+            if case % 16 == 0:
+                data, suffix = as_file_bytes(rng, text)
+                path = os.path.join(scratch, f"case{suffix}")
+                with open(path, "wb") as handle:
+                    handle.write(data)
+                try:
+                    from_file = diagnose([path], catalog=catalog)
+                    problem = problem or check_outputs(from_file, catalog, renderers)
+                    ids.update(f.id for f in from_file.findings)
+                    problem = problem or leak(render_metrics_text([run_metrics(path)]))
+                except UserError as exc:  # binary or unreadable: refused in one line is clean
+                    if "\n" in str(exc):
+                        problem = f"multi-line error {str(exc)[:60]!r}"
+            if problem:
+                failures.append(f"case {case} (seed {seed}): {problem}")
         except Exception:  # noqa: BLE001 - the point is to catch anything
             failures.append(f"case {case} (seed {seed}): {traceback.format_exc(limit=3).splitlines()[-1]}")
-    return count, ids, failures
 
 
 def fuzz(cases: int, workers: int = 2, seed: int = 0) -> dict:

@@ -55,10 +55,26 @@ def load_policy(start: Path | None = None) -> Policy:
         table = _pyproject_table(path)
     else:
         try:
-            table = yaml.safe_load(path.read_text(encoding="utf-8"))
+            table = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
         except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{path}: cannot read project settings: {' '.join(str(exc).split())[:200]}") from None
+        except RecursionError:
+            raise UserError(f"{path}: cannot read project settings: nested too deeply") from None
     return _parse(table or {}, path)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A duplicate setting is refused, as in run configs: PyYAML would silently keep the last one."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                if key_node.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep)
 
 
 def _pyproject_table(path: Path) -> dict[str, Any] | None:
@@ -83,6 +99,8 @@ def _parse(table: Any, path: Path) -> Policy:
     if fail_on not in FAIL_ON:
         raise UserError(f"{path}: fail_on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
     ignore: dict[str, str] = {}
+    if not isinstance(table.get("ignore") or [], list):
+        raise UserError(f"{path}: ignore must be a list of {{id: ..., reason: ...}} entries")
     for entry in table.get("ignore") or []:
         if not isinstance(entry, dict) or not entry.get("id") or not str(entry.get("reason") or "").strip():
             raise UserError(f"{path}: every ignore entry needs an id and a reason, e.g. {{id: ..., reason: ...}}")

@@ -42,7 +42,11 @@ class FailOn(str, Enum):
 
 
 def fail(message: str) -> None:
-    typer.echo(f"offloaddoctor: error: {message}", err=True)
+    from offloaddoctor.render.text_safety import safe_text
+
+    # Messages name files found in directories: a name's newline or `::` must not become a runner command.
+    shown = "\n".join(safe_text(line) for line in message.split("\n"))
+    typer.echo(f"offloaddoctor: error: {shown}", err=True)
     raise typer.Exit(EXIT_USAGE)
 
 

@@ -13,6 +13,16 @@ _SCIENTIFIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 _WORDS = {"true": True, "false": False, "none": None, "null": None}
 
 
+class _OverrideLoader(yaml.SafeLoader):
+    """Hydra's override grammar has no anchors; refusing aliases also keeps `[&a [1,1], [*a,*a], …]` from
+    expanding into billions of items when the value is printed."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("aliases are not part of an override")
+        return super().compose_node(parent, index)
+
+
 def parse_printed(text: str) -> Any:
     """A value as Megatron prints it (`True`, `None`, `1e-08`, `['p2p']`, `AttnBackend.auto`)."""
     text = text.strip()
@@ -40,8 +50,8 @@ def parse_override(text: str) -> Any:
     if _SCIENTIFIC.fullmatch(text):
         return float(text)  # `1e-4`: YAML 1.1 reads it as a string, Hydra/OmegaConf as a float
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
+        value = yaml.load(text, Loader=_OverrideLoader)
+    except (yaml.YAMLError, RecursionError):
         return text
     if isinstance(value, (str, int, float, bool, list)) or value is None:
         return value

@@ -9,7 +9,11 @@ from offloaddoctor.config.derived import add_derived_values
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config.values import ConfigStore, ConfigValue
-from offloaddoctor.config.yaml_config import load_yaml_config, parse_yaml_config
+from offloaddoctor.config.yaml_config import (
+    load_yaml_config,
+    parse_yaml_config,
+    read_config_text,
+)
 from offloaddoctor.errors import UserError
 
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
@@ -29,13 +33,7 @@ def parse_config_text(text: str, label: str, name: str) -> list[ConfigValue]:
 
 
 def _load_launch_script(path: str) -> list[ConfigValue]:
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise UserError(f"{path}: config file not found") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read config: {exc.strerror or exc}") from None
-    return _parse_launch_script(text, path)
+    return _parse_launch_script(read_config_text(path, errors="replace"), path)
 
 
 def _parse_launch_script(text: str, path: str) -> list[ConfigValue]:

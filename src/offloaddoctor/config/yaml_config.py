@@ -6,8 +6,9 @@ nothing in the file is ever executed. Alias expansion is bounded so an alias bom
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -17,30 +18,48 @@ from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
 
 MAX_NODES = 200_000
+# A Bridge run_config.yaml is tens of KB. PyYAML reads about 1 MB/s (flow collections much slower), so a
+# larger file is refused rather than read for minutes.
+MAX_CONFIG_BYTES = 2**20
 _STANDARD_SCALAR_TAGS = {
     "tag:yaml.org,2002:" + name for name in ("str", "int", "float", "bool", "null", "timestamp")
 }
 _constructor = yaml.constructor.SafeConstructor()
+_TOO_DEEP = "{path}: config nests lists or mappings too deeply to read (hundreds of levels; a run config has a few)"
 
 
 def load_yaml_config(path: str, origin: str = "config") -> list[ConfigValue]:
+    return parse_yaml_config(read_config_text(path), path, origin)
+
+
+def read_config_text(path: str, errors: str = "strict") -> str:
+    """A config file's text. Only regular files: a FIFO would block forever and /dev/zero never ends."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise UserError(f"{path}: config is a directory, expected a YAML file")
+        if not stat.S_ISREG(info.st_mode):
+            raise UserError(f"{path}: config is not a regular file (a pipe or device?); pass a file")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise UserError(f"{path}: config file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: config is a directory, expected a YAML file") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: config is not UTF-8 text") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read config: {exc.strerror or exc}") from None
-    return parse_yaml_config(text, path, origin)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UserError(f"{path}: config is larger than {MAX_CONFIG_BYTES // 2**20} MiB; refusing to read it")
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: config is not UTF-8 text") from None
 
 
 def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[ConfigValue]:
     """Read config text; `path` labels the sources (a file, or `REV:path` for a git object)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise UserError(_TOO_DEEP.format(path=path)) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}" if mark else path
@@ -53,10 +72,13 @@ def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[Conf
         raise UserError(f"{path}: config must be a mapping of keys to values at the top level")
     budget = [MAX_NODES]
     values = []
-    for dotted, node, scalar in _walk(root, "", budget, path):
-        values.append(
-            ConfigValue(canonical_key(dotted), scalar, Source(path, node.start_mark.line + 1), origin)
-        )
+    try:
+        for dotted, node, scalar in _walk(root, "", budget, path):
+            values.append(
+                ConfigValue(canonical_key(dotted), scalar, Source(path, node.start_mark.line + 1), origin)
+            )
+    except RecursionError:
+        raise UserError(_TOO_DEEP.format(path=path)) from None
     return values
 
 

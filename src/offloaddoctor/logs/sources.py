@@ -63,7 +63,10 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             matches = sorted(glob.glob(raw, recursive=True))
             if not matches:
                 raise UserError(f"{raw}: the pattern matches no file")
-            sources.extend(LogSource(m) for m in matches if Path(m).is_file())
+            files = [LogSource(m) for m in matches if Path(m).is_file()]
+            if not files:
+                raise UserError(f"{raw}: the pattern matches no regular file (only directories or special files)")
+            sources.extend(files)
             continue
         path = Path(raw)
         if path.is_dir():

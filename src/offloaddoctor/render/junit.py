@@ -19,7 +19,7 @@ _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
 
 
 def _xml_text(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", safe_text(text))
+    return _NOT_XML.sub("\ufffd", "\n".join(safe_text(line) for line in text.split("\n")))
 
 
 def render_junit(report: Report, catalog: Catalog, failing: set[str], suppressed: dict[str, str] | None = None) -> str:

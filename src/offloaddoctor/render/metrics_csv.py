@@ -1,5 +1,6 @@
 """`metrics --format csv`: one row per (run, source, segment, rank, iteration), iteration fields and the memory
-report of that rank at that iteration side by side. An empty cell: not printed. NaN prints as `nan`."""
+report of that rank at that iteration side by side. An empty cell: not printed. NaN prints as `nan`. Paths are
+shown through safe_text: a newline or `::` in a file name must not start a runner command."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import csv
 import io
 
 from offloaddoctor.metrics.model import IterationMetrics, MemoryReport, RunMetrics
+from offloaddoctor.render.text_safety import safe_text
 
 ITERATION_COLUMNS = (
     "elapsed_ms", "tflops_per_gpu", "learning_rate", "global_batch_size", "lm_loss", "loss_scale", "grad_norm",
@@ -43,7 +45,7 @@ def _rows(run: RunMetrics) -> list[list]:
         record, report = merged[key]
         path, segment, rank, iteration = key
         line = record.line if record is not None else report.line
-        row = [run.path, path, line, segment, _cell(rank), _cell(iteration)]
+        row = [safe_text(run.path), safe_text(path), line, segment, _cell(rank), _cell(iteration)]
         row.append("" if record is None else str(record.steady_state).lower())
         row += [_cell(getattr(record, c)) if record is not None else "" for c in ITERATION_COLUMNS]
         row += [_cell(getattr(report, c)) if report is not None else "" for c in MEMORY_COLUMNS]

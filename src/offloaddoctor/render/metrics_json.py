@@ -9,6 +9,7 @@ from typing import Any
 
 from offloaddoctor import __version__
 from offloaddoctor.metrics.model import RunMetrics
+from offloaddoctor.render.text_safety import inert_json
 
 SCHEMA_VERSION = 1
 
@@ -54,4 +55,4 @@ def _finite(value: Any) -> Any:
 
 
 def render_metrics_json(runs: list[RunMetrics]) -> str:
-    return json.dumps(metrics_to_dict(runs), indent=2, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+    return inert_json(json.dumps(metrics_to_dict(runs), indent=2, ensure_ascii=False, default=str, allow_nan=False)) + "\n"

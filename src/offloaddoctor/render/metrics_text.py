@@ -90,7 +90,7 @@ def _layout(s: MetricsSummary) -> str:
 
 
 def _offload(s: MetricsSummary) -> str:
-    shown = [f"{k}={format_value(v)}" for k, v in s.offload.items() if v is not None]
+    shown = [f"{k}={safe_text(format_value(v))}" for k, v in s.offload.items() if v is not None]
     if not shown:
         return "settings not printed in the log"
     fraction = s.effective_offload_fraction

@@ -3,6 +3,10 @@ object, never as markup, so `[bold red]` in a log is shown as written."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -17,9 +21,26 @@ from offloaddoctor.render.text_safety import safe_text
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 _VERDICT_STYLE = {"confirmed": "green", "contradicted": "bold magenta", "unknown": "dim"}
+# A printed line that opens with `::` (after colour codes and blanks) would be a runner command.
+_RUNNER_OPENER = re.compile(r"^((?:\x1b\[[0-9;]*m|[ \t])*):(?=:)", re.MULTILINE)
+
+
+@contextmanager
+def _guarded(console: Console) -> Iterator[None]:
+    """Rich wraps long lines, so log text that safe_text left mid-line (`x ::error::y`) can start a printed
+    line; escape that opener on the lines as printed."""
+    with console.capture() as captured:
+        yield
+    console.file.write(_RUNNER_OPENER.sub(r"\1\\x3a", captured.get()))
+    console.file.flush()
 
 
 def render_terminal(report: Report, console: Console) -> None:
+    with _guarded(console):
+        _render_report(report, console)
+
+
+def _render_report(report: Report, console: Console) -> None:
     console.print(Text(headline(report), style="bold"))
     for index, finding in enumerate(report.findings, start=1):
         console.print(finding_panel(index, finding))
@@ -73,6 +94,11 @@ def finding_panel(index: int, finding: Finding) -> Panel:
 
 
 def render_check_terminal(report, console: Console) -> None:
+    with _guarded(console):
+        _render_check(report, console)
+
+
+def _render_check(report, console: Console) -> None:
     from offloaddoctor.render.check_view import check_headline, unchecked_lines
 
     console.print(Text(check_headline(report), style="bold"))

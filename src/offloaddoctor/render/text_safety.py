@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import re
 
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Every control character but tab (a newline in a file name would start a new output line), C1 controls
+# (a terminal may take 0x9b as CSI), line/paragraph separators and bidirectional overrides.
+_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# In JSON, C0 controls are already escaped; these are the rest, shown as the same data in \u form.
+_UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _RUNNER_COMMAND = re.compile(r"^(\s*):(?=:)|#(?=#\[)")
 
 
@@ -18,11 +22,14 @@ def _escape(char: str) -> str:
 
 
 def safe_text(text: object) -> str:
-    """Show control characters and runner-command openers as visible escapes instead of letting them act."""
+    """Show control characters and runner-command openers as visible escapes instead of letting them act.
+    For one line of output: a newline is escaped too."""
     shown = _UNSAFE.sub(lambda m: _escape(m.group()), str(text))
     return _RUNNER_COMMAND.sub(lambda m: (m.group(1) or "") + _escape(m.group()[-1]), shown)
 
 
 def inert_json(document: str) -> str:
-    """JSON keeps log text exact, so encode `##[` (only ever inside strings) as the same data, escaped."""
+    """JSON keeps log text exact, so encode `##[` and raw C1/separator/bidi characters (only ever inside
+    strings) as the same data, escaped."""
+    document = _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
     return document.replace("##[", "#\\u0023[")
