@@ -102,3 +102,19 @@ def test_predicate_errors_name_the_field(tmp_path):
           .replace("{key: model.cpu_offloading, eq: true}", "{key: model.cpu_offloading, eq: true, gt: 1}"))
     with pytest.raises(CatalogError, match="exactly one operator"):
         load_catalog([tmp_path], include_builtin=False)
+
+
+def test_hostile_signature_files_are_problems_not_crashes_or_hangs(tmp_path):
+    import os
+
+    from offloaddoctor.catalog.loader import CatalogError, load_catalog
+
+    (tmp_path / "deep.yaml").write_text("- " * 50_000)
+    os.mkfifo(tmp_path / "pipe.yaml")
+    (tmp_path / "huge.yaml").write_text("a: " + "x" * (300 * 1024))
+    with pytest.raises(CatalogError) as raised:
+        load_catalog([tmp_path])
+    message = str(raised.value)
+    assert "deep.yaml: -: nested deeper than 64 levels" in message
+    assert "pipe.yaml: -: not a regular file" in message
+    assert "huge.yaml: -: larger than 256 KiB" in message

@@ -96,11 +96,40 @@ def _distinct(dirs: list[Path]) -> list[Path]:
     return out
 
 
+MAX_SIGNATURE_BYTES = 256 * 1024
+MAX_NESTING = 64
+
+
+def _nesting_depth(text: str) -> int:
+    """Deepest collection nesting, from parser events only (the parser is iterative; composing is not)."""
+    depth = deepest = 0
+    for event in yaml.parse(text, Loader=_SAFE_LOADER):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_NESTING:
+                return deepest
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+    return deepest
+
+
 def _load_file(path: Path, problems: list[CatalogProblem]) -> Signature | None:
     where = str(path)
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        if not path.is_file():  # a FIFO named *.yaml would block the read forever
+            problems.append(CatalogProblem(where, "-", "not a regular file"))
+            return None
+        if path.stat().st_size > MAX_SIGNATURE_BYTES:
+            problems.append(CatalogProblem(where, "-", f"larger than {MAX_SIGNATURE_BYTES // 1024} KiB: not a signature file"))
+            return None
+        text = path.read_text(encoding="utf-8")
+        if _nesting_depth(text) > MAX_NESTING:
+            # libyaml's composer recurses in C: a deeply nested file would crash the process, not raise
+            problems.append(CatalogProblem(where, "-", f"nested deeper than {MAX_NESTING} levels"))
+            return None
+        data = yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
         problems.append(CatalogProblem(where, "-", f"cannot parse: {' '.join(str(exc).split())}"))
         return None
     if not isinstance(data, dict):
