@@ -10,6 +10,14 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_catalog_cache(tmp_path_factory):
+    """Tests never write to the user's ~/.cache; the cache itself is exercised in test_catalog_cache.py."""
+    import os
+
+    os.environ["OFFLOADDOCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("offloaddoctor-cache"))
+
+
 @pytest.fixture(scope="session")
 def catalog():
     return load_catalog()

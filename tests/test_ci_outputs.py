@@ -255,7 +255,7 @@ def hostile_tree(tmp_path):
         *(f"[rank{rank}]: {PP_MESSAGE} {h}" for rank, h in enumerate(HOSTILE)),
         (f"[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total "
          f"capacity of 79.18 GiB of which 680.19 MiB is free. {trailer}"),
-        "Error " + "##[x]" * 20000,  # longer than a line may be: cut, with a note naming the file
+        "Error: " + "##[x]" * 20000,  # longer than a line may be: cut, with a note naming the file
         "Traceback (most recent call last):",
         f"RuntimeError: unknown failure {trailer}",
     ]

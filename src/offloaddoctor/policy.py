@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from offloaddoctor.analysis.findings import Finding
 from offloaddoctor.errors import UserError
 
@@ -54,8 +52,10 @@ def load_policy(start: Path | None = None) -> Policy:
     if path.name == "pyproject.toml":
         table = _pyproject_table(path)
     else:
+        import yaml  # here, not at the top: most projects have no such file, and PyYAML costs start-up
+
         try:
-            table = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+            table = yaml.load(path.read_text(encoding="utf-8"), Loader=_unique_key_loader())  # noqa: S506 - safe
         except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{path}: cannot read project settings: {' '.join(str(exc).split())[:200]}") from None
         except RecursionError:
@@ -63,18 +63,23 @@ def load_policy(start: Path | None = None) -> Policy:
     return _parse(table or {}, path)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A duplicate setting is refused, as in run configs: PyYAML would silently keep the last one."""
+def _unique_key_loader():
+    import yaml
 
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                if key_node.value in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
-                seen.add(key_node.value)
-        return super().construct_mapping(node, deep)
+    class UniqueKeyLoader(yaml.SafeLoader):
+        """A duplicate setting is refused, as in run configs: PyYAML would silently keep the last one."""
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    if key_node.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
+                    seen.add(key_node.value)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 def _pyproject_table(path: Path) -> dict[str, Any] | None:
@@ -83,7 +88,10 @@ def _pyproject_table(path: Path) -> dict[str, Any] | None:
     else:  # pragma: no cover
         import tomli as tomllib
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if "offloaddoctor" not in text:  # no table of ours (the common case): not worth a TOML parser
+            return None
+        data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read pyproject.toml: {exc}") from None
     return data.get("tool", {}).get("offloaddoctor")

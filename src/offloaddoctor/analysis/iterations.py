@@ -7,7 +7,6 @@ Fields appear only when enabled, so every `name: value` pair is kept under its p
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -103,6 +102,8 @@ def median_of(records: list[IterationRecord], field: str) -> tuple[float, Iterat
     with_field = [r for r in records if field in r.fields]
     if not with_field:
         return None
+    import statistics  # costs start-up time; most runs never need it
+
     value = statistics.median(r.fields[field] for r in with_field)
     closest = min(with_field, key=lambda r: abs(r.fields[field] - value))
     return value, closest

@@ -30,9 +30,11 @@ SEARCH_TIMEOUT_S = 0.25
 # ... and after this many give-ups it is switched off for the rest of the scan: each costs the full limit.
 MAX_TIMEOUTS_PER_SIGNATURE = 3
 MAX_ITERATION_RECORDS = 4096
+_ITERATION_BYTES = ITERATION_LITERAL.encode()
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
-_ERROR_LITERALS = ("Error", "error", "ERROR", "Exception", "Killed", "Segmentation fault", "exit code")
+# What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
+_ERROR_LITERALS = ("Error:", "Exception:", "ERROR", "error:", "Killed", "Segmentation fault", "exit code", "exited with code")
 _ERROR_LINE = re.compile(
     r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]"
 )
@@ -110,8 +112,7 @@ class Scanner:
         self.result = ScanResult()
         self._aggregates: dict[tuple, Aggregate] = {}
         self._sequence = 0
-        self._iteration_lines: dict[tuple[str, int], int] = {}
-        self._iteration_stride: dict[tuple[str, int], int] = {}
+        self._iteration_sampling: dict[tuple[str, int], list[int]] = {}  # (path, segment) -> [seen, stride]
         self._timeouts: dict[str, int] = {}
 
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
@@ -171,9 +172,12 @@ class Scanner:
         self.result.collectors.append(collector)
         awaiting: dict[int | None, int] = {}  # rank -> line of its open "Traceback" header
         gate = self.gate.search
+        sampled_out = self._sampled_out
+        if reader is not None:  # the reader drops sampled-out iteration lines before decoding them
+            reader.skip = lambda raw: _ITERATION_BYTES in raw and sampled_out(path, collector)
         line_number = 0
         for line_number, raw in numbered:
-            if ITERATION_LITERAL in raw and not (awaiting or collector.in_arguments) and self._sampled_out(path, collector.segment):
+            if reader is None and ITERATION_LITERAL in raw and not (awaiting or collector.in_arguments) and sampled_out(path, collector):
                 continue
             if awaiting or collector.in_arguments or gate(raw):
                 self._scan_line(path, line_number, raw, default_rank, collector, awaiting)
@@ -227,13 +231,16 @@ class Scanner:
         if len(exceptions) > 64:
             del exceptions[:32]
 
-    def _sampled_out(self, path: str, segment: int) -> bool:
+    def _sampled_out(self, path: str, collector: LogConfigCollector) -> bool:
         """Past MAX_ITERATION_RECORDS lines, parse only every `stride`-th iteration line of a segment: the
         records are thinned to an even sample anyway, so the median is the same and long logs stay cheap."""
-        key = (path, segment)
-        seen = self._iteration_lines.get(key, 0)
-        self._iteration_lines[key] = seen + 1
-        return seen % self._iteration_stride.get(key, 1) != 0
+        key = (path, len(collector.segment_starts) - 1)  # (path, segment), without the property: hot path
+        state = self._iteration_sampling.get(key)
+        if state is None:
+            state = self._iteration_sampling[key] = [0, 1]
+        seen = state[0]
+        state[0] = seen + 1
+        return seen % state[1] != 0
 
     def _iteration(self, path: str, line: int, rank: int | None, segment: int, text: str) -> None:
         parsed = parse_iteration_speed(text)
@@ -244,8 +251,7 @@ class Scanner:
         records.append(IterationRecord(path, line, rank, segment, iteration, fields, text.strip()))
         if len(records) > MAX_ITERATION_RECORDS:
             del records[1::2]  # keep the first and an even thinning of the rest
-            key = (path, segment)
-            self._iteration_stride[key] = self._iteration_stride.get(key, 1) * 2
+            self._iteration_sampling.setdefault((path, segment), [0, 1])[1] *= 2
 
     def _match(self, path: str, line: int, rank: int | None, text: str) -> None:
         matched = False

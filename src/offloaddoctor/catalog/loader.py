@@ -8,16 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import regex
-import yaml
-
-# libyaml's safe loader when present (10x faster start-up); the pure-Python one otherwise.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 from offloaddoctor.analysis.facts import FACT_PARSERS
+from offloaddoctor.catalog.cache import catalog_key, read_cached, write_cached
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
-from offloaddoctor.catalog.regex_safety import catastrophic
 from offloaddoctor.config.keys import is_known
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -57,8 +51,7 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
     builtin = builtin_signature_dir()
     dirs = _distinct(([builtin] if include_builtin else []) + [Path(d) for d in extra_dirs])
     problems: list[CatalogProblem] = []
-    signatures: list[Signature] = []
-    seen: dict[str, str] = {}
+    contents: list[tuple[Path, bytes]] = []
     for directory in dirs:
         if not directory.is_dir():
             problems.append(CatalogProblem(str(directory), "-", "not a directory"))
@@ -67,20 +60,32 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
         if not files:
             problems.append(CatalogProblem(str(directory), "-", "no *.yaml signature files"))
         for path in files:
-            signature = _load_file(path, problems)
-            if signature is None:
-                continue
-            if signature.id in seen:
-                first = seen[signature.id]
-                owner = " (the built-in catalogue)" if include_builtin and Path(first).parent == builtin else ""
-                problems.append(CatalogProblem(
-                    str(path), "id", f"duplicate id {signature.id!r}: also defined in {first}{owner}; rename one of them"))
-                continue
-            seen[signature.id] = str(path)
-            signatures.append(signature)
+            content = _read_file(path, problems)
+            if content is not None:
+                contents.append((path, content))
+    key = None if problems else catalog_key(contents)
+    cached = read_cached(key, len(contents)) if key else None
+    parsed = cached if cached is not None else [_parse_file(path, content, problems) for path, content in contents]
+
+    signatures: list[Signature] = []
+    seen: dict[str, str] = {}
+    for (path, _), data in zip(contents, parsed):
+        signature = None if data is None else _build_signature(path, data, problems, trusted_patterns=cached is not None)
+        if signature is None:
+            continue
+        if signature.id in seen:
+            first = seen[signature.id]
+            owner = " (the built-in catalogue)" if include_builtin and Path(first).parent == builtin else ""
+            problems.append(CatalogProblem(
+                str(path), "id", f"duplicate id {signature.id!r}: also defined in {first}{owner}; rename one of them"))
+            continue
+        seen[signature.id] = str(path)
+        signatures.append(signature)
     _check_shared_matchers(signatures, problems)
     if problems:
         raise CatalogError(problems)
+    if key and cached is None:
+        write_cached(key, parsed)
     return Catalog(tuple(sorted(signatures, key=lambda s: (-s.priority, s.id))))
 
 
@@ -100,10 +105,46 @@ MAX_SIGNATURE_BYTES = 256 * 1024
 MAX_NESTING = 64
 
 
-def _nesting_depth(text: str) -> int:
+def _read_file(path: Path, problems: list[CatalogProblem]) -> bytes | None:
+    where = str(path)
+    try:
+        if not path.is_file():  # a FIFO named *.yaml would block the read forever
+            problems.append(CatalogProblem(where, "-", "not a regular file"))
+            return None
+        if path.stat().st_size > MAX_SIGNATURE_BYTES:
+            problems.append(CatalogProblem(where, "-", f"larger than {MAX_SIGNATURE_BYTES // 1024} KiB: not a signature file"))
+            return None
+        return path.read_bytes()
+    except OSError as exc:
+        problems.append(CatalogProblem(where, "-", f"cannot read: {' '.join(str(exc).split())}"))
+        return None
+
+
+def _parse_file(path: Path, content: bytes, problems: list[CatalogProblem]) -> dict | None:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
+    where = str(path)
+    try:
+        text = content.decode("utf-8")
+        if _nesting_depth(text, yaml, loader) > MAX_NESTING:
+            # libyaml's composer recurses in C: a deeply nested file would crash the process, not raise
+            problems.append(CatalogProblem(where, "-", f"nested deeper than {MAX_NESTING} levels"))
+            return None
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+        problems.append(CatalogProblem(where, "-", f"cannot parse: {' '.join(str(exc).split())}"))
+        return None
+    if not isinstance(data, dict):
+        problems.append(CatalogProblem(where, "-", "top level must be a mapping"))
+        return None
+    return data
+
+
+def _nesting_depth(text: str, yaml, loader) -> int:
     """Deepest collection nesting, from parser events only (the parser is iterative; composing is not)."""
     depth = deepest = 0
-    for event in yaml.parse(text, Loader=_SAFE_LOADER):
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             depth += 1
             deepest = max(deepest, depth)
@@ -114,27 +155,9 @@ def _nesting_depth(text: str) -> int:
     return deepest
 
 
-def _load_file(path: Path, problems: list[CatalogProblem]) -> Signature | None:
+def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], trusted_patterns: bool) -> Signature | None:
+    """Validate every field. `trusted_patterns`: the same bytes passed the pattern checks before (cache hit)."""
     where = str(path)
-    try:
-        if not path.is_file():  # a FIFO named *.yaml would block the read forever
-            problems.append(CatalogProblem(where, "-", "not a regular file"))
-            return None
-        if path.stat().st_size > MAX_SIGNATURE_BYTES:
-            problems.append(CatalogProblem(where, "-", f"larger than {MAX_SIGNATURE_BYTES // 1024} KiB: not a signature file"))
-            return None
-        text = path.read_text(encoding="utf-8")
-        if _nesting_depth(text) > MAX_NESTING:
-            # libyaml's composer recurses in C: a deeply nested file would crash the process, not raise
-            problems.append(CatalogProblem(where, "-", f"nested deeper than {MAX_NESTING} levels"))
-            return None
-        data = yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
-        problems.append(CatalogProblem(where, "-", f"cannot parse: {' '.join(str(exc).split())}"))
-        return None
-    if not isinstance(data, dict):
-        problems.append(CatalogProblem(where, "-", "top level must be a mapping"))
-        return None
     before = len(problems)
 
     def problem(field_name: str, reason: str) -> None:
@@ -162,7 +185,7 @@ def _load_file(path: Path, problems: list[CatalogProblem]) -> Signature | None:
     if "preflight" in data and not isinstance(data["preflight"], bool):
         problem("preflight", "must be true or false")
 
-    match, shares = _load_match(data.get("match"), problem)
+    match, shares = _load_match(data.get("match"), problem, trusted_patterns)
     when = _load_predicate(data, "when", problem)
     config = _load_predicate(data, "config", problem)
     if data.get("match") is None and when is None:
@@ -202,7 +225,7 @@ def _nonempty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def _load_match(raw: Any, problem) -> tuple[MatchSpec | None, str | None]:
+def _load_match(raw: Any, problem, trusted_patterns: bool) -> tuple[MatchSpec | None, str | None]:
     if raw is None:
         return None, None
     if not isinstance(raw, dict):
@@ -220,23 +243,31 @@ def _load_match(raw: Any, problem) -> tuple[MatchSpec | None, str | None]:
         problem("match.literals", "must be a non-empty list of strings (the prefilter: a line must contain one)")
         literals = []
     patterns = raw.get("patterns")
-    compiled = []
     if not isinstance(patterns, list) or not patterns or not all(_nonempty_str(p) for p in patterns):
         problem("match.patterns", "must be a non-empty list of regular expressions")
-    else:
-        for index, pattern in enumerate(patterns):
-            danger = catastrophic(pattern)
-            if danger:
-                problem(f"match.patterns[{index}]", f"refused, {danger}; quantify a group only if its body cannot repeat")
-                continue
-            try:
-                compiled.append(regex.compile(pattern))
-            except regex.error as exc:
-                problem(f"match.patterns[{index}]", f"does not compile: {exc}")
+        patterns = []
+    elif not trusted_patterns:
+        _check_patterns(patterns, problem)
     facts = raw.get("facts")
     if facts is not None and facts not in FACT_PARSERS:
         problem("match.facts", f"unknown fact parser {facts!r} (known: {', '.join(FACT_PARSERS)})")
-    return MatchSpec(tuple(literals), tuple(compiled), facts), None
+    return MatchSpec(tuple(literals), tuple(patterns), facts), None
+
+
+def _check_patterns(patterns: list[str], problem) -> None:
+    import regex
+
+    from offloaddoctor.catalog.regex_safety import catastrophic
+
+    for index, pattern in enumerate(patterns):
+        danger = catastrophic(pattern)
+        if danger:
+            problem(f"match.patterns[{index}]", f"refused, {danger}; quantify a group only if its body cannot repeat")
+            continue
+        try:
+            regex.compile(pattern)
+        except regex.error as exc:
+            problem(f"match.patterns[{index}]", f"does not compile: {exc}")
 
 
 def _load_predicate(data: dict, name: str, problem):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from offloaddoctor.catalog.predicates import Predicate
@@ -15,8 +16,15 @@ class MatchSpec:
     """Lines containing any literal are tried against the patterns; `facts` names a parser for numbers."""
 
     literals: tuple[str, ...]
-    patterns: tuple[Any, ...]  # compiled `regex` patterns
+    pattern_sources: tuple[str, ...]
     facts: str | None = None
+
+    @cached_property
+    def patterns(self) -> tuple[Any, ...]:
+        """Compiled on first use: most runs touch a few signatures, and `regex` costs start-up time."""
+        import regex
+
+        return tuple(regex.compile(source) for source in self.pattern_sources)
 
 
 @dataclass(frozen=True)

@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from typing import Any
-
-import yaml
 
 _MAX_LITERAL = 10_000
 _SCIENTIFIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 _WORDS = {"true": True, "false": False, "none": None, "null": None}
 
 
-class _OverrideLoader(yaml.SafeLoader):
-    """Hydra's override grammar has no anchors; refusing aliases also keeps `[&a [1,1], [*a,*a], …]` from
-    expanding into billions of items when the value is printed."""
+@functools.lru_cache(maxsize=1)
+def _override_loader():
+    import yaml  # only when there are overrides: it is a sizeable share of start-up
 
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.YAMLError("aliases are not part of an override")
-        return super().compose_node(parent, index)
+    class OverrideLoader(yaml.SafeLoader):
+        """Hydra's override grammar has no anchors; refusing aliases also keeps `[&a [1,1], [*a,*a], …]`
+        from expanding into billions of items when the value is printed."""
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.YAMLError("aliases are not part of an override")
+            return super().compose_node(parent, index)
+
+    return yaml, OverrideLoader
 
 
 def parse_printed(text: str) -> Any:
@@ -49,8 +54,9 @@ def parse_override(text: str) -> Any:
         return text
     if _SCIENTIFIC.fullmatch(text):
         return float(text)  # `1e-4`: YAML 1.1 reads it as a string, Hydra/OmegaConf as a float
+    yaml, loader = _override_loader()
     try:
-        value = yaml.load(text, Loader=_OverrideLoader)
+        value = yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader
     except (yaml.YAMLError, RecursionError):
         return text
     if isinstance(value, (str, int, float, bool, list)) or value is None:

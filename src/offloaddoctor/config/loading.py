@@ -9,19 +9,19 @@ from offloaddoctor.config.derived import add_derived_values
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config.values import ConfigStore, ConfigValue
-from offloaddoctor.config.yaml_config import (
-    load_yaml_config,
-    parse_yaml_config,
-    read_config_text,
-)
 from offloaddoctor.errors import UserError
 
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
 
 
+# yaml_config is imported where it is used: PyYAML is a sizeable share of start-up, and most runs have no --config.
+
+
 def load_config_file(path: str) -> list[ConfigValue]:
     if Path(path).suffix.lower() in SCRIPT_SUFFIXES:
         return _load_launch_script(path)
+    from offloaddoctor.config.yaml_config import load_yaml_config
+
     return load_yaml_config(path)
 
 
@@ -29,10 +29,14 @@ def parse_config_text(text: str, label: str, name: str) -> list[ConfigValue]:
     """Config held in memory (a git object): `name` picks the format, `label` names the source."""
     if Path(name).suffix.lower() in SCRIPT_SUFFIXES:
         return _parse_launch_script(text, label)
+    from offloaddoctor.config.yaml_config import parse_yaml_config
+
     return parse_yaml_config(text, label)
 
 
 def _load_launch_script(path: str) -> list[ConfigValue]:
+    from offloaddoctor.config.yaml_config import read_config_text
+
     return _parse_launch_script(read_config_text(path, errors="replace"), path)
 
 

@@ -21,6 +21,8 @@ from offloaddoctor.errors import UserError
 from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, describe_read_error, looks_binary, open_binary
 
 BLOCK_BYTES = 1 << 20
+COVER_MIN_BYTES = 8 << 20
+COVER_SAMPLE_BYTES = 1 << 20
 
 
 class CandidateReader:
@@ -32,9 +34,13 @@ class CandidateReader:
         encoded = {lit.encode("utf-8") for lit in literals if lit}
         # A literal that contains another adds nothing: every line it finds, the shorter one finds too.
         self.literals = sorted(lit for lit in encoded if not any(other != lit and other in lit for other in encoded))
+        self.patterns = self.literals  # what is searched for: the literals, or for a large file a cover of them
         self.warnings = warnings
         self.block_bytes = max(block_bytes, MAX_LINE_BYTES + 1)
         self.every_line = False
+        # Set by the consumer: a candidate line (bytes) it would discard unread, e.g. an iteration line
+        # past the sample it keeps. Asked only while every_line is off; skipping saves decoding it.
+        self.skip: Callable[[bytes], bool] | None = None
         self.use_grep = use_grep
         self.bytes_reported = 0
         self.on_bytes = on_bytes  # progress: called with the bytes of each block read
@@ -44,6 +50,7 @@ class CandidateReader:
     def __iter__(self) -> Iterator[tuple[int, str]]:
         stream = open_binary(self.source)
         try:
+            self.patterns = self._patterns_for(stream)
             if self._grep_suits(stream):
                 stream.close()
                 from offloaddoctor.logs.grep_prefilter import grep_lines
@@ -69,6 +76,22 @@ class CandidateReader:
         if looks_binary(stream.peek(8192)[:8192]):
             raise UserError(f"{self.source.name}: looks like a binary file, not a text log")
         return True
+
+    def _patterns_for(self, stream) -> list[bytes]:
+        """For a large regular file, fewer patterns that find every literal's lines (and a few more, which
+        the consumer's exact gate drops), chosen on a sample from the middle, where the steady chatter is."""
+        if not isinstance(stream, io.BufferedReader):
+            return self.literals
+        try:
+            size = os.fstat(stream.fileno()).st_size
+            if size < COVER_MIN_BYTES:
+                return self.literals
+            sample = os.pread(stream.fileno(), COVER_SAMPLE_BYTES, size // 2)
+        except OSError:
+            return self.literals
+        from offloaddoctor.logs.literal_cover import cover_literals
+
+        return cover_literals(self.literals, sample)
 
     def cut(self, line_number: int) -> None:
         self._cut(line_number)
@@ -125,12 +148,14 @@ class CandidateReader:
             else:
                 line = block[start:stop]
             pos = stop + 1
+            if self.skip is not None and not self.every_line and self.skip(line):
+                continue
             yield line_number, line.decode("utf-8", errors="replace")
         return line_number
 
     def _hit_line_starts(self, block: bytes, end: int) -> list[int]:
         starts: set[int] = set()
-        for literal in self.literals:
+        for literal in self.patterns:
             found = block.find(literal, 0, end)
             while found != -1:
                 starts.add(block.rfind(b"\n", 0, found) + 1)

@@ -13,13 +13,15 @@ import functools
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
+from typing import BinaryIO, NamedTuple
 
 from offloaddoctor.logs.sources import MAX_LINE_BYTES
 
 GREP_MIN_BYTES = 8 * 1024 * 1024
 GREP_MEMORY_BYTES = 256 * 1024 * 1024  # address-space limit for grep: a giant line makes it stop, not swell
+SPLIT_MIN_BYTES = 64 * 1024 * 1024  # from here on a file is split in two halves, one grep per core
+_SPLIT_WINDOW = 1 << 20
 _COUNT_BLOCK = 1 << 22
 
 
@@ -36,49 +38,143 @@ def gnu_grep() -> str | None:
 
 
 def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
-    """`reader` is the CandidateReader whose literals, every_line, warnings and counters this serves."""
-    grep = gnu_grep()
-    with tempfile.NamedTemporaryFile("wb", prefix="offloaddoctor-literals-") as patterns:
-        patterns.write(b"\n".join(reader.literals) + b"\n")
+    """`reader` is the CandidateReader whose patterns, every_line, skip, warnings and counters this serves."""
+    import tempfile
+
+    size = os.path.getsize(path)
+    middle = split_point(path, size) if _cores() > 1 and size >= SPLIT_MIN_BYTES and shutil.which("head") else None
+    jobs = _Jobs()
+    done = False
+    try:
+        patterns = jobs.keep(tempfile.NamedTemporaryFile("wb", prefix="offloaddoctor-literals-"))
+        patterns.write(b"\n".join(reader.patterns) + b"\n")
         patterns.flush()
-        process = subprocess.Popen(
-            [grep, "-F", "-a", "-n", "-b", "-f", patterns.name, "--", path],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C"},
-            preexec_fn=_limit_memory,
-        )
+        if middle is None:
+            whole = jobs.grep(patterns.name, path)
+            streams = [lambda position: _Stream(whole, whole.stdout)]
+        else:
+            # Both cores: one grep reads the first half through `head -c`, the other the second half from
+            # its offset into a spool file, so that it never waits for this reader to catch up.
+            head = jobs.start(["head", "-c", str(middle), "--", path], stdout=subprocess.PIPE)
+            first = jobs.grep(patterns.name, None, stdin=head.stdout, feeder=head)
+            spool = jobs.keep(tempfile.TemporaryFile(prefix="offloaddoctor-grep-"))
+            with open(path, "rb") as tail:
+                tail.seek(middle)
+                second = jobs.grep(patterns.name, None, stdin=tail, stdout=spool)
+
+            def second_half(position: _Position) -> _Stream:
+                if second.wait() not in (0, 1):
+                    raise _GrepFailed
+                spool.seek(0)
+                return _Stream(second, spool, _lines_before(path, middle, position), middle)
+
+            streams = [lambda position: _Stream(first, first.stdout), second_half]
+        counter = jobs.count_lines(path)  # `wc -l` alongside, on whatever core is free
         position = _Position()
-        counter = _start_line_count(path)  # `wc -l` on the other core while grep runs
-        done = False
-        try:
-            with open(path, "rb") as log:
-                yield from _merge(reader, process.stdout, log, position)
-                failed = process.wait() not in (0, 1)
-                if failed:
-                    # grep holds a whole line in memory; on a giant line it hits its limit and stops. Go on
-                    # from the last line it delivered with the block reader, which cuts long lines.
-                    log.seek(position.offset)
-                    if position.line:
-                        _skip_line(log)
-                    yield from reader._lines(log, position.line)
-                    return
-            done = True
-        finally:
-            process.stdout.close()
-            process.kill()
-            process.wait()
-            if counter is not None and not done:
-                counter.kill()
-                counter.wait()
+        with open(path, "rb") as log:
+            yield from _deliver(reader, streams, log, position)
+            if position.failed:
+                # grep holds a whole line in memory; on a giant line it hits its limit and stops. Go on
+                # from the last line handed out with the block reader, which cuts long lines.
+                jobs.stop()
+                log.seek(position.offset)
+                if position.line:
+                    _skip_line(log)
+                yield from reader._lines(log, position.line)
+                return
+        done = True
+    finally:
+        jobs.stop(keep_counter=done)
     reader.lines_read = _count_lines(path, counter)
     if reader.on_bytes is not None:
         reader.on_bytes(os.path.getsize(path) - reader.bytes_reported)
 
 
+def split_point(path: str, size: int) -> int | None:
+    """The start of the first line after the middle of the file; None when no line starts near it."""
+    with open(path, "rb") as log:
+        window = os.pread(log.fileno(), _SPLIT_WINDOW, size // 2)
+    newline = window.find(b"\n")
+    if newline == -1 or size // 2 + newline + 1 >= size:
+        return None
+    return size // 2 + newline + 1
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class _Jobs:
+    """The child processes and temporary files of one grep pass; `stop` ends and removes them all."""
+
+    def __init__(self):
+        self.processes: list[subprocess.Popen] = []
+        self.files = []
+        self.counter: subprocess.Popen | None = None
+
+    def keep(self, handle):
+        self.files.append(handle)
+        return handle
+
+    def start(self, command: list[str], **options) -> subprocess.Popen:
+        process = subprocess.Popen(command, stderr=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C"}, **options)
+        self.processes.append(process)
+        return process
+
+    def grep(self, patterns: str, path: str | None, stdin=None, stdout=subprocess.PIPE, feeder=None) -> subprocess.Popen:
+        command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns] + (["--", path] if path else [])
+        process = self.start(command, stdin=stdin, stdout=stdout, preexec_fn=_limit_memory)
+        if feeder is not None:
+            feeder.stdout.close()  # grep holds it now; `head` must see a broken pipe if grep dies
+        process.feeder = feeder  # its failure (a short read) is this grep's failure
+        return process
+
+    def count_lines(self, path: str) -> subprocess.Popen | None:
+        wc = shutil.which("wc")
+        if wc is not None:
+            try:
+                self.counter = subprocess.Popen([wc, "-l", "--", path], stdout=subprocess.PIPE,
+                                                stderr=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C"})
+            except OSError:
+                self.counter = None
+        return self.counter
+
+    def stop(self, keep_counter: bool = False) -> None:
+        for process in self.processes:
+            if process.stdout is not None:
+                process.stdout.close()
+            process.kill()
+            process.wait()
+        for handle in self.files:
+            handle.close()
+        if self.counter is not None and not keep_counter:
+            self.counter.kill()
+            self.counter.wait()
+
+
 class _Position:
-    """The last line handed out: its number and the byte offset where it starts."""
+    """The last line handed out: its number and the byte offset where it starts; `failed` when a grep
+    ended in error, so that the caller must read on by itself from there."""
 
     line = 0
     offset = 0
+    failed = False
+
+
+class _Stream(NamedTuple):
+    """One grep's `-n -b` output; its numbers count from `base_line` lines and `base_offset` bytes."""
+
+    process: subprocess.Popen
+    output: BinaryIO
+    base_line: int = 0
+    base_offset: int = 0
+
+
+class _GrepFailed(Exception):
+    pass
 
 
 def _limit_memory() -> None:  # runs in the grep child before exec
@@ -87,39 +183,88 @@ def _limit_memory() -> None:  # runs in the grep child before exec
     resource.setrlimit(resource.RLIMIT_AS, (GREP_MEMORY_BYTES, GREP_MEMORY_BYTES))
 
 
-def _merge(reader, output, log, position: _Position) -> Iterator[tuple[int, str]]:
+def _lines_before(path: str, middle: int, position: _Position) -> int:
+    """Lines before byte `middle` (a line start), counted from the nearest line whose number is known."""
+    if position.line == 0:
+        return _newlines(path, 0, middle)
+    if position.offset <= middle:
+        return position.line - 1 + _newlines(path, position.offset, middle)
+    return position.line - 1 - _newlines(path, middle, position.offset)
+
+
+def _newlines(path: str, start: int, stop: int) -> int:
+    count = 0
+    with open(path, "rb") as log:
+        log.seek(start)
+        while start < stop:
+            block = log.read(min(_COUNT_BLOCK, stop - start))
+            if not block:
+                break
+            count += block.count(b"\n")
+            start += len(block)
+    return count
+
+
+def _deliver(reader, streams, log, position: _Position) -> Iterator[tuple[int, str]]:
+    """Candidate lines from the streams in turn, and every line while the reader asks for it. One loop,
+    no generator per record: a big log has a hundred thousand iteration lines to get through."""
     last = 0  # the last line number handed out
-    while True:
-        record = output.readline(MAX_LINE_BYTES + 64)
-        if not record:
-            return
-        number_text, _, rest = record.partition(b":")
-        offset_text, _, content = rest.partition(b":")
-        if len(record) == MAX_LINE_BYTES + 64 and not record.endswith(b"\n"):  # over the cap: keep its head
-            _skip_line(output)
-            content = content[:MAX_LINE_BYTES]
-            reader.cut(int(number_text))
-        number, offset = int(number_text), int(offset_text)
-        if number <= last:
-            continue
-        _report(reader, offset)
-        last = position.line = number
-        position.offset = offset
-        yield number, content.rstrip(b"\n").decode("utf-8", errors="replace")
-        if reader.every_line:
-            log.seek(offset)
+    skip = reader.skip
+    cap = MAX_LINE_BYTES + 64
+    try:
+        for open_stream in streams:
+            stream = open_stream(position)
+            readline, base_line, base_offset = stream.output.readline, stream.base_line, stream.base_offset
+            while True:
+                record = readline(cap)
+                if not record:
+                    _check_exit(stream.process)
+                    break
+                number_text, _, rest = record.partition(b":")
+                number = int(number_text) + base_line
+                if number <= last:  # already read line by line while `every_line` was on
+                    continue
+                offset_text, _, content = rest.partition(b":")
+                offset = int(offset_text) + base_offset
+                if len(record) == cap and not record.endswith(b"\n"):  # over the cap: keep its head
+                    _skip_line(stream.output)
+                    content = content[:MAX_LINE_BYTES]
+                    reader.cut(number)
+                last = position.line = number
+                position.offset = offset
+                if reader.on_bytes is not None:
+                    _report(reader, offset)
+                if skip is not None and not reader.every_line and skip(content):
+                    continue
+                yield number, content.rstrip(b"\n").decode("utf-8", errors="replace")
+                if reader.every_line:
+                    last = yield from _every_line(reader, log, position, offset, last)
+    except _GrepFailed:
+        position.failed = True
+
+
+def _every_line(reader, log, position: _Position, offset: int, last: int):
+    """Lines straight from the file after the one at `offset`, while the reader wants them all."""
+    log.seek(offset)
+    _skip_line(log)
+    while reader.every_line:
+        start = log.tell()
+        line = log.readline(MAX_LINE_BYTES)
+        if not line:
+            break
+        last = position.line = last + 1
+        position.offset = start
+        if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
             _skip_line(log)
-            while reader.every_line:
-                start = log.tell()
-                line = log.readline(MAX_LINE_BYTES)
-                if not line:
-                    return
-                last = position.line = last + 1
-                position.offset = start
-                if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
-                    _skip_line(log)
-                    reader.cut(last)
-                yield last, line.rstrip(b"\n").decode("utf-8", errors="replace")
+            reader.cut(last)
+        yield last, line.rstrip(b"\n").decode("utf-8", errors="replace")
+    return last
+
+
+def _check_exit(process: subprocess.Popen) -> None:
+    feeder = getattr(process, "feeder", None)
+    if process.wait() not in (0, 1) or (feeder is not None and feeder.wait() != 0):
+        raise _GrepFailed
 
 
 def _skip_line(stream) -> None:
@@ -133,17 +278,6 @@ def _report(reader, offset: int) -> None:
     if reader.on_bytes is not None and offset > reader.bytes_reported:
         reader.on_bytes(offset - reader.bytes_reported)
         reader.bytes_reported = offset
-
-
-def _start_line_count(path: str) -> subprocess.Popen | None:
-    wc = shutil.which("wc")
-    if wc is None:
-        return None
-    try:
-        return subprocess.Popen([wc, "-l", "--", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                env={**os.environ, "LC_ALL": "C"})
-    except OSError:
-        return None
 
 
 def _count_lines(path: str, counter: subprocess.Popen | None) -> int:

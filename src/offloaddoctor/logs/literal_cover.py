@@ -1,0 +1,67 @@
+"""Fewer prefilter patterns for a large log: substrings that several literals share.
+
+GNU grep's multi-pattern search, and the block reader's one `bytes.find` pass per pattern, slow down with
+the number of patterns. Many catalogue literals share a word (`offload`, `Error`, `supported with`), and a
+line holding a literal holds every substring of it, so searching for the shared substring finds a superset
+of the candidate lines; the consumer's exact gate throws the extra ones away. The only risk is speed: a
+substring that is common in this log (`NCCL ` in NCCL_DEBUG=INFO chatter) would flood the consumer. So
+each shared substring is checked against a sample of the log and kept only if it finds almost nothing
+there that its literals do not.
+"""
+
+from __future__ import annotations
+
+import re
+
+MIN_SHARED = 5  # bytes; shorter shared words ("with", "not") are everywhere
+# Word starts: after a non-alphanumeric byte, or a camel-case hump (`OutOfMemory|Error`, `nccl|System|Error`).
+_WORD = re.compile(rb"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+EXTRA_PER_MIB = 16  # lines a shared substring may find in the sample beyond its literals', per MiB
+
+
+def cover_literals(literals: list[bytes], sample: bytes) -> list[bytes]:
+    """Patterns such that every literal contains one of them; each is a literal or a substring shared
+    by several literals that is rare in `sample`. Deterministic for the same input."""
+    remaining = sorted(set(literals))
+    allowed_extra = max(1, EXTRA_PER_MIB * len(sample) // (1 << 20))
+    patterns: list[bytes] = []
+    rejected: set[bytes] = set()
+    while True:
+        shared = _shared_substrings(remaining, rejected)
+        if not shared:
+            break
+        # The piece covering the most literals; on a tie the longer (rarer, and faster for grep).
+        piece, covered = max(shared.items(), key=lambda item: (len(item[1]), len(item[0]), item[0]))
+        extra = _count_lines(sample, piece) - sum(_count_lines(sample, remaining[i]) for i in covered)
+        if extra > allowed_extra:
+            rejected.add(piece)
+            continue
+        patterns.append(piece)
+        remaining = [literal for index, literal in enumerate(remaining) if index not in covered]
+    return sorted(patterns + remaining)
+
+
+def _shared_substrings(literals: list[bytes], rejected: set[bytes]) -> dict[bytes, set[int]]:
+    """Runs of whole words (as written, separators included) that occur in more than one literal.
+    Whole words only: a fragment like ` time` or `orted` is short and common, and slows grep down."""
+    owners: dict[bytes, set[int]] = {}
+    for index, literal in enumerate(literals):
+        for piece in _word_runs(literal):
+            owners.setdefault(piece, set()).add(index)
+    return {piece: owned for piece, owned in owners.items() if len(owned) > 1 and piece not in rejected}
+
+
+def _word_runs(literal: bytes) -> set[bytes]:
+    spans = [(m.start(), m.end()) for m in _WORD.finditer(literal)]
+    runs = set()
+    for first in range(len(spans)):
+        for last in range(first, len(spans)):
+            piece = literal[spans[first][0] : spans[last][1]]
+            if len(piece) >= MIN_SHARED:
+                runs.add(piece)
+    return runs
+
+
+def _count_lines(sample: bytes, piece: bytes) -> int:
+    # Occurrences, not lines: an upper bound that is good enough to compare with.
+    return sample.count(piece)
