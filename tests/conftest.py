@@ -26,9 +26,9 @@ def catalog():
 @pytest.fixture(scope="module")
 def monkeypatch_module():
     """A module-scoped monkeypatch that also lowers the grep threshold so small test files take that path."""
-    from offloaddoctor.logs import grep_prefilter
+    from offloaddoctor.logs import candidates
 
     patcher = pytest.MonkeyPatch()
-    patcher.setattr(grep_prefilter, "GREP_MIN_BYTES", 0)
+    patcher.setattr(candidates, "GREP_MIN_BYTES", 0)
     yield patcher
     patcher.undo()

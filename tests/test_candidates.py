@@ -7,6 +7,7 @@ import gzip
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from offloaddoctor.logs import candidates
 from offloaddoctor.logs.candidates import CandidateReader
 from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, iter_raw_lines
 
@@ -98,3 +99,68 @@ def test_grep_that_runs_out_of_memory_hands_over_to_the_block_reader(tmp_path, m
     via_grep = read_with_toggles(LogSource(str(path)), True)
     assert via_grep == read_with_toggles(LogSource(str(path)), False)
     assert [n for n, _ in via_grep[0]] == [1, 3, 4, 5]
+
+
+@needs_grep
+@settings(max_examples=40, deadline=None)
+@given(st.lists(line_text, max_size=80), st.booleans(), st.integers(2, 9))
+def test_a_file_split_between_two_greps_reads_like_one_pass(tmp_path_factory, monkeypatch_module, lines, final_newline, toggle):
+    monkeypatch_module.setattr(grep_prefilter, "SPLIT_MIN_BYTES", 0)
+    monkeypatch_module.setattr(grep_prefilter, "_cores", lambda: 2)
+    source = write(tmp_path_factory.mktemp("s"), lines, final_newline)
+    assert read_with_toggles(source, True, toggle) == read_with_toggles(source, False, toggle)
+
+
+def _fake_grep(directory, real_grep: str, fail_when: str) -> str:
+    script = directory / "grep"
+    script.write_text(f"#!/bin/sh\n{real_grep} \"$@\"\nstatus=$?\n{fail_when} && exit 2\nexit $status\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+@needs_grep
+def test_a_grep_failing_on_either_half_hands_over_to_the_block_reader(tmp_path, monkeypatch):
+    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
+    monkeypatch.setattr(grep_prefilter, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(grep_prefilter, "_cores", lambda: 2)
+    lines = [f"line {i}" + (" Error" if i % 3 == 0 else "") for i in range(200)]
+    source = write(tmp_path, lines, final_newline=True)
+    expected = read_with_toggles(source, False)
+    real_grep = grep_prefilter.gnu_grep()
+    # `[ -f /dev/stdin ]`: the second half is read from the file itself, the first through a pipe
+    for case, fail_when in enumerate(("[ -f /dev/stdin ]", "[ ! -f /dev/stdin ]", "true")):
+        directory = tmp_path / f"case{case}"  # a new script each time: sh reads a script as it runs it
+        directory.mkdir()
+        fake = _fake_grep(directory, real_grep, fail_when)
+        monkeypatch.setattr(grep_prefilter, "gnu_grep", lambda fake=fake: fake)
+        assert read_with_toggles(source, True) == expected, fail_when
+
+
+def test_skipped_candidates_are_not_handed_out_by_either_reader(tmp_path, monkeypatch):
+    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
+    lines = [f"step {i} Error" if i % 2 else f"step {i} CUDA out of memory" for i in range(50)]
+    source = write(tmp_path, lines, final_newline=True)
+    results = []
+    for use_grep in (False, True):
+        reader = CandidateReader(source, LITERALS, [], use_grep=use_grep)
+        reader.skip = lambda raw: b"Error" in raw
+        results.append(list(reader))
+    assert results[0] == results[1] == [(n, lines[n - 1]) for n in range(1, 51) if n % 2]
+
+
+@needs_grep
+def test_a_large_file_reads_the_same_through_the_literal_cover(tmp_path, monkeypatch):
+    monkeypatch.setattr(candidates, "COVER_MIN_BYTES", 0)
+    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
+    literals = ["optimizer cpu offload must be used", "offload_optimizer_states", "use-precision-aware-optimizer only",
+                "CUDA out of memory"]
+    lines = ["the optimizer is adam"] + ["iteration 1", "offload_optimizer_states=True", "optimizer cpu offload must be used x",
+                                         "a CUDA out of memory", "nothing"] * 5
+    source = write(tmp_path, lines, final_newline=True)
+    for use_grep in (False, True):
+        reader = CandidateReader(source, literals, [], use_grep=use_grep)
+        got = list(reader)
+        assert reader.patterns == sorted([b"CUDA out of memory", b"optimizer"])  # the shared word stands in
+        exact = [(n, text) for n, text in got if any(lit in text for lit in literals)]
+        assert exact == [(n, t) for n, t in enumerate(lines, 1) if any(lit in t for lit in literals)]
+        assert len(got) > len(exact)  # "the optimizer is adam" came too: the consumer's gate drops it

@@ -29,7 +29,7 @@ MAX_EVIDENCE = 5
 SEARCH_TIMEOUT_S = 0.25
 # ... and after this many give-ups it is switched off for the rest of the scan: each costs the full limit.
 MAX_TIMEOUTS_PER_SIGNATURE = 3
-MAX_ITERATION_RECORDS = 4096
+MAX_ITERATION_RECORDS = 1024  # evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k
 _ITERATION_BYTES = ITERATION_LITERAL.encode()
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400

@@ -21,6 +21,7 @@ from offloaddoctor.errors import UserError
 from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, describe_read_error, looks_binary, open_binary
 
 BLOCK_BYTES = 1 << 20
+GREP_MIN_BYTES = 8 << 20  # a plain file this large goes through GNU grep (logs/grep_prefilter.py) when there is one
 COVER_MIN_BYTES = 8 << 20
 COVER_SAMPLE_BYTES = 1 << 20
 
@@ -64,14 +65,16 @@ class CandidateReader:
 
     def _grep_suits(self, stream) -> bool:
         """A large plain file, not gzip, not binary, and GNU grep at hand: let grep find the candidates."""
-        from offloaddoctor.logs.grep_prefilter import GREP_MIN_BYTES, gnu_grep
-
         if not self.use_grep or self.source.path == "-" or not isinstance(stream, io.BufferedReader):
             return False
         try:
-            if os.path.getsize(self.source.path) < GREP_MIN_BYTES or gnu_grep() is None:
+            if os.path.getsize(self.source.path) < GREP_MIN_BYTES:
                 return False
         except OSError:
+            return False
+        from offloaddoctor.logs.grep_prefilter import gnu_grep
+
+        if gnu_grep() is None:
             return False
         if looks_binary(stream.peek(8192)[:8192]):
             raise UserError(f"{self.source.name}: looks like a binary file, not a text log")

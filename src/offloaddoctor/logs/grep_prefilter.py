@@ -3,7 +3,7 @@
 `grep -F -f` finds every line holding one of the literals in one Aho–Corasick pass in C, where the block
 reader needs one `bytes.find` pass per literal. Same contract as CandidateReader: (line number, text) for
 candidate lines, and every line while the caller sets `every_line` (read from the file itself, from the
-byte offset grep reports). Used only for a plain regular file of at least GREP_MIN_BYTES when GNU grep is on
+byte offset grep reports). Used only for a plain regular file of at least candidates.GREP_MIN_BYTES when GNU grep is on
 PATH; gzip, standard input and small files go through the block reader.
 """
 
@@ -13,15 +13,19 @@ import functools
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
 from offloaddoctor.logs.sources import MAX_LINE_BYTES
 
-GREP_MIN_BYTES = 8 * 1024 * 1024
 GREP_MEMORY_BYTES = 256 * 1024 * 1024  # address-space limit for grep: a giant line makes it stop, not swell
-SPLIT_MIN_BYTES = 64 * 1024 * 1024  # from here on a file is split in two halves, one grep per core
+SPLIT_MIN_BYTES = 64 * 1024 * 1024  # from here on a file is split in two parts, one grep per core
+# The first part is read as its grep finds lines; the second is spooled and read once the first is done.
+# Reading is Python work on one of the two cores, so the live part gets the larger share.
+SPLIT_AT = 0.6
 _SPLIT_WINDOW = 1 << 20
+_FEED_BYTES = 1 << 20
 _COUNT_BLOCK = 1 << 22
 
 
@@ -42,7 +46,7 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
     import tempfile
 
     size = os.path.getsize(path)
-    middle = split_point(path, size) if _cores() > 1 and size >= SPLIT_MIN_BYTES and shutil.which("head") else None
+    middle = split_point(path, size) if _cores() > 1 and size >= SPLIT_MIN_BYTES and hasattr(os, "sendfile") else None
     jobs = _Jobs()
     done = False
     try:
@@ -53,10 +57,15 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
             whole = jobs.grep(patterns.name, path)
             streams = [lambda position: _Stream(whole, whole.stdout)]
         else:
-            # Both cores: one grep reads the first half through `head -c`, the other the second half from
-            # its offset into a spool file, so that it never waits for this reader to catch up.
-            head = jobs.start(["head", "-c", str(middle), "--", path], stdout=subprocess.PIPE)
-            first = jobs.grep(patterns.name, None, stdin=head.stdout, feeder=head)
+            # Both cores: one grep reads the first half from a pipe this process fills with sendfile (no
+            # copy through user space), the other the second half from its offset into a spool file, so
+            # that it never waits for this reader to catch up.
+            read_end, write_end = os.pipe()
+            try:
+                first = jobs.grep(patterns.name, None, stdin=read_end)
+            finally:
+                os.close(read_end)
+            first.feeder = jobs.feed(path, write_end, middle)
             spool = jobs.keep(tempfile.TemporaryFile(prefix="offloaddoctor-grep-"))
             with open(path, "rb") as tail:
                 tail.seek(middle)
@@ -91,13 +100,14 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
 
 
 def split_point(path: str, size: int) -> int | None:
-    """The start of the first line after the middle of the file; None when no line starts near it."""
+    """The start of the first line after SPLIT_AT of the file; None when no line starts near there."""
+    at = int(size * SPLIT_AT)
     with open(path, "rb") as log:
-        window = os.pread(log.fileno(), _SPLIT_WINDOW, size // 2)
+        window = os.pread(log.fileno(), _SPLIT_WINDOW, at)
     newline = window.find(b"\n")
-    if newline == -1 or size // 2 + newline + 1 >= size:
+    if newline == -1 or at + newline + 1 >= size:
         return None
-    return size // 2 + newline + 1
+    return at + newline + 1
 
 
 def _cores() -> int:
@@ -112,6 +122,7 @@ class _Jobs:
 
     def __init__(self):
         self.processes: list[subprocess.Popen] = []
+        self.feeders: list[_Feeder] = []
         self.files = []
         self.counter: subprocess.Popen | None = None
 
@@ -124,13 +135,16 @@ class _Jobs:
         self.processes.append(process)
         return process
 
-    def grep(self, patterns: str, path: str | None, stdin=None, stdout=subprocess.PIPE, feeder=None) -> subprocess.Popen:
+    def grep(self, patterns: str, path: str | None, stdin=None, stdout=subprocess.PIPE) -> subprocess.Popen:
         command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns] + (["--", path] if path else [])
         process = self.start(command, stdin=stdin, stdout=stdout, preexec_fn=_limit_memory)
-        if feeder is not None:
-            feeder.stdout.close()  # grep holds it now; `head` must see a broken pipe if grep dies
-        process.feeder = feeder  # its failure (a short read) is this grep's failure
+        process.feeder = None  # what fills its input, when not a file: a failure there is this grep's failure
         return process
+
+    def feed(self, path: str, pipe: int, stop: int) -> _Feeder:
+        feeder = _Feeder(path, pipe, stop)
+        self.feeders.append(feeder)
+        return feeder
 
     def count_lines(self, path: str) -> subprocess.Popen | None:
         wc = shutil.which("wc")
@@ -148,11 +162,37 @@ class _Jobs:
                 process.stdout.close()
             process.kill()
             process.wait()
+        for feeder in self.feeders:  # its grep is gone: a blocked write ends with a broken pipe
+            feeder.join()
         for handle in self.files:
             handle.close()
         if self.counter is not None and not keep_counter:
             self.counter.kill()
             self.counter.wait()
+
+
+class _Feeder(threading.Thread):
+    """Copies bytes [0, stop) of a file into a pipe with sendfile, then closes the pipe."""
+
+    def __init__(self, path: str, pipe: int, stop: int):
+        super().__init__(daemon=True)
+        self.path, self.pipe, self.stop, self.failed = path, pipe, stop, False
+        self.start()
+
+    def run(self) -> None:
+        try:
+            with open(self.path, "rb") as log:
+                offset = 0
+                while offset < self.stop:
+                    sent = os.sendfile(self.pipe, log.fileno(), offset, min(_FEED_BYTES, self.stop - offset))
+                    if sent == 0:  # the file shrank under us
+                        self.failed = True
+                        break
+                    offset += sent
+        except OSError:  # a read error, or grep gone (broken pipe)
+            self.failed = True
+        finally:
+            os.close(self.pipe)
 
 
 class _Position:
@@ -262,8 +302,11 @@ def _every_line(reader, log, position: _Position, offset: int, last: int):
 
 
 def _check_exit(process: subprocess.Popen) -> None:
-    feeder = getattr(process, "feeder", None)
-    if process.wait() not in (0, 1) or (feeder is not None and feeder.wait() != 0):
+    failed = process.wait() not in (0, 1)
+    if process.feeder is not None:
+        process.feeder.join()
+        failed = failed or process.feeder.failed
+    if failed:
         raise _GrepFailed
 
 
