@@ -22,8 +22,8 @@ from offloaddoctor.logs.sources import MAX_LINE_BYTES
 GREP_MEMORY_BYTES = 256 * 1024 * 1024  # address-space limit for grep: a giant line makes it stop, not swell
 SPLIT_MIN_BYTES = 64 * 1024 * 1024  # from here on a file is split in two parts, one grep per core
 # The first part is read as its grep finds lines; the second is spooled and read once the first is done.
-# Reading is Python work on one of the two cores, so the live part gets the larger share.
-SPLIT_AT = 0.6
+# Measured on a 500 MB log: halves beat 40/60 and 60/40 (reading the spool afterwards takes ~0.15 s).
+SPLIT_AT = 0.5
 _SPLIT_WINDOW = 1 << 20
 _FEED_BYTES = 1 << 20
 _COUNT_BLOCK = 1 << 22
@@ -48,7 +48,7 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
     size = os.path.getsize(path)
     middle = split_point(path, size) if _cores() > 1 and size >= SPLIT_MIN_BYTES and hasattr(os, "sendfile") else None
     jobs = _Jobs()
-    done = False
+    position = _Position()
     try:
         patterns = jobs.keep(tempfile.NamedTemporaryFile("wb", prefix="offloaddoctor-literals-"))
         patterns.write(b"\n".join(reader.patterns) + b"\n")
@@ -78,8 +78,6 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
                 return _Stream(second, spool, _lines_before(path, middle, position), middle)
 
             streams = [lambda position: _Stream(first, first.stdout), second_half]
-        counter = jobs.count_lines(path)  # `wc -l` alongside, on whatever core is free
-        position = _Position()
         with open(path, "rb") as log:
             yield from _deliver(reader, streams, log, position)
             if position.failed:
@@ -91,10 +89,9 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
                     _skip_line(log)
                 yield from reader._lines(log, position.line)
                 return
-        done = True
     finally:
-        jobs.stop(keep_counter=done)
-    reader.lines_read = _count_lines(path, counter)
+        jobs.stop()
+    reader.lines_read = _count_lines(path, size, position)
     if reader.on_bytes is not None:
         reader.on_bytes(os.path.getsize(path) - reader.bytes_reported)
 
@@ -124,7 +121,6 @@ class _Jobs:
         self.processes: list[subprocess.Popen] = []
         self.feeders: list[_Feeder] = []
         self.files = []
-        self.counter: subprocess.Popen | None = None
 
     def keep(self, handle):
         self.files.append(handle)
@@ -146,17 +142,7 @@ class _Jobs:
         self.feeders.append(feeder)
         return feeder
 
-    def count_lines(self, path: str) -> subprocess.Popen | None:
-        wc = shutil.which("wc")
-        if wc is not None:
-            try:
-                self.counter = subprocess.Popen([wc, "-l", "--", path], stdout=subprocess.PIPE,
-                                                stderr=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C"})
-            except OSError:
-                self.counter = None
-        return self.counter
-
-    def stop(self, keep_counter: bool = False) -> None:
+    def stop(self) -> None:
         for process in self.processes:
             if process.stdout is not None:
                 process.stdout.close()
@@ -166,9 +152,6 @@ class _Jobs:
             feeder.join()
         for handle in self.files:
             handle.close()
-        if self.counter is not None and not keep_counter:
-            self.counter.kill()
-            self.counter.wait()
 
 
 class _Feeder(threading.Thread):
@@ -323,21 +306,13 @@ def _report(reader, offset: int) -> None:
         reader.bytes_reported = offset
 
 
-def _count_lines(path: str, counter: subprocess.Popen | None) -> int:
-    """Newlines, plus one for a last line without one (as a line reader counts)."""
+def _count_lines(path: str, size: int, position: _Position) -> int:
+    """Lines in the file, as a line reader counts them (a last line without a newline counts): the last
+    line handed out has a known number, so only the newlines after it need counting."""
+    if size == 0:
+        return 0
     with open(path, "rb") as log:
-        log.seek(0, os.SEEK_END)
-        size = log.tell()
-        if size == 0:
-            return 0
-        log.seek(size - 1)
-        unterminated = log.read(1) != b"\n"
-        if counter is not None:
-            output, _ = counter.communicate()
-            if counter.returncode == 0 and output.split()[:1] and output.split()[0].isdigit():
-                return int(output.split()[0]) + unterminated
-        log.seek(0)
-        count = 0
-        while block := log.read(_COUNT_BLOCK):
-            count += block.count(b"\n")
-        return count + unterminated
+        unterminated = os.pread(log.fileno(), 1, size - 1) != b"\n"
+    if position.line == 0:
+        return _newlines(path, 0, size) + unterminated
+    return position.line - 1 + _newlines(path, position.offset, size) + unterminated
