@@ -1,10 +1,11 @@
 """GNU grep as the candidate finder for large plain log files.
 
-`grep -F -f` finds every line holding one of the literals in one Aho–Corasick pass in C, where the block
-reader needs one `bytes.find` pass per literal. Same contract as CandidateReader: (line number, text) for
-candidate lines, and every line while the caller sets `every_line` (read from the file itself, from the
-byte offset grep reports). Used only for a plain regular file of at least candidates.GREP_MIN_BYTES when GNU grep is on
-PATH; gzip, standard input and small files go through the block reader.
+`grep -F -f` finds every line holding one of the reader's patterns in one pass in C, where the block reader
+needs one `bytes.find` pass per pattern. Same contract as CandidateReader: (line number, text) for candidate
+lines, and every line while the caller sets `every_line` (read from the file itself, from the byte offset
+grep reports). A file of SPLIT_MIN_BYTES or more is split in two, one grep per core. Used only for a plain
+regular file of at least candidates.GREP_MIN_BYTES when GNU grep is on PATH; gzip, standard input and small
+files go through the block reader.
 """
 
 from __future__ import annotations
@@ -63,13 +64,17 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
             read_end, write_end = os.pipe()
             try:
                 first = jobs.grep(patterns.name, None, stdin=read_end)
+                spool = jobs.keep(tempfile.TemporaryFile(prefix="offloaddoctor-grep-"))
+                with open(path, "rb") as tail:
+                    tail.seek(middle)
+                    second = jobs.grep(patterns.name, None, stdin=tail, stdout=spool)
+            except BaseException:
+                os.close(write_end)
+                raise
             finally:
                 os.close(read_end)
+            # Started last: forking (for the greps' memory limit) while another thread runs is unsafe.
             first.feeder = jobs.feed(path, write_end, middle)
-            spool = jobs.keep(tempfile.TemporaryFile(prefix="offloaddoctor-grep-"))
-            with open(path, "rb") as tail:
-                tail.seek(middle)
-                second = jobs.grep(patterns.name, None, stdin=tail, stdout=spool)
 
             def second_half(position: _Position) -> _Stream:
                 if second.wait() not in (0, 1):
@@ -137,8 +142,8 @@ class _Jobs:
         process.feeder = None  # what fills its input, when not a file: a failure there is this grep's failure
         return process
 
-    def feed(self, path: str, pipe: int, stop: int) -> _Feeder:
-        feeder = _Feeder(path, pipe, stop)
+    def feed(self, path: str, pipe: int, end: int) -> _Feeder:
+        feeder = _Feeder(path, pipe, end)
         self.feeders.append(feeder)
         return feeder
 
@@ -155,19 +160,19 @@ class _Jobs:
 
 
 class _Feeder(threading.Thread):
-    """Copies bytes [0, stop) of a file into a pipe with sendfile, then closes the pipe."""
+    """Copies bytes [0, end) of a file into a pipe with sendfile, then closes the pipe."""
 
-    def __init__(self, path: str, pipe: int, stop: int):
+    def __init__(self, path: str, pipe: int, end: int):
         super().__init__(daemon=True)
-        self.path, self.pipe, self.stop, self.failed = path, pipe, stop, False
+        self.path, self.pipe, self.end, self.failed = path, pipe, end, False
         self.start()
 
     def run(self) -> None:
         try:
             with open(self.path, "rb") as log:
                 offset = 0
-                while offset < self.stop:
-                    sent = os.sendfile(self.pipe, log.fileno(), offset, min(_FEED_BYTES, self.stop - offset))
+                while offset < self.end:
+                    sent = os.sendfile(self.pipe, log.fileno(), offset, min(_FEED_BYTES, self.end - offset))
                     if sent == 0:  # the file shrank under us
                         self.failed = True
                         break
