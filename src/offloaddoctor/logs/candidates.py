@@ -1,4 +1,7 @@
-"""Read a log in large blocks and hand out only the lines that contain one of a set of literals.
+"""Read a log in large blocks and hand out the lines that contain one of a set of literals.
+
+For a large file the search patterns may be a cover of the literals (logs/literal_cover.py): then a few
+lines without a literal come too, and the consumer's own exact gate drops them.
 
 Most of a training log (iteration chatter, NCCL info, warnings) can never match a signature. Finding the
 few candidate lines with `bytes.find` over a whole block runs at memory speed; splitting, decoding and
