@@ -456,3 +456,15 @@ def test_a_single_1gb_line_is_cut_not_loaded(one_gb_line, reader, command):
         assert any("line longer than" in note for note in data["notes"])
         assert [f["id"] for f in data["findings"]] == ["pp-cpu-offload"]  # the lines after the giant one still count
     assert peak_kb / 1024 < 300, f"peak RSS {peak_kb / 1024:.0f} MB"
+
+
+def test_random_bytes_always_look_binary_and_text_with_a_stray_nul_does_not():
+    import random
+
+    from offloaddoctor.logs.sources import looks_binary
+
+    generator = random.Random(5)
+    # ~9 % of random bytes are controls, just under the control-share bar: the UTF-8 check decides.
+    assert all(looks_binary(generator.randbytes(8192)) for _ in range(2000))
+    text = ("iteration 10/100 | elapsed time per iteration (ms): 460.9 | lm loss: 8.1E+00 é\n" * 100).encode()
+    assert not looks_binary(text[:4000] + b"\x00" + text[4000:8000])
