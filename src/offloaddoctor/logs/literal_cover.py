@@ -22,33 +22,33 @@ EXTRA_PER_MIB = 16  # lines a shared substring may find in the sample beyond its
 def cover_literals(literals: list[bytes], sample: bytes) -> list[bytes]:
     """Patterns such that every literal contains one of them; each is a literal or a substring shared
     by several literals that is rare in `sample`. Deterministic for the same input."""
-    remaining = sorted(set(literals))
+    literals = sorted(set(literals))
     allowed_extra = max(1, EXTRA_PER_MIB * len(sample) // (1 << 20))
+    owners = _shared_substrings(literals)
+    covered: set[int] = set()
     patterns: list[bytes] = []
-    rejected: set[bytes] = set()
-    while True:
-        shared = _shared_substrings(remaining, rejected)
-        if not shared:
+    while owners:
+        # The piece covering the most literals not yet covered; on a tie the longer (rarer, faster for grep).
+        piece, owned = max(owners.items(), key=lambda item: (len(item[1] - covered), len(item[0]), item[0]))
+        fresh = owned - covered
+        del owners[piece]
+        if len(fresh) < 2:
             break
-        # The piece covering the most literals; on a tie the longer (rarer, and faster for grep).
-        piece, covered = max(shared.items(), key=lambda item: (len(item[1]), len(item[0]), item[0]))
-        extra = _count_lines(sample, piece) - sum(_count_lines(sample, remaining[i]) for i in covered)
-        if extra > allowed_extra:
-            rejected.add(piece)
-            continue
-        patterns.append(piece)
-        remaining = [literal for index, literal in enumerate(remaining) if index not in covered]
-    return sorted(patterns + remaining)
+        extra = _count_lines(sample, piece) - sum(_count_lines(sample, literals[i]) for i in fresh)
+        if extra <= allowed_extra:
+            patterns.append(piece)
+            covered |= fresh
+    return sorted(patterns + [literal for index, literal in enumerate(literals) if index not in covered])
 
 
-def _shared_substrings(literals: list[bytes], rejected: set[bytes]) -> dict[bytes, set[int]]:
+def _shared_substrings(literals: list[bytes]) -> dict[bytes, set[int]]:
     """Runs of whole words (as written, separators included) that occur in more than one literal.
     Whole words only: a fragment like ` time` or `orted` is short and common, and slows grep down."""
     owners: dict[bytes, set[int]] = {}
     for index, literal in enumerate(literals):
         for piece in _word_runs(literal):
             owners.setdefault(piece, set()).add(index)
-    return {piece: owned for piece, owned in owners.items() if len(owned) > 1 and piece not in rejected}
+    return {piece: owned for piece, owned in owners.items() if len(owned) > 1}
 
 
 def _word_runs(literal: bytes) -> set[bytes]:
