@@ -131,14 +131,11 @@ class _Jobs:
         self.files.append(handle)
         return handle
 
-    def start(self, command: list[str], **options) -> subprocess.Popen:
-        process = subprocess.Popen(command, stderr=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C"}, **options)
-        self.processes.append(process)
-        return process
-
     def grep(self, patterns: str, path: str | None, stdin=None, stdout=subprocess.PIPE) -> subprocess.Popen:
         command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns] + (["--", path] if path else [])
-        process = self.start(command, stdin=stdin, stdout=stdout, preexec_fn=_limit_memory)
+        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL,
+                                   env={**os.environ, "LC_ALL": "C"}, preexec_fn=_limit_memory)
+        self.processes.append(process)
         process.feeder = None  # what fills its input, when not a file: a failure there is this grep's failure
         return process
 
@@ -260,8 +257,9 @@ def _deliver(reader, streams, log, position: _Position) -> Iterator[tuple[int, s
                     reader.cut(number)
                 last = position.line = number
                 position.offset = offset
-                if reader.on_bytes is not None:
-                    _report(reader, offset)
+                if reader.on_bytes is not None and offset > reader.bytes_reported:
+                    reader.on_bytes(offset - reader.bytes_reported)
+                    reader.bytes_reported = offset
                 if skip is not None and not reader.every_line and skip(content):
                     continue
                 yield number, content.rstrip(b"\n").decode("utf-8", errors="replace")
@@ -303,12 +301,6 @@ def _skip_line(stream) -> None:
         chunk = stream.readline(MAX_LINE_BYTES)
         if not chunk or chunk.endswith(b"\n"):
             return
-
-
-def _report(reader, offset: int) -> None:
-    if reader.on_bytes is not None and offset > reader.bytes_reported:
-        reader.on_bytes(offset - reader.bytes_reported)
-        reader.bytes_reported = offset
 
 
 def _count_lines(path: str, size: int, position: _Position) -> int:

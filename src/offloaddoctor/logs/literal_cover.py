@@ -34,7 +34,8 @@ def cover_literals(literals: list[bytes], sample: bytes) -> list[bytes]:
         del owners[piece]
         if len(fresh) < 2:
             break
-        extra = _count_lines(sample, piece) - sum(_count_lines(sample, literals[i]) for i in fresh)
+        # Occurrences, not lines: an upper bound, good enough to compare the piece with its literals.
+        extra = sample.count(piece) - sum(sample.count(literals[i]) for i in fresh)
         if extra <= allowed_extra:
             patterns.append(piece)
             covered |= fresh
@@ -60,8 +61,3 @@ def _word_runs(literal: bytes) -> set[bytes]:
             if len(piece) >= MIN_SHARED:
                 runs.add(piece)
     return runs
-
-
-def _count_lines(sample: bytes, piece: bytes) -> int:
-    # Occurrences, not lines: an upper bound that is good enough to compare with.
-    return sample.count(piece)
