@@ -1,14 +1,25 @@
 """Command line: parse, call the library, render, map to an exit code. One module per job; importing them
-registers their commands on `app`, in the order `--help` lists them."""
+registers their commands on the typer app, in the order `--help` lists them. `diagnose` with ordinary
+arguments takes the fast road (`fast_path`), which does not import typer at all."""
 
 from __future__ import annotations
 
 import sys
 
-from offloaddoctor.cli import diagnose, check, bisect, measure, catalog  # noqa: F401,E402 - registration
-from offloaddoctor.cli._app import app
+__all__ = ["app", "main", "typer_app"]
 
-__all__ = ["app", "main"]
+
+def typer_app():
+    from offloaddoctor.cli import diagnose, check, bisect, measure, catalog  # noqa: F401 - registration
+    from offloaddoctor.cli._app import app
+
+    return app
+
+
+def __getattr__(name: str):
+    if name == "app":  # `from offloaddoctor.cli import app` (tests, embedding) still gets the typer app
+        return typer_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -18,4 +29,9 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(encoding="utf-8", errors="backslashreplace")
-    app()
+    from offloaddoctor.cli.fast_path import run
+
+    code = run(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    typer_app()()

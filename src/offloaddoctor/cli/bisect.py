@@ -8,9 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import (
-    OutputFormat, load_catalog_or_fail, fail, app,
-)
+from offloaddoctor.cli._app import app
+from offloaddoctor.cli.common import OutputFormat, load_catalog_or_fail, fail
 from offloaddoctor.errors import UserError
 
 

@@ -9,9 +9,8 @@ from typing import List
 
 import typer
 
-from offloaddoctor.cli._app import (
-    EXIT_CLEAN, EXIT_FINDINGS, load_catalog_or_fail, fail, did_you_mean, app,
-)
+from offloaddoctor.cli._app import app
+from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, load_catalog_or_fail, fail, did_you_mean
 
 
 signatures_app = typer.Typer(

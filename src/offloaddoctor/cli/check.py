@@ -8,9 +8,8 @@ from typing import List
 
 import typer
 
-from offloaddoctor.cli._app import (
-    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, load_catalog_or_fail, make_console, fail, wants_terminal, app,
-)
+from offloaddoctor.cli._app import app
+from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, load_catalog_or_fail, make_console, fail, wants_terminal
 from offloaddoctor.errors import UserError
 
 

@@ -8,9 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import (
-    EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, fail, app,
-)
+from offloaddoctor.cli._app import app
+from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, fail
 from offloaddoctor.errors import UserError
 
 

@@ -1,0 +1,117 @@
+"""`diagnose`, the command itself: logs in, findings out in every format, exit code by --fail-on. Typer-free:
+both roads call it, typer's (`cli/diagnose.py`) and the fast one (`cli/fast_path.py`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from offloaddoctor.cli.common import (
+    EXIT_CLEAN, EXIT_FINDINGS, FailOn, OutputFormat, did_you_mean, fail, load_catalog_or_fail, make_console, wants_terminal,
+)
+from offloaddoctor.errors import UserError
+
+
+def run_diagnose(
+    *,
+    logs: list[str],
+    config: list[str],
+    set_: list[str],
+    output_format: OutputFormat,
+    output: list[str],
+    fail_on: FailOn | None,
+    ignore: list[str],
+    signatures: list[Path],
+    baseline: str | None,
+    recursive: bool,
+) -> int:
+    """Returns the exit code; a usage error exits with EXIT_USAGE after one line on stderr."""
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.policy import load_policy
+    from offloaddoctor.render.outputs import parse_output
+
+    try:
+        policy = load_policy()
+        outputs = [parse_output(spec) for spec in output]
+    except UserError as exc:
+        fail(str(exc))
+    if fail_on is not None:
+        policy.fail_on = fail_on.value
+    catalog = load_catalog_or_fail([*policy.signature_dirs, *signatures])
+    policy.ignore.update({i: "--ignore on the command line" for i in ignore})
+    unknown = [i for i in policy.ignore if catalog.get(i) is None]
+    if unknown:
+        fail(f"--ignore: unknown signature id {unknown[0]!r}{did_you_mean(unknown[0], catalog)}")
+    try:
+        with _progress_bar(logs, output_format) as progress:
+            report = diagnose(logs, config, set_, catalog=catalog, baseline=baseline, progress=progress, recursive=recursive)
+    except UserError as exc:
+        fail(str(exc))
+    report.suppressed = {f.id: policy.ignore[f.id] for f in report.findings if f.id in policy.ignore}
+    report.findings = [f for f in report.findings if f.id not in policy.ignore]
+    _emit(report, output_format, catalog, policy)
+    _write_outputs(report, outputs, catalog, policy)
+    return EXIT_FINDINGS if any(policy.fails(f) for f in report.findings) else EXIT_CLEAN
+
+
+PROGRESS_MIN_BYTES = 64 * 1024 * 1024
+
+
+@contextmanager
+def _progress_bar(logs: list[str], output_format: OutputFormat):
+    """A rich bar on stderr for long scans by a person at a terminal; never in CI or machine formats."""
+    machine = output_format in (OutputFormat.json, OutputFormat.junit, OutputFormat.github, OutputFormat.markdown)
+    if machine or os.environ.get("CI") or os.environ.get("GITHUB_ACTIONS") or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    with Progress("scanning", BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task("scan", total=None)
+
+        def update(done: int, total: int) -> None:
+            if total >= PROGRESS_MIN_BYTES:
+                bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _write_outputs(report, outputs: list[tuple[str, str]], catalog, policy) -> None:
+    from offloaddoctor.render.outputs import render
+
+    for output_format, path in outputs:
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(render(report, output_format, catalog, policy))
+        except OSError as exc:
+            fail(f"--output {path}: cannot write: {exc.strerror or exc}")
+
+
+def _emit(report, output_format: OutputFormat, catalog, policy) -> None:
+    if output_format is OutputFormat.auto and os.environ.get("GITHUB_ACTIONS") == "true":
+        output_format = OutputFormat.github
+    if output_format is OutputFormat.github:
+        from offloaddoctor.render.github import render_github
+
+        annotations, summary = render_github(report)
+        sys.stdout.write(annotations)
+        summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary_path:
+            try:
+                with open(summary_path, "a", encoding="utf-8") as handle:
+                    handle.write(summary)
+            except OSError as exc:
+                fail(f"GITHUB_STEP_SUMMARY {summary_path}: cannot write: {exc.strerror or exc}")
+        return
+    if wants_terminal(output_format):
+        from offloaddoctor.render.terminal import render_terminal
+
+        render_terminal(report, make_console())
+        return
+    from offloaddoctor.render.outputs import render
+
+    sys.stdout.write(render(report, output_format.value, catalog, policy))
