@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from offloaddoctor.analysis.engine import build_report
 from offloaddoctor.analysis.findings import Report
 from offloaddoctor.analysis.parallel import scan_sources, total_bytes
-from offloaddoctor.analysis.preflight import CheckReport, check_store
 from offloaddoctor.analysis.scanner import Scanner, build_matchers
 from offloaddoctor.catalog.loader import load_catalog
 from offloaddoctor.catalog.model import Catalog
@@ -19,6 +18,9 @@ from offloaddoctor.config.loading import build_store, explicit_config
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
 from offloaddoctor.logs.sources import resolve_sources
+
+if TYPE_CHECKING:
+    from offloaddoctor.analysis.preflight import CheckReport
 
 __all__ = ["CheckReport", "Report", "check", "compare", "diagnose", "diagnose_text", "load_catalog"]
 
@@ -90,6 +92,8 @@ def check(
     store = build_store(explicit_config(config_paths, overrides))
     if use_defaults:
         add_defaults(store)
+    from offloaddoctor.analysis.preflight import check_store
+
     return check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)
 
 
@@ -128,3 +132,11 @@ def compare(
         for path in paths
     }
     return compare_runs(measured[0], measured[1:], errors, criteria or Criteria())
+
+
+def __getattr__(name: str):
+    if name == "CheckReport":  # loaded with `check`, not at start-up: `diagnose` does not need it
+        from offloaddoctor.analysis.preflight import CheckReport
+
+        return CheckReport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

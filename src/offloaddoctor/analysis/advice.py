@@ -15,8 +15,7 @@ from typing import Any
 from offloaddoctor.analysis.findings import Finding
 from offloaddoctor.catalog.predicates import boolean, number
 from offloaddoctor.config.values import ConfigStore
-from offloaddoctor.metrics.model import ParameterCounts
-from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL
+from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts
 
 OPTIMIZER_BYTES_PER_PARAMETER = 12
 FRACTION_STEP = 0.05

@@ -18,8 +18,8 @@ from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LITERALS as CONFIG_LITERALS
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.logs.normalize import normalize_line
-from offloaddoctor.metrics.model import ParameterCounts
 from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
+from offloaddoctor.metrics.parameter_lines import ParameterCounts
 from offloaddoctor.metrics.parameter_lines import read_parameter_line
 from offloaddoctor.logs.candidates import CandidateReader
 from offloaddoctor.logs.sources import LogSource
@@ -106,9 +106,10 @@ class Scanner:
         self.on_bytes = on_bytes  # progress callback, bytes read
         literals = {lit for m in matchers for lit in m.spec.literals}
         literals |= set(CONFIG_LITERALS) | set(_ERROR_LITERALS) | {TRACEBACK, ITERATION_LITERAL, PARAMETERS_LITERAL}
-        # Longest first so the alternation prefers specific literals; any hit is enough anyway.
         self.literals = literals
-        self.gate = re.compile("|".join(re.escape(lit) for lit in sorted(literals, key=len, reverse=True)))
+        # Checked only on lines the reader hands over (already candidates, or inside a block); a plain
+        # `in` per literal is as fast there as a compiled alternation, which costs ms to build at start-up.
+        self._gate_literals = tuple(sorted(literals))
         self.result = ScanResult()
         self._aggregates: dict[tuple, Aggregate] = {}
         self._sequence = 0
@@ -171,7 +172,7 @@ class Scanner:
         collector = LogConfigCollector(path)
         self.result.collectors.append(collector)
         awaiting: dict[int | None, int] = {}  # rank -> line of its open "Traceback" header
-        gate = self.gate.search
+        gate = self._gate
         sampled_out = self._sampled_out
         if reader is not None:  # the reader drops sampled-out iteration lines before decoding them
             reader.skip = lambda raw: _ITERATION_BYTES in raw and sampled_out(path, collector)
@@ -189,6 +190,9 @@ class Scanner:
                 reader.every_line = bool(awaiting or collector.in_arguments)
         self.result.lines_read[path] = line_number
 
+    def _gate(self, raw: str) -> bool:
+        return any(literal in raw for literal in self._gate_literals)
+
     def _scan_line(self, path: str, line_number: int, raw: str, default_rank: int | None,
                    collector: LogConfigCollector, awaiting: dict) -> None:
         text, rank = normalize_line(raw, default_rank)
@@ -199,7 +203,7 @@ class Scanner:
         if awaiting:
             if rank in awaiting and self._traceback_line(path, line_number, rank, text, awaiting):
                 return
-            if not self.gate.search(raw):
+            if not self._gate(raw):
                 return
         if TRACEBACK in text:
             awaiting[rank] = line_number

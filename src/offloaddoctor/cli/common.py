@@ -3,7 +3,6 @@ Typer-free so that the fast road (`fast_path`) can run a command without importi
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from enum import Enum
@@ -57,5 +56,7 @@ def make_console():
 
 
 def did_you_mean(name: str, catalog) -> str:
+    import difflib
+
     close = difflib.get_close_matches(name, catalog.ids, n=3)
     return f"; did you mean {', '.join(close)}?" if close else "; run `offloaddoctor signatures` for the list"

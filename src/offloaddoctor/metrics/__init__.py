@@ -5,15 +5,12 @@ start-up time."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from offloaddoctor.metrics.model import (
-    IterationMetrics,
-    Layout,
-    MemoryReport,
-    MetricsSummary,
-    ParameterCounts,
-    RunMetrics,
-)
+if TYPE_CHECKING:
+    from offloaddoctor.metrics.model import RunMetrics
+
+_MODEL = {"IterationMetrics", "Layout", "MemoryReport", "MetricsSummary", "ParameterCounts", "RunMetrics"}
 
 __all__ = [
     "IterationMetrics",
@@ -56,3 +53,13 @@ def metrics_from_text(text: str, name: str = "<text>") -> RunMetrics:
     reader = RunReader(name)
     reader.read_lines(name, enumerate(text.splitlines(), start=1))
     return summarise(reader.run, reader.collectors, reader.layout_line)
+
+
+def __getattr__(name: str):
+    # The record classes load on first use: `diagnose` reads parameter counts (metrics.parameter_lines)
+    # and should not pay for creating the rest at start-up.
+    if name in _MODEL:
+        from offloaddoctor.metrics import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

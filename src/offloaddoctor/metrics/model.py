@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from offloaddoctor.metrics.parameter_lines import ParameterCounts
+
 
 @dataclass(slots=True)
 class IterationMetrics:
@@ -48,15 +50,6 @@ class MemoryReport:
     reserved_mb: float | None = None
     max_reserved_mb: float | None = None
     extra: dict[str, float] = field(default_factory=dict)  # Bridge's active/inactive (MiB), alloc_retries, …
-
-
-@dataclass
-class ParameterCounts:
-    """`> number of parameters on (tensor, pipeline) model parallel rank (0, 1): N` per model-parallel rank,
-    and the `… in billions: X` lines of the theoretical-memory report by their printed label."""
-
-    per_model_parallel_rank: dict[tuple[tuple[str, int], ...], int] = field(default_factory=dict)
-    billions: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

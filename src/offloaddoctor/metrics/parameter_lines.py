@@ -13,13 +13,21 @@
 from __future__ import annotations
 
 import re
-
-from offloaddoctor.metrics.model import ParameterCounts
+from dataclasses import dataclass, field
 
 LITERAL = "arameters"
 _PER_RANK = re.compile(r"number of parameters on \(([^)]*)\) model parallel rank \(([^)]*)\)\s*:\s*(\d+)")
 _BILLIONS = re.compile(r"((?:Total )?[Nn]umber of [^:]*?parameters[^:]*?) in billions\s*:\s*(\d+(?:\.\d+)?)")
 TOTAL_LABEL = "Total number of parameters"
+
+
+@dataclass
+class ParameterCounts:
+    """`> number of parameters on (tensor, pipeline) model parallel rank (0, 1): N` per model-parallel rank,
+    and the `… in billions: X` lines of the theoretical-memory report by their printed label."""
+
+    per_model_parallel_rank: dict[tuple[tuple[str, int], ...], int] = field(default_factory=dict)
+    billions: dict[str, float] = field(default_factory=dict)
 
 
 def read_parameter_line(text: str, counts: ParameterCounts) -> bool:
