@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from offloaddoctor.analysis.engine import build_report
 from offloaddoctor.analysis.findings import Report
@@ -19,7 +18,10 @@ from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
 from offloaddoctor.logs.sources import resolve_sources
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
+
     from offloaddoctor.analysis.preflight import CheckReport
 
 __all__ = ["CheckReport", "Report", "check", "compare", "diagnose", "diagnose_text", "load_catalog"]

@@ -14,10 +14,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from offloaddoctor.analysis.findings import Finding
 from offloaddoctor.errors import UserError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 FAIL_ON = ("error", "warning", "never")
 _FAILING_SEVERITIES = {"error": {"error"}, "warning": {"error", "warning"}, "never": set()}

@@ -10,12 +10,15 @@ curves: a 0.47B GPT on one H100 (fixtures/compare-family) and Qwen3-30B-A3B from
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from offloaddoctor.analysis.findings import Finding
 from offloaddoctor.catalog.predicates import boolean, number
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 OPTIMIZER_BYTES_PER_PARAMETER = 12
 FRACTION_STEP = 0.05

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from offloaddoctor.analysis.advice import add_advice
 from offloaddoctor.analysis.findings import (
@@ -15,6 +14,10 @@ from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Aggregate, Eviden
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import Predicate, evaluate, missing, names_in
 from offloaddoctor.config.values import ConfigStore, format_value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 _PLACEHOLDER = re.compile(r"\{([\w.]+)\}")
 

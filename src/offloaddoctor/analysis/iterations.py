@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
 
 _ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 # One `| name: number ` field between bars (or up to the end); findall reads them all in one pass.
@@ -76,12 +75,15 @@ def parse_iteration_fields(text: str) -> tuple[int, dict[str, float]] | None:
     return None if parsed is None else (parsed[0], parsed[2])
 
 
-class _Logged(Protocol):
-    @property
-    def iteration(self) -> int: ...
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Protocol, TypeVar
 
+    class _Logged(Protocol):
+        @property
+        def iteration(self) -> int: ...
 
-_Record = TypeVar("_Record", bound=_Logged)
+    _Record = TypeVar("_Record", bound=_Logged)
 
 
 def steady_state(records: Sequence[_Record]) -> list[_Record]:

@@ -14,9 +14,12 @@ import json
 import os
 import zlib
 from pathlib import Path
-from typing import Any
 
 from offloaddoctor import __version__
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 FORMAT = 1
 KEEP = 16  # catalogue versions kept (built-in plus a few teams' directories); the oldest go first

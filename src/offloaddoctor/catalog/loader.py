@@ -6,13 +6,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from offloaddoctor.analysis.facts import FACT_PARSERS
 from offloaddoctor.catalog.cache import catalog_key, read_cached, write_cached
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
 from offloaddoctor.config.keys import is_known
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _FIELDS_REQUIRED = ("id", "title", "severity", "priority", "symptom", "cause", "confirm", "fix", "references", "examples")

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Union
 
-Truth = Union[bool, None]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
+
+Truth = bool | None
 OPERATORS = (
     "eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "contains", "not_contains", "exists",
     "multiple_of", "not_multiple_of",
@@ -50,9 +53,9 @@ class Not:
     child: Predicate
 
 
-Predicate = Union[Leaf, All, Any_, Not]
+Predicate = Leaf | All | Any_ | Not
 # lookup(kind, name) returns the value, or _MISSING via `missing()` when nothing is known.
-Lookup = Callable[[str, str], Any]
+Lookup = Callable[[str, str], object]  # a config value or fact, or _MISSING
 
 
 def missing() -> object:

@@ -15,13 +15,17 @@ import errno
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 # Commands with a fast road, and the typer-free function each one calls with the declared parameters.
 TARGETS = {"diagnose": "offloaddoctor.cli.run_diagnose:run_diagnose"}
 
-Parsed = tuple[str, dict[str, Any]]
+Parsed = tuple[str, dict[str, "Any"]]
 
 
 def parse(argv: Sequence[str], commands: dict[str, Any] | None = None) -> Parsed | None:

@@ -4,7 +4,6 @@ environment dumps, and the `OptimizerConfig(...)` / `DistributedDataParallelConf
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 
 from offloaddoctor.config.keys import canonical_key
@@ -102,6 +101,8 @@ class LogConfigCollector:
         return self._command_line(stripped.rstrip("\\"), line)
 
     def _command_line(self, text: str, line: int) -> bool:
+        import shlex  # only for launch lines, which most per-rank logs do not have
+
         try:
             tokens = shlex.split(text, posix=True)
         except ValueError:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 _MAX_LITERAL = 10_000
 _SCIENTIFIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")

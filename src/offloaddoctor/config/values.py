@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 # Higher wins. Within one level the value read later wins (a later --set, the last arguments block).
 PRECEDENCE = {"log": 1, "config": 2, "set": 3, "derived": 0, "default": -1}

@@ -9,13 +9,16 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from typing import Any
 
 import yaml
 
 from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 MAX_NODES = 200_000
 # A Bridge run_config.yaml is tens of KB. PyYAML reads about 1 MB/s (flow collections much slower), so a

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import gzip
 import re
 import sys
@@ -10,9 +9,12 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from offloaddoctor.errors import UserError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import BinaryIO
 
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 STDIN_NAME = "<stdin>"
@@ -60,6 +62,8 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             sources.append(LogSource("-"))
             continue
         if _GLOB.search(raw) and not Path(raw).exists():
+            import glob  # patterns are the exception (the shell expands them first)
+
             matches = sorted(glob.glob(raw, recursive=True))
             if not matches:
                 raise UserError(f"{raw}: the pattern matches no file")

@@ -5,8 +5,8 @@ start-up time."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from offloaddoctor.metrics.model import RunMetrics
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from offloaddoctor.analysis.units import format_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 _LABELS = {
     "requested_bytes": "tried to allocate",

@@ -6,12 +6,15 @@ import json
 
 from offloaddoctor.render.text_safety import inert_json
 from dataclasses import asdict
-from typing import Any
 
 from offloaddoctor import __version__
 from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.analysis.ranks import format_ranks
 from offloaddoctor.analysis.scanner import Evidence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 SCHEMA_VERSION = 1
 
