@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """CLI start-up: `offloaddoctor diagnose --format json` on a 1 KB log with a finding against `python3 -c
-pass`, median of N interleaved runs each; `import typer` alone for scale. As an installed package would be:
-bytecode compiled and the catalogue cache warm (the first run of a new catalogue parses YAML: +~60 ms).
-usage: python3 benchmarks/startup.py [N]"""
+pass`, as an installed package runs it: bytecode compiled, the catalogue cache warm (the first run of a new
+catalogue parses YAML: +~60 ms). Rounds run each command once, interleaved; the figure is the median of the
+per-round ratios (this machine's speed drifts from minute to minute). Run from an empty directory (no project
+file), and again from this repository, whose pyproject.toml names offloaddoctor and so is parsed for a
+`[tool.offloaddoctor]` table. `import typer` alone for scale: the typer road costs at least that.
+usage: python3 benchmarks/startup.py [ROUNDS]"""
 
 from __future__ import annotations
 
@@ -16,30 +19,42 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def medians(commands: list[list[str]], runs: int) -> list[float]:
-    times: list[list[float]] = [[] for _ in commands]
-    for _ in range(runs):
-        for index, command in enumerate(commands):
-            start = time.perf_counter()
-            subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-            times[index].append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
+def timed(command: list[str], cwd: str) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=cwd)
+    return time.perf_counter() - start
 
 
 def main() -> int:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 21
     lines = (ROOT / "fixtures" / "pp-cpu-offload" / "job.log").read_text().splitlines()[-12:]
-    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as log:
-        log.write("\n".join(lines)[:1024] + "\n")
-    diagnose = [sys.executable, "-m", "offloaddoctor", "diagnose", log.name, "--format", "json"]
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], stdout=subprocess.DEVNULL, check=True)
-    warm = subprocess.run(diagnose, capture_output=True, text=True, check=False)
-    if '"id"' not in warm.stdout:
-        print(f"the 1 KB log gave no finding (exit {warm.returncode}): not the case this measures", file=sys.stderr)
-        return 2
-    bare, typer, ours = medians([[sys.executable, "-c", "pass"], [sys.executable, "-c", "import typer"], diagnose], runs)
-    print(f"python3 -c pass: {bare * 1000:.0f} ms | import typer: {typer * 1000:.0f} ms ({typer / bare:.1f}x) | "
-          f"diagnose --format json on 1 KB: {ours * 1000:.0f} ms ({ours / bare:.1f}x)")
+    with tempfile.TemporaryDirectory() as empty:
+        log = Path(empty) / "tail.log"
+        log.write_text("\n".join(lines)[:1024] + "\n")
+        diagnose = [sys.executable, "-m", "offloaddoctor", "diagnose", str(log), "--format", "json"]
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], stdout=subprocess.DEVNULL, check=True)
+        warm = subprocess.run(diagnose, capture_output=True, text=True, check=False, cwd=empty)
+        if '"id"' not in warm.stdout:
+            print(f"the 1 KB log gave no finding (exit {warm.returncode}): not the case this measures", file=sys.stderr)
+            return 2
+        commands = {
+            "bare": ([sys.executable, "-c", "pass"], empty),
+            "typer": ([sys.executable, "-c", "import typer"], empty),
+            "diagnose": (diagnose, empty),
+            "diagnose in repo": (diagnose, str(ROOT)),
+        }
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(rounds):
+            for name, (command, cwd) in commands.items():
+                times[name].append(timed(command, cwd))
+    bare = times["bare"]
+    print(f"{rounds} rounds; python3 -c pass: {statistics.median(bare) * 1000:.0f} ms (median)")
+    for name in ("diagnose", "diagnose in repo", "typer"):
+        ratios = sorted(t / b for t, b in zip(times[name], bare))
+        label = {"typer": "import typer", "diagnose": "diagnose --format json on 1 KB, no project file",
+                 "diagnose in repo": "the same from this repository (pyproject.toml parsed)"}[name]
+        print(f"{label}: {statistics.median(times[name]) * 1000:.0f} ms, median ratio {statistics.median(ratios):.1f}x "
+              f"(middle half of rounds {ratios[len(ratios) // 4]:.1f}–{ratios[(3 * len(ratios)) // 4]:.1f}x)")
     return 0
 
 

@@ -14,12 +14,13 @@ from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Aggregate, Eviden
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import Predicate, evaluate, missing, names_in
 from offloaddoctor.config.values import ConfigStore, format_value
+from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-_PLACEHOLDER = re.compile(r"\{([\w.]+)\}")
+_PLACEHOLDER = lazy_compile(r"\{([\w.]+)\}")
 
 
 def build_report(

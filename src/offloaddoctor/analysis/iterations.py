@@ -10,9 +10,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+from offloaddoctor.lazy_pattern import lazy_compile
+
+_ITERATION = lazy_compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 # One `| name: number ` field between bars (or up to the end); findall reads them all in one pass.
-_FIELDS = re.compile(
+_FIELDS = lazy_compile(
     r"\|[^\S|]*([^:|]+?)[^\S|]*:[^\S|]*([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))[^\S|]*(?=\||$)",
     re.IGNORECASE,
 )
@@ -51,8 +53,8 @@ def parse_iteration_line(text: str) -> tuple[int, int, dict[str, float]] | None:
 
 _NUMBER = r"([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))"
 _SPEED = (
-    (ELAPSED_MS, re.compile(r"\|\s*elapsed time per iteration \(ms\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE)),
-    (THROUGHPUT, re.compile(r"\|\s*throughput per gpu \(tflop/s/gpu\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE)),
+    (ELAPSED_MS, lazy_compile(r"\|\s*elapsed time per iteration \(ms\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE)),
+    (THROUGHPUT, lazy_compile(r"\|\s*throughput per gpu \(tflop/s/gpu\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE)),
 )
 
 

@@ -13,6 +13,7 @@ import re
 from functools import cache
 
 from offloaddoctor.analysis.units import QUANTITY, to_bytes
+from offloaddoctor.lazy_pattern import lazy_compile
 
 FRAGMENTATION_MIN_SHARE = 0.05
 FRAGMENTATION_MIN_BYTES_WITHOUT_CAPACITY = 1024**3
@@ -26,7 +27,7 @@ _FIELDS = {
     "reserved_unallocated_bytes": (rf"{QUANTITY}\s+is reserved by PyTorch but unallocated",),
     "reserved_bytes": (rf"{QUANTITY}\s+reserved in total by PyTorch",),
 }
-_GPU = re.compile(r"\bGPU\s+(\d+)")
+_GPU = lazy_compile(r"\bGPU\s+(\d+)")
 
 
 @cache

@@ -7,7 +7,6 @@ Lines inside an arguments block or a traceback bypass the gate, as their content
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -17,12 +16,12 @@ from offloaddoctor.analysis.iterations import IterationRecord, parse_iteration_s
 from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LITERALS as CONFIG_LITERALS
 from offloaddoctor.config.from_log import LogConfigCollector
-from offloaddoctor.logs.normalize import normalize_line
-from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
-from offloaddoctor.metrics.parameter_lines import ParameterCounts
-from offloaddoctor.metrics.parameter_lines import read_parameter_line
+from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.logs.candidates import CandidateReader
+from offloaddoctor.logs.normalize import normalize_line
 from offloaddoctor.logs.sources import LogSource
+from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
+from offloaddoctor.metrics.parameter_lines import ParameterCounts, read_parameter_line
 
 MAX_EVIDENCE = 5
 # A pattern that still backtracks badly (the loader refuses the known shapes) gives up on that line.
@@ -35,10 +34,10 @@ TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
 _ERROR_LITERALS = ("Error:", "Exception:", "ERROR", "error:", "Killed", "Segmentation fault", "exit code", "exited with code")
-_ERROR_LINE = re.compile(
+_ERROR_LINE = lazy_compile(
     r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]"
 )
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)(?::|$)")
+_EXCEPTION_LINE = lazy_compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)(?::|$)")
 _CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 # Launchers wrap the real failure; it is never the line to show.
 WRAPPER_EXCEPTIONS = ("ChildFailedError", "SystemExit", "KeyboardInterrupt")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-import re
+
+from offloaddoctor.lazy_pattern import lazy_compile
 
 _FACTORS = {
     "b": 1, "byte": 1, "bytes": 1,
@@ -11,7 +12,7 @@ _FACTORS = {
     "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
 }
 QUANTITY = r"(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(bytes?|[KMGT]i?B|B)\b"
-_QUANTITY = re.compile(QUANTITY)
+_QUANTITY = lazy_compile(QUANTITY)
 
 
 def to_bytes(amount: str, unit: str) -> int | None:

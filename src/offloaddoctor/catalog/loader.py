@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,12 +11,13 @@ from offloaddoctor.catalog.cache import catalog_key, read_cached, write_cached
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
 from offloaddoctor.config.keys import is_known
+from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_ID = lazy_compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _FIELDS_REQUIRED = ("id", "title", "severity", "priority", "symptom", "cause", "confirm", "fix", "references", "examples")
 _FIELDS_OPTIONAL = ("match", "when", "config", "preflight")
 

@@ -3,22 +3,22 @@ environment dumps, and the `OptimizerConfig(...)` / `DistributedDataParallelConf
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.literals import parse_printed
 from offloaddoctor.config.values import ConfigValue, Source
+from offloaddoctor.lazy_pattern import lazy_compile
 
-_ARGS_START = re.compile(r"^-{3,} arguments -{3,}\s*$")
-_ARGS_END = re.compile(r"^-{3,} end of arguments -{3,}\s*$")
-_ARGS_ENTRY = re.compile(r"^\s+([A-Za-z_]\w*) (?:\.+ ?)?(.*)$")
-_ENV_LINE = re.compile(r"^\s*(?:\+\s*)?(?:export\s+)?((?:PYTORCH|NCCL|CUDA|NVTE|TORCH)_[A-Z0-9_]*)=(\S*)\s*$")
-_ANY_ENV_EXPORT = re.compile(r"^export\s+([A-Z][A-Z0-9_]*)=(\S*)\s*$")
-_PROGRAM = re.compile(r"(?:^|\s)(?:\S*/)?(?:torchrun|python[\d.]*|\S+\.py)(?=\s)")
-_DATACLASS_REPR = re.compile(r"\b(OptimizerConfig|DistributedDataParallelConfig)\((.*)\)\s*$")
-_REPR_FIELD = re.compile(r"(\w+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|<[^>]*>|[^,()<>\[\]]+)")
-_HYDRA_OVERRIDE = re.compile(r"^\+{0,2}([a-z_]\w*(?:\.\w+)+)=(.*)$")
+_ARGS_START = lazy_compile(r"^-{3,} arguments -{3,}\s*$")
+_ARGS_END = lazy_compile(r"^-{3,} end of arguments -{3,}\s*$")
+_ARGS_ENTRY = lazy_compile(r"^\s+([A-Za-z_]\w*) (?:\.+ ?)?(.*)$")
+_ENV_LINE = lazy_compile(r"^\s*(?:\+\s*)?(?:export\s+)?((?:PYTORCH|NCCL|CUDA|NVTE|TORCH)_[A-Z0-9_]*)=(\S*)\s*$")
+_ANY_ENV_EXPORT = lazy_compile(r"^export\s+([A-Z][A-Z0-9_]*)=(\S*)\s*$")
+_PROGRAM = lazy_compile(r"(?:^|\s)(?:\S*/)?(?:torchrun|python[\d.]*|\S+\.py)(?=\s)")
+_DATACLASS_REPR = lazy_compile(r"\b(OptimizerConfig|DistributedDataParallelConfig)\((.*)\)\s*$")
+_REPR_FIELD = lazy_compile(r"(\w+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|<[^>]*>|[^,()<>\[\]]+)")
+_HYDRA_OVERRIDE = lazy_compile(r"^\+{0,2}([a-z_]\w*(?:\.\w+)+)=(.*)$")
 _REPR_SECTION = {"OptimizerConfig": "optimizer", "DistributedDataParallelConfig": "ddp"}
 # Lines MCore prints about what it could import: they settle a config question the config cannot.
 _RUNTIME_FACTS = {

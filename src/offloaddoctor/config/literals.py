@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import ast
 import functools
-import re
+
+from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
 _MAX_LITERAL = 10_000
-_SCIENTIFIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+_SCIENTIFIC = lazy_compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 _WORDS = {"true": True, "false": False, "none": None, "null": None}
 
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.literals import parse_override
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
+from offloaddoctor.lazy_pattern import lazy_compile
 
-_KEY = re.compile(r"^\+{0,2}[A-Za-z_][\w.\-]*$")
+_KEY = lazy_compile(r"^\+{0,2}[A-Za-z_][\w.\-]*$")
 
 
 def parse_overrides(items: Sequence[str]) -> list[ConfigValue]:

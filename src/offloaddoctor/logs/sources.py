@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offloaddoctor.errors import UserError
+from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -21,8 +22,8 @@ STDIN_NAME = "<stdin>"
 # Longer lines are cut: nothing we match is that long, and a 1 GB line must not become a 1 GB string.
 MAX_LINE_BYTES = 64 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
-_GLOB = re.compile(r"[*?\[]")
-_RANK_IN_NAME = re.compile(r"rank[-_.]?(\d{1,6})", re.IGNORECASE)
+_GLOB = lazy_compile(r"[*?\[]")
+_RANK_IN_NAME = lazy_compile(r"rank[-_.]?(\d{1,6})", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

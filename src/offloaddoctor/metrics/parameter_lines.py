@@ -12,12 +12,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from offloaddoctor.lazy_pattern import lazy_compile
+
 LITERAL = "arameters"
-_PER_RANK = re.compile(r"number of parameters on \(([^)]*)\) model parallel rank \(([^)]*)\)\s*:\s*(\d+)")
-_BILLIONS = re.compile(r"((?:Total )?[Nn]umber of [^:]*?parameters[^:]*?) in billions\s*:\s*(\d+(?:\.\d+)?)")
+_PER_RANK = lazy_compile(r"number of parameters on \(([^)]*)\) model parallel rank \(([^)]*)\)\s*:\s*(\d+)")
+_BILLIONS = lazy_compile(r"((?:Total )?[Nn]umber of [^:]*?parameters[^:]*?) in billions\s*:\s*(\d+(?:\.\d+)?)")
 TOTAL_LABEL = "Total number of parameters"
 
 

@@ -6,14 +6,14 @@ would take for a command: `::` at the start of a line (after any whitespace) and
 
 from __future__ import annotations
 
-import re
+from offloaddoctor.lazy_pattern import lazy_compile
 
 # Every control character but tab (a newline in a file name would start a new output line), C1 controls
 # (a terminal may take 0x9b as CSI), line/paragraph separators and bidirectional overrides.
-_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = lazy_compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 # In JSON, C0 controls are already escaped; these are the rest, shown as the same data in \u form.
-_UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_RUNNER_COMMAND = re.compile(r"^(\s*):(?=:)|#(?=#\[)")
+_UNSAFE_IN_JSON = lazy_compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_RUNNER_COMMAND = lazy_compile(r"^(\s*):(?=:)|#(?=#\[)")
 
 
 def _escape(char: str) -> str:
