@@ -2,13 +2,15 @@
 """CLI start-up: `offloaddoctor diagnose --format json` on a 1 KB log with a finding against `python3 -c
 pass`, as an installed package runs it: bytecode compiled, the catalogue cache warm (the first run of a new
 catalogue parses YAML: +~60 ms). Rounds run each command once, interleaved; the figure is the median of the
-per-round ratios (this machine's speed drifts from minute to minute). Run from an empty directory (no project
+per-round ratios (this machine's speed drifts from minute to minute), for wall time and for the child's CPU
+time (user + system), which scheduling noise disturbs less. Run from an empty directory (no project
 file), and again from this repository, whose pyproject.toml names offloaddoctor and so is parsed for a
 `[tool.offloaddoctor]` table. `import typer` alone for scale: the typer road costs at least that.
 usage: python3 benchmarks/startup.py [ROUNDS]"""
 
 from __future__ import annotations
 
+import resource
 import statistics
 import subprocess
 import sys
@@ -19,10 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def timed(command: list[str], cwd: str) -> float:
+def timed(command: list[str], cwd: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child: user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=cwd)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> int:
@@ -43,19 +49,23 @@ def main() -> int:
             "diagnose": (diagnose, empty),
             "diagnose in repo": (diagnose, str(ROOT)),
         }
-        times: dict[str, list[float]] = {name: [] for name in commands}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(rounds):
             for name, (command, cwd) in commands.items():
                 times[name].append(timed(command, cwd))
-    bare = times["bare"]
-    print(f"{rounds} rounds; python3 -c pass: {statistics.median(bare) * 1000:.0f} ms (median)")
-    for name in ("diagnose", "diagnose in repo", "typer"):
-        ratios = sorted(t / b for t, b in zip(times[name], bare))
-        label = {"typer": "import typer", "diagnose": "diagnose --format json on 1 KB, no project file",
-                 "diagnose in repo": "the same from this repository (pyproject.toml parsed)"}[name]
-        print(f"{label}: {statistics.median(times[name]) * 1000:.0f} ms, median ratio {statistics.median(ratios):.1f}x "
-              f"(middle half of rounds {ratios[len(ratios) // 4]:.1f}–{ratios[(3 * len(ratios)) // 4]:.1f}x)")
+    for kind, index in (("wall", 0), ("CPU", 1)):
+        bare = [t[index] for t in times["bare"]]
+        print(f"{kind} time, {rounds} rounds; python3 -c pass: {statistics.median(bare) * 1000:.0f} ms (median)")
+        for name in ("diagnose", "diagnose in repo", "typer"):
+            mine = [t[index] for t in times[name]]
+            ratios = sorted(t / b for t, b in zip(mine, bare))
+            print(f"  {LABELS[name]}: {statistics.median(mine) * 1000:.0f} ms, median ratio {statistics.median(ratios):.1f}x "
+                  f"(middle half of rounds {ratios[len(ratios) // 4]:.1f}–{ratios[(3 * len(ratios)) // 4]:.1f}x)")
     return 0
+
+
+LABELS = {"typer": "import typer", "diagnose": "diagnose --format json on 1 KB, no project file",
+          "diagnose in repo": "the same from this repository (pyproject.toml parsed)"}
 
 
 if __name__ == "__main__":
