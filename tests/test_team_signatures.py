@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from offloaddoctor.cli import app
@@ -99,3 +100,20 @@ def test_lint_reports_every_loader_problem_at_once(tmp_path):
     result = RUNNER.invoke(app, ["signatures", "lint", str(broken)])
     assert result.exit_code == 1
     assert "unbounded repeat" in result.stdout and "other.yaml" in result.stdout and "required field" in result.stdout
+
+
+def test_a_signatures_path_that_is_not_a_directory_is_one_line(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text("iteration 1\n")
+    result = RUNNER.invoke(app, ["diagnose", str(log), "--signatures", str(tmp_path / "missing")])
+    assert result.exit_code == 2
+    assert result.stderr == f"offloaddoctor: error: {tmp_path / 'missing'}: not a directory\n"
+
+
+def test_a_missing_built_in_catalogue_says_so(tmp_path, monkeypatch):
+    from offloaddoctor.catalog import loader
+
+    monkeypatch.setattr(loader, "builtin_signature_dir", lambda: tmp_path / "gone")
+    with pytest.raises(loader.CatalogError) as raised:
+        loader.load_catalog()
+    assert str(raised.value) == f"{tmp_path / 'gone'}: the built-in catalogue is missing (a broken install?)"

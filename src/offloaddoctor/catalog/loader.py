@@ -30,6 +30,8 @@ class CatalogProblem:
     reason: str
 
     def __str__(self) -> str:
+        if self.field == "-":  # about the file or directory as a whole
+            return f"{self.path}: {self.reason}"
         return f"{self.path}: {self.field}: {self.reason}"
 
 
@@ -57,7 +59,8 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
     contents: list[tuple[Path, bytes]] = []
     for directory in dirs:
         if not directory.is_dir():
-            problems.append(CatalogProblem(str(directory), "-", "not a directory"))
+            reason = "the built-in catalogue is missing (a broken install?)" if directory == builtin else "not a directory"
+            problems.append(CatalogProblem(str(directory), "-", reason))
             continue
         files = sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml"))
         if not files:
