@@ -468,3 +468,38 @@ def test_random_bytes_always_look_binary_and_text_with_a_stray_nul_does_not():
     assert all(looks_binary(generator.randbytes(8192)) for _ in range(2000))
     text = ("iteration 10/100 | elapsed time per iteration (ms): 460.9 | lm loss: 8.1E+00 é\n" * 100).encode()
     assert not looks_binary(text[:4000] + b"\x00" + text[4000:8000])
+
+
+def test_a_subdirectory_that_vanishes_during_the_walk_is_skipped(tmp_path, monkeypatch):
+    """A job still writing, or logs being rotated: a directory listed a moment ago is gone when we look."""
+    shutil.copy(PP_LOG, tmp_path / "rank0.log")
+    (tmp_path / "gone").mkdir()
+    shutil.copy(PP_LOG, tmp_path / "gone" / "rank1.log")
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path).endswith("gone"):
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    result = RUNNER.invoke(app, ["diagnose", "--recursive", str(tmp_path), "-f", "json"])
+    assert result.exit_code == 1, result.output
+    assert [s["path"].rsplit("/", 1)[-1] for s in json.loads(result.stdout)["sources"]] == ["rank0.log"]
+
+
+def test_a_directory_that_cannot_be_listed_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "logs").mkdir()
+    locked = str(tmp_path / "logs")
+
+    def refusing(real):
+        def listing(path="."):
+            if os.fspath(path) == locked:
+                raise PermissionError(13, "Permission denied", locked)
+            return real(path)
+        return listing
+
+    monkeypatch.setattr(os, "scandir", refusing(os.scandir))
+    monkeypatch.setattr(os, "listdir", refusing(os.listdir))
+    for recursive in ([], ["--recursive"]):
+        one_line_error(["diagnose", *recursive, tmp_path / "logs"], "logs", "cannot list the directory", "Permission denied")

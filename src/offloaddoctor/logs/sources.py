@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import sys
 import zlib
@@ -75,8 +76,7 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             continue
         path = Path(raw)
         if path.is_dir():
-            candidates = path.rglob("*") if recursive else path.iterdir()
-            found = sorted(p for p in candidates if p.is_file() and _is_log_name(p))
+            found = sorted(p for p in _entries(path, recursive) if p.is_file() and _is_log_name(p))
             if not found:
                 where = " or below it" if recursive else " (--recursive looks in subdirectories)"
                 raise UserError(
@@ -95,6 +95,25 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
     for source in sources:
         unique.setdefault(source.path if source.path == "-" else str(Path(source.path).resolve()), source)
     return list(unique.values())
+
+
+def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
+    """What the directory holds (with `recursive`, everything below it; symlinked directories are not
+    followed). A subdirectory that vanishes or cannot be listed while we walk (a job still writing, logs
+    being rotated) is skipped, as `rglob` skips unreadable ones; the directory named itself must be listable."""
+    if not recursive:
+        try:
+            yield from list(directory.iterdir())
+        except OSError as exc:
+            raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
+        return
+    try:
+        os.scandir(directory).close()
+    except OSError as exc:
+        raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
+    for root, _subdirectories, files in os.walk(directory):
+        for name in files:
+            yield Path(root, name)
 
 
 def open_binary(source: LogSource) -> BinaryIO:
