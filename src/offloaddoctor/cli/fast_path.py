@@ -1,4 +1,4 @@
-"""The fast road: run `diagnose` without importing typer, which alone costs about six bare Python start-ups
+"""The fast road: run `diagnose` without importing typer, which alone costs about five bare Python start-ups
 (CI and Slurm epilogs call offloaddoctor once per log).
 
 The road is driven by `_fast_spec.py`, generated from the typer declaration by `build_spec` (a test fails
