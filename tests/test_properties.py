@@ -7,6 +7,7 @@ live in test_metrics.py and test_config.py."""
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 import yaml
@@ -356,3 +357,63 @@ def test_rank_set_text_is_canonical(ranks):
     assert parse_ranks(shown) == sorted(set(ranks))
     assert format_ranks(parse_ranks(shown)) == shown
     assert shown == "" or all(part and part[0].isdigit() for part in shown.split(","))
+
+
+# --- pyproject.toml: the cheap check never skips a file that defines [tool.offloaddoctor] ---------------------
+
+_WS = st.sampled_from(["", " ", "\t", "  "])
+_QUOTE = st.sampled_from(["", '"', "'"])
+
+
+@st.composite
+def _pyproject_defining_our_table(draw):
+    ws, q, q2 = draw(_WS), draw(_QUOTE), draw(_QUOTE)
+    tool, ours = f"{q}tool{q}", f"{q2}offloaddoctor{q2}"
+    root, tables = "", []
+    form = draw(st.sampled_from(["header", "subheader", "array", "tool-table", "tool-table-dotted", "root-dotted", "root-inline"]))
+    if form == "header":
+        tables.append(f"{ws}[{ws}{tool}{ws}.{ws}{ours}{ws}]\nfail_on = 'never'\n")
+    elif form == "subheader":
+        tables.append(f"[{tool}.{ours}.extra]\nx = 1\n")
+    elif form == "array":
+        tables.append(f"[[{ws}{tool}{ws}.{ours}.ignore]]\nid = 'a'\n")
+    elif form == "tool-table":
+        tables.append(f"[{ws}{tool}{ws}]\n{ws}{ours}{ws}={ws}{{ fail_on = 'never' }}\n")
+    elif form == "tool-table-dotted":
+        tables.append(f"[{tool}]\n{ours}{ws}.{ws}fail_on = 'never'\n")
+    elif form == "root-dotted":
+        root = f"{ws}{tool}{ws}.{ws}{ours}.fail_on = 'never'\n"
+    else:
+        root = f"{tool}{ws}={ws}{{ {ours} = {{ fail_on = 'never' }} }}\n"
+    noise = draw(st.lists(st.sampled_from([
+        "[project]\nname = 'offloaddoctor'\ndependencies = ['offloaddoctor>=0.1']\n",
+        "[tool.hatch.build]\npackages = ['src/offloaddoctor']\n",
+        "[other]\ndescription = '''\n[tool]\n'''\n",
+        "# [tool.offloaddoctor] only in a comment\n[x]\ny = 2\n",
+    ]), max_size=3, unique=True))
+    order = draw(st.permutations(tables + noise))
+    return root + "".join(order)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_pyproject_defining_our_table())
+def test_pyproject_precheck_never_skips_our_table(text):
+    import tomllib
+
+    from offloaddoctor.policy import may_define_our_table
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        assume(False)
+    assert data.get("tool", {}).get("offloaddoctor") is not None  # the generator defines it
+    assert may_define_our_table(text)
+
+
+def test_pyproject_that_only_names_offloaddoctor_is_not_parsed(tmp_path, monkeypatch):
+    from offloaddoctor.policy import load_policy
+
+    (tmp_path / "pyproject.toml").write_text(
+        "[project]\nname = 'x'\ndependencies = ['offloaddoctor>=0.1']\n[tool.black]\nline-length = 100\n")
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # importing it would fail
+    assert load_policy(tmp_path).source is None

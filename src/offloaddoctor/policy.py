@@ -17,6 +17,7 @@ from pathlib import Path
 
 from offloaddoctor.analysis.findings import Finding
 from offloaddoctor.errors import UserError
+from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -85,17 +86,33 @@ def _unique_key_loader():
     return UniqueKeyLoader
 
 
+# Where a `tool.offloaddoctor` table can be defined: a `[tool.offloaddoctor…]` (or `[[…]]`) header, a `[tool]`
+# header (`offloaddoctor…` keys under it), a `tool.offloaddoctor… =` dotted key or a `tool = {…}` inline table.
+# Only then is TOML worth parsing: a project that merely depends on offloaddoctor is spared tomllib at start-up.
+_MAYBE_OUR_TABLE = lazy_compile(
+    r"""(?m)^[ \t]*(?:\[\[?[ \t]*["']?tool["']?[ \t]*(?:\]|\.[ \t]*["']?offloaddoctor)"""
+    r"""|["']?tool["']?[ \t]*(?:=|\.[ \t]*["']?offloaddoctor))"""
+)
+
+
+def may_define_our_table(text: str) -> bool:
+    return "offloaddoctor" in text and _MAYBE_OUR_TABLE.search(text) is not None
+
+
 def _pyproject_table(path: Path) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read pyproject.toml: {exc}") from None
+    if not may_define_our_table(text):  # the common case: not worth importing a TOML parser
+        return None
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
     try:
-        text = path.read_text(encoding="utf-8")
-        if "offloaddoctor" not in text:  # no table of ours (the common case): not worth a TOML parser
-            return None
         data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+    except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: cannot read pyproject.toml: {exc}") from None
     return data.get("tool", {}).get("offloaddoctor")
 
