@@ -505,3 +505,46 @@ def test_a_directory_that_cannot_be_listed_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "listdir", refusing(os.listdir))
     for recursive in ([], ["--recursive"]):
         one_line_error(["diagnose", *recursive, tmp_path / "logs"], "logs", "cannot list the directory", "Permission denied")
+
+
+def test_a_listed_log_that_is_gone_when_read_is_a_note_and_the_run_goes_on(tmp_path, monkeypatch):
+    """Found by listing the directory, removed before its turn (logrotate, a job cleaning up)."""
+    import offloaddoctor.api
+    from offloaddoctor.logs.sources import LogSource, resolve_sources
+
+    shutil.copy(PP_LOG, tmp_path / "rank0.log")
+    gone = tmp_path / "rank1.log"
+
+    def listing_then_removal(paths, recursive=False):
+        return [*resolve_sources(paths, recursive), LogSource(str(gone), listed=True)]
+
+    monkeypatch.setattr(offloaddoctor.api, "resolve_sources", listing_then_removal)
+    result = RUNNER.invoke(app, ["diagnose", str(tmp_path), "-f", "json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert [f["id"] for f in report["findings"]] == ["pp-cpu-offload"]
+    assert f"{gone}: gone before it was read (rotated or removed?); skipped" in report["notes"]
+
+
+def test_a_named_log_that_is_gone_when_read_is_still_an_error(tmp_path):
+    from offloaddoctor.analysis.scanner import Scanner, build_matchers
+    from offloaddoctor.catalog.loader import load_catalog
+    from offloaddoctor.errors import UserError
+    from offloaddoctor.logs.sources import LogSource, VanishedLog
+
+    scanner = Scanner(build_matchers(load_catalog()))
+    with pytest.raises(UserError, match="cannot read: No such file or directory") as raised:
+        scanner.scan([LogSource(str(tmp_path / "named.log"))])
+    assert not isinstance(raised.value, VanishedLog)
+
+
+def test_metrics_note_a_listed_log_that_is_gone(tmp_path):
+    from offloaddoctor.logs.sources import LogSource
+    from offloaddoctor.metrics.reader import RunReader
+
+    reader = RunReader(str(tmp_path))
+    reader.read_source(LogSource(str(PP_LOG), listed=True))
+    reader.read_source(LogSource(str(tmp_path / "gone.log"), listed=True))
+    assert reader.run.sources == [(str(PP_LOG), reader.run.sources[0][1]), (str(tmp_path / "gone.log"), 0)]
+    assert reader.run.sources[0][1] > 0
+    assert any("gone before it was read" in note for note in reader.run.notes)

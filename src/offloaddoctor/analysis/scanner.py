@@ -19,7 +19,7 @@ from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.logs.candidates import CandidateReader
 from offloaddoctor.logs.normalize import normalize_line
-from offloaddoctor.logs.sources import LogSource
+from offloaddoctor.logs.sources import LogSource, VanishedLog
 from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
 from offloaddoctor.metrics.parameter_lines import ParameterCounts, read_parameter_line
 
@@ -162,7 +162,10 @@ class Scanner:
 
     def _scan_source(self, source: LogSource) -> None:
         reader = CandidateReader(source, self.literals, self.result.warnings, on_bytes=self.on_bytes)
-        self._scan_numbered(source.name, source.rank_from_name, reader, reader)
+        try:
+            self._scan_numbered(source.name, source.rank_from_name, reader, reader)
+        except VanishedLog as gone:
+            self.result.warnings.append(str(gone))
         self.result.lines_read[source.name] = reader.lines_read
 
     def _scan_numbered(self, path: str, default_rank: int | None, numbered, reader: CandidateReader | None = None) -> None:

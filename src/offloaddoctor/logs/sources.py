@@ -29,9 +29,12 @@ _RANK_IN_NAME = lazy_compile(r"rank[-_.]?(\d{1,6})", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class LogSource:
-    """One log to read: a file path, or standard input when `path` is `-`."""
+    """One log to read: a file path, or standard input when `path` is `-`. `listed`: found by listing a
+    directory or expanding a pattern, not named by the user: if it is gone by the time it is read (logs
+    rotated, a job cleaning up), that is a warning, not the end of the run."""
 
     path: str
+    listed: bool = False
 
     @property
     def name(self) -> str:
@@ -69,7 +72,7 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             matches = sorted(glob.glob(raw, recursive=True))
             if not matches:
                 raise UserError(f"{raw}: the pattern matches no file")
-            files = [LogSource(m) for m in matches if Path(m).is_file()]
+            files = [LogSource(m, listed=True) for m in matches if Path(m).is_file()]
             if not files:
                 raise UserError(f"{raw}: the pattern matches no regular file (only directories or special files)")
             sources.extend(files)
@@ -82,7 +85,7 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
                 raise UserError(
                     f"{raw}: directory has no log files{where} (looked for {', '.join('*' + s for s in LOG_SUFFIXES)} and .gz)"
                 )
-            sources.extend(LogSource(str(p)) for p in found)
+            sources.extend(LogSource(str(p), listed=True) for p in found)
         elif path.exists():
             if not path.is_file():
                 raise UserError(f"{raw}: not a regular file")
@@ -95,6 +98,10 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
     for source in sources:
         unique.setdefault(source.path if source.path == "-" else str(Path(source.path).resolve()), source)
     return list(unique.values())
+
+
+class VanishedLog(UserError):
+    """A listed log that no longer exists: the scanners note it and go on."""
 
 
 def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
@@ -121,6 +128,10 @@ def open_binary(source: LogSource) -> BinaryIO:
         return sys.stdin.buffer
     try:
         handle = open(source.path, "rb")  # noqa: SIM115 - closed by the caller's context
+    except FileNotFoundError:
+        if source.listed:
+            raise VanishedLog(f"{source.path}: gone before it was read (rotated or removed?); skipped") from None
+        raise UserError(f"{source.path}: cannot read: No such file or directory") from None
     except OSError as exc:
         raise UserError(f"{source.path}: cannot read: {exc.strerror or exc}") from None
     head = handle.peek(2)[:2] if hasattr(handle, "peek") else b""

@@ -16,7 +16,7 @@ from offloaddoctor.config.from_log import LITERALS as CONFIG_LITERALS
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.logs.normalize import normalize_line
 from offloaddoctor.logs.candidates import CandidateReader
-from offloaddoctor.logs.sources import LogSource
+from offloaddoctor.logs.sources import LogSource, VanishedLog
 from offloaddoctor.metrics import layout, memory_lines, parameter_lines
 from offloaddoctor.metrics.iteration_lines import parse_iteration_metrics
 from offloaddoctor.metrics.model import RunMetrics
@@ -43,7 +43,12 @@ class RunReader:
     def read_source(self, source: LogSource) -> None:
         # The reader diagnose uses: candidate lines found a block (or a grep pass) at a time.
         reader = CandidateReader(source, _LITERALS, self.run.notes)
-        self.read_lines(source.name, reader, source.rank_from_name, reader)
+        try:
+            self.read_lines(source.name, reader, source.rank_from_name, reader)
+        except VanishedLog as gone:
+            self.run.notes.append(str(gone))
+            self.run.sources.append((source.name, 0))
+            return
         self.run.sources[-1] = (source.name, reader.lines_read)
 
     def read_lines(
