@@ -108,17 +108,22 @@ def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
     """What the directory holds (with `recursive`, everything below it; symlinked directories are not
     followed). A subdirectory that vanishes or cannot be listed while we walk (a job still writing, logs
     being rotated) is skipped, as `rglob` skips unreadable ones; the directory named itself must be listable."""
+
+    def cannot_list(exc: OSError) -> UserError:
+        return UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}")
+
     if not recursive:
         try:
             yield from list(directory.iterdir())
         except OSError as exc:
-            raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
+            raise cannot_list(exc) from None
         return
-    try:
-        os.scandir(directory).close()
-    except OSError as exc:
-        raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
-    for root, _subdirectories, files in os.walk(directory):
+
+    def skip_unless_top(exc: OSError) -> None:
+        if exc.filename == os.fspath(directory):
+            raise cannot_list(exc)
+
+    for root, _subdirectories, files in os.walk(directory, onerror=skip_unless_top):
         for name in files:
             yield Path(root, name)
 
