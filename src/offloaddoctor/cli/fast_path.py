@@ -131,7 +131,7 @@ def _enum(param: dict[str, Any]):
 
 def _place_positionals(arguments: list[dict[str, Any]], positionals: list[str], given: dict[str, Any]) -> bool:
     """Positionals are all nargs=1 except perhaps the last, nargs=-1 (`build_spec` refuses other shapes)."""
-    for index, argument in enumerate(arguments):
+    for argument in arguments:
         if argument["multiple"]:
             taken, positionals = positionals, []
             if not taken and argument["required"]:
