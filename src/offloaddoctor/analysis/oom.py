@@ -9,9 +9,6 @@ perfectly packed heap buys too little headroom, and the run is at capacity eithe
 
 from __future__ import annotations
 
-import re
-from functools import cache
-
 from offloaddoctor.analysis.units import QUANTITY, to_bytes
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -27,18 +24,13 @@ _FIELDS = {
     "reserved_unallocated_bytes": (rf"{QUANTITY}\s+is reserved by PyTorch but unallocated",),
     "reserved_bytes": (rf"{QUANTITY}\s+reserved in total by PyTorch",),
 }
+_COMPILED = {name: tuple(lazy_compile(p) for p in patterns) for name, patterns in _FIELDS.items()}
 _GPU = lazy_compile(r"\bGPU\s+(\d+)")
-
-
-@cache
-def _compiled_fields() -> dict[str, tuple[re.Pattern, ...]]:
-    # On the first OOM message, not at import: most logs have none, and these cost a few ms to compile.
-    return {name: tuple(re.compile(p) for p in patterns) for name, patterns in _FIELDS.items()}
 
 
 def parse_oom(text: str) -> dict[str, int | float | bool]:
     facts: dict[str, int | float | bool] = {}
-    for name, patterns in _compiled_fields().items():
+    for name, patterns in _COMPILED.items():
         for pattern in patterns:
             found = pattern.search(text)
             if found:
