@@ -143,7 +143,7 @@ def test_skipped_candidates_are_not_handed_out_by_either_reader(tmp_path, monkey
     results = []
     for use_grep in (False, True):
         reader = CandidateReader(source, LITERALS, [], use_grep=use_grep)
-        reader.skip = lambda raw: b"Error" in raw
+        reader.skip = lambda number, raw: b"Error" in raw
         results.append(list(reader))
     assert results[0] == results[1] == [(n, lines[n - 1]) for n in range(1, 51) if n % 2]
 

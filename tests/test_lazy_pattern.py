@@ -8,10 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offloaddoctor.analysis import iterations, scanner
+from offloaddoctor.analysis import scanner
 from offloaddoctor.config import from_log
 from offloaddoctor.lazy_pattern import LazyPattern, lazy_compile
 from offloaddoctor.logs import normalize
+from offloaddoctor.metrics import iteration_lines as iterations
 
 PATTERNS = [
     (r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|", 0),

@@ -14,10 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from offloaddoctor.analysis.iterations import parse_iteration_fields
 from offloaddoctor.cli import app
 from offloaddoctor.metrics import collect_metrics, metrics_from_text, run_metrics
-from offloaddoctor.metrics.iteration_lines import parse_iteration_metrics
+from offloaddoctor.metrics.iteration_lines import parse_iteration_line, parse_iteration_metrics
 from offloaddoctor.metrics.layout import parse_layout_line
 from offloaddoctor.metrics.memory_lines import parse_memory_report, parse_theoretical_memory
 from offloaddoctor.metrics.model import ParameterCounts
@@ -191,9 +190,9 @@ def test_validation_and_other_iteration_mentions_are_not_iteration_lines():
     assert metrics_from_text(text).iterations == []
 
 
-def test_diagnose_parser_still_returns_iteration_and_fields():
-    iteration, fields = parse_iteration_fields(mlm_line(10, 460.9))
-    assert iteration == 10 and fields["elapsed time per iteration (ms)"] == 460.9
+def test_the_parser_returns_iteration_planned_iterations_and_fields():
+    iteration, planned, fields = parse_iteration_line(mlm_line(10, 460.9))
+    assert iteration == 10 and planned > 0 and fields["elapsed time per iteration (ms)"] == 460.9
 
 
 # ---- memory, parameter, theoretical-memory and layout lines --------------------------------------------------

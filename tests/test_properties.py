@@ -14,12 +14,6 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from offloaddoctor.analysis.iterations import (
-    ELAPSED_MS,
-    THROUGHPUT,
-    parse_iteration_line,
-    parse_iteration_speed,
-)
 from offloaddoctor.analysis.oom import (
     FRAGMENTATION_MIN_BYTES_WITHOUT_CAPACITY,
     FRAGMENTATION_MIN_SHARE,
@@ -38,7 +32,7 @@ from offloaddoctor.config.yaml_config import parse_yaml_config
 from offloaddoctor.errors import UserError
 from offloaddoctor.logs import normalize
 from offloaddoctor.logs.normalize import normalize_line, strip_terminal_codes
-from offloaddoctor.metrics.iteration_lines import parse_iteration_metrics
+from offloaddoctor.metrics.iteration_lines import ELAPSED_MS, THROUGHPUT, parse_iteration_line, parse_iteration_metrics
 from offloaddoctor.metrics.memory_lines import parse_memory_report
 
 from .conftest import FIXTURES
@@ -211,19 +205,20 @@ def test_damaged_oom_messages_never_raise_and_give_only_real_figures(case, data)
             assert math.isfinite(value)
 
 
-# ---- iteration lines: diagnose's fast parser agrees with the full one ----------------------------------------
+# ---- iteration lines: one parser for diagnose and metrics ------------------------------------------------------
 
 
 _FINITE = st.floats(allow_nan=False, allow_infinity=False, min_value=1e-3, max_value=1e7)
 
 
 @given(st.integers(1, 10**7), _FINITE, st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6))
-def test_fast_iteration_parser_agrees_with_the_full_one(iteration, ms, loss):
+def test_iteration_record_carries_the_printed_speed_fields(iteration, ms, loss):
     line = mlm_line(iteration, ms, loss=loss)
-    fast = parse_iteration_speed(line)
     full = parse_iteration_line(line)
-    assert fast[0] == full[0] == iteration
-    assert fast[1] == {name: full[2][name] for name in (ELAPSED_MS, THROUGHPUT)}
+    record = parse_iteration_metrics(line, "x", 1, None, 0, keep_text=True)
+    assert record.iteration == full[0] == iteration
+    assert (record.elapsed_ms, record.tflops_per_gpu) == (full[2][ELAPSED_MS], full[2][THROUGHPUT])
+    assert record.text == line.strip()
 
 
 @given(st.data())
@@ -233,10 +228,9 @@ def test_damaged_iteration_and_memory_lines_never_raise(data):
     end = data.draw(st.integers(start, len(line)))
     junk = data.draw(st.text(alphabet="|:0123456789.eE+-naif ()/", max_size=12) | st.sampled_from(["1e999", "|", ""]))
     damaged = line[:start] + junk + line[end:]
-    fast = parse_iteration_speed(damaged)
     full = parse_iteration_line(damaged)
-    assert (fast is None) == (full is None)
     record = parse_iteration_metrics(damaged, "x", 1, None, 0)
+    assert (record is None) == (full is None)
     if record is not None:
         assert record.iteration >= 0
     parse_memory_report(damaged, "x", 1, None, 0)

@@ -1,4 +1,7 @@
-"""Turn a scan and a resolved config into ordered findings with verdicts."""
+"""From a scan and the run's resolved config to the report: each aggregate of log hits goes to the signature
+that claims it (by priority, `when`), config-only and preflight signatures are checked against the config
+and run facts, each finding gets its config verdict and rendered fix overrides, and the last failure line
+no finding explains is kept as "unexplained"."""
 
 from __future__ import annotations
 
@@ -8,9 +11,9 @@ from offloaddoctor.analysis.advice import add_advice
 from offloaddoctor.analysis.findings import (
     CONFIRMED, CONTRADICTED, UNKNOWN, ConfigEvidence, ConfigVerdict, Finding, Report, SourceSummary,
 )
-from offloaddoctor.analysis.ranks import format_ranks
 from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
-from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Aggregate, Evidence, Matcher, ScanResult
+from offloaddoctor.analysis.evidence import Aggregate, Evidence, keep_evidence
+from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Matcher, ScanResult
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import Predicate, evaluate, missing, names_in
 from offloaddoctor.config.values import ConfigStore, format_value
@@ -101,8 +104,7 @@ def _merge(findings: dict[str, Finding], signature: Signature, aggregate: Aggreg
     existing.ranks = sorted(set(existing.ranks) | aggregate.ranks)
     existing.files = sorted(set(existing.files) | aggregate.paths)
     for evidence in aggregate.evidence:
-        if len(existing.evidence) < 5 and evidence.rank not in {e.rank for e in existing.evidence}:
-            existing.evidence.append(evidence)
+        keep_evidence(existing.evidence, evidence)
 
 
 def condition_finding(
@@ -188,6 +190,3 @@ def _unexplained_failure(scan: ScanResult, findings: list[Finding], matchers: li
         return None
     return candidate
 
-
-def describe_ranks(finding: Finding) -> str:
-    return format_ranks(finding.ranks)

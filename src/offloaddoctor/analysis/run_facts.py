@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from offloaddoctor.analysis.iterations import ELAPSED_MS, THROUGHPUT, IterationRecord, median_of, steady_state
-from offloaddoctor.analysis.scanner import Evidence, ScanResult
+from offloaddoctor.analysis.evidence import Evidence
+from offloaddoctor.analysis.scanner import ScanResult
+from offloaddoctor.metrics.iteration_lines import median_of, steady_state
+from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.catalog.predicates import boolean
 
 
@@ -16,7 +18,7 @@ class RunFacts:
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
 
 
-def _cite(record: IterationRecord) -> Evidence:
+def _cite(record: IterationMetrics) -> Evidence:
     return Evidence(record.path, record.line, record.rank, record.text)
 
 
@@ -28,8 +30,8 @@ def compute_run_facts(scan: ScanResult) -> RunFacts:
     facts.values["iterations_logged"] = sum(len(r) for _, r in segments)
     last_key, last_records = segments[-1]
     steady = steady_state(last_records)
-    for name, field_name in (("median_iteration_ms", ELAPSED_MS), ("median_tflops_per_gpu", THROUGHPUT)):
-        found = median_of(steady, field_name)
+    for name, attribute in (("median_iteration_ms", "elapsed_ms"), ("median_tflops_per_gpu", "tflops_per_gpu")):
+        found = median_of(steady, attribute)
         if found:
             facts.values[name] = round(found[0], 3)
             facts.evidence[name] = [_cite(found[1])]
@@ -48,7 +50,7 @@ def _offload_on(scan: ScanResult, path: str, segment: int) -> bool | None:
 def _slowdown_between_segments(scan: ScanResult, segments, facts: RunFacts) -> None:
     medians = []
     for (path, segment), records in segments:
-        found = median_of(steady_state(records), ELAPSED_MS)
+        found = median_of(steady_state(records), "elapsed_ms")
         if found:
             medians.append((path, segment, _offload_on(scan, path, segment), *found))
     offloaded = [m for m in medians if m[2] is True]

@@ -1,8 +1,10 @@
-"""One streaming pass over the logs: candidate lines only, constant memory in the log's size.
+"""`diagnose`'s reading of the logs: one handler set over the shared line pass (logs/line_pass.py).
 
-A line is looked at only if it contains one of the literals the catalogue and the config/metric readers
-care about (one compiled alternation over the raw line); everything else costs a single C-level search.
-Lines inside an arguments block or a traceback bypass the gate, as their content is not known ahead.
+The handlers, in the order a line meets them: the ranks seen, the config the log prints (config/from_log.py),
+open tracebacks (`TracebackTracker`), a sample of the iteration lines (`IterationSampler`), parameter counts,
+and last the catalogue's matchers (`FailureMatcher`), which aggregate hits and remember the last error line.
+Lines inside an arguments block or a traceback reach the handlers whatever they hold; every other line only
+if it holds one of the handlers' literals.
 """
 
 from __future__ import annotations
@@ -10,26 +12,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from offloaddoctor.analysis.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.analysis.facts import FACT_PARSERS, captured_facts
-from offloaddoctor.analysis.iterations import LITERAL as ITERATION_LITERAL
-from offloaddoctor.analysis.iterations import IterationRecord, parse_iteration_speed
 from offloaddoctor.catalog.model import Catalog, MatchSpec
-from offloaddoctor.config.from_log import LITERALS as CONFIG_LITERALS
-from offloaddoctor.config.from_log import LogConfigCollector
+from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
 from offloaddoctor.lazy_pattern import lazy_compile
-from offloaddoctor.logs.candidates import CandidateReader
-from offloaddoctor.logs.normalize import normalize_line
-from offloaddoctor.logs.sources import LogSource, VanishedLog
+from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, pass_literals
+from offloaddoctor.logs.sources import LogSource
+from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
+from offloaddoctor.metrics.iteration_lines import parse_iteration_metrics
+from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
 from offloaddoctor.metrics.parameter_lines import ParameterCounts, read_parameter_line
 
-MAX_EVIDENCE = 5
+__all__ = ["MAX_EVIDENCE", "Aggregate", "Evidence", "Matcher", "ScanResult", "Scanner", "build_matchers"]
+
 # A pattern that still backtracks badly (the loader refuses the known shapes) gives up on that line.
 SEARCH_TIMEOUT_S = 0.25
 # ... and after this many give-ups it is switched off for the rest of the scan: each costs the full limit.
 MAX_TIMEOUTS_PER_SIGNATURE = 3
 MAX_ITERATION_RECORDS = 1024  # evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k
-_ITERATION_BYTES = ITERATION_LITERAL.encode()
+MAX_EXCEPTIONS = 64  # the last exception lines kept: the report cites the last one that is not a launcher's
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
@@ -41,27 +44,6 @@ _EXCEPTION_LINE = lazy_compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Ex
 _CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 # Launchers wrap the real failure; it is never the line to show.
 WRAPPER_EXCEPTIONS = ("ChildFailedError", "SystemExit", "KeyboardInterrupt")
-
-
-@dataclass(frozen=True)
-class Evidence:
-    path: str
-    line: int | None
-    rank: int | None
-    text: str
-
-
-@dataclass
-class Aggregate:
-    """Every hit of one matcher with identical parsed facts: one entry per failure, however many ranks."""
-
-    matcher_id: str
-    facts: dict
-    first_seen: int
-    evidence: list[Evidence] = field(default_factory=list)
-    ranks: set[int] = field(default_factory=set)
-    paths: set[str] = field(default_factory=set)  # every file the failure appeared in
-    count: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,49 +67,226 @@ class Matcher:
 @dataclass
 class ScanResult:
     aggregates: list[Aggregate] = field(default_factory=list)
-    exceptions: list[Evidence] = field(default_factory=list)  # last line of each traceback, bounded
+    exceptions: list[Evidence] = field(default_factory=list)  # last line of each traceback, the last MAX_EXCEPTIONS
     last_error_line: Evidence | None = None
-    iterations: dict[tuple[str, int], list[IterationRecord]] = field(default_factory=dict)
+    iterations: dict[tuple[str, int], list[IterationMetrics]] = field(default_factory=dict)  # (path, segment) -> sample
     collectors: list[LogConfigCollector] = field(default_factory=list)
     lines_read: dict[str, int] = field(default_factory=dict)
     ranks_seen: set[int] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
     parameters: ParameterCounts = field(default_factory=ParameterCounts)
 
+    def remember_exception(self, evidence: Evidence) -> None:
+        self.exceptions.append(evidence)
+        if len(self.exceptions) > MAX_EXCEPTIONS:
+            del self.exceptions[:-MAX_EXCEPTIONS]
+
 
 def build_matchers(catalog: Catalog) -> list[Matcher]:
     return [Matcher(s.id, s.match) for s in catalog.signatures if s.match is not None]
 
 
+class TracebackTracker(LineHandler):
+    """Open Python tracebacks, one per rank: from the `Traceback (most recent call last)` header through its
+    indented frames to the exception line that ends it, which is handed to `on_exception`. While one is open
+    every line is read; a line that is neither a frame nor a candidate ends there. A traceback that never
+    ends (cut or interleaved output) is given up after _TRACEBACK_MAX_LINES lines."""
+
+    literals = (TRACEBACK,)
+
+    def __init__(self, on_exception):
+        self.on_exception = on_exception  # (Line) -> None
+        self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
+
+    def feed(self, line: Line) -> bool:
+        awaiting = self.awaiting
+        if awaiting:
+            if line.rank in awaiting and self._frame_or_end(line):
+                return True
+            if not line.candidate:
+                return True
+        if TRACEBACK in line.text:
+            awaiting[line.rank] = line.number
+            return True
+        return False
+
+    def wants_every_line(self, number: int) -> bool:
+        awaiting = self.awaiting
+        if awaiting:
+            for rank, opened in list(awaiting.items()):
+                if number - opened > _TRACEBACK_MAX_LINES:
+                    del awaiting[rank]
+        return bool(awaiting)
+
+    def _frame_or_end(self, line: Line) -> bool:
+        """True while the line is a frame of the open traceback, or the exception line that ends it."""
+        text = line.text
+        if line.number - self.awaiting[line.rank] > _TRACEBACK_MAX_LINES:
+            del self.awaiting[line.rank]
+            return False
+        if not text.strip() or text[:1].isspace() or text.startswith(_CHAINED) or TRACEBACK in text:
+            return True
+        if _EXCEPTION_LINE.match(text):
+            del self.awaiting[line.rank]
+            self.on_exception(line)
+            return True
+        return False
+
+
+class IterationSampler(LineHandler):
+    """An even sample of one log's iteration lines per segment. Past MAX_ITERATION_RECORDS records the
+    kept ones are thinned by half and only every `stride`-th line is parsed from then on: the median is the
+    same, and a long log parses a few thousand lines, not 100k. Lines read while a handler wants every line
+    (inside a block) are always kept."""
+
+    literals = (ITERATION_LITERAL,)
+    _BYTES = ITERATION_LITERAL.encode()
+
+    def __init__(self, records: dict, collector: LogConfigCollector, limit: int = MAX_ITERATION_RECORDS):
+        self.records = records  # (path, segment) -> records, shared with the scan result
+        self.collector = collector
+        self.limit = limit
+        self._state: dict[int, list[int]] = {}  # segment -> [lines seen, stride]
+        self._dropped = -1  # the number of the last line `skip` decided to leave out
+
+    def skip(self, number: int, raw) -> bool | None:
+        if (self._BYTES if isinstance(raw, bytes) else ITERATION_LITERAL) not in raw:
+            return None
+        segment = len(self.collector.segment_starts) - 1  # without the property: hot path
+        state = self._state.get(segment)
+        if state is None:
+            state = self._state[segment] = [0, 1]
+        seen = state[0]
+        state[0] = seen + 1
+        if seen % state[1] != 0:
+            self._dropped = number
+            return True
+        return False
+
+    def feed(self, line: Line) -> bool:
+        if ITERATION_LITERAL not in line.text:
+            return False
+        if line.number == self._dropped:  # left out by `skip`, delivered anyway for another handler
+            return True
+        segment = self.collector.segment
+        record = parse_iteration_metrics(line.text, line.path, line.number, line.rank, segment, keep_text=True)
+        if record is None:
+            return True
+        records = self.records.setdefault((line.path, segment), [])
+        records.append(record)
+        if len(records) > self.limit:
+            del records[1::2]  # keep the first and an even thinning of the rest
+            self._state.setdefault(segment, [0, 1])[1] *= 2
+        return True
+
+
+class ParameterLines(LineHandler):
+    literals = (PARAMETERS_LITERAL,)
+
+    def __init__(self, counts: ParameterCounts):
+        self.counts = counts
+
+    def feed(self, line: Line) -> bool:
+        return PARAMETERS_LITERAL in line.text and read_parameter_line(line.text, self.counts)
+
+
+class RanksSeen(LineHandler):
+    def __init__(self, ranks: set[int]):
+        self.ranks = ranks
+
+    def feed(self, line: Line) -> bool:
+        if line.rank is not None:
+            self.ranks.add(line.rank)
+        return False
+
+
+class FailureMatcher(LineHandler):
+    """The catalogue's matchers over every line that reaches it; hits are aggregated by (matcher, facts).
+    A line nothing matched but that reads like an error is remembered as the last error line."""
+
+    def __init__(self, matchers: list[Matcher], result: ScanResult):
+        self.matchers = matchers
+        self.result = result
+        self.aggregates = Aggregates()
+        self.literals = tuple(sorted({lit for m in matchers for lit in m.spec.literals} | set(_ERROR_LITERALS)))
+        self._timeouts: dict[str, int] = {}
+
+    def feed(self, line: Line) -> bool:
+        self.match(line.path, line.number, line.rank, line.text)
+        return True
+
+    def match(self, path: str, number: int, rank: int | None, text: str) -> None:
+        matched = False
+        for matcher in self.matchers:
+            try:
+                facts = matcher.match(text)
+            except TimeoutError:
+                self._timed_out(matcher, path, number)
+                continue
+            if facts is None:
+                continue
+            matched = True
+            self.aggregates.get(matcher.id, facts).add(Evidence(path, number, rank, text.strip()))
+        if not matched and _ERROR_LINE.search(text):
+            self.result.last_error_line = Evidence(path, number, rank, text.strip())
+
+    def exception(self, line: Line) -> None:
+        self.result.remember_exception(Evidence(line.path, line.number, line.rank, line.text.strip()))
+        self.match(line.path, line.number, line.rank, line.text)
+
+    def _timed_out(self, matcher: Matcher, path: str, number: int) -> None:
+        count = self._timeouts[matcher.id] = self._timeouts.get(matcher.id, 0) + 1
+        note = f"{path}:{number}: signature {matcher.id}: pattern search gave up after {SEARCH_TIMEOUT_S} s on this line"
+        if count >= MAX_TIMEOUTS_PER_SIGNATURE:
+            # a new list: the loop in match keeps iterating the old one
+            self.matchers = [m for m in self.matchers if m is not matcher]
+            note += f"; switched off for the rest of the scan after {count} such lines (run `offloaddoctor signatures lint`)"
+        self.result.warnings.append(note)
+
+
 class Scanner:
     def __init__(self, matchers: list[Matcher], on_bytes=None):
         self.matchers = matchers
-        self.on_bytes = on_bytes  # progress callback, bytes read
-        literals = {lit for m in matchers for lit in m.spec.literals}
-        literals |= set(CONFIG_LITERALS) | set(_ERROR_LITERALS) | {TRACEBACK, ITERATION_LITERAL, PARAMETERS_LITERAL}
-        self.literals = literals
-        # Checked only on lines the reader hands over (already candidates, or inside a block); a plain
-        # `in` per literal is as fast there as a compiled alternation, which costs ms to build at start-up.
-        self._gate_literals = tuple(sorted(literals))
         self.result = ScanResult()
-        self._aggregates: dict[tuple, Aggregate] = {}
-        self._sequence = 0
-        self._iteration_sampling: dict[tuple[str, int], list[int]] = {}  # (path, segment) -> [seen, stride]
-        self._timeouts: dict[str, int] = {}
+        self.failures = FailureMatcher(matchers, self.result)
+        self.literals = pass_literals(self.handlers_for(LogConfigCollector("<literals>")))
+        self.line_pass = LinePass(self.literals, self.result.warnings, on_bytes)
+
+    def handlers_for(self, collector: LogConfigCollector) -> list[LineHandler]:
+        """The handler set for one log (the collector and open blocks are per log, findings per scan)."""
+        result = self.result
+        return [
+            RanksSeen(result.ranks_seen),
+            *config_handlers(collector),
+            TracebackTracker(self.failures.exception),
+            IterationSampler(result.iterations, collector),
+            ParameterLines(result.parameters),
+            self.failures,
+        ]
+
+    def _start(self, path: str) -> list[LineHandler]:
+        collector = LogConfigCollector(path)
+        self.result.collectors.append(collector)
+        return self.handlers_for(collector)
 
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
         for source in sources:
-            self._scan_source(source)
-        self.result.aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
-        return self.result
+            self.result.lines_read[source.name] = self.line_pass.read_source(source, self._start(source.name))
+        return self._finish()
+
+    def scan_lines(self, name: str, lines: Iterable[str]) -> ScanResult:
+        """Scan in-memory text (signature examples, tests) through the same path as files."""
+        self.result.lines_read[name] = self.line_pass.read_lines(name, lines, self._start(name))
+        return self._finish()
 
     def merge(self, results: Iterable[ScanResult]) -> ScanResult:
         """Combine per-source results (scanned in parallel) as if the sources had been scanned in order."""
+        merged = self.result
         for partial in results:
             for aggregate in partial.aggregates:
-                self._absorb(aggregate)
-            merged = self.result
-            merged.exceptions = (merged.exceptions + partial.exceptions)[-64:]
+                self.failures.aggregates.get(aggregate.matcher_id, aggregate.facts).absorb(aggregate)
+            for evidence in partial.exceptions:
+                merged.remember_exception(evidence)
             merged.last_error_line = partial.last_error_line or merged.last_error_line
             merged.iterations.update(partial.iterations)
             merged.collectors.extend(partial.collectors)
@@ -136,164 +295,8 @@ class Scanner:
             merged.warnings.extend(partial.warnings)
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
-        self.result.aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
+        return self._finish()
+
+    def _finish(self) -> ScanResult:
+        self.result.aggregates = self.failures.aggregates.ordered()
         return self.result
-
-    def _absorb(self, other: Aggregate) -> None:
-        key = (other.matcher_id, tuple(sorted((k, repr(v)) for k, v in other.facts.items())))
-        aggregate = self._aggregates.get(key)
-        if aggregate is None:
-            self._sequence += 1
-            aggregate = self._aggregates[key] = Aggregate(other.matcher_id, other.facts, self._sequence)
-        aggregate.count += other.count
-        aggregate.ranks |= other.ranks
-        aggregate.paths |= other.paths
-        for evidence in other.evidence:
-            if len(aggregate.evidence) < MAX_EVIDENCE and (
-                evidence.rank not in {e.rank for e in aggregate.evidence} or evidence.rank is None
-            ):
-                aggregate.evidence.append(evidence)
-
-    def scan_lines(self, name: str, lines: Iterable[str]) -> ScanResult:
-        """Scan in-memory text (signature examples, tests) through the same path as files."""
-        self._scan_numbered(name, None, enumerate(lines, start=1))
-        self.result.aggregates = sorted(self._aggregates.values(), key=lambda a: a.first_seen)
-        return self.result
-
-    def _scan_source(self, source: LogSource) -> None:
-        reader = CandidateReader(source, self.literals, self.result.warnings, on_bytes=self.on_bytes)
-        try:
-            self._scan_numbered(source.name, source.rank_from_name, reader, reader)
-        except VanishedLog as gone:
-            self.result.warnings.append(str(gone))
-        self.result.lines_read[source.name] = reader.lines_read
-
-    def _scan_numbered(self, path: str, default_rank: int | None, numbered, reader: CandidateReader | None = None) -> None:
-        """`numbered` yields (line number, text); a CandidateReader skips lines that cannot matter unless
-        told (`every_line`) that an arguments block or a traceback is open."""
-        collector = LogConfigCollector(path)
-        self.result.collectors.append(collector)
-        awaiting: dict[int | None, int] = {}  # rank -> line of its open "Traceback" header
-        gate = self._gate
-        sampled_out = self._sampled_out
-        if reader is not None:  # the reader drops sampled-out iteration lines before decoding them
-            reader.skip = lambda raw: _ITERATION_BYTES in raw and sampled_out(path, collector)
-        line_number = 0
-        for line_number, raw in numbered:
-            if reader is None and ITERATION_LITERAL in raw and not (awaiting or collector.in_arguments) and sampled_out(path, collector):
-                continue
-            if awaiting or collector.in_arguments or gate(raw):
-                self._scan_line(path, line_number, raw, default_rank, collector, awaiting)
-            if awaiting:
-                for rank, opened in list(awaiting.items()):
-                    if line_number - opened > _TRACEBACK_MAX_LINES:
-                        del awaiting[rank]  # a traceback that never ended (interleaved or cut output)
-            if reader is not None:
-                reader.every_line = bool(awaiting or collector.in_arguments)
-        self.result.lines_read[path] = line_number
-
-    def _gate(self, raw: str) -> bool:
-        return any(literal in raw for literal in self._gate_literals)
-
-    def _scan_line(self, path: str, line_number: int, raw: str, default_rank: int | None,
-                   collector: LogConfigCollector, awaiting: dict) -> None:
-        text, rank = normalize_line(raw, default_rank)
-        if rank is not None:
-            self.result.ranks_seen.add(rank)
-        if collector.feed(text, line_number):
-            return
-        if awaiting:
-            if rank in awaiting and self._traceback_line(path, line_number, rank, text, awaiting):
-                return
-            if not self._gate(raw):
-                return
-        if TRACEBACK in text:
-            awaiting[rank] = line_number
-            return
-        if ITERATION_LITERAL in text:
-            self._iteration(path, line_number, rank, collector.segment, text)
-            return
-        if PARAMETERS_LITERAL in text and read_parameter_line(text, self.result.parameters):
-            return
-        self._match(path, line_number, rank, text)
-
-    def _traceback_line(self, path: str, line: int, rank: int | None, text: str, awaiting: dict) -> bool:
-        """True while the line is a frame of the open traceback; records the exception line that ends it."""
-        if line - awaiting[rank] > _TRACEBACK_MAX_LINES:
-            del awaiting[rank]
-            return False
-        if not text.strip() or text[:1].isspace() or text.startswith(_CHAINED) or TRACEBACK in text:
-            return True
-        if _EXCEPTION_LINE.match(text):
-            del awaiting[rank]
-            self._remember_exception(Evidence(path, line, rank, text.strip()))
-            self._match(path, line, rank, text)
-            return True
-        return False
-
-    def _remember_exception(self, evidence: Evidence) -> None:
-        exceptions = self.result.exceptions
-        exceptions.append(evidence)
-        if len(exceptions) > 64:
-            del exceptions[:32]
-
-    def _sampled_out(self, path: str, collector: LogConfigCollector) -> bool:
-        """Past MAX_ITERATION_RECORDS lines, parse only every `stride`-th iteration line of a segment: the
-        records are thinned to an even sample anyway, so the median is the same and long logs stay cheap."""
-        key = (path, len(collector.segment_starts) - 1)  # (path, segment), without the property: hot path
-        state = self._iteration_sampling.get(key)
-        if state is None:
-            state = self._iteration_sampling[key] = [0, 1]
-        seen = state[0]
-        state[0] = seen + 1
-        return seen % state[1] != 0
-
-    def _iteration(self, path: str, line: int, rank: int | None, segment: int, text: str) -> None:
-        parsed = parse_iteration_speed(text)
-        if parsed is None:
-            return
-        iteration, fields = parsed
-        records = self.result.iterations.setdefault((path, segment), [])
-        records.append(IterationRecord(path, line, rank, segment, iteration, fields, text.strip()))
-        if len(records) > MAX_ITERATION_RECORDS:
-            del records[1::2]  # keep the first and an even thinning of the rest
-            self._iteration_sampling.setdefault((path, segment), [0, 1])[1] *= 2
-
-    def _match(self, path: str, line: int, rank: int | None, text: str) -> None:
-        matched = False
-        for matcher in self.matchers:
-            try:
-                facts = matcher.match(text)
-            except TimeoutError:
-                self._timed_out(matcher, path, line)
-                continue
-            if facts is None:
-                continue
-            matched = True
-            self._record(matcher.id, facts, Evidence(path, line, rank, text.strip()))
-        if not matched and _ERROR_LINE.search(text):
-            self.result.last_error_line = Evidence(path, line, rank, text.strip())
-
-    def _timed_out(self, matcher: Matcher, path: str, line: int) -> None:
-        count = self._timeouts[matcher.id] = self._timeouts.get(matcher.id, 0) + 1
-        note = f"{path}:{line}: signature {matcher.id}: pattern search gave up after {SEARCH_TIMEOUT_S} s on this line"
-        if count >= MAX_TIMEOUTS_PER_SIGNATURE:
-            # a new list: the loop in _match keeps iterating the old one
-            self.matchers = [m for m in self.matchers if m is not matcher]
-            note += f"; switched off for the rest of the scan after {count} such lines (run `offloaddoctor signatures lint`)"
-        self.result.warnings.append(note)
-
-    def _record(self, matcher_id: str, facts: dict, evidence: Evidence) -> None:
-        key = (matcher_id, tuple(sorted((k, repr(v)) for k, v in facts.items())))
-        aggregate = self._aggregates.get(key)
-        if aggregate is None:
-            self._sequence += 1
-            aggregate = self._aggregates[key] = Aggregate(matcher_id, facts, self._sequence)
-        aggregate.count += 1
-        aggregate.paths.add(evidence.path)
-        if evidence.rank is not None:
-            aggregate.ranks.add(evidence.rank)
-        if len(aggregate.evidence) < MAX_EVIDENCE and (
-            evidence.rank not in {e.rank for e in aggregate.evidence} or evidence.rank is None
-        ):
-            aggregate.evidence.append(evidence)

@@ -9,6 +9,7 @@ from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.literals import parse_printed
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.lazy_pattern import lazy_compile
+from offloaddoctor.logs.line_pass import Line, LineHandler
 
 _ARGS_START = lazy_compile(r"^-{3,} arguments -{3,}\s*$")
 _ARGS_END = lazy_compile(r"^-{3,} end of arguments -{3,}\s*$")
@@ -130,3 +131,24 @@ class LogConfigCollector:
         value = ConfigValue(canonical_key(name), value, Source(self.path, line, detail), self.origin)
         self.values.append(value)
         self._by_segment.setdefault(self.segment, []).append(value)
+
+
+class ConfigLines(LineHandler):
+    """The collector as a line handler: the lines that print config, and every line of an arguments block."""
+
+    literals = LITERALS
+
+    def __init__(self, collector: LogConfigCollector):
+        self.collector = collector
+
+    def feed(self, line: Line) -> bool:
+        return self.collector.feed(line.text, line.number)
+
+    def wants_every_line(self, number: int) -> bool:
+        return self.collector.in_arguments
+
+
+def config_handlers(collector: LogConfigCollector) -> list[LineHandler]:
+    """Every reader of config a log prints, writing into `collector`. Another printed form (a start-up
+    summary) is one more handler here: its own literals and a `feed` that adds values to the collector."""
+    return [ConfigLines(collector)]

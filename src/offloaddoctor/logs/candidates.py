@@ -29,22 +29,32 @@ COVER_MIN_BYTES = 8 << 20
 COVER_SAMPLE_BYTES = 1 << 20
 
 
+def prefilter_literals(literals: Iterable[str]) -> list[bytes]:
+    """The byte strings to search for. A literal that contains another adds nothing: every line it finds,
+    the shorter one finds too. Sorted by length first, so each is compared only with shorter ones kept."""
+    kept: list[bytes] = []
+    for literal in sorted({lit.encode("utf-8") for lit in literals if lit}, key=lambda lit: (len(lit), lit)):
+        if not any(shorter in literal for shorter in kept):
+            kept.append(literal)
+    return sorted(kept)
+
+
 class CandidateReader:
     def __init__(
         self, source: LogSource, literals: Iterable[str], warnings: list[str], block_bytes: int = BLOCK_BYTES,
-        on_bytes: Callable[[int], None] | None = None, use_grep: bool = True,
+        on_bytes: Callable[[int], None] | None = None, use_grep: bool = True, prefiltered: list[bytes] | None = None,
     ):
         self.source = source
-        encoded = {lit.encode("utf-8") for lit in literals if lit}
-        # A literal that contains another adds nothing: every line it finds, the shorter one finds too.
-        self.literals = sorted(lit for lit in encoded if not any(other != lit and other in lit for other in encoded))
+        # `prefiltered`: prefilter_literals() of the literals, computed once for many sources.
+        self.literals = prefiltered if prefiltered is not None else prefilter_literals(literals)
         self.patterns = self.literals  # what is searched for: the literals, or for a large file a cover of them
         self.warnings = warnings
         self.block_bytes = max(block_bytes, MAX_LINE_BYTES + 1)
         self.every_line = False
-        # Set by the consumer: a candidate line (bytes) it would discard unread, e.g. an iteration line
-        # past the sample it keeps. Asked only while every_line is off; skipping saves decoding it.
-        self.skip: Callable[[bytes], bool] | None = None
+        # Set by the consumer: skip(line number, line bytes) is True for a candidate line it would discard
+        # unread, e.g. an iteration line past the sample it keeps. Asked only while every_line is off;
+        # skipping saves decoding it.
+        self.skip: Callable[[int, bytes], bool] | None = None
         self.use_grep = use_grep
         self.bytes_reported = 0
         self.on_bytes = on_bytes  # progress: called with the bytes of each block read
@@ -154,7 +164,7 @@ class CandidateReader:
             else:
                 line = block[start:stop]
             pos = stop + 1
-            if self.skip is not None and not self.every_line and self.skip(line):
+            if self.skip is not None and not self.every_line and self.skip(line_number, line):
                 continue
             yield line_number, line.decode("utf-8", errors="replace")
         return line_number

@@ -260,7 +260,7 @@ def _deliver(reader, streams, log, position: _Position) -> Iterator[tuple[int, s
                 if reader.on_bytes is not None and offset > reader.bytes_reported:
                     reader.on_bytes(offset - reader.bytes_reported)
                     reader.bytes_reported = offset
-                if skip is not None and not reader.every_line and skip(content):
+                if skip is not None and not reader.every_line and skip(number, content):
                     continue
                 yield number, content.rstrip(b"\n").decode("utf-8", errors="replace")
                 if reader.every_line:

@@ -51,7 +51,7 @@ def metrics_from_text(text: str, name: str = "<text>") -> RunMetrics:
     from offloaddoctor.metrics.summary import summarise
 
     reader = RunReader(name)
-    reader.read_lines(name, enumerate(text.splitlines(), start=1))
+    reader.read_lines(name, text.splitlines())
     return summarise(reader.run, reader.collectors, reader.layout_line)
 
 

@@ -1,34 +1,69 @@
-"""Megatron's per-iteration line as an IterationMetrics record.
+"""Megatron's per-iteration log line, parsed into the one record every reader uses (IterationMetrics).
 
-The fields are read by analysis/iterations.py (the same parser diagnose uses); here they get names.
+` [ts] iteration       10/     100 | consumed samples: 320 | elapsed time per iteration (ms): 1234.5 | …`
 Megatron-LM, Megatron-Bridge and their older releases all print `name: value |` pairs behind
-`iteration N/ M |`; only which pairs appear, and the precision, differ between versions.
+`iteration N/ M |`; only which pairs appear, and the precision, differ between versions. Fields appear only
+when enabled, so every pair is kept: the known ones as attributes, the rest in `extra` by printed name.
+Also here: which lines are warm-up (`steady_state`), shared by `diagnose` and `metrics`.
 """
 
 from __future__ import annotations
 
-from offloaddoctor.analysis import iterations as printed
+import re
+from collections.abc import Sequence
+
+from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.metrics.numbers import as_count
 
+_ITERATION = lazy_compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+# One `| name: number ` field between bars (or up to the end); findall reads them all in one pass.
+_FIELDS = lazy_compile(
+    r"\|[^\S|]*([^:|]+?)[^\S|]*:[^\S|]*([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))[^\S|]*(?=\||$)",
+    re.IGNORECASE,
+)
+LITERAL = "elapsed time per iteration"
+ELAPSED_MS = "elapsed time per iteration (ms)"
+THROUGHPUT = "throughput per gpu (tflop/s/gpu)"
+LEARNING_RATE = "learning rate"
+GLOBAL_BATCH_SIZE = "global batch size"
+LM_LOSS = "lm loss"
+LOSS_SCALE = "loss scale"
+GRAD_NORM = "grad norm"
+SKIPPED_ITERATIONS = "number of skipped iterations"
+NAN_ITERATIONS = "number of nan iterations"
+WARMUP_ITERATIONS = 3
+
 # Record attribute -> printed names, newest first. "tflops" is Megatron-DeepSpeed's `TFLOPs: 123.45`.
 _NAMED = {
-    "elapsed_ms": (printed.ELAPSED_MS,),
-    "tflops_per_gpu": (printed.THROUGHPUT, "tflops"),
-    "learning_rate": (printed.LEARNING_RATE,),
-    "lm_loss": (printed.LM_LOSS,),
-    "loss_scale": (printed.LOSS_SCALE,),
-    "grad_norm": (printed.GRAD_NORM,),
+    "elapsed_ms": (ELAPSED_MS,),
+    "tflops_per_gpu": (THROUGHPUT, "tflops"),
+    "learning_rate": (LEARNING_RATE,),
+    "lm_loss": (LM_LOSS,),
+    "loss_scale": (LOSS_SCALE,),
+    "grad_norm": (GRAD_NORM,),
 }
 _COUNTS = {
-    "global_batch_size": printed.GLOBAL_BATCH_SIZE,
-    "skipped_iterations": printed.SKIPPED_ITERATIONS,
-    "nan_iterations": printed.NAN_ITERATIONS,
+    "global_batch_size": GLOBAL_BATCH_SIZE,
+    "skipped_iterations": SKIPPED_ITERATIONS,
+    "nan_iterations": NAN_ITERATIONS,
 }
 
 
-def parse_iteration_metrics(text: str, path: str, line: int, rank: int | None, segment: int) -> IterationMetrics | None:
-    parsed = printed.parse_iteration_line(text)
+def parse_iteration_line(text: str) -> tuple[int, int, dict[str, float]] | None:
+    """(iteration, planned iterations from `N/ TOTAL`, every `name: number` field by lower-cased name)."""
+    found = _ITERATION.search(text)
+    if not found:
+        return None
+    fields = {name.strip().lower(): float(value) for name, value in _FIELDS.findall(text, found.end() - 1)}
+    return int(found.group(1)), int(found.group(2)), fields
+
+
+def parse_iteration_metrics(
+    text: str, path: str, line: int, rank: int | None, segment: int, keep_text: bool = False
+) -> IterationMetrics | None:
+    """`keep_text`: keep the line itself on the record, to cite it as evidence (diagnose's sample)."""
+    parsed = parse_iteration_line(text)
     if parsed is None:
         return None
     iteration, train_iters, fields = parsed
@@ -42,4 +77,30 @@ def parse_iteration_metrics(text: str, path: str, line: int, rank: int | None, s
         if name in fields:
             setattr(record, attribute, as_count(fields.pop(name)))
     record.extra = fields
+    if keep_text:
+        record.text = text.strip()
     return record
+
+
+def steady_state(records: Sequence[IterationMetrics]) -> list[IterationMetrics]:
+    """Drop warm-up. Each line reports the average over the iterations since the previous line, so a
+    line is kept only if that whole interval lies after the first WARMUP_ITERATIONS iterations (which
+    carry compilation, allocator growth and data-loader start-up). The first line of a log never
+    qualifies. A log that stops inside warm-up has no steady state: better no number than a wrong one."""
+    return [
+        record
+        for previous, record in zip(records, records[1:])
+        if previous.iteration >= WARMUP_ITERATIONS and record.iteration > previous.iteration
+    ]
+
+
+def median_of(records: list[IterationMetrics], attribute: str) -> tuple[float, IterationMetrics] | None:
+    """The median value of `attribute` and the record closest to it (to cite as evidence)."""
+    with_value = [r for r in records if getattr(r, attribute) is not None]
+    if not with_value:
+        return None
+    import statistics  # costs start-up time; most runs never need it
+
+    value = statistics.median(getattr(r, attribute) for r in with_value)
+    closest = min(with_value, key=lambda r: abs(getattr(r, attribute) - value))
+    return value, closest

@@ -6,9 +6,12 @@ Sizes are MiB (Megatron's "MB"; see metrics/numbers.py). A field the log did not
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from offloaddoctor.metrics.parameter_lines import ParameterCounts
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time, and diagnose loads this module
+    from typing import Any
 
 
 @dataclass(slots=True)
@@ -33,6 +36,8 @@ class IterationMetrics:
     nan_iterations: int | None = None
     extra: dict[str, float] = field(default_factory=dict)  # every other printed field, by printed name
     steady_state: bool = False  # set by the summary: see metrics/summary.py
+    # The line as printed, kept only where it is cited as evidence (diagnose's sample), not in metrics output.
+    text: str = field(default="", repr=False)
 
 
 @dataclass(slots=True)

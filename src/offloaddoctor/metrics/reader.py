@@ -1,35 +1,64 @@
-"""One streaming pass over a run's logs, keeping only the parsed records.
-
-Lines are read through logs/sources.py and normalised by logs/normalize.py exactly as diagnose reads them.
-A line is parsed only if it contains one of a few literals (one compiled alternation over the raw line);
-lines inside an arguments block bypass that gate. Memory grows with the number of iteration and memory-report
-lines, never with the size of the log.
+"""The metrics reader: one handler set over the shared line pass (logs/line_pass.py), keeping only the
+parsed records. Lines are read and normalised exactly as diagnose reads them; a line is parsed only if it
+holds one of the handlers' literals (or sits in an arguments block). Memory grows with the number of
+iteration and memory-report lines, never with the size of the log.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-from offloaddoctor.analysis.iterations import LITERAL as ITERATION_LITERAL
-from offloaddoctor.config.from_log import LITERALS as CONFIG_LITERALS
-from offloaddoctor.config.from_log import LogConfigCollector
-from offloaddoctor.logs.normalize import normalize_line
-from offloaddoctor.logs.candidates import CandidateReader
-from offloaddoctor.logs.sources import LogSource, VanishedLog
+from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
+from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, pass_literals
+from offloaddoctor.logs.sources import LogSource
 from offloaddoctor.metrics import layout, memory_lines, parameter_lines
+from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
 from offloaddoctor.metrics.iteration_lines import parse_iteration_metrics
 from offloaddoctor.metrics.model import RunMetrics
 
-_LITERALS = (
-    ITERATION_LITERAL,
-    memory_lines.LITERAL,
-    memory_lines.THEORETICAL_LITERAL,
-    parameter_lines.LITERAL,
-    layout.LITERAL,
-    *CONFIG_LITERALS,
-)
-_GATE = re.compile("|".join(re.escape(lit) for lit in sorted(set(_LITERALS), key=len, reverse=True)))
+
+class MetricLines(LineHandler):
+    """Iteration lines (all of them), memory reports, the theoretical-memory line, parameter counts and
+    the layout line of one log, into `reader.run`."""
+
+    literals = (
+        ITERATION_LITERAL, memory_lines.LITERAL, memory_lines.THEORETICAL_LITERAL, parameter_lines.LITERAL,
+        layout.LITERAL,
+    )
+    _ITERATION_BYTES = ITERATION_LITERAL.encode()
+
+    def __init__(self, reader: RunReader, collector: LogConfigCollector):
+        self.run = reader.run
+        self.layout_line = reader.layout_line
+        self.collector = collector
+
+    def skip(self, number: int, raw) -> bool | None:
+        """Every iteration line is needed: when another handler set shares the pass, none is left out."""
+        return False if (self._ITERATION_BYTES if isinstance(raw, bytes) else ITERATION_LITERAL) in raw else None
+
+    def feed(self, line: Line) -> bool:
+        run, text = self.run, line.text
+        segment = self.collector.segment
+        if ITERATION_LITERAL in text:
+            record = parse_iteration_metrics(text, line.path, line.number, line.rank, segment)
+            if record is not None:
+                run.iterations.append(record)
+                return True
+        if memory_lines.LITERAL in text:
+            report = memory_lines.parse_memory_report(text, line.path, line.number, line.rank, segment)
+            if report is not None:
+                run.memory.append(report)
+                return True
+        if memory_lines.THEORETICAL_LITERAL in text:
+            theoretical = memory_lines.parse_theoretical_memory(text)
+            if theoretical:
+                run.theoretical_memory_mb = theoretical
+            return True
+        if parameter_lines.LITERAL in text and parameter_lines.read_parameter_line(text, run.parameters):
+            return True
+        if layout.LITERAL in text:
+            self.layout_line.update(layout.parse_layout_line(text))
+        return False
 
 
 class RunReader:
@@ -39,56 +68,20 @@ class RunReader:
         self.run = RunMetrics(path)
         self.collectors: list[LogConfigCollector] = []
         self.layout_line: dict[str, int] = {}
+        self.line_pass = LinePass(pass_literals(self.handlers_for(LogConfigCollector(path))), self.run.notes)
 
-    def read_source(self, source: LogSource) -> None:
-        # The reader diagnose uses: candidate lines found a block (or a grep pass) at a time.
-        reader = CandidateReader(source, _LITERALS, self.run.notes)
-        try:
-            self.read_lines(source.name, reader, source.rank_from_name, reader)
-        except VanishedLog as gone:
-            self.run.notes.append(str(gone))
-            self.run.sources.append((source.name, 0))
-            return
-        self.run.sources[-1] = (source.name, reader.lines_read)
+    def handlers_for(self, collector: LogConfigCollector) -> list[LineHandler]:
+        return [*config_handlers(collector), MetricLines(self, collector)]
 
-    def read_lines(
-        self, name: str, numbered: Iterable[tuple[int, str]], default_rank: int | None = None,
-        reader: CandidateReader | None = None,
-    ) -> None:
+    def _start(self, name: str) -> list[LineHandler]:
         collector = LogConfigCollector(name)
         self.collectors.append(collector)
-        gate = _GATE.search
-        line_number = 0
-        for line_number, raw in numbered:
-            if collector.in_arguments or gate(raw):
-                self._read_line(name, line_number, raw, default_rank, collector)
-            if reader is not None:
-                reader.every_line = collector.in_arguments  # an arguments block is read line by line
-        self.run.sources.append((name, line_number))
+        return self.handlers_for(collector)
 
-    def _read_line(self, name: str, line_number: int, raw: str, default_rank: int | None,
-                   collector: LogConfigCollector) -> None:
-        run = self.run
-        text, rank = normalize_line(raw, default_rank)
-        if collector.feed(text, line_number):
-            return
-        segment = collector.segment
-        if ITERATION_LITERAL in text:
-            record = parse_iteration_metrics(text, name, line_number, rank, segment)
-            if record is not None:
-                run.iterations.append(record)
-                return
-        if memory_lines.LITERAL in text:
-            report = memory_lines.parse_memory_report(text, name, line_number, rank, segment)
-            if report is not None:
-                run.memory.append(report)
-                return
-        if memory_lines.THEORETICAL_LITERAL in text:
-            theoretical = memory_lines.parse_theoretical_memory(text)
-            if theoretical:
-                run.theoretical_memory_mb = theoretical
-            return
-        if parameter_lines.LITERAL in text and parameter_lines.read_parameter_line(text, run.parameters):
-            return
-        if layout.LITERAL in text:
-            self.layout_line.update(layout.parse_layout_line(text))
+    def read_source(self, source: LogSource) -> None:
+        lines = self.line_pass.read_source(source, self._start(source.name))
+        self.run.sources.append((source.name, lines))
+
+    def read_lines(self, name: str, lines: Iterable[str], default_rank: int | None = None) -> None:
+        """In-memory text, read exactly as a file would be."""
+        self.run.sources.append((name, self.line_pass.read_lines(name, lines, self._start(name), default_rank)))

@@ -6,7 +6,7 @@ line. The first iterations carry compilation, allocator growth and data-loader s
 H100 logs in fixtures/ takes 3.6x and 4.7x the steady-state time). So a line counts as steady state only if
 the whole interval it averages starts after iteration WARMUP_ITERATIONS (3): the line before it, in the same
 series, must be at iteration 3 or later. The first line of a series never counts, as the start of its
-interval is unknown. This is the rule diagnose uses (analysis/iterations.py `steady_state`), applied per
+interval is unknown. This is the rule diagnose uses (metrics/iteration_lines.py `steady_state`), applied per
 series: one series per source, segment (job start) and rank. A job restarted in the same log starts a new
 series, so its first line after the restart is dropped too. A log that stops inside warm-up has no
 steady-state numbers: better none than wrong ones.
@@ -30,10 +30,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from offloaddoctor.analysis.iterations import steady_state
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.values import format_value
 from offloaddoctor.metrics.layout import resolve_layout
+from offloaddoctor.metrics.iteration_lines import steady_state
 from offloaddoctor.metrics.model import IterationMetrics, MetricsSummary, RunMetrics
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, parameter_count
 from offloaddoctor.metrics.settings import (

@@ -36,11 +36,17 @@ def _run(run: RunMetrics) -> dict[str, Any]:
             ],
             "billions": dict(run.parameters.billions),
         },
-        "iterations": [asdict(record) for record in run.iterations],
+        "iterations": [_iteration(record) for record in run.iterations],
         "memory": [asdict(report) for report in run.memory],
         "arguments": dict(sorted(run.arguments.items())),
         "notes": list(run.notes),
     })
+
+
+def _iteration(record) -> dict[str, Any]:
+    data = asdict(record)
+    del data["text"]  # diagnose's evidence, not part of the metrics schema
+    return data
 
 
 def _finite(value: Any) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from offloaddoctor.analysis.iterations import WARMUP_ITERATIONS
+from offloaddoctor.metrics.iteration_lines import WARMUP_ITERATIONS
 from offloaddoctor.analysis.ranks import format_ranks
 from offloaddoctor.config.values import format_value
 from offloaddoctor.metrics.model import MetricsSummary, RunMetrics

@@ -1,0 +1,126 @@
+"""One pass over a log's lines, shared by every reader of a log: `diagnose`'s scanner, the metrics reader,
+the config collection. Each reader is a set of `LineHandler`s; the pass reads the source once
+(logs/candidates.py: only lines holding a handler's literal, unless a handler asks for every line),
+normalises each line it delivers (logs/normalize.py) and offers it to the handlers in order until one
+says it consumed it.
+
+A new kind of line (a start-up summary, another OOM wording) is one more handler: its `literals` make the
+lines it needs candidates, its `feed` reads them. Nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from offloaddoctor.logs.normalize import normalize_line
+from offloaddoctor.logs.sources import LogSource, VanishedLog
+
+
+class Line:
+    """One delivered line. `candidate`: it holds one of the pass's literals (a line delivered only because
+    a handler asked for every line has it False)."""
+
+    __slots__ = ("path", "number", "rank", "text", "raw", "candidate")
+
+    def __init__(self, path: str, number: int, rank: int | None, text: str, raw: str, candidate: bool):
+        self.path, self.number, self.rank, self.text, self.raw, self.candidate = path, number, rank, text, raw, candidate
+
+
+class LineHandler:
+    """A reader of some kind of line. Subclasses set `literals` and override what they need."""
+
+    # A line holding none of these (as raw text, before normalising) is not offered to the handler set
+    # unless some handler wants every line; a literal must be rare in healthy logs (docs/performance.md).
+    literals: tuple[str, ...] = ()
+    # Optional: `skip(number, raw_bytes) -> bool | None`, asked before a candidate line is decoded while no
+    # handler wants every line. True: this handler will not use the line; False: it needs it; None: no
+    # opinion. The line is dropped when one handler says True and none says False.
+    skip: Callable[[int, bytes], bool | None] | None = None
+
+    def feed(self, line: Line) -> bool:
+        """Read the line; True when it is consumed (the handlers after this one do not see it)."""
+        return False
+
+    def wants_every_line(self, number: int) -> bool:
+        """Asked after each delivered line: True while an open block (arguments, traceback) needs every
+        following line, candidate or not. Only handlers that override it are asked."""
+        return False
+
+
+def pass_literals(handlers: Iterable[LineHandler]) -> set[str]:
+    return {literal for handler in handlers for literal in handler.literals if literal}
+
+
+class LinePass:
+    """Runs one handler set over sources. `literals` is computed once per pass, not per source."""
+
+    def __init__(self, literals: Iterable[str], warnings: list[str], on_bytes: Callable[[int], None] | None = None):
+        self.literals = frozenset(literals)
+        self._gate_literals = tuple(sorted(self.literals))
+        self.warnings = warnings
+        self.on_bytes = on_bytes
+        self._reader_literals = None  # the deduplicated byte literals, computed on the first source
+
+    def read_source(self, source: LogSource, handlers: Sequence[LineHandler]) -> int:
+        """Lines in the source (0 when a listed log vanished, which is noted in `warnings`)."""
+        from offloaddoctor.logs.candidates import CandidateReader, prefilter_literals
+
+        if self._reader_literals is None:
+            self._reader_literals = prefilter_literals(self.literals)
+        reader = CandidateReader(source, (), self.warnings, on_bytes=self.on_bytes, prefiltered=self._reader_literals)
+        try:
+            self.run(source.name, source.rank_from_name, reader, handlers, reader)
+        except VanishedLog as gone:
+            self.warnings.append(str(gone))
+            return 0
+        return reader.lines_read
+
+    def read_lines(self, name: str, lines: Iterable[str], handlers: Sequence[LineHandler], default_rank: int | None = None) -> int:
+        """In-memory text (signature examples, tests, `diagnose_text`) through the same path as files."""
+        return self.run(name, default_rank, enumerate(lines, start=1), handlers)
+
+    def run(self, path: str, default_rank: int | None, numbered, handlers: Sequence[LineHandler], reader=None) -> int:
+        """`numbered` yields (line number, raw text); a CandidateReader (`reader`) yields only candidate
+        lines unless told (`every_line`) that a handler wants them all. Returns the last line number."""
+        gate_literals = self._gate_literals
+        watchers = [h for h in handlers if type(h).wants_every_line is not LineHandler.wants_every_line]
+        skips = [h.skip for h in handlers if h.skip is not None]
+        skip = _combined_skip(skips)
+        if reader is not None:
+            reader.skip = skip
+        every = False
+        number = 0
+        for number, raw in numbered:
+            candidate = any(literal in raw for literal in gate_literals)
+            if not every:
+                if not candidate:
+                    continue
+                if reader is None and skip is not None and skip(number, raw):
+                    continue
+            text, rank = normalize_line(raw, default_rank)
+            line = Line(path, number, rank, text, raw, candidate)
+            for handler in handlers:
+                if handler.feed(line):
+                    break
+            if watchers:
+                every = False
+                for watcher in watchers:
+                    if watcher.wants_every_line(number):
+                        every = True  # every watcher is still asked: the question may expire state
+                if reader is not None:
+                    reader.every_line = every
+        return number
+
+
+def _combined_skip(skips: list) -> Callable | None:
+    if not skips:
+        return None
+    if len(skips) == 1:
+        only = skips[0]
+        return lambda number, raw: only(number, raw) is True
+
+    def skip(number, raw) -> bool:
+        answers = [ask(number, raw) for ask in skips]
+        return True in answers and False not in answers
+
+    return skip
