@@ -108,7 +108,6 @@ def compare(
 ):
     """Judge runs against a baseline by the offloading guide's success criteria (metrics/compare.py).
     `run_configs` maps a log path to config files whose offload settings replace what the log printed."""
-    from offloaddoctor.metrics import run_metrics
     from offloaddoctor.metrics.compare import Criteria, compare_runs
     from offloaddoctor.metrics.settings import effective_offload_fraction, offload_settings
 
@@ -120,20 +119,40 @@ def compare(
         raise UserError(f"--config {unknown[0]}=…: {unknown[0]} is not one of the logs being compared")
     resolve_sources(paths)  # every path is checked before any is read
     catalog = catalog or load_catalog()
-    measured = []
+    matchers = build_matchers(catalog)
+    measured, errors = [], {}
     for path in paths:
-        run = run_metrics(path)
+        run, report = _measure_and_diagnose(path, catalog, matchers)
+        errors[path] = [f.id for f in report.findings if f.signature.severity == "error"]
         configs = (run_configs or {}).get(path, ())
         if configs:
             arguments = {**run.arguments, **{v.key: v.value for v in explicit_config(configs, ())}}
             run.summary.offload = offload_settings(arguments)
             run.summary.effective_offload_fraction = effective_offload_fraction(run.summary.offload)
         measured.append(run)
-    errors = {
-        path: [f.id for f in diagnose([path], catalog=catalog).findings if f.signature.severity == "error"]
-        for path in paths
-    }
     return compare_runs(measured[0], measured[1:], errors, criteria or Criteria())
+
+
+def _measure_and_diagnose(path: str, catalog: Catalog, matchers) -> tuple[Any, Report]:
+    """`run_metrics(path)` and `diagnose([path])` from one read of each log: both handler sets share a pass."""
+    from offloaddoctor.logs.line_pass import LinePass
+    from offloaddoctor.metrics.reader import RunReader
+    from offloaddoctor.metrics.summary import summarise
+
+    scanner, reader = Scanner(matchers), RunReader(path)
+    warnings: list[str] = []
+    line_pass = LinePass(scanner.literals | reader.line_pass.literals, warnings)
+    for source in resolve_sources([path]):
+        before = len(warnings)
+        lines = line_pass.read_source(source, scanner.start_source(source.name), reader.start_source(source.name))
+        scanner.result.lines_read[source.name] = lines
+        reader.source_read(source.name, lines)
+        scanner.result.warnings.extend(warnings[before:])
+        reader.run.notes.extend(warnings[before:])
+    scan = scanner.finish()
+    store = build_store(*(c.values for c in scan.collectors))
+    run = summarise(reader.run, reader.collectors, reader.layout_line)
+    return run, build_report(catalog, scan, store, matchers)
 
 
 def __getattr__(name: str):

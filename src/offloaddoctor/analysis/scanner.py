@@ -264,20 +264,21 @@ class Scanner:
             self.failures,
         ]
 
-    def _start(self, path: str) -> list[LineHandler]:
+    def start_source(self, path: str) -> list[LineHandler]:
+        """The handler set for the next source (for a pass shared with another handler set)."""
         collector = LogConfigCollector(path)
         self.result.collectors.append(collector)
         return self.handlers_for(collector)
 
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
         for source in sources:
-            self.result.lines_read[source.name] = self.line_pass.read_source(source, self._start(source.name))
-        return self._finish()
+            self.result.lines_read[source.name] = self.line_pass.read_source(source, self.start_source(source.name))
+        return self.finish()
 
     def scan_lines(self, name: str, lines: Iterable[str]) -> ScanResult:
         """Scan in-memory text (signature examples, tests) through the same path as files."""
-        self.result.lines_read[name] = self.line_pass.read_lines(name, lines, self._start(name))
-        return self._finish()
+        self.result.lines_read[name] = self.line_pass.read_lines(name, lines, self.start_source(name))
+        return self.finish()
 
     def merge(self, results: Iterable[ScanResult]) -> ScanResult:
         """Combine per-source results (scanned in parallel) as if the sources had been scanned in order."""
@@ -295,8 +296,8 @@ class Scanner:
             merged.warnings.extend(partial.warnings)
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
-        return self._finish()
+        return self.finish()
 
-    def _finish(self) -> ScanResult:
+    def finish(self) -> ScanResult:
         self.result.aggregates = self.failures.aggregates.ordered()
         return self.result

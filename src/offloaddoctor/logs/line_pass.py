@@ -61,31 +61,33 @@ class LinePass:
         self.on_bytes = on_bytes
         self._reader_literals = None  # the deduplicated byte literals, computed on the first source
 
-    def read_source(self, source: LogSource, handlers: Sequence[LineHandler]) -> int:
-        """Lines in the source (0 when a listed log vanished, which is noted in `warnings`)."""
+    def read_source(self, source: LogSource, *handler_sets: Sequence[LineHandler]) -> int:
+        """Lines in the source (0 when a listed log vanished, which is noted in `warnings`). Each handler set
+        sees every delivered line on its own: what one set consumes, the next set still gets."""
         from offloaddoctor.logs.candidates import CandidateReader, prefilter_literals
 
         if self._reader_literals is None:
             self._reader_literals = prefilter_literals(self.literals)
         reader = CandidateReader(source, (), self.warnings, on_bytes=self.on_bytes, prefiltered=self._reader_literals)
         try:
-            self.run(source.name, source.rank_from_name, reader, handlers, reader)
+            self.run(source.name, source.rank_from_name, reader, handler_sets, reader)
         except VanishedLog as gone:
             self.warnings.append(str(gone))
             return 0
         return reader.lines_read
 
-    def read_lines(self, name: str, lines: Iterable[str], handlers: Sequence[LineHandler], default_rank: int | None = None) -> int:
+    def read_lines(self, name: str, lines: Iterable[str], *handler_sets: Sequence[LineHandler], default_rank: int | None = None) -> int:
         """In-memory text (signature examples, tests, `diagnose_text`) through the same path as files."""
-        return self.run(name, default_rank, enumerate(lines, start=1), handlers)
+        return self.run(name, default_rank, enumerate(lines, start=1), handler_sets)
 
-    def run(self, path: str, default_rank: int | None, numbered, handlers: Sequence[LineHandler], reader=None) -> int:
+    def run(self, path: str, default_rank: int | None, numbered, handler_sets: Sequence[Sequence[LineHandler]],
+            reader=None) -> int:
         """`numbered` yields (line number, raw text); a CandidateReader (`reader`) yields only candidate
         lines unless told (`every_line`) that a handler wants them all. Returns the last line number."""
         gate_literals = self._gate_literals
-        watchers = [h for h in handlers if type(h).wants_every_line is not LineHandler.wants_every_line]
-        skips = [h.skip for h in handlers if h.skip is not None]
-        skip = _combined_skip(skips)
+        every_handler = [h for handlers in handler_sets for h in handlers]
+        watchers = [h for h in every_handler if type(h).wants_every_line is not LineHandler.wants_every_line]
+        skip = _combined_skip([h.skip for h in every_handler if h.skip is not None])
         if reader is not None:
             reader.skip = skip
         every = False
@@ -99,9 +101,10 @@ class LinePass:
                     continue
             text, rank = normalize_line(raw, default_rank)
             line = Line(path, number, rank, text, raw, candidate)
-            for handler in handlers:
-                if handler.feed(line):
-                    break
+            for handlers in handler_sets:
+                for handler in handlers:
+                    if handler.feed(line):
+                        break
             if watchers:
                 every = False
                 for watcher in watchers:

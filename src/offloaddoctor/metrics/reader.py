@@ -73,15 +73,19 @@ class RunReader:
     def handlers_for(self, collector: LogConfigCollector) -> list[LineHandler]:
         return [*config_handlers(collector), MetricLines(self, collector)]
 
-    def _start(self, name: str) -> list[LineHandler]:
+    def start_source(self, name: str) -> list[LineHandler]:
+        """The handler set for the next source; call `source_read` with its line count once read."""
         collector = LogConfigCollector(name)
         self.collectors.append(collector)
         return self.handlers_for(collector)
 
+    def source_read(self, name: str, lines: int) -> None:
+        self.run.sources.append((name, lines))
+
     def read_source(self, source: LogSource) -> None:
-        lines = self.line_pass.read_source(source, self._start(source.name))
-        self.run.sources.append((source.name, lines))
+        self.source_read(source.name, self.line_pass.read_source(source, self.start_source(source.name)))
 
     def read_lines(self, name: str, lines: Iterable[str], default_rank: int | None = None) -> None:
         """In-memory text, read exactly as a file would be."""
-        self.run.sources.append((name, self.line_pass.read_lines(name, lines, self._start(name), default_rank)))
+        handlers = self.start_source(name)
+        self.source_read(name, self.line_pass.read_lines(name, lines, handlers, default_rank=default_rank))

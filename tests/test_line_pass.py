@@ -1,0 +1,152 @@
+"""The one line pass: handler sets, plug-in handlers, and one read per log for compare."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from offloaddoctor import api
+from offloaddoctor.analysis.evidence import MAX_EVIDENCE, Aggregate, Evidence, keep_evidence
+from offloaddoctor.analysis.scanner import IterationSampler, Scanner, TracebackTracker, build_matchers
+from offloaddoctor.config.from_log import LogConfigCollector
+from offloaddoctor.logs import candidates
+from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass
+from offloaddoctor.logs.sources import LogSource
+from offloaddoctor.metrics import run_metrics
+from offloaddoctor.render.json_report import report_to_dict
+from offloaddoctor.render.metrics_json import metrics_to_dict
+
+from .conftest import FIXTURES
+
+
+class Collect(LineHandler):
+    def __init__(self, literal: str, consume: bool = True):
+        self.literals = (literal,)
+        self.literal = literal
+        self.consume = consume
+        self.seen: list[tuple[int, int | None, str]] = []
+
+    def feed(self, line: Line) -> bool:
+        if self.literal not in line.text:
+            return False
+        self.seen.append((line.number, line.rank, line.text))
+        return self.consume
+
+
+LINES = ["[rank3]: startup summary: tp=2", "noise", "[rank1]: RuntimeError: boom", "summary again", "noise"]
+
+
+def test_a_new_kind_of_line_is_one_handler_with_its_literal():
+    summary = Collect("summary")
+    errors = Collect("Error")
+    line_pass = LinePass({"summary", "Error"}, [])
+    assert line_pass.read_lines("x.log", LINES, [summary, errors]) == 5
+    assert summary.seen == [(1, 3, "startup summary: tp=2"), (4, None, "summary again")]
+    assert errors.seen == [(3, 1, "RuntimeError: boom")]
+
+
+def test_a_consumed_line_stops_its_set_but_not_the_other_set():
+    first, later, other = Collect("summary"), Collect("summary"), Collect("summary")
+    LinePass({"summary"}, []).read_lines("x.log", LINES, [first, later], [other])
+    assert len(first.seen) == 2 and later.seen == [] and len(other.seen) == 2
+
+
+def test_a_handler_that_wants_every_line_gets_them_marked_as_not_candidates():
+    class Block(Collect):
+        def feed(self, line):
+            self.seen.append((line.number, line.candidate))
+            return False
+
+        def wants_every_line(self, number):
+            return number < 3
+
+    block = Block("summary")
+    LinePass({"summary"}, []).read_lines("x.log", LINES, [block])
+    assert block.seen == [(1, True), (2, False), (3, False), (4, True)]
+
+
+def test_skip_needs_one_yes_and_no_no():
+    class Opinion(LineHandler):
+        literals = ("summary",)
+
+        def __init__(self, answer):
+            self.answer, self.fed = answer, 0
+            self.skip = lambda number, raw: self.answer
+
+        def feed(self, line):
+            self.fed += 1
+            return False
+
+    yes, none_ = Opinion(True), Opinion(None)
+    LinePass({"summary"}, []).read_lines("x.log", LINES, [yes, none_])
+    assert yes.fed == none_.fed == 0
+    yes, no = Opinion(True), Opinion(False)
+    LinePass({"summary"}, []).read_lines("x.log", LINES, [yes], [no])
+    assert yes.fed == no.fed == 2
+
+
+def test_the_evidence_rule_is_five_lines_one_per_rank_rankless_always():
+    kept: list[Evidence] = []
+    for rank in (0, 0, None, None, 1, 2, 3):
+        keep_evidence(kept, Evidence("x", 1, rank, "t"))
+    assert [e.rank for e in kept] == [0, None, None, 1, 2] and len(kept) == MAX_EVIDENCE
+    one, two = Aggregate("m", {}, 1), Aggregate("m", {}, 2)
+    for rank in (0, 1):
+        one.add(Evidence("a", rank, rank, "t"))
+    for rank in (1, 2):
+        two.add(Evidence("b", rank, rank, "t"))
+    one.absorb(two)
+    assert (one.count, one.ranks, one.paths, [e.rank for e in one.evidence]) == (4, {0, 1, 2}, {"a", "b"}, [0, 1, 2])
+
+
+def test_traceback_tracker_hands_over_the_exception_line_and_gives_up_on_a_runaway():
+    ended = []
+    tracker = TracebackTracker(ended.append)
+    lines = ["Traceback (most recent call last):", '  File "x.py", line 1', "ValueError: bad"]
+    for number, text in enumerate(lines, 1):
+        assert tracker.feed(Line("x", number, None, text, text, True))
+        tracker.wants_every_line(number)
+    assert [line.text for line in ended] == ["ValueError: bad"] and not tracker.awaiting
+    tracker.feed(Line("x", 10, 0, lines[0], lines[0], True))
+    assert tracker.wants_every_line(400) and not tracker.wants_every_line(411)
+
+
+def test_iteration_sampler_keeps_an_even_sample():
+    records: dict = {}
+    sampler = IterationSampler(records, LogConfigCollector("x"), limit=8)
+    for number in range(1, 101):
+        text = f" iteration {number:6d}/ 1000 | elapsed time per iteration (ms): 100.0 |"
+        if sampler.skip(number, text):
+            continue
+        sampler.feed(Line("x", number, None, text, text, True))
+    kept = [r.iteration for r in records[("x", 0)]]
+    assert kept[0] == 1 and len(kept) <= 8 and len(set(b - a for a, b in zip(kept[1:], kept[2:]))) == 1
+
+
+def test_compare_reads_each_log_once(monkeypatch):
+    opened = []
+    real = candidates.open_binary
+    monkeypatch.setattr(candidates, "open_binary", lambda source: opened.append(source.path) or real(source))
+    family = FIXTURES / "compare-family"
+    monkeypatch.chdir(family)
+    api.compare("baseline.log", ["opt050.log"])
+    assert sorted(opened) == ["baseline.log", "opt050.log"]
+
+
+@pytest.mark.parametrize("case", ["compare-family/opt050.log", "oom-fragmentation-multirank/job.log",
+                                  "optimizer-offload-slowdown-restart/job.log", "unmatched-failure/job.log"])
+def test_one_shared_pass_equals_the_two_separate_reads(case, catalog):
+    path = str(FIXTURES / case)
+    matchers = build_matchers(catalog)
+    run, report = api._measure_and_diagnose(path, catalog, matchers)
+    alone = api.diagnose([path], catalog=catalog)
+    assert json.dumps(report_to_dict(report), default=str) == json.dumps(report_to_dict(alone), default=str)
+    assert metrics_to_dict([run]) == metrics_to_dict([run_metrics(path)])
+
+
+def test_scanner_literals_are_the_handlers_literals(catalog):
+    scanner = Scanner(build_matchers(catalog))
+    for source in [LogSource(str(FIXTURES / "pp-cpu-offload" / "job.log"))]:
+        handlers = scanner.start_source(source.name)
+    assert scanner.literals == {lit for h in handlers for lit in h.literals}
