@@ -38,7 +38,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from offloaddoctor.catalog.loader import load_catalog
+    from offloaddoctor.api import load_catalog
 
     literals = sorted({lit for s in load_catalog().signatures if s.match for lit in s.match.literals})
     with tempfile.TemporaryDirectory() as scratch:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from offloaddoctor.catalog.loader import load_catalog
+from offloaddoctor.api import load_catalog
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"

@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from offloaddoctor.catalog import loader
-from offloaddoctor.catalog.loader import CatalogError, builtin_signature_dir, load_catalog
+from offloaddoctor.api import load_catalog
+from offloaddoctor.catalog.loader import CatalogError, builtin_signature_dir
 
 
 @pytest.fixture

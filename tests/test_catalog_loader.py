@@ -7,7 +7,8 @@ import jsonschema
 import pytest
 import yaml
 
-from offloaddoctor.catalog.loader import CatalogError, builtin_signature_dir, load_catalog
+from offloaddoctor.api import load_catalog
+from offloaddoctor.catalog.loader import CatalogError, builtin_signature_dir
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "signature.schema.json").read_text())
 GOOD = (builtin_signature_dir() / "recompute-cpu-offload.yaml").read_text()
@@ -107,7 +108,8 @@ def test_predicate_errors_name_the_field(tmp_path):
 def test_hostile_signature_files_are_problems_not_crashes_or_hangs(tmp_path):
     import os
 
-    from offloaddoctor.catalog.loader import CatalogError, load_catalog
+    from offloaddoctor.api import load_catalog
+    from offloaddoctor.catalog.loader import CatalogError
 
     (tmp_path / "deep.yaml").write_text("- " * 50_000)
     os.mkfifo(tmp_path / "pipe.yaml")

@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from offloaddoctor.analysis.ranks import format_ranks, parse_ranks
-from offloaddoctor.catalog.predicates import All, Any_, Leaf, Not, Ref, evaluate, missing, parse_predicate
+from offloaddoctor.catalog.predicates import All, AnyOf, Leaf, Not, Ref, evaluate, missing, parse_predicate
 
 
 def test_compact_rank_sets():
@@ -59,4 +59,4 @@ def test_all_and_any_follow_kleene_logic(values):
     expected_all = False if False in values else (None if None in values else True)
     expected_any = True if True in values else (None if None in values else False)
     assert evaluate(All(leaves), lookup) is expected_all
-    assert evaluate(Any_(leaves), lookup) is expected_any
+    assert evaluate(AnyOf(leaves), lookup) is expected_any

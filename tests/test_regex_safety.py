@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from offloaddoctor.analysis import scanner
 from offloaddoctor.analysis.scanner import MAX_TIMEOUTS_PER_SIGNATURE, Matcher, Scanner
-from offloaddoctor.catalog.loader import CatalogError, load_catalog
+from offloaddoctor.api import load_catalog
+from offloaddoctor.catalog.loader import CatalogError
 from offloaddoctor.catalog.model import MatchSpec
 from offloaddoctor.catalog.regex_safety import catastrophic, polynomial
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from offloaddoctor.catalog.examples import run_example
-from offloaddoctor.catalog.loader import load_catalog
+from offloaddoctor.api import run_example
+from offloaddoctor.api import load_catalog
 
 CATALOG = load_catalog()
 CASES = [

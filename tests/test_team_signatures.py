@@ -7,6 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from offloaddoctor import api
 from offloaddoctor.cli import app
 
 RUNNER = CliRunner()
@@ -115,5 +116,5 @@ def test_a_missing_built_in_catalogue_says_so(tmp_path, monkeypatch):
 
     monkeypatch.setattr(loader, "builtin_signature_dir", lambda: tmp_path / "gone")
     with pytest.raises(loader.CatalogError) as raised:
-        loader.load_catalog()
+        loader.load_catalog(api.vocabulary())
     assert str(raised.value) == f"{tmp_path / 'gone'}: the built-in catalogue is missing (a broken install?)"

@@ -9,7 +9,8 @@ from offloaddoctor.analysis.engine import build_report
 from offloaddoctor.analysis.findings import Report
 from offloaddoctor.analysis.parallel import scan_sources, total_bytes
 from offloaddoctor.analysis.scanner import Scanner, build_matchers
-from offloaddoctor.catalog.loader import load_catalog
+from offloaddoctor.catalog.loader import Vocabulary
+from offloaddoctor.catalog.loader import load_catalog as _load_catalog
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.keys import canonical_key
@@ -23,8 +24,30 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
     from offloaddoctor.analysis.preflight import CheckReport
+    from offloaddoctor.catalog.examples import ExampleOutcome, ExampleRun
+    from offloaddoctor.catalog.model import Example, Signature
+    from offloaddoctor.policy import Policy
 
-__all__ = ["CheckReport", "Report", "check", "compare", "diagnose", "diagnose_text", "load_catalog"]
+__all__ = [
+    "CheckReport", "Report", "check", "compare", "diagnose", "diagnose_text", "load_catalog", "run_examples", "vocabulary",
+]
+
+
+def vocabulary() -> Vocabulary:
+    """What signatures may name: the fact parsers (analysis/facts.py) and config keys (config/keys.py)."""
+    from offloaddoctor.analysis.facts import FACT_PARSERS
+    from offloaddoctor.config.keys import is_known
+
+    return Vocabulary(tuple(FACT_PARSERS), is_known)
+
+
+def load_catalog(
+    signature_dirs: Sequence[Path] = (), include_builtin: bool = True, policy: Policy | None = None
+) -> Catalog:
+    """The catalogue every command uses: the built-in signatures, the project file's `signatures:`
+    directories (`policy`), then `signature_dirs`. Raises catalog.loader.CatalogError listing every problem."""
+    dirs = [*(policy.signature_dirs if policy is not None else ()), *signature_dirs]
+    return _load_catalog(vocabulary(), dirs, include_builtin=include_builtin)
 
 
 def diagnose(
@@ -36,10 +59,20 @@ def diagnose(
     baseline: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     recursive: bool = False,
+    policy: Policy | None = None,
 ) -> Report:
     """Scan logs (files, directories, `-`) and correlate every finding with the run's config. `baseline`:
-    a healthy run's log whose measured iteration time decides the slowdown finding instead of heuristics."""
-    catalog = catalog or load_catalog(signature_dirs)
+    a healthy run's log whose measured iteration time decides the slowdown finding instead of heuristics.
+    `policy`: suppressions and extra signature directories (policy.py); by default the project file's,
+    found from the current directory, as the CLI does. `Policy()` applies none."""
+    if policy is None:
+        from offloaddoctor.policy import load_policy
+
+        policy = load_policy()
+    catalog = catalog or load_catalog(signature_dirs, policy=policy)
+    unknown = policy.unknown_ids(catalog)
+    if unknown:
+        raise UserError(f"--ignore: unknown signature id {unknown[0]!r}{did_you_mean(unknown[0], catalog)}")
     explicit = explicit_config(config_paths, overrides)
     sources = resolve_sources(paths, recursive)
     baseline_metrics = None
@@ -61,7 +94,14 @@ def diagnose(
 
     scan = scan_sources(matchers, sources, on_bytes=on_bytes)
     store = build_store(*(c.values for c in scan.collectors), explicit)
-    return build_report(catalog, scan, store, matchers, baseline_metrics)
+    return policy.apply(build_report(catalog, scan, store, matchers, baseline_metrics))
+
+
+def did_you_mean(name: str, catalog: Catalog) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, catalog.ids, n=3)
+    return f"; did you mean {', '.join(close)}?" if close else "; run `offloaddoctor signatures` for the list"
 
 
 def diagnose_text(
@@ -153,6 +193,25 @@ def _measure_and_diagnose(path: str, catalog: Catalog, matchers) -> tuple[Any, R
     store = build_store(*(c.values for c in scan.collectors))
     run = summarise(reader.run, reader.collectors, reader.layout_line)
     return run, build_report(catalog, scan, store, matchers)
+
+
+def run_example(catalog: Catalog, signature: Signature, index: int, example: Example) -> ExampleOutcome:
+    """One signature example through diagnose_text: the same code path `signatures test` runs."""
+    from offloaddoctor.catalog.examples import judge_example
+
+    report = diagnose_text(example.log, example.config, catalog, name=f"{signature.id}[{index}]")
+    return judge_example(signature, index, example, report.findings)
+
+
+def run_examples(catalog: Catalog, signatures: Sequence[Signature] | None = None) -> ExampleRun:
+    """Every example of `signatures` (default: the whole catalogue): the confusion matrix of `signatures test`."""
+    from offloaddoctor.catalog.examples import ExampleRun
+
+    run = ExampleRun()
+    for signature in signatures if signatures is not None else catalog.signatures:
+        for index, example in enumerate(signature.examples):
+            run.outcomes.append(run_example(catalog, signature, index, example))
+    return run
 
 
 def __getattr__(name: str):

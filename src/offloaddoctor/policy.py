@@ -1,4 +1,5 @@
 """Project defaults for CI: when to fail, which signatures to suppress (with a reason), extra catalogues.
+Applied by the library (`api.diagnose(policy=…)`, `Policy.apply`), so every caller gets what the CLI gets.
 
 Read from `.offloaddoctor.yaml` or `[tool.offloaddoctor]` in `pyproject.toml`, the nearest one found
 walking up from the current directory; command-line options add to it or override it.
@@ -15,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from offloaddoctor.analysis.findings import Finding
+from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.errors import UserError
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -36,6 +37,29 @@ class Policy:
 
     def fails(self, finding: Finding) -> bool:
         return finding.signature.severity in _FAILING_SEVERITIES[self.fail_on]
+
+    def failed(self, report: Report) -> bool:
+        """Whether the run fails by `fail_on`: a finding left after suppression has a failing severity."""
+        return any(self.fails(f) for f in report.findings)
+
+    def add_command_line(self, fail_on: str | None = None, ignore: list[str] | tuple[str, ...] = ()) -> Policy:
+        """Command-line options on top of the project file: `--fail-on` replaces, `--ignore` adds."""
+        if fail_on is not None:
+            if fail_on not in FAIL_ON:
+                raise UserError(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
+            self.fail_on = fail_on
+        self.ignore.update({i: "--ignore on the command line" for i in ignore})
+        return self
+
+    def unknown_ids(self, catalog) -> list[str]:
+        """Ignored ids the catalogue does not know (a typo would silently suppress nothing)."""
+        return [i for i in self.ignore if catalog.get(i) is None]
+
+    def apply(self, report: Report) -> Report:
+        """Move ignored findings out of `findings` into `suppressed` (id -> reason)."""
+        report.suppressed = {f.id: self.ignore[f.id] for f in report.findings if f.id in self.ignore}
+        report.findings = [f for f in report.findings if f.id not in self.ignore]
+        return report
 
 
 def find_project_file(start: Path) -> Path | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from offloaddoctor.analysis.findings import Finding
-from offloaddoctor.catalog.predicates import boolean, number
+from offloaddoctor.coerce import boolean, number
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts
 

@@ -9,7 +9,7 @@ from offloaddoctor.analysis.evidence import Evidence
 from offloaddoctor.analysis.scanner import ScanResult
 from offloaddoctor.metrics.iteration_lines import median_of, steady_state
 from offloaddoctor.metrics.model import IterationMetrics
-from offloaddoctor.catalog.predicates import boolean
+from offloaddoctor.coerce import boolean
 
 
 @dataclass

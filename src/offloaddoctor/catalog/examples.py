@@ -1,4 +1,5 @@
-"""Run every signature's examples and count the outcomes: the confusion matrix of `signatures test`.
+"""Judge every signature's examples and count the outcomes: the confusion matrix of `signatures test`
+(api.run_examples runs them through diagnose).
 
 A `match` example passes when its signature fires on the example log (with the example's config) and, if the
 example states a verdict, the config verdict agrees; a `no_match` example passes when it does not fire.
@@ -6,10 +7,9 @@ example states a verdict, the config verdict agrees; a `no_match` example passes
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from offloaddoctor.catalog.model import Catalog, Example, Signature
+from offloaddoctor.catalog.model import Example, Signature
 
 
 @dataclass(frozen=True)
@@ -61,15 +61,13 @@ class ExampleRun:
         return [o for o in self.outcomes if not o.passed]
 
 
-def run_example(catalog: Catalog, signature: Signature, index: int, example: Example) -> ExampleOutcome:
-    from offloaddoctor.api import diagnose_text
-
-    report = diagnose_text(example.log, example.config, catalog, name=f"{signature.id}[{index}]")
-    finding = next((f for f in report.findings if f.id == signature.id), None)
+def judge_example(signature: Signature, index: int, example: Example, findings) -> ExampleOutcome:
+    """The outcome of one example, given the findings diagnosing its log gave (api.run_example runs it)."""
+    finding = next((f for f in findings if f.id == signature.id), None)
     verdict = finding.config.verdict if finding else None
     if example.expect == "match":
         if finding is None:
-            fired = [f.id for f in report.findings]
+            fired = [f.id for f in findings]
             return ExampleOutcome(signature.id, index, example.name, "match", False, None, False,
                                   f"did not fire (fired: {', '.join(fired) or 'nothing'})")
         if example.verdict and verdict != example.verdict:
@@ -79,11 +77,3 @@ def run_example(catalog: Catalog, signature: Signature, index: int, example: Exa
     if finding is not None:
         return ExampleOutcome(signature.id, index, example.name, "no_match", True, verdict, False, "fired on a no-match example")
     return ExampleOutcome(signature.id, index, example.name, "no_match", False, None, True)
-
-
-def run_examples(catalog: Catalog, signatures: Iterable[Signature] | None = None) -> ExampleRun:
-    run = ExampleRun()
-    for signature in signatures if signatures is not None else catalog.signatures:
-        for index, example in enumerate(signature.examples):
-            run.outcomes.append(run_example(catalog, signature, index, example))
-    return run

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from offloaddoctor.catalog.loader import CatalogError, load_catalog
+from offloaddoctor.catalog.loader import CatalogError, Vocabulary, load_catalog
 from offloaddoctor.catalog.model import Signature
 from offloaddoctor.catalog.regex_safety import polynomial, slow_start
 
@@ -33,9 +33,9 @@ class LintMessage:
         return f"{self.level}: {self.where}: {self.field}: {self.message}"
 
 
-def lint(dirs: Sequence[Path], include_builtin: bool = True) -> list[LintMessage]:
+def lint(vocabulary: Vocabulary, dirs: Sequence[Path], include_builtin: bool = True) -> list[LintMessage]:
     try:
-        catalog = load_catalog(dirs, include_builtin=include_builtin)
+        catalog = load_catalog(vocabulary, dirs, include_builtin=include_builtin)
     except CatalogError as exc:
         return [LintMessage(ERROR, p.path, p.field, p.reason) for p in exc.problems]
     own = {str(Path(d).resolve()) for d in dirs}

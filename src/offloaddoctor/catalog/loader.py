@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from offloaddoctor.analysis.facts import FACT_PARSERS
 from offloaddoctor.catalog.cache import catalog_key, read_cached, write_cached
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
-from offloaddoctor.config.keys import is_known
 from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
@@ -21,6 +19,15 @@ _ID = lazy_compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _FIELDS_REQUIRED = ("id", "title", "severity", "priority", "symptom", "cause", "confirm", "fix", "references", "examples")
 _FIELDS_OPTIONAL = ("match", "when", "config", "preflight")
 
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What a signature may name, given by the layers that own it (api.py assembles it): the fact parsers
+    of analysis/facts.py for `match.facts`, and the config keys of config/keys.py for predicates."""
+
+    fact_parsers: Collection[str]
+    is_known_key: Callable[[str], bool]
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,7 @@ def builtin_signature_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "signatures"
 
 
-def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) -> Catalog:
+def load_catalog(vocabulary: Vocabulary, extra_dirs: Sequence[Path] = (), include_builtin: bool = True) -> Catalog:
     builtin = builtin_signature_dir()
     dirs = _distinct(([builtin] if include_builtin else []) + [Path(d) for d in extra_dirs])
     problems: list[CatalogProblem] = []
@@ -76,7 +83,7 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
     signatures: list[Signature] = []
     seen: dict[str, str] = {}
     for (path, _), data in zip(contents, parsed):
-        signature = None if data is None else _build_signature(path, data, problems, trusted_patterns=cached is not None)
+        signature = None if data is None else _build_signature(path, data, problems, vocabulary, trusted_patterns=cached is not None)
         if signature is None:
             continue
         if signature.id in seen:
@@ -161,7 +168,9 @@ def _nesting_depth(text: str, yaml, loader) -> int:
     return deepest
 
 
-def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], trusted_patterns: bool) -> Signature | None:
+def _build_signature(
+    path: Path, data: dict, problems: list[CatalogProblem], vocabulary: Vocabulary, trusted_patterns: bool
+) -> Signature | None:
     """Validate every field. `trusted_patterns`: the same bytes passed the pattern checks before (cache hit)."""
     where = str(path)
     before = len(problems)
@@ -191,14 +200,14 @@ def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], tru
     if "preflight" in data and not isinstance(data["preflight"], bool):
         problem("preflight", "must be true or false")
 
-    match, shares = _load_match(data.get("match"), problem, trusted_patterns)
+    match, shares = _load_match(data.get("match"), problem, vocabulary, trusted_patterns)
     when = _load_predicate(data, "when", problem)
     config = _load_predicate(data, "config", problem)
     if data.get("match") is None and when is None:
         problem("match", "a signature needs `match` (log patterns) or `when` (a run-level condition)")
     for predicate, name in ((when, "when"), (config, "config")):
         for key in names_in(predicate, "key"):
-            if not is_known(key):
+            if not vocabulary.is_known_key(key):
                 problem(name, f"unknown config key {key!r} (see config/keys.py)")
     if data.get("preflight") and config is None:
         problem("preflight", "a preflight signature needs a `config` predicate")
@@ -231,7 +240,7 @@ def _nonempty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def _load_match(raw: Any, problem, trusted_patterns: bool) -> tuple[MatchSpec | None, str | None]:
+def _load_match(raw: Any, problem, vocabulary: Vocabulary, trusted_patterns: bool) -> tuple[MatchSpec | None, str | None]:
     if raw is None:
         return None, None
     if not isinstance(raw, dict):
@@ -255,8 +264,8 @@ def _load_match(raw: Any, problem, trusted_patterns: bool) -> tuple[MatchSpec | 
     elif not trusted_patterns:
         _check_patterns(patterns, problem)
     facts = raw.get("facts")
-    if facts is not None and facts not in FACT_PARSERS:
-        problem("match.facts", f"unknown fact parser {facts!r} (known: {', '.join(FACT_PARSERS)})")
+    if facts is not None and facts not in vocabulary.fact_parsers:
+        problem("match.facts", f"unknown fact parser {facts!r} (known: {', '.join(vocabulary.fact_parsers)})")
     return MatchSpec(tuple(literals), tuple(patterns), facts), None
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from offloaddoctor.coerce import boolean, number
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
@@ -44,7 +46,7 @@ class All:
 
 
 @dataclass(frozen=True)
-class Any_:
+class AnyOf:
     children: tuple[Predicate, ...]
 
 
@@ -53,7 +55,7 @@ class Not:
     child: Predicate
 
 
-Predicate = Leaf | All | Any_ | Not
+Predicate = Leaf | All | AnyOf | Not
 # lookup(kind, name) returns the value, or _MISSING via `missing()` when nothing is known.
 Lookup = Callable[[str, str], object]  # a config value or fact, or _MISSING
 
@@ -69,7 +71,7 @@ class PredicateError(ValueError):
 def parse_predicate(raw: Any, where: str) -> Predicate:
     if not isinstance(raw, dict) or not raw:
         raise PredicateError(f"{where}: expected a mapping with all/any/not or key/fact and one operator")
-    for combinator, cls in (("all", All), ("any", Any_)):
+    for combinator, cls in (("all", All), ("any", AnyOf)):
         if combinator in raw:
             if len(raw) != 1 or not isinstance(raw[combinator], list) or not raw[combinator]:
                 raise PredicateError(f"{where}.{combinator}: expected a non-empty list and nothing beside it")
@@ -177,29 +179,6 @@ def _equal(actual: Any, expected: Any) -> bool:
 
 def _is_none(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "~", ""))
-
-
-def boolean(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        return {"true": True, "false": False, "1": True, "0": False}.get(value.strip().lower())
-    return None
-
-
-def number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
 
 
 def names_in(predicate: Predicate | None, kind: str) -> Iterator[str]:

@@ -74,9 +74,10 @@ def bisect_step(
     from offloaddoctor.bisect.step import EXIT_FOR, EXIT_SKIP, bisect_step as run_step
 
     try:
-        from offloaddoctor.catalog.loader import load_catalog
+        from offloaddoctor.api import load_catalog
+        from offloaddoctor.policy import load_policy
 
-        outcome = run_step(load_catalog(), config, run_command, log, timeout, signature)
+        outcome = run_step(load_catalog(policy=load_policy()), config, run_command, log, timeout, signature)
     except (Exception, KeyboardInterrupt) as exc:  # git bisect run must never see a traceback or >= 128
         typer.echo(f"offloaddoctor: skip: {exc or type(exc).__name__}", err=True)
         raise typer.Exit(EXIT_SKIP)

@@ -47,7 +47,7 @@ def signatures_test(
     output_format: ExamplesFormat = typer.Option(ExamplesFormat.text, "--format", "-f", help="text (default) or json."),
 ) -> None:
     """Run every signature's examples; print the confusion matrix. Exit 1 on any wrong outcome."""
-    from offloaddoctor.catalog.examples import run_examples
+    from offloaddoctor.api import run_examples
     from offloaddoctor.render.catalog_view import render_confusion, render_confusion_json
 
     dirs = dirs or []
@@ -65,9 +65,16 @@ def signatures_lint(
     dirs: List[Path] = typer.Argument(None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."),
 ) -> None:
     """Validate signature files: schema, patterns (compile, catastrophic, slow), literals, examples. Exit 1 on errors."""
+    from offloaddoctor.api import vocabulary
     from offloaddoctor.catalog.lint import ERROR, lint
+    from offloaddoctor.errors import UserError
+    from offloaddoctor.policy import load_policy
 
-    messages = lint(dirs or [])
+    try:
+        policy = load_policy()
+    except UserError as exc:
+        fail(str(exc))
+    messages = lint(vocabulary(), [*policy.signature_dirs, *(dirs or [])])
     for message in messages:
         typer.echo(str(message))
     errors = sum(1 for m in messages if m.level == ERROR)

@@ -36,12 +36,17 @@ def fail(message: str) -> None:
     raise SystemExit(EXIT_USAGE)
 
 
-def load_catalog_or_fail(signature_dirs: list[Path]):
-    from offloaddoctor.catalog.loader import CatalogError, load_catalog
+def load_catalog_or_fail(signature_dirs: list[Path], policy=None):
+    """The one catalogue of every command: built-ins, the project file's `signatures:` (read here unless the
+    caller already has the `policy`), then `--signatures`."""
+    from offloaddoctor.api import load_catalog
+    from offloaddoctor.catalog.loader import CatalogError
+    from offloaddoctor.errors import UserError
+    from offloaddoctor.policy import load_policy
 
     try:
-        return load_catalog(signature_dirs)
-    except CatalogError as exc:
+        return load_catalog(signature_dirs, policy=policy if policy is not None else load_policy())
+    except (CatalogError, UserError) as exc:
         fail(str(exc))
 
 
@@ -56,7 +61,6 @@ def make_console():
 
 
 def did_you_mean(name: str, catalog) -> str:
-    import difflib
+    from offloaddoctor.api import did_you_mean
 
-    close = difflib.get_close_matches(name, catalog.ids, n=3)
-    return f"; did you mean {', '.join(close)}?" if close else "; run `offloaddoctor signatures` for the list"
+    return did_you_mean(name, catalog)

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from offloaddoctor.cli.common import (
-    EXIT_CLEAN, EXIT_FINDINGS, FailOn, OutputFormat, did_you_mean, fail, load_catalog_or_fail, make_console, wants_terminal,
+    EXIT_CLEAN, EXIT_FINDINGS, FailOn, OutputFormat, fail, load_catalog_or_fail, make_console, wants_terminal,
 )
 from offloaddoctor.errors import UserError
 
@@ -33,27 +33,20 @@ def run_diagnose(
     from offloaddoctor.render.outputs import parse_output
 
     try:
-        policy = load_policy()
+        policy = load_policy().add_command_line(fail_on.value if fail_on is not None else None, ignore)
         outputs = [parse_output(spec) for spec in output]
     except UserError as exc:
         fail(str(exc))
-    if fail_on is not None:
-        policy.fail_on = fail_on.value
-    catalog = load_catalog_or_fail([*policy.signature_dirs, *signatures])
-    policy.ignore.update({i: "--ignore on the command line" for i in ignore})
-    unknown = [i for i in policy.ignore if catalog.get(i) is None]
-    if unknown:
-        fail(f"--ignore: unknown signature id {unknown[0]!r}{did_you_mean(unknown[0], catalog)}")
+    catalog = load_catalog_or_fail(signatures, policy)
     try:
         with _progress_bar(logs, output_format) as progress:
-            report = diagnose(logs, config, set_, catalog=catalog, baseline=baseline, progress=progress, recursive=recursive)
+            report = diagnose(logs, config, set_, catalog=catalog, baseline=baseline, progress=progress,
+                              recursive=recursive, policy=policy)
     except UserError as exc:
         fail(str(exc))
-    report.suppressed = {f.id: policy.ignore[f.id] for f in report.findings if f.id in policy.ignore}
-    report.findings = [f for f in report.findings if f.id not in policy.ignore]
     _emit(report, output_format, catalog, policy)
     _write_outputs(report, outputs, catalog, policy)
-    return EXIT_FINDINGS if any(policy.fails(f) for f in report.findings) else EXIT_CLEAN
+    return EXIT_FINDINGS if policy.failed(report) else EXIT_CLEAN
 
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from offloaddoctor.catalog.predicates import boolean, number  # shared coercion rules
+from offloaddoctor.coerce import boolean, number  # shared coercion rules
 from offloaddoctor.config.values import ConfigStore, Resolved, Source, format_value
 
 OFFLOAD_FRACTION_STEP = 0.25

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from offloaddoctor.catalog.predicates import boolean, number
+from offloaddoctor.coerce import boolean, number
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.values import ConfigValue
 
