@@ -5,16 +5,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from typer.testing import CliRunner
 
 from offloaddoctor.analysis.advice import expected_slowdown
 from offloaddoctor.api import diagnose, diagnose_text
 from offloaddoctor.cli import app
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, RUNNER
 
 FAMILY = FIXTURES / "compare-family"
-RUNNER = CliRunner()
 OOM = ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
        "79.18 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.66 GiB memory in use. "
        "Of the allocated memory 77.90 GiB is allocated by PyTorch, and 200.00 MiB is reserved by PyTorch but unallocated.")

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from offloaddoctor.api import load_catalog
 from offloaddoctor.bisect.config_mode import bisect_config
@@ -24,10 +23,11 @@ from offloaddoctor.bisect.worktree import PREFIX
 from offloaddoctor.cli import app
 from offloaddoctor.errors import UserError
 
+from .conftest import RUNNER
+
 from .git_repos import ENV, dirty_up, fingerprint, git, make_repo
 
 CATALOG = load_catalog()
-RUNNER = CliRunner()
 PP_ERROR = "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading"
 
 def config(iters: int, offload: bool = False, recompute: bool = False) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from offloaddoctor.analysis.preflight import check_store, preflight_signatures
 from offloaddoctor.api import check, load_catalog
@@ -17,12 +16,11 @@ from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
 from offloaddoctor.render.check_view import render_check_plain
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, RUNNER
 
 CATALOG = load_catalog()
 MANY = str(FIXTURES / "check" / "many-violations.yaml")
 BRIDGE = str(FIXTURES / "configs" / "bridge-run-config-optimizer-offload.yaml")
-RUNNER = CliRunner()
 
 
 def store_of(config: dict, log: str = ""):

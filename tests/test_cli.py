@@ -9,13 +9,11 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
 
 from offloaddoctor.cli import app
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, RUNNER
 
-RUNNER = CliRunner()
 PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
 CLEAN_LOG = FIXTURES / "clean-baseline" / "job.log"
 
@@ -81,7 +79,7 @@ def test_truncated_gzip_is_read_as_far_as_it_goes(tmp_path):
     path = tmp_path / "job.log.gz"
     path.write_bytes(data[: len(data) * 3 // 4])
     result = run("diagnose", str(path), "--format", "json")
-    assert result.exit_code in (0, 1)
+    assert result.exit_code in (0, 1)  # how much of the log survives decides whether the finding is there
     assert any("gzip" in note for note in json.loads(result.stdout)["notes"])
 
 
@@ -129,9 +127,48 @@ def test_installed_entry_point_runs_without_a_traceback():
 
 @pytest.mark.parametrize("fmt", ["text", "json", "terminal"])
 def test_every_format_runs_on_every_fixture(fmt):
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.policy import Policy
+
     for case in sorted(p.parent for p in FIXTURES.glob("*/job.log")):
+        expected = 1 if Policy().failed(diagnose([str(case / "job.log")], policy=Policy())) else 0
         result = run("diagnose", str(case / "job.log"), "-f", fmt)
-        assert result.exit_code in (0, 1), (case.name, result.output)
+        assert result.exit_code == expected, (case.name, result.output)
+
+
+# The fast road takes `-f json`; `-fjson` (a value glued to a short option) goes through typer.
+@pytest.mark.parametrize("argv", [["diagnose", str(PP_LOG), "-f", "json"], ["diagnose", str(PP_LOG), "-fjson"]])
+def test_an_internal_error_is_one_line_and_its_own_exit_code(argv, monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("evidence")
+
+    monkeypatch.setattr("offloaddoctor.api.build_report", broken)
+    result = run(*argv)
+    assert result.exit_code == 3
+    assert result.stderr == ("offloaddoctor: internal error, please report: KeyError: 'evidence'; "
+                             "run again with --debug for the traceback\n")
+    assert result.stdout == ""
+
+
+def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch):
+    from offloaddoctor.cli import common
+
+    monkeypatch.setattr("offloaddoctor.api.build_report", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(common, "DEBUG", False)
+    result = run("--debug", "diagnose", str(PP_LOG))
+    assert result.exit_code == 3
+    assert "Traceback (most recent call last)" in result.stderr and "ZeroDivisionError" in result.stderr
+    assert result.stderr.splitlines()[-1] == "offloaddoctor: internal error, please report: ZeroDivisionError: division by zero"
+
+
+def test_the_installed_command_reports_an_internal_error_with_exit_3(tmp_path):
+    probe = ("import sys; sys.argv = ['offloaddoctor', 'diagnose', %r]\n"
+             "import offloaddoctor.api as api\n"
+             "api.build_report = lambda *a, **k: {}['boom']\n"
+             "from offloaddoctor.cli import main\nmain()\n") % str(PP_LOG)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 3 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("offloaddoctor: internal error, please report: KeyError: 'boom'")
 
 
 def test_json_output_validates_against_the_published_schema():

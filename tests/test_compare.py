@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from offloaddoctor.api import compare
 from offloaddoctor.cli import app
@@ -13,10 +12,9 @@ from offloaddoctor.metrics import metrics_from_text
 from offloaddoctor.metrics.compare import FAIL, PASS, Criteria, compare_runs, optimizer_state_mb
 from offloaddoctor.render.compare_view import render_compare_plain
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, RUNNER
 
 FAMILY = FIXTURES / "compare-family"
-RUNNER = CliRunner()
 
 
 @pytest.fixture(scope="module")

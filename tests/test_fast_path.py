@@ -11,14 +11,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from offloaddoctor.cli import _fast_spec, app, fast_path, run_diagnose
 from offloaddoctor.cli.common import OutputFormat
 
-from .conftest import FIXTURES, REPO
+from .conftest import FIXTURES, REPO, RUNNER
 
-RUNNER = CliRunner()
 SPEC = _fast_spec.COMMANDS["diagnose"]
 PP_LOG = str(FIXTURES / "pp-cpu-offload" / "job.log")
 

@@ -12,7 +12,6 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from offloaddoctor.cli import app
 from offloaddoctor.metrics import collect_metrics, metrics_from_text, run_metrics
@@ -25,12 +24,11 @@ from offloaddoctor.metrics.parameter_lines import parameter_count, read_paramete
 from offloaddoctor.metrics.summary import percentile
 from offloaddoctor.render.metrics_csv import COLUMNS
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, RUNNER
 from .test_cli import assert_one_line_error
 
 BASELINE = FIXTURES / "clean-baseline" / "job.log"
 OPT050 = FIXTURES / "clean-opt050" / "job.log"
-RUNNER = CliRunner()
 
 
 def mlm_line(iteration: int, ms: float, loss: float = 9.5, total: int = 100, skipped: int = 0, nan: int = 0) -> str:

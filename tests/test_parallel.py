@@ -9,7 +9,7 @@ from offloaddoctor.analysis.scanner import build_matchers
 from offloaddoctor.api import load_catalog
 from offloaddoctor.logs.sources import resolve_sources
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, RUNNER
 
 MATCHERS = build_matchers(load_catalog())
 
@@ -58,11 +58,9 @@ def test_progress_reports_every_byte_once(tmp_path):
 
 
 def test_no_progress_output_when_not_a_terminal():
-    from typer.testing import CliRunner
-
     from offloaddoctor.cli import app
 
-    result = CliRunner().invoke(app, ["diagnose", str(FIXTURES / "pp-cpu-offload" / "job.log"), "-f", "json"])
+    result = RUNNER.invoke(app, ["diagnose", str(FIXTURES / "pp-cpu-offload" / "job.log"), "-f", "json"])
     assert "\x1b" not in result.stderr and "scanning" not in result.stderr
 
 

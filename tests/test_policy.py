@@ -4,18 +4,16 @@ loads the catalogue the same way (built-ins, the project's `signatures:`, `--sig
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
 
 from offloaddoctor import api
 from offloaddoctor.cli import app
 from offloaddoctor.errors import UserError
 from offloaddoctor.policy import Policy
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, RUNNER
 from .test_team_signatures import team_dir
 
 PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
-RUNNER = CliRunner()
 
 
 def test_api_diagnose_applies_the_project_files_suppressions(tmp_path, monkeypatch):

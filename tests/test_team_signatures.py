@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from offloaddoctor import api
 from offloaddoctor.cli import app
 
-RUNNER = CliRunner()
+from .conftest import RUNNER
+
 
 GOOD = """id: {id}
 title: Checkpoint storage full

@@ -8,7 +8,34 @@ import typer
 
 from offloaddoctor import __version__
 
-app = typer.Typer(
+class GuardedTyper(typer.Typer):
+    """Every command registered on it runs under `common.guarded`: an exception that is not the user's
+    mistake exits EXIT_INTERNAL with one line, not 1 (our "findings" code) with a traceback."""
+
+    def command(self, *args, **kwargs):
+        register = super().command(*args, **kwargs)
+
+        def decorator(function):
+            from offloaddoctor.cli.common import guarded
+
+            register(guarded(function))
+            return function
+
+        return decorator
+
+    def callback(self, *args, **kwargs):
+        register = super().callback(*args, **kwargs)
+
+        def decorator(function):
+            from offloaddoctor.cli.common import guarded
+
+            register(guarded(function))
+            return function
+
+        return decorator
+
+
+app = GuardedTyper(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -27,6 +54,11 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_options(
     version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Show the version."),
+    debug: bool = typer.Option(False, "--debug", help="On an internal error, show the traceback."),
 ) -> None:
     """offloaddoctor: diagnose CPU-offloading and GPU-memory failures in Megatron runs."""
+    if debug:
+        from offloaddoctor.cli import common
+
+        common.DEBUG = True
 

@@ -9,11 +9,11 @@ from typing import List
 
 import typer
 
-from offloaddoctor.cli._app import app
+from offloaddoctor.cli._app import GuardedTyper, app
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, load_catalog_or_fail, fail, did_you_mean
 
 
-signatures_app = typer.Typer(
+signatures_app = GuardedTyper(
     add_completion=False, invoke_without_command=True, rich_markup_mode=None,
     help="The signature catalogue: list it, run its examples (test), check it (lint).",
 )

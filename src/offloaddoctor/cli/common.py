@@ -9,6 +9,9 @@ from enum import Enum
 from pathlib import Path
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_INTERNAL = 3  # a bug of ours: never 0 or 1, which a CI job reads as "clean" or "findings"
+# `offloaddoctor --debug …` or OFFLOADDOCTOR_DEBUG=1: an internal error shows its traceback.
+DEBUG = bool(os.environ.get("OFFLOADDOCTOR_DEBUG"))
 
 
 class OutputFormat(str, Enum):
@@ -34,6 +37,43 @@ def fail(message: str) -> None:
     shown = "\n".join(safe_text(line) for line in message.split("\n"))
     sys.stderr.write(f"offloaddoctor: error: {shown}\n")
     raise SystemExit(EXIT_USAGE)
+
+
+def internal_error(exc: BaseException) -> None:
+    """One line for the user (what broke, how to report it), the traceback only with --debug; EXIT_INTERNAL."""
+    if DEBUG:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    hint = "" if DEBUG else "; run again with --debug for the traceback"
+    sys.stderr.write(f"offloaddoctor: internal error, please report: {what}{hint}\n")
+    raise SystemExit(EXIT_INTERNAL)
+
+
+def guarded(command):
+    """Run a command with the CLI's error contract: a UserError that got this far is a one-line usage error
+    (exit 2), any other exception is an internal error (exit 3); exits, ^C and a closed pipe pass through."""
+    import functools
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        from offloaddoctor.errors import UserError
+
+        try:
+            return command(*args, **kwargs)
+        except UserError as exc:
+            fail(str(exc))
+        except (SystemExit, KeyboardInterrupt, GeneratorExit):
+            raise
+        except BrokenPipeError:
+            raise
+        except Exception as exc:
+            if type(exc).__module__.split(".")[0] in ("click", "typer"):  # Exit, Abort, usage errors: click handles them
+                raise
+            internal_error(exc)
+
+    return run
 
 
 def load_catalog_or_fail(signature_dirs: list[Path], policy=None):

@@ -87,8 +87,10 @@ def run(argv: Sequence[str]) -> int | None:
     target, kwargs = parsed
     module_name, function_name = target.split(":")
     command = getattr(importlib.import_module(module_name), function_name)
+    from offloaddoctor.cli.common import guarded
+
     try:
-        return command(**kwargs)
+        return guarded(command)(**kwargs)
     except KeyboardInterrupt:  # as click does
         sys.stderr.write("\nAborted!\n")
         return 1
