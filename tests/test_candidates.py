@@ -3,16 +3,56 @@
 from __future__ import annotations
 
 import gzip
+import sys
+import zlib
+from collections.abc import Iterator
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from offloaddoctor.errors import UserError
 from offloaddoctor.logs import candidates
 from offloaddoctor.logs.candidates import CandidateReader
-from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, iter_raw_lines
+from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, describe_read_error, looks_binary, open_binary
 
 LITERALS = ["Error", "CUDA out of memory", "é"]
 line_text = st.lists(st.sampled_from(list("ab \t:[]é\r") + ["Error", "CUDA out of memory", "Err", "CUDA"]), max_size=12).map("".join)
+
+
+# The reference reader the candidate readers are checked against: every line, one `readline` at a time.
+def iter_raw_lines(source: LogSource, warnings: list[str]) -> Iterator[tuple[int, str]]:
+    """Yield (line number, decoded line) for one source, one readline at a time. Problems that still leave
+    readable text become `warnings`; a source with nothing readable is a UserError."""
+    stream = open_binary(source)
+    line_number = 0
+    try:
+        while True:
+            try:
+                chunk = stream.readline(MAX_LINE_BYTES)
+            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+                if line_number == 0:
+                    raise UserError(f"{source.name}: cannot read: {describe_read_error(exc)}") from None
+                warnings.append(f"{source.name}: stopped after line {line_number}: {describe_read_error(exc)}")
+                return
+            if not chunk:
+                return
+            if line_number == 0 and looks_binary(chunk[:8192]):
+                raise UserError(f"{source.name}: looks like a binary file, not a text log")
+            if len(chunk) == MAX_LINE_BYTES and not chunk.endswith(b"\n"):
+                _skip_rest_of_line(stream)
+                warnings.append(f"{source.name}:{line_number + 1}: line longer than {MAX_LINE_BYTES} bytes was cut")
+            line_number += 1
+            yield line_number, chunk.decode("utf-8", errors="replace").rstrip("\n")
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def _skip_rest_of_line(stream) -> None:
+    while True:
+        rest = stream.readline(MAX_LINE_BYTES)
+        if not rest or rest.endswith(b"\n"):
+            return
 
 
 def write(tmp_path, lines: list[str], final_newline: bool, name: str = "job.log"):

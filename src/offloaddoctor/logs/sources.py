@@ -158,41 +158,6 @@ def looks_binary(block: bytes) -> bool:
     return block.decode("utf-8", errors="replace").count("\ufffd") / len(block) > 0.10
 
 
-def iter_raw_lines(source: LogSource, warnings: list[str]) -> Iterator[tuple[int, str]]:
-    """Yield (line number, decoded line) for one source, streaming. Problems that still leave
-    readable text become `warnings`; a source with nothing readable is a UserError."""
-    stream = open_binary(source)
-    line_number = 0
-    try:
-        while True:
-            try:
-                chunk = stream.readline(MAX_LINE_BYTES)
-            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
-                if line_number == 0:
-                    raise UserError(f"{source.name}: cannot read: {describe_read_error(exc)}") from None
-                warnings.append(f"{source.name}: stopped after line {line_number}: {describe_read_error(exc)}")
-                return
-            if not chunk:
-                return
-            if line_number == 0 and looks_binary(chunk[:8192]):
-                raise UserError(f"{source.name}: looks like a binary file, not a text log")
-            if len(chunk) == MAX_LINE_BYTES and not chunk.endswith(b"\n"):
-                _skip_rest_of_line(stream)
-                warnings.append(f"{source.name}:{line_number + 1}: line longer than {MAX_LINE_BYTES} bytes was cut")
-            line_number += 1
-            yield line_number, chunk.decode("utf-8", errors="replace").rstrip("\n")
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
-
-
-def _skip_rest_of_line(stream: BinaryIO) -> None:
-    while True:
-        rest = stream.readline(MAX_LINE_BYTES)
-        if not rest or rest.endswith(b"\n"):
-            return
-
-
 def describe_read_error(exc: BaseException) -> str:
     if isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
         return f"corrupt or truncated gzip data ({exc or type(exc).__name__})"
