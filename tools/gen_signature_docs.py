@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from offloaddoctor.catalog.loader import load_catalog  # noqa: E402
+from offloaddoctor.api import load_catalog  # noqa: E402
 from offloaddoctor.render.signature_docs import pages  # noqa: E402
 
 OUT = ROOT / "docs" / "signatures"

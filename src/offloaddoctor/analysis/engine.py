@@ -16,6 +16,7 @@ from offloaddoctor.analysis.evidence import Aggregate, Evidence, keep_evidence
 from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Matcher, ScanResult
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import Predicate, evaluate, missing, names_in
+from offloaddoctor.config.derived import SUGGESTED, fix_values
 from offloaddoctor.config.values import ConfigStore, format_value
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -161,11 +162,16 @@ def verdict_for(predicate: Predicate | None, store: ConfigStore, facts: dict) ->
 
 
 def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> list[str]:
+    """Fill a fix's `{name}` placeholders: a fact, a `suggested.*` value (config/derived.py), or a config key."""
+    suggestions = fix_values(store) if any(SUGGESTED in line for line in signature.fix.overrides) else {}
+
     def fill(match: re.Match) -> str:
         name = match.group(1)
         if name in facts:
             return _override_value(facts[name])
-        resolved = store.resolve(name)
+        if name in suggestions:
+            return _override_value(suggestions[name])
+        resolved = None if name.startswith(SUGGESTED) else store.resolve(name)
         return _override_value(resolved.value) if resolved is not None else f"<{name}>"
 
     return [_PLACEHOLDER.sub(fill, line) for line in signature.fix.overrides]

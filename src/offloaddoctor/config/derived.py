@@ -1,4 +1,5 @@
-"""Values implied by others: computed only where the key itself was not given anywhere."""
+"""Values implied by others: computed only where the key itself was not given anywhere. And, apart from them
+(not config keys: nobody sets them), the values fix templates suggest (`{suggested.NAME}`, `fix_values`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import math
 from offloaddoctor.coerce import boolean, number  # shared coercion rules
 from offloaddoctor.config.values import ConfigStore, Resolved, Source, format_value
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
+
 OFFLOAD_FRACTION_STEP = 0.25
 
 # Which given keys each derived key is computed from (bisect highlights a changed input of a failing rule).
@@ -14,8 +19,6 @@ DERIVED_INPUTS: dict[str, tuple[str, ...]] = {
     "allocator.expandable_segments": ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"),
     "model.cpu_offloading": ("model.cpu_offloading_num_layers",),
     "model.layers_per_pipeline_rank": ("model.num_layers", "model.pipeline_model_parallel_size"),
-    "optimizer.suggested_offload_fraction": ("optimizer.optimizer_offload_fraction",),
-    "model.suggested_virtual_pipeline_size": ("model.layers_per_pipeline_rank", "model.virtual_pipeline_model_parallel_size"),
 }
 
 
@@ -34,8 +37,21 @@ def add_derived_values(store: ConfigStore) -> None:
     _expandable_segments(store)
     _megatron_lm_cpu_offloading(store)
     _layers_per_pipeline_rank(store)
-    _suggested_offload_fraction(store)
-    _suggested_virtual_pipeline_size(store)
+
+
+SUGGESTED = "suggested."  # the namespace of fix-template values
+
+
+def fix_values(store: ConfigStore) -> dict[str, Any]:
+    """`suggested.NAME` -> the value a fix template fills in, for those the config allows computing."""
+    values: dict[str, Any] = {}
+    fraction = _suggested_offload_fraction(store)
+    if fraction is not None:
+        values[SUGGESTED + "offload_fraction"] = fraction
+    vpp = _suggested_virtual_pipeline_size(store)
+    if vpp is not _UNKNOWN:
+        values[SUGGESTED + "virtual_pipeline_size"] = vpp
+    return values
 
 
 def _derived(key: str, value, *inputs: Resolved, note: str = "") -> Resolved:
@@ -76,20 +92,24 @@ def _layers_per_pipeline_rank(store: ConfigStore) -> None:
         store.set_derived(_derived("model.layers_per_pipeline_rank", int(count // size), layers, stages))
 
 
-def _suggested_offload_fraction(store: ConfigStore) -> None:
+_UNKNOWN = object()
+
+
+def _suggested_offload_fraction(store: ConfigStore) -> float | None:
+    """The next OFFLOAD_FRACTION_STEP above the current fraction."""
     fraction = store.resolve("optimizer.optimizer_offload_fraction")
     current = number(fraction.value) if fraction else None
     if current is None or not 0 <= current < 1:
-        return
+        return None
     step = math.floor(current / OFFLOAD_FRACTION_STEP + 1e-9) * OFFLOAD_FRACTION_STEP + OFFLOAD_FRACTION_STEP
-    store.set_derived(_derived("optimizer.suggested_offload_fraction", min(1.0, round(step, 2)), fraction))
+    return min(1.0, round(step, 2))
 
 
-def _suggested_virtual_pipeline_size(store: ConfigStore) -> None:
+def _suggested_virtual_pipeline_size(store: ConfigStore):
     """The largest VPP size up to the current one that divides the layers per stage; None turns VPP off."""
     per_rank, vpp = store.resolve("model.layers_per_pipeline_rank"), store.resolve("model.virtual_pipeline_model_parallel_size")
     layers, current = (number(per_rank.value) if per_rank else None), (number(vpp.value) if vpp else None)
     if not layers or not current:
-        return
+        return _UNKNOWN
     divisors = [d for d in range(int(current), 1, -1) if int(layers) % d == 0]
-    store.set_derived(_derived("model.suggested_virtual_pipeline_size", divisors[0] if divisors else None, per_rank, vpp))
+    return divisors[0] if divisors else None

@@ -58,8 +58,6 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     # Derived from the keys above; see config/derived.py.
     KnownKey("allocator.expandable_segments", "expandable_segments:True in the allocator settings"),
     KnownKey("model.layers_per_pipeline_rank", "num_layers // pipeline_model_parallel_size"),
-    KnownKey("model.suggested_virtual_pipeline_size", "largest VPP size <= the current one dividing layers per stage"),
-    KnownKey("optimizer.suggested_offload_fraction", "the next offload fraction step above the current one"),
 )
 
 _BY_CANONICAL = {known.canonical: known for known in KNOWN_KEYS}
