@@ -35,7 +35,7 @@ COMMANDS = {'diagnose': {'arguments': [{'multiple': True, 'name': 'logs', 'requi
                                                        'github',
                                                        'markdown'],
                                            'default': 'auto',
-                                           'enum': 'offloaddoctor.cli.common:OutputFormat',
+                                           'enum': 'offloaddoctor.render.formats:Format',
                                            'kind': 'enum',
                                            'multiple': False,
                                            'required': False},

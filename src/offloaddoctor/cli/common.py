@@ -14,14 +14,7 @@ EXIT_INTERNAL = 3  # a bug of ours: never 0 or 1, which a CI job reads as "clean
 DEBUG = bool(os.environ.get("OFFLOADDOCTOR_DEBUG"))
 
 
-class OutputFormat(str, Enum):
-    auto = "auto"
-    terminal = "terminal"
-    text = "text"
-    json = "json"
-    junit = "junit"
-    github = "github"
-    markdown = "markdown"
+from offloaddoctor.render.formats import Format as OutputFormat  # noqa: E402 - declared once, in render/
 
 
 class FailOn(str, Enum):

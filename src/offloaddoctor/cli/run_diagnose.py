@@ -55,7 +55,9 @@ PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 @contextmanager
 def _progress_bar(logs: list[str], output_format: OutputFormat):
     """A rich bar on stderr for long scans by a person at a terminal; never in CI or machine formats."""
-    machine = output_format in (OutputFormat.json, OutputFormat.junit, OutputFormat.github, OutputFormat.markdown)
+    from offloaddoctor.render.formats import MACHINE_FORMATS
+
+    machine = output_format in MACHINE_FORMATS
     if machine or os.environ.get("CI") or os.environ.get("GITHUB_ACTIONS") or not sys.stderr.isatty():
         yield None
         return
@@ -87,24 +89,14 @@ def _write_outputs(report, outputs: list[tuple[str, str]], catalog, policy) -> N
 def _emit(report, output_format: OutputFormat, catalog, policy) -> None:
     if output_format is OutputFormat.auto and os.environ.get("GITHUB_ACTIONS") == "true":
         output_format = OutputFormat.github
-    if output_format is OutputFormat.github:
-        from offloaddoctor.render.github import render_github
-
-        annotations, summary = render_github(report)
-        sys.stdout.write(annotations)
-        summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary_path:
-            try:
-                with open(summary_path, "a", encoding="utf-8") as handle:
-                    handle.write(summary)
-            except OSError as exc:
-                fail(f"GITHUB_STEP_SUMMARY {summary_path}: cannot write: {exc.strerror or exc}")
-        return
-    if wants_terminal(output_format):
+    if output_format is not OutputFormat.github and wants_terminal(output_format):
         from offloaddoctor.render.terminal import render_terminal
 
         render_terminal(report, make_console())
         return
-    from offloaddoctor.render.outputs import render
+    from offloaddoctor.render.outputs import emit
 
-    sys.stdout.write(render(report, output_format.value, catalog, policy))
+    try:
+        sys.stdout.write(emit(report, output_format.value, catalog, policy))
+    except UserError as exc:
+        fail(str(exc))

@@ -8,8 +8,7 @@ from offloaddoctor.analysis.findings import Report
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.errors import UserError
 from offloaddoctor.policy import Policy
-
-FILE_FORMATS = ("text", "json", "junit", "markdown", "github")
+from offloaddoctor.render.formats import FILE_FORMATS
 _SUFFIXES = {".json": "json", ".xml": "junit", ".md": "markdown", ".txt": "text", ".log": "text"}
 
 
@@ -42,7 +41,25 @@ def render(report: Report, output_format: str, catalog: Catalog, policy: Policy)
     if output_format == "github":
         from offloaddoctor.render.github import render_github
 
-        return render_github(report)[0]
+        return render_github(report)[0]  # a file gets the annotations; the step summary is emit_github's
     from offloaddoctor.render.plain import render_plain
 
     return render_plain(report)
+
+
+def emit(report: Report, output_format: str, catalog: Catalog, policy: Policy) -> str:
+    """What goes to standard output. For `github` also the job summary, appended to $GITHUB_STEP_SUMMARY
+    when the runner sets it (a `--output github=FILE` gets the annotations only)."""
+    if output_format != "github":
+        return render(report, output_format, catalog, policy)
+    from offloaddoctor.render.github import render_github
+
+    annotations, summary = render_github(report)
+    summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        try:
+            with open(summary_path, "a", encoding="utf-8") as handle:
+                handle.write(summary)
+        except OSError as exc:
+            raise UserError(f"GITHUB_STEP_SUMMARY {summary_path}: cannot write: {exc.strerror or exc}") from None
+    return annotations
