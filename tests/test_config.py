@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.keys import canonical_key
-from offloaddoctor.config.literals import parse_printed
+from offloaddoctor.config.printed import parse_printed
 from offloaddoctor.config.loading import build_store, explicit_config, load_config_file
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config.yaml_config import load_yaml_config

@@ -34,8 +34,8 @@ __all__ = [
 
 
 def vocabulary() -> Vocabulary:
-    """What signatures may name: the fact parsers (analysis/facts.py) and config keys (config/keys.py)."""
-    from offloaddoctor.analysis.facts import FACT_PARSERS
+    """What signatures may name: the fact parsers (analysis/fact_parsers.py) and config keys (config/keys.py)."""
+    from offloaddoctor.analysis.fact_parsers import FACT_PARSERS
     from offloaddoctor.config.keys import is_known
 
     return Vocabulary(tuple(FACT_PARSERS), is_known)

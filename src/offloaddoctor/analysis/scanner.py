@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from offloaddoctor.analysis.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
-from offloaddoctor.analysis.facts import FACT_PARSERS, captured_facts
+from offloaddoctor.analysis.fact_parsers import FACT_PARSERS, captured_facts
 from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
 from offloaddoctor.lazy_pattern import lazy_compile

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from offloaddoctor.config.keys import canonical_key
-from offloaddoctor.config.literals import parse_printed
+from offloaddoctor.config.printed import parse_printed
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.logs.line_pass import Line, LineHandler

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from offloaddoctor.config.keys import canonical_key
-from offloaddoctor.config.literals import parse_override
+from offloaddoctor.config.printed import parse_override
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
 from offloaddoctor.lazy_pattern import lazy_compile
