@@ -29,3 +29,50 @@ def test_the_large_file_road_gives_the_same_report(log, catalog, monkeypatch):
     monkeypatch.setattr(grep_prefilter, "SPLIT_MIN_BYTES", 0)
     monkeypatch.setattr(grep_prefilter, "_cores", lambda: 2)
     assert _report(log, catalog) == small
+
+
+def _mixed_log(tmp_path, iterations: int):
+    """Thousands of iteration lines (the sampler thins them), a restart with new arguments (a segment), a
+    traceback from another rank in the middle (every line read for a while), other candidates sprinkled."""
+    from .test_metrics import mlm_line
+
+    start = FIXTURES / "clean-baseline" / "job.log"
+    head = start.read_text().splitlines()[:80]
+    lines = list(head)
+    for i in range(1, iterations + 1):
+        lines.append(f"[rank7]: {mlm_line(i, 400.0 + i % 17)}")
+        if i % 997 == 0:
+            lines.append(f"[rank{i % 8}]: WARNING: NCCL_DEBUG is set; ERROR counters {i}")
+        if i == iterations // 3:
+            lines += ["[rank2]: Traceback (most recent call last):", '[rank2]:   File "train.py", line 9, in <module>',
+                      f"[rank7]: {mlm_line(i, 999.0)}", "[rank2]: ValueError: not a real failure"]
+        if i == iterations // 2:
+            lines += head  # the job restarted in the same log: a second arguments block
+    lines.append("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "
+                 "capacity of 79.11 GiB of which 1.06 GiB is free.")
+    path = tmp_path / "mixed.log"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.skipif(grep_prefilter.gnu_grep() is None, reason="needs GNU grep")
+@pytest.mark.parametrize("split", [False, True])
+def test_iteration_lines_thinned_in_bulk_give_the_streamed_sample(tmp_path, catalog, monkeypatch, split):
+    from offloaddoctor.analysis.scanner import Scanner, build_matchers
+    from offloaddoctor.logs.sources import LogSource
+
+    path = _mixed_log(tmp_path, 9000)
+
+    def scan():
+        result = Scanner(build_matchers(catalog)).scan([LogSource(str(path))])
+        return ({k: [(r.line, r.iteration, r.elapsed_ms) for r in v] for k, v in result.iterations.items()},
+                result.lines_read, [(a.matcher_id, a.count, a.evidence) for a in result.aggregates], result.exceptions)
+
+    block_road = scan()
+    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
+    if split:
+        monkeypatch.setattr(grep_prefilter, "SPLIT_MIN_BYTES", 0)
+        monkeypatch.setattr(grep_prefilter, "_cores", lambda: 2)
+    monkeypatch.setattr(grep_prefilter, "_RECORDS_BYTES", 4096)  # many blocks, runs cut at their edges
+    assert scan() == block_road
+    assert len(block_road[0]) == 2 and all(len(v) > 100 for v in block_road[0].values())

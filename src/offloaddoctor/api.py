@@ -7,7 +7,7 @@ from pathlib import Path
 
 from offloaddoctor.analysis.engine import build_report
 from offloaddoctor.analysis.findings import Report
-from offloaddoctor.analysis.parallel import scan_sources, total_bytes
+from offloaddoctor.analysis.parallel import scan_sources
 from offloaddoctor.analysis.scanner import Scanner, build_matchers
 from offloaddoctor.catalog.loader import Vocabulary
 from offloaddoctor.catalog.loader import load_catalog as _load_catalog
@@ -84,15 +84,7 @@ def diagnose(
         if baseline_metrics.summary.median_iteration_ms is None:
             raise UserError(f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)")
     matchers = build_matchers(catalog)
-    on_bytes = None
-    if progress is not None:
-        total, done = total_bytes(sources), [0]
-
-        def on_bytes(count: int) -> None:
-            done[0] += count
-            progress(done[0], total)
-
-    scan = scan_sources(matchers, sources, on_bytes=on_bytes)
+    scan = scan_sources(matchers, sources, progress=progress)
     store = build_store(*(c.values for c in scan.collectors), explicit)
     return policy.apply(build_report(catalog, scan, store, matchers, baseline_metrics))
 
@@ -184,7 +176,7 @@ def _measure_and_diagnose(path: str, catalog: Catalog, matchers) -> tuple[Any, R
     line_pass = LinePass(scanner.literals | reader.line_pass.literals, warnings)
     for source in resolve_sources([path]):
         before = len(warnings)
-        lines = line_pass.read_source(source, scanner.start_source(source.name), reader.start_source(source.name))
+        lines = line_pass.read_source(source, scanner.start_source(source.name), reader.start_source(source.name, shared=True))
         scanner.result.lines_read[source.name] = lines
         reader.source_read(source.name, lines)
         scanner.result.warnings.extend(warnings[before:])

@@ -1,52 +1,91 @@
-"""Scan many log files on all cores: one file per task, results merged in the order the files were given.
+"""Scan many log files on all cores: the files in contiguous runs, one run per task, results merged in the
+order the files were given (Scanner.merge), equal to one core's result.
 
-Worth it only for real work (process start-up costs ~50 ms): at least two files and PARALLEL_MIN_BYTES in
-all. Standard input is always read in this process. A single huge file is scanned by one core: its
-arguments blocks and tracebacks carry state from line to line.
+Worth it only for real work (process start-up costs ~50 ms): at least two files, and PARALLEL_MIN_BYTES in
+all or PARALLEL_MIN_FILES files (20,000 rank logs of a few lines are little data but much per-file work).
+Standard input is always read in this process. A single huge file is scanned by one process: its arguments
+blocks and tracebacks carry state from line to line (GNU grep still reads it on both cores:
+logs/grep_prefilter.py).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from offloaddoctor.analysis.scanner import Matcher, Scanner, ScanResult
 from offloaddoctor.logs.sources import LogSource
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+PARALLEL_MIN_FILES = 512
+TASKS_PER_WORKER = 4  # runs of files per worker: enough to even out unequal files, few enough to merge cheaply
 _MATCHERS: list[Matcher] = []
 
 
 def scan_sources(
-    matchers: list[Matcher], sources: Sequence[LogSource], workers: int | None = None, on_bytes=None
+    matchers: list[Matcher], sources: Sequence[LogSource], workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ScanResult:
-    """`on_bytes(n)` reports progress: per block read serially, per file finished in parallel."""
-    workers = min(workers or os.cpu_count() or 1, len(sources))
-    if workers < 2 or any(s.path == "-" for s in sources) or total_bytes(sources) < PARALLEL_MIN_BYTES:
+    """`progress(done, total)` in bytes: per block read serially, per run of files finished in parallel."""
+    sizes = [_size(source) for source in sources]
+    total = sum(sizes)
+    on_bytes = None
+    if progress is not None:
+        done = [0]
+
+        def on_bytes(count: int) -> None:
+            done[0] += count
+            progress(done[0], total)
+
+    workers = min(workers or _cores(), len(sources))
+    if (workers < 2 or any(s.path == "-" for s in sources)
+            or (total < PARALLEL_MIN_BYTES and len(sources) < PARALLEL_MIN_FILES)):
         return Scanner(matchers, on_bytes).scan(sources)
     from concurrent.futures import ProcessPoolExecutor  # not imported for a single small log (start-up time)
     from multiprocessing import get_context
 
     global _MATCHERS
     _MATCHERS = matchers  # inherited by the forked workers: compiled patterns are not pickled
+    runs = _runs(list(sources), sizes, workers * TASKS_PER_WORKER)
     results = []
     with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
-        for source, result in zip(sources, pool.map(_scan_one, sources)):
+        for (run, run_bytes), result in zip(runs, pool.map(_scan_run, [run for run, _ in runs])):
             results.append(result)
             if on_bytes is not None:
-                on_bytes(total_bytes([source]))
+                on_bytes(run_bytes)
     return Scanner(matchers).merge(results)
 
 
-def _scan_one(source: LogSource) -> ScanResult:
-    return Scanner(_MATCHERS).scan([source])
+def _runs(sources: list[LogSource], sizes: list[int], count: int) -> list[tuple[list[LogSource], int]]:
+    """Contiguous runs of about equal bytes (each file also weighs a fixed amount: its opening costs)."""
+    weight = [size + 64 * 1024 for size in sizes]
+    target = sum(weight) / max(1, count)
+    runs, current, current_bytes, current_weight = [], [], 0, 0.0
+    for source, size, heavy in zip(sources, sizes, weight):
+        current.append(source)
+        current_bytes += size
+        current_weight += heavy
+        if current_weight >= target:
+            runs.append((current, current_bytes))
+            current, current_bytes, current_weight = [], 0, 0.0
+    if current:
+        runs.append((current, current_bytes))
+    return runs
 
 
-def total_bytes(sources: Sequence[LogSource]) -> int:
-    total = 0
-    for source in sources:
-        try:
-            total += os.path.getsize(source.path)
-        except OSError:
-            pass
-    return total
+def _scan_run(sources: list[LogSource]) -> ScanResult:
+    return Scanner(_MATCHERS).scan(sources)
+
+
+def _size(source: LogSource) -> int:
+    try:
+        return os.path.getsize(source.path) if source.path != "-" else 0
+    except OSError:
+        return 0
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

@@ -147,27 +147,41 @@ class IterationSampler(LineHandler):
         self.collector = collector
         self.limit = limit
         self._state: dict[int, list[int]] = {}  # segment -> [lines seen, stride]
-        self._dropped = -1  # the number of the last line `skip` decided to leave out
+        self.skip, keep = self._make_skip()
+        self.sampled = (self._BYTES, keep)
 
-    def skip(self, number: int, raw) -> bool | None:
-        if (self._BYTES if isinstance(raw, bytes) else ITERATION_LITERAL) not in raw:
-            return None
-        segment = len(self.collector.segment_starts) - 1  # without the property: hot path
-        state = self._state.get(segment)
-        if state is None:
-            state = self._state[segment] = [0, 1]
-        seen = state[0]
-        state[0] = seen + 1
-        if seen % state[1] != 0:
-            self._dropped = number
-            return True
-        return False
+    def _make_skip(self):
+        """skip(number, raw) for one line and keep(m) for a run of m iteration lines (see LineHandler):
+        closures, as a `--log-interval 1` log asks a million times."""
+        literal, starts, states = self._BYTES, self.collector.segment_starts, self._state
+
+        def skip(number: int, raw: bytes) -> bool | None:
+            if literal not in raw:
+                return None
+            state = states.get(len(starts) - 1)
+            if state is None:
+                state = states[len(starts) - 1] = [0, 1]
+            seen = state[0]
+            state[0] = seen + 1
+            return seen % state[1] != 0
+
+        def keep(m: int) -> int | None:
+            state = states.get(len(starts) - 1)
+            if state is None:
+                state = states[len(starts) - 1] = [0, 1]
+            seen, stride = state
+            first = -seen % stride
+            if first >= m:
+                state[0] = seen + m
+                return None
+            state[0] = seen + first + 1
+            return first
+
+        return skip, keep
 
     def feed(self, line: Line) -> bool:
         if ITERATION_LITERAL not in line.text:
             return False
-        if line.number == self._dropped:  # left out by `skip`, delivered anyway for another handler
-            return True
         segment = self.collector.segment
         record = parse_iteration_metrics(line.text, line.path, line.number, line.rank, segment, keep_text=True)
         if record is None:

@@ -27,10 +27,14 @@ _RUNTIME_FACTS = {
 }
 # Lines without one of these cannot carry config; the scanner uses them as a cheap gate. A command line
 # counts only if _PROGRAM finds its program, hence the program names rather than " --" (a three-byte
-# literal slows GNU grep's multi-pattern search down for the whole file).
+# literal slows GNU grep's multi-pattern search down for the whole file). Not a bare "python": every Python
+# warning names its `…/python3.12/site-packages/…` file, and recompute runs print one per step. A launch
+# line names the interpreter followed by a blank (`python -m …`, `python3 …`), or a script followed by one
+# (`python3.12 pretrain_gpt.py --…`: ".py "), or torchrun; `python3.12 -m torch.distributed.run` is the
+# versioned interpreter with a module, hence its own literal.
 LITERALS = (
     *_RUNTIME_FACTS, "arguments", "PYTORCH_", "NCCL_", "CUDA_", "NVTE_", "TORCH_", "Config(",
-    "torchrun", "python", ".py ", ".py\t",
+    "torchrun", "python ", "python\t", "python3 ", "python3\t", " -m torch.distributed", ".py ", ".py\t",
 )
 
 

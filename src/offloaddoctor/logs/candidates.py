@@ -55,6 +55,7 @@ class CandidateReader:
         # unread, e.g. an iteration line past the sample it keeps. Asked only while every_line is off;
         # skipping saves decoding it.
         self.skip: Callable[[int, bytes], bool] | None = None
+        self.sampled = None  # set by the consumer with `skip`: see logs/line_pass.py LineHandler.sampled
         self.use_grep = use_grep
         self.bytes_reported = 0
         self.on_bytes = on_bytes  # progress: called with the bytes of each block read

@@ -28,6 +28,7 @@ SPLIT_AT = 0.5
 _SPLIT_WINDOW = 1 << 20
 _FEED_BYTES = 1 << 20
 _COUNT_BLOCK = 1 << 22
+_RECORDS_BYTES = 1 << 20
 
 
 @functools.lru_cache(maxsize=1)
@@ -231,42 +232,98 @@ def _newlines(path: str, start: int, stop: int) -> int:
 
 
 def _deliver(reader, streams, log, position: _Position) -> Iterator[tuple[int, str]]:
-    """Candidate lines from the streams in turn, and every line while the reader asks for it. One loop,
-    no generator per record: a big log has a hundred thousand iteration lines to get through."""
+    """Candidate lines from the streams in turn, and every line while the reader asks for it. grep's output is
+    read a large block at a time and split in C. A record the reader skips costs a split, an int and the skip
+    question; with a sampler (`reader.sampled`, an iteration-line sample), runs of its lines are thinned by
+    arithmetic and only the kept ones are looked at: a `--log-interval 1` log has a million of them."""
     last = 0  # the last line number handed out
-    skip = reader.skip
+    skip, sampled = reader.skip, reader.sampled
     cap = MAX_LINE_BYTES + 64
+    every_line = reader.every_line
     try:
         for open_stream in streams:
             stream = open_stream(position)
-            readline, base_line, base_offset = stream.output.readline, stream.base_line, stream.base_offset
-            while True:
-                record = readline(cap)
-                if not record:
-                    _check_exit(stream.process)
-                    break
-                number_text, _, rest = record.partition(b":")
-                number = int(number_text) + base_line
-                if number <= last:  # already read line by line while `every_line` was on
-                    continue
-                offset_text, _, content = rest.partition(b":")
-                offset = int(offset_text) + base_offset
-                if len(record) == cap and not record.endswith(b"\n"):  # over the cap: keep its head
-                    _skip_line(stream.output)
-                    content = content[:MAX_LINE_BYTES]
-                    reader.cut(number)
-                last = position.line = number
-                position.offset = offset
-                if reader.on_bytes is not None and offset > reader.bytes_reported:
-                    reader.on_bytes(offset - reader.bytes_reported)
-                    reader.bytes_reported = offset
-                if skip is not None and not reader.every_line and skip(number, content):
-                    continue
-                yield number, content.rstrip(b"\n").decode("utf-8", errors="replace")
-                if reader.every_line:
-                    last = yield from _every_line(reader, log, position, offset, last)
+            base_line, base_offset = stream.base_line, stream.base_offset
+            skipped = None  # the last record seen after the last one handed out
+            try:
+                for records in _record_blocks(stream.output, cap):
+                    count, index = len(records), 0
+                    runs = None  # the ends of runs of sampled records, while thinning them in bulk
+                    if sampled is not None and not every_line:
+                        literal = sampled[0]
+                        runs = iter([i for i, record in enumerate(records) if literal not in record] + [count])
+                        run_end = next(runs)
+                    while index < count:
+                        asked = False  # already counted by the sampler: not asked again
+                        if runs is not None and index < run_end:
+                            kept = sampled[1](run_end - index)
+                            if kept is None:
+                                skipped, index = records[run_end - 1], run_end
+                                continue
+                            record, index, asked = records[index + kept], index + kept + 1, True
+                        else:
+                            record, index = records[index], index + 1
+                            if runs is not None and index > run_end:
+                                run_end = next(runs)
+                        number_text, _, rest = record.partition(b":")
+                        number = int(number_text) + base_line
+                        if number <= last:  # already read line by line while `every_line` was on
+                            continue
+                        cut = len(record) >= cap
+                        if cut:
+                            reader.cut(number)
+                        if not asked and skip is not None and not every_line and skip(number, rest):
+                            skipped = record
+                            continue
+                        skipped = None
+                        offset_text, _, content = rest.partition(b":")
+                        offset = int(offset_text) + base_offset
+                        if cut:
+                            content = content[:MAX_LINE_BYTES]
+                        last = position.line = number
+                        position.offset = offset
+                        if reader.on_bytes is not None and offset > reader.bytes_reported:
+                            reader.on_bytes(offset - reader.bytes_reported)
+                            reader.bytes_reported = offset
+                        yield number, content.decode("utf-8", errors="replace")
+                        every_line = reader.every_line
+                        if every_line:
+                            last = yield from _every_line(reader, log, position, offset, last)
+                            every_line = reader.every_line
+                            runs = None  # the rest of this block one by one: some of it was read already
+                _check_exit(stream.process)
+            finally:
+                if skipped is not None:  # the position is the last line seen, handed out or not
+                    number_text, _, rest = skipped.partition(b":")
+                    last = position.line = int(number_text) + base_line
+                    position.offset = int(rest.partition(b":")[0]) + base_offset
     except _GrepFailed:
         position.failed = True
+
+
+def _record_blocks(output, cap: int) -> Iterator[list[bytes]]:
+    """grep's `-n -b` records without their newline, a block's worth per list. A record of `cap` bytes or more
+    is cut to `cap` (so its length says it was cut), and the rest of it is dropped unread into memory."""
+    read = getattr(output, "read1", output.read)
+    pending = b""
+    dropping = False  # inside an over-long record: discard up to its newline
+    while True:
+        chunk = read(_RECORDS_BYTES)
+        if not chunk:
+            if pending and not dropping:
+                yield [pending[:cap]]
+            return
+        if dropping:
+            newline = chunk.find(b"\n")
+            if newline == -1:
+                continue
+            chunk, dropping = chunk[newline + 1 :], False
+        records = (pending + chunk if pending else chunk).split(b"\n")
+        pending = records.pop()
+        if len(pending) >= cap:
+            records.append(pending[:cap])
+            pending, dropping = b"", True
+        yield [record[:cap] for record in records] if records and max(map(len, records)) >= cap else records
 
 
 def _every_line(reader, log, position: _Position, offset: int, last: int):

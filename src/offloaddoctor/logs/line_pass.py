@@ -33,9 +33,14 @@ class LineHandler:
     # unless some handler wants every line; a literal must be rare in healthy logs (docs/performance.md).
     literals: tuple[str, ...] = ()
     # Optional: `skip(number, raw_bytes) -> bool | None`, asked before a candidate line is decoded while no
-    # handler wants every line. True: this handler will not use the line; False: it needs it; None: no
+    # handler wants every line (the bytes hold the line, maybe behind a reader's own prefix: test for a
+    # literal, nothing more). True: this handler will not use the line; False: it needs it; None: no
     # opinion. The line is dropped when one handler says True and none says False.
     skip: Callable[[int, bytes], bool | None] | None = None
+    # Optional, with `skip`: (literal bytes, keep) for a handler that reads an even sample of the lines holding
+    # the literal. keep(m) answers for the next m such lines at once, as `skip` would one by one: the index of
+    # the next one it keeps (counting up to it), or None (counting all m). A reader thins runs of them in bulk.
+    sampled: tuple[bytes, Callable[[int], int | None]] | None = None
 
     def feed(self, line: Line) -> bool:
         """Read the line; True when it is consumed (the handlers after this one do not see it)."""
@@ -87,9 +92,12 @@ class LinePass:
         gate_literals = self._gate_literals
         every_handler = [h for handlers in handler_sets for h in handlers]
         watchers = [h for h in every_handler if type(h).wants_every_line is not LineHandler.wants_every_line]
-        skip = _combined_skip([h.skip for h in every_handler if h.skip is not None])
+        declined: list = [None, ()]  # a line delivered although some handlers declined it: [number, handlers]
+        skippers = [h for h in every_handler if h.skip is not None]
+        skip = _combined_skip([(h, h.skip) for h in skippers], declined)
         if reader is not None:
             reader.skip = skip
+            reader.sampled = skippers[0].sampled if len(skippers) == 1 else None
         every = False
         number = 0
         for number, raw in numbered:
@@ -97,13 +105,14 @@ class LinePass:
             if not every:
                 if not candidate:
                     continue
-                if reader is None and skip is not None and skip(number, raw):
+                if reader is None and skip is not None and skip(number, raw.encode("utf-8", "surrogateescape")):
                     continue
             text, rank = normalize_line(raw, default_rank)
             line = Line(path, number, rank, text, raw, candidate)
+            stop = declined[1] if declined[0] == number else ()
             for handlers in handler_sets:
                 for handler in handlers:
-                    if handler.feed(line):
+                    if handler in stop or handler.feed(line):  # a handler that declined it: as if consumed
                         break
             if watchers:
                 every = False
@@ -115,15 +124,22 @@ class LinePass:
         return number
 
 
-def _combined_skip(skips: list) -> Callable | None:
+def _combined_skip(skips: list, declined: list) -> Callable | None:
+    """One skip question for the reader. With several handlers asked, a line one declines and another
+    needs is delivered, and `declined` remembers who declined it (they do not see it)."""
     if not skips:
         return None
     if len(skips) == 1:
-        only = skips[0]
-        return lambda number, raw: only(number, raw) is True
+        return skips[0][1]  # None (no opinion) is falsy: the line stays
 
     def skip(number, raw) -> bool:
-        answers = [ask(number, raw) for ask in skips]
-        return True in answers and False not in answers
+        answers = [(handler, ask(number, raw)) for handler, ask in skips]
+        no = [handler for handler, answer in answers if answer is True]
+        if not no:
+            return False
+        if any(answer is False for _, answer in answers):
+            declined[0], declined[1] = number, no
+            return False
+        return True
 
     return skip

@@ -96,8 +96,19 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             raise UserError(f"{raw}: no such file or directory")
     unique = {}
     for source in sources:
-        unique.setdefault(source.path if source.path == "-" else str(Path(source.path).resolve()), source)
+        unique.setdefault(_identity(source), source)
     return list(unique.values())
+
+
+def _identity(source: LogSource):
+    """The file behind a path (one stat, where resolving a path costs one per component: 20,000 rank logs)."""
+    if source.path == "-":
+        return "-"
+    try:
+        found = os.stat(source.path)
+        return found.st_dev, found.st_ino
+    except OSError:
+        return str(Path(source.path).resolve())
 
 
 class VanishedLog(UserError):

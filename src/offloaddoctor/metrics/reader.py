@@ -27,14 +27,15 @@ class MetricLines(LineHandler):
     )
     _ITERATION_BYTES = ITERATION_LITERAL.encode()
 
-    def __init__(self, reader: RunReader, collector: LogConfigCollector):
+    def __init__(self, reader: RunReader, collector: LogConfigCollector, shared: bool = False):
         self.run = reader.run
         self.layout_line = reader.layout_line
         self.collector = collector
+        if shared:  # another handler set samples iteration lines: this one needs every one of them
+            self.skip = self._keep_iteration_lines
 
-    def skip(self, number: int, raw) -> bool | None:
-        """Every iteration line is needed: when another handler set shares the pass, none is left out."""
-        return False if (self._ITERATION_BYTES if isinstance(raw, bytes) else ITERATION_LITERAL) in raw else None
+    def _keep_iteration_lines(self, number: int, raw: bytes) -> bool | None:
+        return False if self._ITERATION_BYTES in raw else None
 
     def feed(self, line: Line) -> bool:
         run, text = self.run, line.text
@@ -70,14 +71,15 @@ class RunReader:
         self.layout_line: dict[str, int] = {}
         self.line_pass = LinePass(pass_literals(self.handlers_for(LogConfigCollector(path))), self.run.notes)
 
-    def handlers_for(self, collector: LogConfigCollector) -> list[LineHandler]:
-        return [*config_handlers(collector), MetricLines(self, collector)]
+    def handlers_for(self, collector: LogConfigCollector, shared: bool = False) -> list[LineHandler]:
+        return [*config_handlers(collector), MetricLines(self, collector, shared)]
 
-    def start_source(self, name: str) -> list[LineHandler]:
-        """The handler set for the next source; call `source_read` with its line count once read."""
+    def start_source(self, name: str, shared: bool = False) -> list[LineHandler]:
+        """The handler set for the next source (`shared`: in a pass with another set); call `source_read`
+        with the source's line count once it is read."""
         collector = LogConfigCollector(name)
         self.collectors.append(collector)
-        return self.handlers_for(collector)
+        return self.handlers_for(collector, shared)
 
     def source_read(self, name: str, lines: int) -> None:
         self.run.sources.append((name, lines))
