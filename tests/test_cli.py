@@ -142,7 +142,7 @@ def test_an_internal_error_is_one_line_and_its_own_exit_code(argv, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("evidence")
 
-    monkeypatch.setattr("offloaddoctor.api.build_report", broken)
+    monkeypatch.setattr("offloaddoctor.analysis.engine.build_report", broken)
     result = run(*argv)
     assert result.exit_code == 3
     assert result.stderr == ("offloaddoctor: internal error, please report: KeyError: 'evidence'; "
@@ -153,7 +153,7 @@ def test_an_internal_error_is_one_line_and_its_own_exit_code(argv, monkeypatch):
 def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch):
     from offloaddoctor.cli import common
 
-    monkeypatch.setattr("offloaddoctor.api.build_report", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("offloaddoctor.analysis.engine.build_report", lambda *a, **k: 1 / 0)
     monkeypatch.setattr(common, "DEBUG", False)
     result = run("--debug", "diagnose", str(PP_LOG))
     assert result.exit_code == 3
@@ -163,8 +163,8 @@ def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch):
 
 def test_the_installed_command_reports_an_internal_error_with_exit_3(tmp_path):
     probe = ("import sys; sys.argv = ['offloaddoctor', 'diagnose', %r]\n"
-             "import offloaddoctor.api as api\n"
-             "api.build_report = lambda *a, **k: {}['boom']\n"
+             "import offloaddoctor.analysis.engine as engine\n"
+             "engine.build_report = lambda *a, **k: {}['boom']\n"
              "from offloaddoctor.cli import main\nmain()\n") % str(PP_LOG)
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 3 and "Traceback" not in result.stderr

@@ -34,7 +34,11 @@ def typer_kwargs(argv: list[str], monkeypatch) -> dict | None:
         received.append(kwargs)
         return 0
 
+    from offloaddoctor.cli import run_check
+
     monkeypatch.setattr(run_diagnose, "run_diagnose", record)
+    monkeypatch.setattr(run_check, "run_check", record)
+    monkeypatch.setattr(run_check, "run_metrics", record)
     result = RUNNER.invoke(app, argv)
     if not received:
         assert result.exit_code != 0, result.output
@@ -75,6 +79,11 @@ def test_fast_road_parses_as_typer_or_steps_aside(tokens, monkeypatch):
     ["diagnose", "job.log", "--signatures", "team/", "--baseline", "base.log", "--format=github"],
     ["diagnose", "--", "-odd-name.log"],
     ["diagnose", "-"],
+    ["check", "cfg.yaml"],
+    ["check", "--set", "model.cpu_offloading=true", "-s", "a=1", "--no-defaults", "-f", "json", "--signature", "x"],
+    ["check", "a.yaml", "b.sh", "--signatures", "team/"],
+    ["metrics", "job.log", "-f", "csv"],
+    ["metrics", "a.log", "logs/", "--format=json"],
 ])
 def test_ordinary_argv_takes_the_fast_road_with_typers_arguments(argv, monkeypatch):
     parsed = fast_path.parse(argv)
@@ -90,7 +99,9 @@ def test_ordinary_argv_takes_the_fast_road_with_typers_arguments(argv, monkeypat
     ["diagnose", "job.log", "-rf", "json"],  # a short-option cluster
     ["diagnose", "job.log", "--recursive=yes"],
     ["--version"],
-    ["check", "cfg.yaml"],
+    ["compare", "a.log", "b.log"],  # not a fast-road command
+    ["metrics"],  # typer: missing argument
+    ["metrics", "job.log", "-f", "yaml"],
 ])
 def test_anything_unusual_is_left_to_typer(argv):
     assert fast_path.parse(argv) is None

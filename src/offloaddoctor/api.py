@@ -5,10 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from offloaddoctor.analysis.engine import build_report
-from offloaddoctor.analysis.findings import Report
-from offloaddoctor.analysis.parallel import scan_sources
-from offloaddoctor.analysis.scanner import Scanner, build_matchers
 from offloaddoctor.catalog.loader import Vocabulary
 from offloaddoctor.catalog.loader import load_catalog as _load_catalog
 from offloaddoctor.catalog.model import Catalog
@@ -23,6 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
+    from offloaddoctor.analysis.findings import Report
     from offloaddoctor.analysis.preflight import CheckReport
     from offloaddoctor.catalog.examples import ExampleOutcome, ExampleRun
     from offloaddoctor.catalog.model import Example, Signature
@@ -83,6 +80,10 @@ def diagnose(
         baseline_metrics = run_metrics(baseline)
         if baseline_metrics.summary.median_iteration_ms is None:
             raise UserError(f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)")
+    from offloaddoctor.analysis.engine import build_report
+    from offloaddoctor.analysis.parallel import scan_sources
+    from offloaddoctor.analysis.scanner import build_matchers
+
     matchers = build_matchers(catalog)
     scan = scan_sources(matchers, sources, progress=progress)
     store = build_store(*(c.values for c in scan.collectors), explicit)
@@ -104,6 +105,9 @@ def diagnose_text(
 ) -> Report:
     """Diagnose an in-memory log excerpt; `config` maps any key spelling to a value."""
     catalog = catalog or load_catalog()
+    from offloaddoctor.analysis.engine import build_report
+    from offloaddoctor.analysis.scanner import Scanner, build_matchers
+
     matchers = build_matchers(catalog)
     scan = Scanner(matchers).scan_lines(name, text.splitlines())
     given = [ConfigValue(canonical_key(k), v, Source("<config>", None, k), "config") for k, v in (config or {}).items()]
@@ -150,6 +154,8 @@ def compare(
     if unknown:
         raise UserError(f"--config {unknown[0]}=…: {unknown[0]} is not one of the logs being compared")
     resolve_sources(paths)  # every path is checked before any is read
+    from offloaddoctor.analysis.scanner import build_matchers
+
     catalog = catalog or load_catalog()
     matchers = build_matchers(catalog)
     measured, errors = [], {}
@@ -167,6 +173,8 @@ def compare(
 
 def _measure_and_diagnose(path: str, catalog: Catalog, matchers) -> tuple[Any, Report]:
     """`run_metrics(path)` and `diagnose([path])` from one read of each log: both handler sets share a pass."""
+    from offloaddoctor.analysis.engine import build_report
+    from offloaddoctor.analysis.scanner import Scanner
     from offloaddoctor.logs.line_pass import LinePass
     from offloaddoctor.metrics.reader import RunReader
     from offloaddoctor.metrics.summary import summarise
@@ -211,4 +219,8 @@ def __getattr__(name: str):
         from offloaddoctor.analysis.preflight import CheckReport
 
         return CheckReport
+    if name == "Report":  # loaded with `diagnose`, not at start-up: `check` does not need it
+        from offloaddoctor.analysis.findings import Report
+
+        return Report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

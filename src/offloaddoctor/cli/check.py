@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import List
 
 import typer
 
 from offloaddoctor.cli._app import app
-from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, load_catalog_or_fail, make_console, fail, wants_terminal
-from offloaddoctor.errors import UserError
+from offloaddoctor.cli.common import OutputFormat
 
 
 @app.command()
@@ -23,23 +21,7 @@ def check(
     signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
 ) -> None:
     """Validate a config before launch against every offloading/memory constraint, all violations at once."""
-    from offloaddoctor.api import check as run_check
+    from offloaddoctor.cli.run_check import run_check
 
-    catalog = load_catalog_or_fail(signatures)
-    try:
-        report = run_check(config or [], set_, catalog=catalog, only=signature, use_defaults=not no_defaults)
-    except UserError as exc:
-        fail(str(exc))
-    if output_format is OutputFormat.json:
-        from offloaddoctor.render.check_view import render_check_json
-
-        sys.stdout.write(render_check_json(report))
-    elif wants_terminal(output_format):
-        from offloaddoctor.render.terminal import render_check_terminal
-
-        render_check_terminal(report, make_console())
-    else:
-        from offloaddoctor.render.check_view import render_check_plain
-
-        sys.stdout.write(render_check_plain(report))
-    raise typer.Exit(EXIT_FINDINGS if report.violations else EXIT_CLEAN)
+    raise typer.Exit(run_check(config=config, set_=set_, signature=signature, no_defaults=no_defaults,
+                               output_format=output_format, signatures=signatures))

@@ -23,7 +23,11 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
 # Commands with a fast road, and the typer-free function each one calls with the declared parameters.
-TARGETS = {"diagnose": "offloaddoctor.cli.run_diagnose:run_diagnose"}
+TARGETS = {
+    "diagnose": "offloaddoctor.cli.run_diagnose:run_diagnose",
+    "check": "offloaddoctor.cli.run_check:run_check",
+    "metrics": "offloaddoctor.cli.run_check:run_metrics",
+}
 
 Parsed = tuple[str, dict[str, "Any"]]
 
@@ -120,7 +124,7 @@ def _convert(param: dict[str, Any], value: str) -> Any:
 def _default(param: dict[str, Any]) -> Any:
     default = param["default"]
     if param["multiple"]:
-        return list(default)
+        return None if default is None else list(default)  # typer hands an absent optional list as None
     if param["kind"] == "enum" and default is not None:
         return _enum(param)(default)
     return default

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
 from typing import List, Optional
 
 import typer
@@ -11,6 +10,7 @@ import typer
 from offloaddoctor.cli._app import app
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, fail
 from offloaddoctor.errors import UserError
+from offloaddoctor.render.formats import MetricsFormat
 
 
 @app.command()
@@ -47,26 +47,12 @@ def compare(
     raise typer.Exit(EXIT_FINDINGS if comparison.failed else EXIT_CLEAN)
 
 
-class MetricsFormat(str, Enum):
-    text = "text"
-    json = "json"
-    csv = "csv"
-
-
 @app.command()
 def metrics(
     logs: List[str] = typer.Argument(..., help="One run each: a log file, a directory of its per-rank logs, or -."),
     output_format: MetricsFormat = typer.Option(MetricsFormat.text, "--format", "-f", help="text, json or csv (one row per rank and iteration)."),
 ) -> None:
     """Per-rank, per-iteration numbers from training logs, and a steady-state summary per run."""
-    from offloaddoctor.metrics import collect_metrics
-    from offloaddoctor.render.metrics_csv import render_metrics_csv
-    from offloaddoctor.render.metrics_json import render_metrics_json
-    from offloaddoctor.render.metrics_text import render_metrics_text
+    from offloaddoctor.cli.run_check import run_metrics
 
-    try:
-        runs = collect_metrics(logs)
-    except UserError as exc:
-        fail(str(exc))
-    render = {MetricsFormat.text: render_metrics_text, MetricsFormat.json: render_metrics_json, MetricsFormat.csv: render_metrics_csv}
-    sys.stdout.write(render[output_format](runs))
+    raise typer.Exit(run_metrics(logs=logs, output_format=output_format))

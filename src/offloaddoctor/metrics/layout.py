@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from offloaddoctor.metrics.model import Layout
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 LITERAL = "using world size"
 _PAIR = re.compile(r"([a-z][a-z -]*?)\s*:\s*(\d+)\b")

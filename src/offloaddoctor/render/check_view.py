@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from offloaddoctor import __version__
 from offloaddoctor.analysis.preflight import CheckReport
 from offloaddoctor.render.json_report import SCHEMA_VERSION, finding_to_dict
 from offloaddoctor.render.plain import finding_blocks
 from offloaddoctor.render.text_safety import inert_json, safe_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
 
 def check_headline(report: CheckReport) -> str:

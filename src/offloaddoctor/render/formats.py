@@ -19,3 +19,11 @@ class Format(str, Enum):
 FILE_FORMATS = tuple(f.value for f in Format if f not in (Format.auto, Format.terminal))
 # For machines: never a progress bar next to them.
 MACHINE_FORMATS = (Format.json, Format.junit, Format.github, Format.markdown)
+
+
+class MetricsFormat(str, Enum):
+    """`metrics --format`."""
+
+    text = "text"
+    json = "json"
+    csv = "csv"
