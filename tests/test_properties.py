@@ -32,7 +32,13 @@ from offloaddoctor.config.yaml_config import parse_yaml_config
 from offloaddoctor.errors import UserError
 from offloaddoctor.logs import normalize
 from offloaddoctor.logs.normalize import normalize_line, strip_terminal_codes
-from offloaddoctor.metrics.iteration_lines import ELAPSED_MS, THROUGHPUT, parse_iteration_line, parse_iteration_metrics
+from offloaddoctor.metrics.iteration_lines import (
+    ELAPSED_MS,
+    THROUGHPUT,
+    parse_iteration_line,
+    parse_iteration_metrics,
+    parse_iteration_speed,
+)
 from offloaddoctor.metrics.memory_lines import parse_memory_report
 
 from .conftest import FIXTURES
@@ -219,6 +225,9 @@ def test_iteration_record_carries_the_printed_speed_fields(iteration, ms, loss):
     assert record.iteration == full[0] == iteration
     assert (record.elapsed_ms, record.tflops_per_gpu) == (full[2][ELAPSED_MS], full[2][THROUGHPUT])
     assert record.text == line.strip()
+    speed = parse_iteration_speed(line, "x", 1, None, 0)  # diagnose's two searches read the same numbers
+    assert (speed.iteration, speed.train_iters, speed.elapsed_ms, speed.tflops_per_gpu, speed.text) == (
+        record.iteration, record.train_iters, record.elapsed_ms, record.tflops_per_gpu, record.text)
 
 
 @given(st.data())
@@ -230,7 +239,7 @@ def test_damaged_iteration_and_memory_lines_never_raise(data):
     damaged = line[:start] + junk + line[end:]
     full = parse_iteration_line(damaged)
     record = parse_iteration_metrics(damaged, "x", 1, None, 0)
-    assert (record is None) == (full is None)
+    assert (record is None) == (full is None) == (parse_iteration_speed(damaged, "x", 1, None, 0) is None)
     if record is not None:
         assert record.iteration >= 0
     parse_memory_report(damaged, "x", 1, None, 0)

@@ -20,7 +20,7 @@ from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, pass_literals
 from offloaddoctor.logs.sources import LogSource
 from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
-from offloaddoctor.metrics.iteration_lines import parse_iteration_metrics
+from offloaddoctor.metrics.iteration_lines import parse_iteration_speed
 from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
 from offloaddoctor.metrics.parameter_lines import ParameterCounts, read_parameter_line
@@ -183,7 +183,7 @@ class IterationSampler(LineHandler):
         if ITERATION_LITERAL not in line.text:
             return False
         segment = self.collector.segment
-        record = parse_iteration_metrics(line.text, line.path, line.number, line.rank, segment, keep_text=True)
+        record = parse_iteration_speed(line.text, line.path, line.number, line.rank, segment)
         if record is None:
             return True
         records = self.records.setdefault((line.path, segment), [])

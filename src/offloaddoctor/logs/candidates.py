@@ -172,7 +172,9 @@ class CandidateReader:
 
     def _hit_line_starts(self, block: bytes, end: int) -> list[int]:
         starts: set[int] = set()
-        for literal in self.patterns:
+        # Which patterns occur at all, in one comprehension: most blocks of a healthy log hold none or few.
+        present = [literal for literal in self.patterns if literal in block]
+        for literal in present:
             found = block.find(literal, 0, end)
             while found != -1:
                 starts.add(block.rfind(b"\n", 0, found) + 1)

@@ -45,12 +45,12 @@ class LogSource:
         """Per-rank log files are often named `…rank3.log`; lines without a prefix get that rank."""
         if self.path == "-":
             return None
-        found = _RANK_IN_NAME.search(Path(self.path).name)
+        found = _RANK_IN_NAME.search(os.path.basename(self.path))
         return int(found.group(1)) if found else None
 
 
-def _is_log_name(path: Path) -> bool:
-    name = path.name.lower()
+def _is_log_name(name: str) -> bool:
+    name = name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
     return name.endswith(LOG_SUFFIXES)
@@ -79,7 +79,8 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             continue
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in _entries(path, recursive) if p.is_file() and _is_log_name(p))
+            found = _listed_logs(path) if not recursive else sorted(
+                p for p in _entries(path, recursive) if p.is_file() and _is_log_name(p.name))
             if not found:
                 where = " or below it" if recursive else " (--recursive looks in subdirectories)"
                 raise UserError(
@@ -113,6 +114,16 @@ def _identity(source: LogSource):
 
 class VanishedLog(UserError):
     """A listed log that no longer exists: the scanners note it and go on."""
+
+
+def _listed_logs(directory: Path) -> list[str]:
+    """The log files directly in `directory`, sorted: one scandir, no stat per entry (20,000 rank logs)."""
+    try:
+        with os.scandir(directory) as entries:
+            names = sorted(e.name for e in entries if _is_log_name(e.name) and e.is_file())
+    except OSError as exc:
+        raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
+    return [os.path.join(str(directory), name) for name in names]
 
 
 def _entries(directory: Path, recursive: bool) -> Iterator[Path]:

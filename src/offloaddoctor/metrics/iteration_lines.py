@@ -82,6 +82,28 @@ def parse_iteration_metrics(
     return record
 
 
+_NUMBER = r"([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))"
+_SPEED = (
+    ("elapsed_ms", lazy_compile(r"\|\s*elapsed time per iteration \(ms\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE)),
+    ("tflops_per_gpu", lazy_compile(r"\|\s*throughput per gpu \(tflop/s/gpu\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE)),
+)
+
+
+def parse_iteration_speed(text: str, path: str, line: int, rank: int | None, segment: int) -> IterationMetrics | None:
+    """The same record with only what `diagnose` reads (iteration, elapsed ms, TFLOP/s/GPU) and the line
+    itself: two searches instead of every field, for 20,000 rank logs of an iteration line each."""
+    found = _ITERATION.search(text)
+    if not found:
+        return None
+    record = IterationMetrics(path, line, rank, segment, int(found.group(1)), train_iters=int(found.group(2)) or None)
+    for attribute, pattern in _SPEED:
+        value = pattern.search(text, found.end() - 1)
+        if value:
+            setattr(record, attribute, float(value.group(1)))
+    record.text = text.strip()
+    return record
+
+
 def steady_state(records: Sequence[IterationMetrics]) -> list[IterationMetrics]:
     """Drop warm-up. Each line reports the average over the iterations since the previous line, so a
     line is kept only if that whole interval lies after the first WARMUP_ITERATIONS iterations (which
