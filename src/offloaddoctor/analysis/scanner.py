@@ -20,7 +20,7 @@ from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, pass_literals
 from offloaddoctor.logs.sources import LogSource
 from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
-from offloaddoctor.metrics.iteration_lines import parse_iteration_speed
+from offloaddoctor.metrics.iteration_lines import parse_iteration_speed, steady_state
 from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
 from offloaddoctor.metrics.parameter_lines import ParameterCounts, read_parameter_line
@@ -287,7 +287,22 @@ class Scanner:
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
         for source in sources:
             self.result.lines_read[source.name] = self.line_pass.read_source(source, self.start_source(source.name))
+            self._source_done(source.name)
         return self.finish()
+
+    def _source_done(self, path: str) -> None:
+        """Keep memory bounded by the findings, not the file count (200,000 rank logs): a collector that
+        collected nothing is dropped, and a segment's iteration records that can never be cited (no steady
+        state: run_facts cites only steady-state records) keep no text."""
+        result = self.result
+        collector = result.collectors[-1]
+        for segment in range(len(collector.segment_starts)):
+            records = result.iterations.get((path, segment))
+            if records and not steady_state(records):
+                for record in records:
+                    record.text = ""
+        if not collector.values and len(collector.segment_starts) == 1:
+            result.collectors.pop()
 
     def scan_lines(self, name: str, lines: Iterable[str]) -> ScanResult:
         """Scan in-memory text (signature examples, tests) through the same path as files."""
