@@ -76,3 +76,33 @@ def test_iteration_lines_thinned_in_bulk_give_the_streamed_sample(tmp_path, cata
     monkeypatch.setattr(grep_prefilter, "_RECORDS_BYTES", 4096)  # many blocks, runs cut at their edges
     assert scan() == block_road
     assert len(block_road[0]) == 2 and all(len(v) > 100 for v in block_road[0].values())
+
+
+@pytest.mark.skipif(grep_prefilter.gnu_grep() is None or __import__("shutil").which("gzip") is None,
+                    reason="needs GNU grep and gzip")
+@pytest.mark.parametrize("log", LOGS[:6] + [FIXTURES / "oom-fragmentation-multirank" / "job.log"],
+                         ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_a_large_gz_decompressed_by_gzip_gives_the_same_report(log, catalog, monkeypatch, tmp_path):
+    import gzip
+    import tempfile
+
+    packed = tmp_path / (log.parent.name + ".log.gz")
+    packed.write_bytes(gzip.compress(log.read_bytes()))
+    in_python = _report(packed, catalog)
+    monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
+    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
+    spools = set(__import__("pathlib").Path(tempfile.gettempdir()).glob("offloaddoctor-gunzip-*"))
+    assert _report(packed, catalog) == in_python
+    assert set(__import__("pathlib").Path(tempfile.gettempdir()).glob("offloaddoctor-gunzip-*")) == spools  # removed
+
+
+def test_a_damaged_gz_keeps_the_python_readers_warning(tmp_path, catalog, monkeypatch):
+    import gzip
+
+    data = gzip.compress((FIXTURES / "pp-cpu-offload" / "job.log").read_bytes())
+    packed = tmp_path / "job.log.gz"
+    packed.write_bytes(data[: len(data) * 3 // 4])
+    in_python = _report(packed, catalog)
+    monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
+    assert _report(packed, catalog) == in_python
+    assert any("gzip" in note for note in in_python["notes"])

@@ -27,6 +27,14 @@ BLOCK_BYTES = 1 << 20
 GREP_MIN_BYTES = 8 << 20  # a plain file this large goes through GNU grep (logs/grep_prefilter.py) when there is one
 COVER_MIN_BYTES = 8 << 20
 COVER_SAMPLE_BYTES = 1 << 20
+GZ_SPOOL_MIN_BYTES = 1 << 20  # a .gz this large (compressed) is decompressed by gzip(1) into a temporary file
+GZ_SPOOL_MAX_BYTES = 16 << 30  # ... of at most this (and half the free space there), or read in Python
+
+
+def _limit_file_size(limit: int) -> None:  # runs in the gzip child before exec: past the limit it fails
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 def prefilter_literals(literals: Iterable[str]) -> list[bytes]:
@@ -65,6 +73,12 @@ class CandidateReader:
     def __iter__(self) -> Iterator[tuple[int, str]]:
         stream = open_binary(self.source)
         try:
+            if isinstance(stream, gzip.GzipFile):
+                spool = self._gunzip_to_spool()
+                if spool is not None:  # a large .gz: decompressed by gzip(1), then read like a plain file
+                    stream.close()
+                    yield from self._spooled(spool)
+                    return
             self.patterns = self._patterns_for(stream)
             if self._grep_suits(stream):
                 stream.close()
@@ -76,6 +90,58 @@ class CandidateReader:
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
+
+    def _gunzip_to_spool(self) -> str | None:
+        """A temporary file with the log decompressed by gzip(1) (C, no Python per byte), for the grep road;
+        None (read it in Python, as before) unless it is large, gzip and GNU grep are at hand, and gzip
+        decompresses it cleanly: a truncated or damaged file keeps the Python reader's warnings."""
+        if not self.use_grep:
+            return None
+        try:
+            if os.path.getsize(self.source.path) < GZ_SPOOL_MIN_BYTES:
+                return None
+        except OSError:
+            return None
+        import shutil
+        import subprocess
+        import tempfile
+
+        from offloaddoctor.logs.grep_prefilter import gnu_grep
+
+        gunzip = shutil.which("gzip")
+        if gunzip is None or gnu_grep() is None:
+            return None
+        handle, spool = tempfile.mkstemp(prefix="offloaddoctor-gunzip-", suffix=".log")
+        try:
+            limit = max(0, min(GZ_SPOOL_MAX_BYTES, shutil.disk_usage(os.path.dirname(spool)).free // 2))
+            done = subprocess.run([gunzip, "-c", "-d", "--", self.source.path], stdout=handle, stderr=subprocess.DEVNULL,
+                                  preexec_fn=lambda: _limit_file_size(limit), check=False)
+        except OSError:
+            done = None
+        finally:
+            os.close(handle)
+        if done is None or done.returncode != 0:
+            os.unlink(spool)
+            return None
+        return spool
+
+    def _spooled(self, spool: str) -> Iterator[tuple[int, str]]:
+        from offloaddoctor.logs.grep_prefilter import grep_lines
+
+        try:
+            with open(spool, "rb") as plain:
+                if looks_binary(plain.peek(8192)[:8192]):
+                    raise UserError(f"{self.source.name}: looks like a binary file, not a text log")
+                self.patterns = self._patterns_for(plain)
+            progress, self.on_bytes = self.on_bytes, None  # progress counts the file's own (compressed) bytes
+            try:
+                yield from grep_lines(self, spool)
+            finally:
+                self.on_bytes = progress
+            if progress is not None:
+                progress(os.path.getsize(self.source.path))
+        finally:
+            os.unlink(spool)
 
     def _grep_suits(self, stream) -> bool:
         """A large plain file, not gzip, not binary, and GNU grep at hand: let grep find the candidates."""
