@@ -151,3 +151,32 @@ def test_scanner_literals_are_the_handlers_literals(catalog):
     for source in [LogSource(str(FIXTURES / "pp-cpu-offload" / "job.log"))]:
         handlers = scanner.start_source(source.name)
     assert scanner.literals == {lit for h in handlers for lit in h.literals}
+
+
+WARNING_LINES = [
+    "/usr/local/lib/python3.12/dist-packages/torch/utils/checkpoint.py:86: UserWarning: None of the inputs have "
+    "requires_grad=True. Gradients will be None",
+    "  warnings.warn(",
+    "/usr/local/lib/python3.10/site-packages/torch/_dynamo/eval_frame.py:632: FutureWarning: "
+    "`torch.cuda.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cuda', args...)` instead.",
+    "  return fn(*args, **kwargs)",
+]
+
+
+@pytest.mark.parametrize("line", WARNING_LINES)
+def test_a_python_warning_printed_every_step_is_not_a_candidate(line, catalog):
+    scanner = Scanner(build_matchers(catalog))
+    assert [literal for literal in scanner.literals if literal in line] == []
+
+
+@pytest.mark.parametrize("launch", [
+    "python3.12 -m torch.distributed.run --nproc_per_node 8 pretrain_gpt.py --num-layers 16",
+    "/usr/bin/python3 pretrain_gpt.py --num-layers 16",
+    "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 16",
+    "python -m megatron.training.pretrain --num-layers 16",
+    "+ python3.11 /opt/Megatron-LM/pretrain_gpt.py --num-layers=16",
+])
+def test_launch_lines_are_still_read_for_config(launch, catalog):
+    result = Scanner(build_matchers(catalog)).scan_lines("job.log", [launch])
+    assert [(v.key, v.value) for c in result.collectors for v in c.values if v.key.endswith("num_layers")] == [
+        ("model.num_layers", 16)]

@@ -95,3 +95,28 @@ def test_long_logs_sample_iteration_lines_without_moving_the_median():
     from offloaddoctor.analysis.run_facts import compute_run_facts
 
     assert compute_run_facts(result).values["median_iteration_ms"] == 103.0
+
+
+def test_many_small_files_go_to_the_pool_by_count(tmp_path, monkeypatch):
+    for rank in range(12):
+        (tmp_path / f"rank{rank:02d}.log").write_text(
+            f"[rank{rank}]: hello\n" + ("[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+                                        if rank == 5 else ""))
+    sources = resolve_sources([str(tmp_path)])
+    serial = parallel.scan_sources(MATCHERS, sources, workers=1)
+    runs = []
+    real = parallel._runs
+    monkeypatch.setattr(parallel, "_runs", lambda *args: runs.append(real(*args)) or runs[-1])
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_FILES", 10)  # 12 files of a few bytes: under the byte bar
+    assert summary(parallel.scan_sources(MATCHERS, sources, workers=2)) == summary(serial)
+    assert runs and [s for run, _ in runs[0] for s in run] == sources  # contiguous runs, in order
+
+
+def test_runs_are_contiguous_and_balanced_by_bytes():
+    from offloaddoctor.logs.sources import LogSource
+
+    sources = [LogSource(f"{i}.log") for i in range(10)]
+    sizes = [10 << 20] + [1] * 9
+    runs = parallel._runs(sources, sizes, 4)
+    assert [s for run, _ in runs for s in run] == sources
+    assert runs[0] == ([sources[0]], 10 << 20) and sum(b for _, b in runs) == sum(sizes)
