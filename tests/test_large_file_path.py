@@ -45,7 +45,7 @@ def _mixed_log(tmp_path, iterations: int):
             lines.append(f"[rank{i % 8}]: WARNING: NCCL_DEBUG is set; ERROR counters {i}")
         if i == iterations // 3:
             lines += ["[rank2]: Traceback (most recent call last):", '[rank2]:   File "train.py", line 9, in <module>',
-                      f"[rank7]: {mlm_line(i, 999.0)}", "[rank2]: ValueError: not a real failure"]
+                      *[f"[rank7]: {mlm_line(i, 999.0 + k)}" for k in range(60)], "[rank2]: ValueError: not a real failure"]
         if i == iterations // 2:
             lines += head  # the job restarted in the same log: a second arguments block
     lines.append("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "

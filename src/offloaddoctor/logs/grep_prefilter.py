@@ -251,7 +251,10 @@ def _deliver(reader, streams, log, position: _Position) -> Iterator[tuple[int, s
                 for records in _record_blocks(stream.output, cap):
                     count, index = len(records), 0
                     runs = None  # the ends of runs of sampled records, while thinning them in bulk
-                    if sampled is not None and not every_line:
+                    # In bulk only past the last line read one by one: grep's records of lines read while
+                    # `every_line` was on must not be counted by the sampler (streaming never asked about them).
+                    if sampled is not None and not every_line and records \
+                            and int(records[0].partition(b":")[0]) + base_line > last:
                         runs = iter(_misses(records, sampled[0]) + [count])
                         run_end = next(runs)
                     while index < count:
