@@ -43,6 +43,8 @@ def _mixed_log(tmp_path, iterations: int):
         lines.append(f"[rank7]: {mlm_line(i, 400.0 + i % 17)}")
         if i % 997 == 0:
             lines.append(f"[rank{i % 8}]: WARNING: NCCL_DEBUG is set; ERROR counters {i}")
+        if i % 1499 == 0:  # an iteration line that holds another literal too: two grep records, one line
+            lines[-1] += " | note: RuntimeError: retried |"
         if i == iterations // 3:
             lines += ["[rank2]: Traceback (most recent call last):", '[rank2]:   File "train.py", line 9, in <module>',
                       *[f"[rank7]: {mlm_line(i, 999.0 + k)}" for k in range(60)], "[rank2]: ValueError: not a real failure"]

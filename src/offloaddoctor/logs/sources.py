@@ -120,10 +120,18 @@ def _listed_logs(directory: Path) -> list[str]:
     """The log files directly in `directory`, sorted: one scandir, no stat per entry (20,000 rank logs)."""
     try:
         with os.scandir(directory) as entries:
-            names = sorted(e.name for e in entries if _is_log_name(e.name) and e.is_file())
+            names = sorted(e.name for e in entries if _is_log_name(e.name) and _is_file(e))
     except OSError as exc:
         raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
     return [os.path.join(str(directory), name) for name in names]
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    """As Path.is_file: a symbolic link that loops or leads nowhere is not a file, not an error."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
