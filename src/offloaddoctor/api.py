@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
     from offloaddoctor.analysis.preflight import CheckReport
 
-__all__ = ["CheckReport", "Report", "check", "compare", "diagnose", "diagnose_text", "load_catalog"]
+__all__ = ["CheckReport", "Report", "check", "compare", "diagnose", "diagnose_text", "estimate", "load_catalog"]
 
 
 def diagnose(
@@ -97,6 +97,39 @@ def check(
     from offloaddoctor.analysis.preflight import check_store
 
     return check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)
+
+
+def estimate(
+    config_paths: Sequence[str],
+    overrides: Sequence[str] = (),
+    gpu: str | None = None,
+    gpu_memory: str | None = None,
+    target: str | None = None,
+    world_size: int | None = None,
+    catalog: Catalog | None = None,
+):
+    """The memory model's estimate for a config (YAML, launch script, or a log's arguments block): the peak
+    per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would."""
+    from offloaddoctor.analysis.estimate_report import Capacity, build_estimate
+    from offloaddoctor.config.loading import LOG_SUFFIXES, load_log_config
+    from offloaddoctor.memory.gpus import gpu_memory as named_gpu, parse_size
+
+    if not config_paths and not overrides:
+        raise UserError("nothing to estimate: pass a config file, a launch script or a log, and/or --set KEY=VALUE")
+    if gpu and gpu_memory:
+        raise UserError("--gpu and --gpu-memory both given: pick one")
+    if world_size is not None and world_size < 1:
+        raise UserError(f"--world-size {world_size}: must be at least 1")
+    capacity = None
+    if gpu:
+        capacity = Capacity(*named_gpu(gpu))
+    elif gpu_memory:
+        capacity = Capacity(parse_size(gpu_memory, "--gpu-memory"), f"--gpu-memory {gpu_memory}")
+    budget = parse_size(target, "--target") if target else None
+    logs = [p for p in config_paths if Path(p).suffix.lower() in LOG_SUFFIXES]
+    values = [v for path in logs for v in load_log_config(path)]
+    values += explicit_config([p for p in config_paths if p not in logs], overrides)
+    return build_estimate(values, list(config_paths), capacity, budget, world_size, catalog or load_catalog())
 
 
 def compare(

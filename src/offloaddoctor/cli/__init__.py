@@ -10,7 +10,7 @@ __all__ = ["app", "main", "typer_app"]
 
 
 def typer_app():
-    from offloaddoctor.cli import diagnose, check, bisect, measure, catalog  # noqa: F401 - registration
+    from offloaddoctor.cli import diagnose, check, estimate, bisect, measure, catalog  # noqa: F401 - registration
     from offloaddoctor.cli._app import app
 
     return app
