@@ -69,7 +69,8 @@ def test_reference_bridge_config_passes_every_constraint():
     report = check([BRIDGE])
     assert report.violations == []
     assert report.unchecked == []
-    assert len(report.passed) == len(preflight_signatures(CATALOG))
+    # memory-exceeds-capacity is checked only when a GPU is named (check --gpu)
+    assert len(report.passed) == len([s for s in preflight_signatures(CATALOG) if s.id != "memory-exceeds-capacity"])
 
 
 @pytest.mark.parametrize(

@@ -85,18 +85,41 @@ def check(
     catalog: Catalog | None = None,
     only: Sequence[str] = (),
     use_defaults: bool = True,
+    gpu: str | None = None,
+    gpu_memory: str | None = None,
+    world_size: int | None = None,
 ) -> CheckReport:
     """Validate a config before launch against every preflight constraint of the catalogue. Keys the
-    config leaves out take megatron-core's defaults unless `use_defaults` is False."""
+    config leaves out take megatron-core's defaults unless `use_defaults` is False. With `gpu`/`gpu_memory` the
+    memory model's estimate is checked too (`memory-exceeds-capacity`)."""
+    from offloaddoctor.analysis.estimate_report import attach_memory, memory_summary
+
     if not config_paths and not overrides:
         raise UserError("nothing to check: pass a config file and/or --set KEY=VALUE items")
     catalog = catalog or load_catalog()
-    store = build_store(explicit_config(config_paths, overrides))
+    values = explicit_config(config_paths, overrides)
+    memory = None
+    memory_note = None
+    if gpu or gpu_memory:
+        from offloaddoctor.memory import MissingKeys
+
+        try:
+            memory = estimate(config_paths, overrides, gpu, gpu_memory, world_size=world_size, catalog=catalog)
+        except MissingKeys as exc:
+            memory_note = f"memory-exceeds-capacity not checked: {exc}"
+        else:
+            values.append(ConfigValue("memory.fits", memory.fits, Source("estimate", None, memory_summary(memory)), "derived"))
+    store = build_store(values)
     if use_defaults:
         add_defaults(store)
     from offloaddoctor.analysis.preflight import check_store
 
-    return check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)
+    report = check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)
+    if memory is not None:
+        attach_memory(report, memory)
+    if memory_note:
+        report.notes.append(memory_note)
+    return report
 
 
 def estimate(

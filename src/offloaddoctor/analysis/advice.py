@@ -62,6 +62,9 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
     distributed = boolean(_value(store, "optimizer.use_distributed_optimizer"))
     dp = number(_value(store, "data_parallel_size")) if distributed is not False else 1
     state = count * OPTIMIZER_BYTES_PER_PARAMETER / (dp or 1)
+    model = memory_model_facts(store, count)
+    if model:
+        state = model.pop("optimizer_state_bytes")
     offloading = boolean(_value(store, "optimizer.optimizer_cpu_offload")) is True
     current = (number(_value(store, "optimizer.optimizer_offload_fraction")) or 0.0) if offloading else 0.0
     shortfall = max(0, requested - free)
@@ -70,11 +73,13 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
         "optimizer_state_estimate_bytes": int(state),
         "shortfall_bytes": int(shortfall),
         "estimate_basis": (
-            f"{OPTIMIZER_BYTES_PER_PARAMETER} B/parameter × {count:,} parameters per GPU"
-            + (f" ÷ data-parallel size {int(dp)}" if dp and dp > 1 else "")
-            + ("" if dp or distributed is False else " (data-parallel size unknown: not divided)")
+            (model.pop("basis") if model else
+             f"{OPTIMIZER_BYTES_PER_PARAMETER} B/parameter × {count:,} parameters per GPU"
+             + (f" ÷ data-parallel size {int(dp)}" if dp and dp > 1 else "")
+             + ("" if dp or distributed is False else " (data-parallel size unknown: not divided)"))
             + (f"; offload fraction now {current:g}" if offloading else "; optimizer offloading now off")
         ),
+        **model,
     }
     if needed <= 1.0:
         fraction = min(1.0, math.ceil(needed / FRACTION_STEP - 1e-9) * FRACTION_STEP)
@@ -86,6 +91,37 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
             "parallelism or activation offloading"
         )
     return advice
+
+
+def memory_model_facts(store: ConfigStore, logged_parameters: int) -> dict[str, Any]:
+    """The memory model's view of the run the store describes: optimizer-state bytes per parameter on one GPU
+    (precision, sharding) times the parameters the log printed, its peak and largest component. Nothing when
+    the model's required keys are not known: the 12 B/parameter rule stays the fallback."""
+    from offloaddoctor.errors import UserError
+    from offloaddoctor.memory import estimate, read_shape
+
+    try:
+        shape = read_shape(store)
+    except UserError:
+        return {}
+    result = estimate(shape)
+    unloaded = estimate(shape.with_changes(optimizer_cpu_offload=False)).most_loaded
+    states = next(c for c in unloaded.components if c.name == "optimizer_states")
+    per_parameter = states.bytes / unloaded.parameters.total
+    largest = max(result.most_loaded.components, key=lambda c: c.bytes)
+    facts: dict[str, Any] = {
+        "optimizer_state_bytes": per_parameter * logged_parameters,
+        "basis": f"memory model: {per_parameter:.3g} B/parameter ({states.formula}) × {logged_parameters:,} "
+                 "parameters per GPU (the log's count)",
+        "estimated_peak_allocated_bytes": int(result.peak_allocated_bytes),
+        "largest_component": f"{largest.name.replace('_', ' ')} ({largest.bytes / 2**20:,.0f} MiB): {largest.formula}",
+    }
+    modelled = result.most_loaded.parameters.total
+    if abs(modelled - logged_parameters) > 0.05 * logged_parameters:
+        facts["parameters_disagree"] = (
+            f"the config describes {modelled:,} parameters per GPU, the log printed {logged_parameters:,}: "
+            "the config is probably from another run")
+    return facts
 
 
 def slowdown_advice(store: ConfigStore) -> dict[str, Any]:

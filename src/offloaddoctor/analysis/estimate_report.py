@@ -86,3 +86,35 @@ def _integer(store, key: str) -> int | None:
 
 def mib(value: float) -> float:
     return round(value / MiB, 1)
+
+
+def memory_summary(report: EstimateReport) -> str:
+    est = report.estimate
+    where = f"GPU {mib(report.budget_bytes):,.0f} MiB" if report.budget_bytes is not None else "no GPU"
+    return (f"memory estimate: peak allocated {mib(est.peak_allocated_bytes):,.0f} MiB, nvidia-smi "
+            f"≈ {mib(est.nvidia_smi_bytes[0]):,.0f} MiB vs {where}")
+
+
+def memory_facts(report: EstimateReport) -> dict:
+    est = report.estimate
+    largest = max(est.most_loaded.components, key=lambda c: c.bytes)
+    facts = {
+        "estimated_peak_allocated_bytes": int(est.peak_allocated_bytes),
+        "estimated_nvidia_smi_bytes": int(est.nvidia_smi_bytes[0]),
+        "largest_component": f"{largest.name.replace('_', ' ')} ({mib(largest.bytes):,.0f} MiB): {largest.formula}",
+    }
+    if report.capacity is not None:
+        facts["gpu_memory_bytes"] = report.capacity.bytes
+    return facts
+
+
+def attach_memory(check_report, report: EstimateReport) -> None:
+    """The memory finding of `check` carries the estimate's figures and the cheapest change that fits."""
+    for finding in check_report.violations:
+        if finding.id != "memory-exceeds-capacity":
+            continue
+        finding.facts.update(memory_facts(report))
+        fitting = [s for s in report.suggestions if s.fits]
+        if fitting:
+            finding.facts["cheapest_change_that_fits"] = f"{fitting[0].change} (cost: {fitting[0].cost})"
+            finding.overrides = list(fitting[0].overrides)

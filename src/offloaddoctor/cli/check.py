@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -21,13 +21,17 @@ def check(
     no_defaults: bool = typer.Option(False, "--no-defaults", help="Leave unset keys unknown instead of taking megatron-core's defaults."),
     output_format: OutputFormat = typer.Option(OutputFormat.auto, "--format", "-f", help="auto: panels on a terminal, plain text otherwise."),
     signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="Also check the memory estimate against this GPU (H100-80GB, H200, A100-80GB, ...)."),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="Like --gpu, by size: e.g. 80GiB."),
+    world_size: Optional[int] = typer.Option(None, "--world-size", help="GPUs in the job, for the memory estimate."),
 ) -> None:
     """Validate a config before launch against every offloading/memory constraint, all violations at once."""
     from offloaddoctor.api import check as run_check
 
     catalog = load_catalog_or_fail(signatures)
     try:
-        report = run_check(config or [], set_, catalog=catalog, only=signature, use_defaults=not no_defaults)
+        report = run_check(config or [], set_, catalog=catalog, only=signature, use_defaults=not no_defaults,
+                           gpu=gpu, gpu_memory=gpu_memory, world_size=world_size)
     except UserError as exc:
         fail(str(exc))
     if output_format is OutputFormat.json:

@@ -91,6 +91,8 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("optimizer.main_params_dtype", "master-weight dtype (precision-aware optimizer)"),
     KnownKey("optimizer.exp_avg_dtype", "Adam first-moment dtype (precision-aware optimizer)"),
     KnownKey("optimizer.exp_avg_sq_dtype", "Adam second-moment dtype (precision-aware optimizer)"),
+    # Computed by the memory model when a GPU is named (check/estimate --gpu); never read from a config.
+    KnownKey("memory.fits", "the memory estimate fits the GPU (check --gpu)"),
     # Derived from the keys above; see config/derived.py.
     KnownKey("allocator.expandable_segments", "expandable_segments:True in the allocator settings"),
     KnownKey("model.layers_per_pipeline_rank", "num_layers // pipeline_model_parallel_size"),

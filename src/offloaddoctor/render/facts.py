@@ -33,6 +33,11 @@ _LABELS = {
     "estimate_basis": "an estimate, from",
     "baseline_peak_allocated_bytes": "baseline peak allocated",
     "peak_allocated_bytes": "peak allocated",
+    "estimated_peak_allocated_bytes": "estimated peak allocated (memory model)",
+    "estimated_nvidia_smi_bytes": "estimated nvidia-smi use",
+    "gpu_memory_bytes": "GPU memory",
+    "largest_component": "largest component",
+    "cheapest_change_that_fits": "cheapest change that fits",
 }
 
 
