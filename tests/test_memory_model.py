@@ -28,8 +28,9 @@ def _text(path: Path) -> str:
 
 
 def test_every_recorded_run_is_there():
-    assert len(RUNS) == 28
-    assert sum(p.name.startswith("h") for p in RUNS) == 12  # the hold-out set
+    assert len(RUNS) == 41
+    assert sum(p.name.startswith("h") for p in RUNS) == 12  # held out of calibration
+    assert sum(p.name.startswith("n") for p in RUNS) == 13  # recorded after the model was frozen
 
 
 @pytest.mark.parametrize("path", RUNS, ids=lambda p: p.name.removesuffix(".log.gz"))
@@ -43,7 +44,7 @@ def test_parameter_count_is_megatrons_exactly(path):
 def test_estimate_within_ten_percent_of_the_measured_peak(path):
     measured = max(float(m) for m in MAX_ALLOCATED.findall(_text(path)))
     ours = estimate_run([str(path)]).estimate.peak_allocated_bytes / 2**20
-    limit = 10 if path.name.startswith("h") else 2.5  # calibration runs: the constants come from them
+    limit = 10 if path.name[0] in "hn" else 2.5  # calibration runs: the constants come from them
     assert abs(ours - measured) / measured * 100 <= limit
 
 
@@ -61,7 +62,10 @@ shapes = st.builds(
 @given(shapes, st.sampled_from(["micro_batch_size", "seq_length", "num_layers"]))
 def test_peak_grows_with_micro_batch_sequence_and_layers(shape, field):
     bigger = shape.with_changes(**{field: getattr(shape, field) * 2})
-    assert estimate(bigger).peak_allocated_bytes > estimate(shape).peak_allocated_bytes
+    small, large = estimate(shape).most_loaded, estimate(bigger).most_loaded
+    # Forward/backward memory always grows; the peak may stay put when the optimizer step sets it.
+    assert large.forward_backward_bytes > small.forward_backward_bytes
+    assert large.peak_bytes >= small.peak_bytes
 
 
 @settings(max_examples=60, deadline=None)

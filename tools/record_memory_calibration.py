@@ -87,6 +87,32 @@ RUNS = {
                             "--tensor-model-parallel-size 2"),
     "h12-pp2-dp1-opt050": (2, 0, f"{shape(8, 2048, 16, 1024, 2, 32000, gbs=8)} --bf16 {DISTOPT} "
                                  f"--pipeline-model-parallel-size 2 {OFFLOAD} 0.5"),
+    # Recorded after the model was frozen (commit 23e1289): a second, clean hold-out set.
+    "n01-selective-v50k": (1, 24, f"{shape(10, 2560, 20, 2048, 2, 50257)} --bf16 {DISTOPT} {SELECTIVE}"),
+    "n02-block-recompute-s4096": (1, 30, f"{shape(16, 1024, 16, 4096, 1, 32000)} --bf16 {DISTOPT} "
+                                         "--recompute-granularity full --recompute-method block "
+                                         "--recompute-num-layers 4"),
+    "n03-opt030": (1, 18, f"{shape(12, 2048, 16, 2048, 4, 32000)} --bf16 {DISTOPT} {OFFLOAD} 0.3"),
+    "n04-fp16-gqa": (1, 22, f"{shape(8, 3072, 24, 1024, 2, 32000)} --ffn-hidden-size 8192 {FP16} {DISTOPT} "
+                            f"{LLAMA} {GQA} 8"),
+    "n05-mbs16-v128k-untied": (1, 32, f"{shape(6, 1536, 12, 1024, 16, 128256)} --bf16 {DISTOPT} "
+                                      "--untie-embeddings-and-output-weights"),
+    "n06-no-dropout-hd64": (1, 16, f"{shape(8, 2048, 32, 2048, 2, 32000)} --bf16 {DISTOPT} "
+                                   "--attention-dropout 0.0 --hidden-dropout 0.0"),
+    "n07-h4096-no-distopt": (1, 20, f"{shape(3, 4096, 32, 2048, 1, 32000)} --bf16"),
+    "n08-full-chunk2": (1, 14, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} "
+                               "--recompute-granularity full --recompute-method uniform --recompute-num-layers 2"),
+    "n09-opt100-overlap": (1, 10, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} {OFFLOAD} 1.0 "
+                                  "--overlap-cpu-optimizer-d2h-h2d"),
+    "n11-pp2-vpp2": (2, 0, f"{shape(8, 2048, 16, 1024, 2, 32000, gbs=16)} --bf16 {DISTOPT} "
+                           "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2"),
+    "n12-dp2-no-distopt": (2, 0, f"{shape(8, 2048, 16, 1024, 4, 32000, gbs=16)} --bf16"),
+    "n13-tp2-gqa": (2, 0, f"{shape(8, 2048, 16, 2048, 2, 32000)} --ffn-hidden-size 5632 --bf16 {DISTOPT} "
+                          f"{LLAMA} {GQA} 4 --tensor-model-parallel-size 2"),
+    "n14-pp2-mbs1-s4096": (2, 0, f"{shape(8, 2048, 16, 4096, 1, 32000, gbs=8)} --bf16 {DISTOPT} "
+                                 "--pipeline-model-parallel-size 2"),
+    # Meant to run out of memory on an 80 GB H100 (the estimate: ~93 GiB): a real OOM with its arguments block.
+    "oom-h4096-s4096": (1, 80, f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT}"),
 }
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70

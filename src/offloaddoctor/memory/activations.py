@@ -84,7 +84,8 @@ def stored_layers(shape: RunShape, layers: int, one: LayerActivations) -> tuple[
         chunk = min(layers, max(1, shape.recompute_num_layers or 1))
         if shape.recompute_method == "block":
             kept = chunk * one.layer_input + (layers - chunk) * one.total
-            return kept, chunk * one.total + one.attention_backward, f"full recompute of {chunk} of {layers} layers (block)"
+            # Block recompute checkpoints each of its layers on its own: one layer is recomputed at a time.
+            return kept, one.total + one.attention_backward, f"full recompute of {chunk} of {layers} layers (block)"
         checkpoints = math.ceil(layers / chunk)
         transient = chunk * one.total + one.attention_backward
         return checkpoints * one.layer_input, transient, f"full recompute in chunks of {chunk} layers"
