@@ -99,3 +99,16 @@ def test_a_log_without_config_lines_is_one_line(tmp_path):
     log.write_text("iteration 1/ 10 | elapsed time per iteration (ms): 400.0 |\n")
     result = RUNNER.invoke(app, ["estimate", str(log)])
     assert result.exit_code == 2 and "no arguments block or config lines" in result.stderr
+
+
+def test_a_real_oom_is_sized_by_the_whole_step_not_the_failed_request(in_repo):
+    from offloaddoctor.api import diagnose
+
+    finding = diagnose(["fixtures/oom-capacity-recorded/job.log"]).findings[0]
+    assert finding.id == "oom-capacity"
+    assert finding.facts["shortfall_bytes"] < 2**30  # the request: 911 MiB
+    assert finding.facts["whole_step_shortfall_bytes"] > 15 * 2**30  # the model: ~22 GiB
+    assert "activations" in finding.facts["largest_component"]
+    assert finding.facts["cheapest_change_that_fits"].startswith("selective recompute")
+    assert finding.overrides == ["model.recompute_granularity=selective", "model.recompute_modules=[core_attn]"]
+    assert not any(key.startswith("_") for key in finding.facts)

@@ -25,7 +25,8 @@ FRACTION_STEP = 0.05
 # (fraction, iteration-time ratio) measured: small dense model on an H100, and the guide's MoE model.
 SMALL_MODEL = ((0.0, 1.0), (0.25, 1.21), (0.5, 1.42), (1.0, 2.07))
 GUIDE_MODEL = ((0.0, 1.0), (0.25, 1.9), (1.0, 4.2))
-_NO_ADVICE = {"oom-fragmentation"}  # its fix is the allocator setting, not less optimizer state
+_NO_ADVICE = {"oom-fragmentation"}
+CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown  # its fix is the allocator setting, not less optimizer state
 
 
 def add_advice(findings: list[Finding], store: ConfigStore, parameters: ParameterCounts) -> None:
@@ -33,8 +34,16 @@ def add_advice(findings: list[Finding], store: ConfigStore, parameters: Paramete
         if "requested_bytes" in finding.facts and finding.id not in _NO_ADVICE:
             finding.facts.update(oom_advice(finding.facts, store, parameters))
             _use_needed_fraction(finding)
+            _use_cheapest_change(finding)
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
+
+
+def _use_cheapest_change(finding: Finding) -> None:
+    """When the memory model found a change that makes the whole step fit, the fix leads with it."""
+    overrides = finding.facts.pop(CHEAPEST_OVERRIDES, None)
+    if overrides:
+        finding.overrides = overrides
 
 
 def _use_needed_fraction(finding: Finding) -> None:
@@ -68,7 +77,14 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
     offloading = boolean(_value(store, "optimizer.optimizer_cpu_offload")) is True
     current = (number(_value(store, "optimizer.optimizer_offload_fraction")) or 0.0) if offloading else 0.0
     shortfall = max(0, requested - free)
-    needed = current + shortfall / state
+    whole_run = _whole_run_shortfall(model, facts.get("total_capacity_bytes"))
+    needed = current + max(shortfall, whole_run) / state
+    if whole_run > shortfall:
+        # The request that failed is only the first one that did not fit: the model sees the whole step.
+        model["whole_step_shortfall_bytes"] = int(whole_run)
+        change = _cheapest_change(store, facts["total_capacity_bytes"])
+        if change:
+            model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
     advice: dict[str, Any] = {
         "optimizer_state_estimate_bytes": int(state),
         "shortfall_bytes": int(shortfall),
@@ -114,6 +130,7 @@ def memory_model_facts(store: ConfigStore, logged_parameters: int) -> dict[str, 
         "basis": f"memory model: {per_parameter:.3g} B/parameter ({states.formula}) × {logged_parameters:,} "
                  "parameters per GPU (the log's count)",
         "estimated_peak_allocated_bytes": int(result.peak_allocated_bytes),
+        "estimated_nvidia_smi_bytes": int(result.nvidia_smi_bytes[0]),
         "largest_component": f"{largest.name.replace('_', ' ')} ({largest.bytes / 2**20:,.0f} MiB): {largest.formula}",
     }
     modelled = result.most_loaded.parameters.total
@@ -122,6 +139,24 @@ def memory_model_facts(store: ConfigStore, logged_parameters: int) -> dict[str, 
             f"the config describes {modelled:,} parameters per GPU, the log printed {logged_parameters:,}: "
             "the config is probably from another run")
     return facts
+
+
+def _cheapest_change(store: ConfigStore, capacity: int) -> tuple[str, list[str]] | None:
+    """The memory model's cheapest single change that fits this GPU (the same advice as `estimate`)."""
+    from offloaddoctor.analysis.memory_advice import suggest
+    from offloaddoctor.memory import read_shape
+
+    shape = read_shape(store)
+    fitting = [s for s in suggest(shape, lambda e: e.nvidia_smi_bytes[0] <= capacity, store.all_values(), None) if s.fits]
+    if not fitting:
+        return None
+    return f"{fitting[0].change} (cost: {fitting[0].cost})", list(fitting[0].overrides)
+
+
+def _whole_run_shortfall(model: dict[str, Any], capacity: Any) -> float:
+    if not model or not isinstance(capacity, (int, float)):
+        return 0.0
+    return max(0.0, model["estimated_nvidia_smi_bytes"] - capacity)
 
 
 def slowdown_advice(store: ConfigStore) -> dict[str, Any]:

@@ -71,6 +71,9 @@ class ConfigStore:
         for value in values:
             self.add(value)
 
+    def all_values(self) -> list[ConfigValue]:
+        return [value for values in self._values.values() for value in values]
+
     def keys(self) -> list[str]:
         return sorted(set(self._values) | set(self._derived))
 

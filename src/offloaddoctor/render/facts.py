@@ -26,6 +26,7 @@ _LABELS = {
     "slowdown_ratio": "slowdown",
     "iterations_logged": "iteration lines",
     "shortfall_bytes": "missing for this request (requested − free)",
+    "whole_step_shortfall_bytes": "missing for the whole step (memory model, with CUDA context and NCCL)",
     "optimizer_state_estimate_bytes": "offloadable optimizer state per GPU",
     "offload_fraction_needed": "optimizer_offload_fraction that would free it",
     "expected_slowdown": "expected iteration time",
