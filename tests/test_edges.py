@@ -93,3 +93,70 @@ def test_a_log_that_keeps_its_size_gives_no_such_note(tmp_path):
     warnings: list[str] = []
     list(CandidateReader(LogSource(str(path)), ["iteration"], warnings, block_bytes=1 << 17, use_grep=False))
     assert warnings == []
+
+
+# ---- check: a value it cannot read is "not checkable", never "passed" ----------------------------------
+
+VIOLATING = "optimizer:\n  optimizer_cpu_offload: true\n  use_distributed_optimizer: false\n  optimizer_offload_fraction: 0.5\n"
+
+
+def check_json(tmp_path, *sets):
+    (tmp_path / "base.yaml").write_text(VIOLATING)
+    args = ["check", str(tmp_path / "base.yaml"), "--format", "json"]
+    for item in sets:
+        args += ["--set", item]
+    result = RUNNER.invoke(app, args)
+    return result, json.loads(result.stdout)
+
+
+def test_a_value_invalid_for_its_key_makes_the_constraint_not_checkable(tmp_path):
+    before, _ = check_json(tmp_path)
+    assert before.exit_code == 1
+    result, report = check_json(tmp_path, "optimizer.optimizer_cpu_offload=maybe")
+    assert "optimizer-offload-requires-distributed-optimizer" not in report["passed"]
+    unchecked = {u["id"]: u for u in report["unchecked"]}
+    assert unchecked["optimizer-offload-requires-distributed-optimizer"]["invalid"] == ["optimizer.optimizer_cpu_offload"]
+    assert any("optimizer.optimizer_cpu_offload = 'maybe'" in n and "not a valid value" in n for n in report["notes"])
+
+
+def test_the_text_summary_counts_an_unreadable_value_as_not_checkable(tmp_path):
+    (tmp_path / "base.yaml").write_text(VIOLATING)
+    result = RUNNER.invoke(app, ["check", str(tmp_path / "base.yaml"), "--set", "optimizer.optimizer_cpu_offload=maybe"])
+    assert "0 not checkable" not in result.stdout
+    assert "needs a valid optimizer.optimizer_cpu_offload" in result.stdout
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf"])
+def test_a_fraction_that_is_not_a_finite_number_is_out_of_range(tmp_path, value):
+    result, report = check_json(tmp_path, f"optimizer.optimizer_offload_fraction={value}")
+    assert "optimizer-offload-fraction-range" in [v["id"] for v in report["violations"]]
+
+
+def test_a_fraction_in_range_or_unset_still_passes(tmp_path):
+    for value in ("0", "0.5", "1"):
+        _, report = check_json(tmp_path, f"optimizer.optimizer_offload_fraction={value}")
+        assert "optimizer-offload-fraction-range" in report["passed"], value
+    _, report = check_json(tmp_path, "optimizer.optimizer_offload_fraction=null")
+    assert "optimizer-offload-fraction-range" in report["passed"]
+
+
+@pytest.mark.parametrize("item", ["a..b=1", "a.=1", ".a=1", "optimizer..optimizer_cpu_offload=True"])
+def test_a_key_with_an_empty_part_is_refused(item):
+    result = RUNNER.invoke(app, ["check", "--set", item])
+    assert result.exit_code == 2
+    assert result.stderr.strip().startswith(f"offloaddoctor: error: --set {item!r}: the key")
+
+
+def test_predicates_read_an_unreadable_value_as_unknown():
+    from offloaddoctor.catalog.predicates import evaluate, missing, parse_predicate
+
+    values = {"x": "maybe", "n": "abc"}
+
+    def lookup(_kind, name):
+        return values.get(name, missing())
+
+    for raw in ({"key": "x", "eq": True}, {"key": "x", "ne": True}, {"key": "n", "eq": 2}, {"key": "n", "in": [1, 2]},
+                {"key": "x", "not_in": [True]}):
+        assert evaluate(parse_predicate(raw, "t"), lookup) is None, raw
+    assert evaluate(parse_predicate({"key": "x", "eq": "maybe"}, "t"), lookup) is True
+    assert evaluate(parse_predicate({"key": "n", "in": ["abc", 2]}, "t"), lookup) is True
