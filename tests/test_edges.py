@@ -160,3 +160,49 @@ def test_predicates_read_an_unreadable_value_as_unknown():
         assert evaluate(parse_predicate(raw, "t"), lookup) is None, raw
     assert evaluate(parse_predicate({"key": "x", "eq": "maybe"}, "t"), lookup) is True
     assert evaluate(parse_predicate({"key": "n", "in": ["abc", 2]}, "t"), lookup) is True
+
+
+# ---- bisect across a rename ------------------------------------------------------------------------------
+
+SAFE = "optimizer:\n  optimizer_cpu_offload: true\n  use_distributed_optimizer: true\n"
+BROKEN = SAFE.replace("use_distributed_optimizer: true", "use_distributed_optimizer: false")
+
+
+def test_bisect_follows_the_config_across_a_rename(tmp_path):
+    from offloaddoctor.api import load_catalog
+    from offloaddoctor.bisect.config_mode import bisect_config
+
+    from .git_repos import git, make_repo
+
+    repo, shas = make_repo(tmp_path, [
+        ({"conf/old.yaml": SAFE}, "first"),
+        ({"conf/old.yaml": SAFE + "# tuned\n"}, "tune"),
+    ])
+    git(repo, "mv", "conf/old.yaml", "conf/new.yaml")
+    git(repo, "commit", "-q", "-m", "rename the config")
+    (repo / "conf" / "new.yaml").write_text(BROKEN + "# tuned\n")
+    git(repo, "commit", "-q", "-am", "distributed optimizer off")
+    renamed, broke = git(repo, "rev-parse", "HEAD~1", "HEAD").split()
+    result = bisect_config(str(repo), shas[0], "HEAD", "conf/new.yaml", load_catalog())
+    assert result.first_bad.sha == broke and result.last_good.sha == renamed
+    assert result.skipped == []
+    assert any(t.commit.sha == shas[0] and t.outcome.verdict == "good" for t in result.tested)
+
+
+def test_bisect_names_the_commit_that_created_the_config_when_good_predates_it(tmp_path):
+    from offloaddoctor.api import load_catalog
+    from offloaddoctor.bisect.config_mode import bisect_config
+    from offloaddoctor.errors import UserError
+
+    from .git_repos import make_repo
+
+    repo, shas = make_repo(tmp_path, [
+        ({"README": "x\n"}, "start"),
+        ({"conf/new.yaml": SAFE}, "add the config"),
+        ({"conf/new.yaml": BROKEN}, "distributed optimizer off"),
+    ])
+    with pytest.raises(UserError) as raised:
+        bisect_config(str(repo), shas[0], shas[-1], "conf/new.yaml", load_catalog())
+    message = str(raised.value)
+    assert f"created in {shas[1][:12]} 'add the config'; try --good {shas[1][:12]}" in message
+    assert "older good commit" not in message
