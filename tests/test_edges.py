@@ -206,3 +206,39 @@ def test_bisect_names_the_commit_that_created_the_config_when_good_predates_it(t
     message = str(raised.value)
     assert f"created in {shas[1][:12]} 'add the config'; try --good {shas[1][:12]}" in message
     assert "older good commit" not in message
+
+
+# ---- write errors on standard output --------------------------------------------------------------------
+
+CLEAN_LOG = FIXTURES / "clean-baseline" / "job.log"
+needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+
+
+@needs_dev_full
+@pytest.mark.parametrize("args", [
+    ["diagnose", str(CLEAN_LOG), "--format", "json"],
+    ["diagnose", str(CLEAN_LOG), "--format", "text"],
+    ["diagnose", str(CLEAN_LOG), "--format", "junit", "--fail-on", "never"],  # typer's road
+    ["metrics", str(CLEAN_LOG), "--format", "csv"],
+    ["signatures"],
+])
+def test_a_full_disk_on_standard_output_is_exit_2_with_one_line(args):
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "offloaddoctor", *args], stdout=full, stderr=subprocess.PIPE,
+                                text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == "offloaddoctor: error: cannot write the output to standard output: No space left on device\n"
+
+
+@needs_dev_full
+def test_a_full_disk_on_an_output_path_is_exit_2_with_one_line():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "offloaddoctor", "diagnose", str(CLEAN_LOG), "--output", "json=/dev/full"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["offloaddoctor: error: --output /dev/full: cannot write: No space left on device"]
