@@ -242,3 +242,54 @@ def test_a_full_disk_on_an_output_path_is_exit_2_with_one_line():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == ["offloaddoctor: error: --output /dev/full: cannot write: No space left on device"]
+
+
+# ---- catalogue text is escaped like log text --------------------------------------------------------------
+
+HOSTILE_SIGNATURE = r'''id: disk-full
+title: "T \e]0;TITLE\a \e[2J ::error::x ##[group]g \u202eevil"
+severity: error
+priority: 40
+symptom: "line one\n::error::symptom \e[31m"
+cause: "The disk ran out.\n::warning::cause \x9b2J"
+match:
+  literals: ["No space left"]
+  patterns: ['Errno 28\]\s+No space left']
+confirm: ["df -h \e]8;;http://x\alink", "::add-mask::confirm"]
+fix: {summary: "Free space \e[2J", overrides: ["save=/big \e[31m", "::error::override"]}
+references: [{doc: "runbook \e]0;ref\a"}]
+examples:
+  - {name: "hit \e[2J", expect: match, log: "OSError: [Errno 28] No space left on device"}
+  - {expect: no_match, log: "OSError: [Errno 2] No such file or directory"}
+'''
+
+
+@pytest.mark.parametrize("args", [
+    ["diagnose", "{log}", "--format", "text"],
+    ["diagnose", "{log}", "--format", "terminal"],
+    ["diagnose", "{log}", "--format", "markdown"],
+    ["explain", "disk-full"],
+    ["signatures"],
+    ["signatures", "test", "{team}"],
+])
+def test_strings_from_a_team_catalogue_never_act_on_a_terminal_or_runner(tmp_path, args):
+    from .test_ci_outputs import assert_inert
+
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "disk-full.yaml").write_text(HOSTILE_SIGNATURE)
+    log = tmp_path / "job.log"
+    log.write_text("[rank3]: OSError: [Errno 28] No space left on device\n")
+    args = [a.format(log=log, team=team) for a in args]
+    if args[0] != "signatures" or len(args) == 1:
+        args += ["--signatures", str(team)]
+    result = RUNNER.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code in (0, 1), result.output
+    shown = result.stdout
+    if "terminal" in args:
+        import re
+
+        shown = re.sub(r"\x1b\[[0-9;]*m", "", shown)  # rich's own colour codes
+    assert_inert(shown)
+    if args[:2] != ["signatures", "test"]:
+        assert "\\x1b" in shown  # shown, escaped, not dropped

@@ -12,6 +12,7 @@ from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, Match
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
 from offloaddoctor.config.keys import is_known
 from offloaddoctor.lazy_pattern import lazy_compile
+from offloaddoctor.text_safety import safe_lines, safe_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -218,11 +219,14 @@ def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], tru
 
     if len(problems) > before:
         return None
+    # A team's catalogue is as untrusted as a log (a repository's .offloaddoctor.yaml can point at one): every
+    # string that is shown goes through the log text's escaping here, once, for every renderer.
     return Signature(
-        id=signature_id, title=data["title"], severity=data["severity"], priority=priority,
-        symptom=data["symptom"].strip(), cause=data["cause"].strip(), match=match, shares_match_of=shares,
-        when=when, config=config, preflight=bool(data.get("preflight", False)),
-        confirm=tuple(c.strip() for c in confirm), fix=fix, references=tuple(references),
+        id=signature_id, title=safe_text(data["title"]), severity=data["severity"], priority=priority,
+        symptom=safe_lines(data["symptom"].strip()), cause=safe_lines(data["cause"].strip()), match=match,
+        shares_match_of=shares, when=when, config=config, preflight=bool(data.get("preflight", False)),
+        confirm=tuple(safe_lines(c.strip()) for c in confirm), fix=fix,
+        references=tuple({safe_text(k): safe_text(v) for k, v in r.items()} for r in references),
         examples=examples, path=where,
     )
 
@@ -297,7 +301,7 @@ def _load_fix(raw: Any, problem) -> Fix | None:
     if not isinstance(overrides, list) or not all(_nonempty_str(o) for o in overrides):
         problem("fix.overrides", "must be a list of override lines")
         overrides = []
-    return Fix(raw["summary"].strip(), tuple(o.strip() for o in overrides))
+    return Fix(safe_lines(raw["summary"].strip()), tuple(safe_text(o.strip()) for o in overrides))
 
 
 def _load_examples(raw: Any, has_match: bool, problem) -> tuple[Example, ...]:
@@ -326,7 +330,7 @@ def _load_examples(raw: Any, has_match: bool, problem) -> tuple[Example, ...]:
         verdict = item.get("verdict")
         if verdict is not None and verdict not in ("confirmed", "contradicted", "unknown"):
             problem(f"{where}.verdict", "must be confirmed, contradicted or unknown")
-        examples.append(Example(item.get("expect", ""), log, config, verdict, str(item.get("name", ""))))
+        examples.append(Example(item.get("expect", ""), log, config, verdict, safe_text(item.get("name", ""))))
     expectations = {e.expect for e in examples}
     if not {"match", "no_match"} <= expectations:
         problem("examples", "need at least one `match` and one `no_match` example")
