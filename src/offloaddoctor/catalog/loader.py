@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offloaddoctor.analysis.facts import FACT_PARSERS
-from offloaddoctor.catalog.cache import catalog_key, read_cached, write_cached
+from offloaddoctor.catalog.cache import catalog_key, forget_cached, read_cached, write_cached
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
 from offloaddoctor.config.keys import is_known
@@ -72,12 +72,28 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
                 contents.append((path, content))
     key = None if problems else catalog_key(contents)
     cached = read_cached(key, len(contents)) if key else None
-    parsed = cached if cached is not None else [_parse_file(path, content, problems) for path, content in contents]
+    if cached is not None:
+        try:
+            catalog = _build_catalog(contents, cached, [], builtin, include_builtin, trusted_patterns=True)
+        except (CatalogError, TypeError, ValueError, KeyError, AttributeError):
+            forget_cached(key)  # an entry that does not validate: the YAML decides, and is cached again
+        else:
+            return catalog
+    parsed = [_parse_file(path, content, problems) for path, content in contents]
+    catalog = _build_catalog(contents, parsed, problems, builtin, include_builtin, trusted_patterns=False)
+    if key:
+        write_cached(key, parsed)
+    return catalog
 
+
+def _build_catalog(
+    contents: list[tuple[Path, bytes]], parsed: Sequence[dict | None], problems: list[CatalogProblem],
+    builtin: Path, include_builtin: bool, trusted_patterns: bool,
+) -> Catalog:
     signatures: list[Signature] = []
     seen: dict[str, str] = {}
     for (path, _), data in zip(contents, parsed):
-        signature = None if data is None else _build_signature(path, data, problems, trusted_patterns=cached is not None)
+        signature = None if data is None else _build_signature(path, data, problems, trusted_patterns)
         if signature is None:
             continue
         if signature.id in seen:
@@ -91,8 +107,6 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
     _check_shared_matchers(signatures, problems)
     if problems:
         raise CatalogError(problems)
-    if key and cached is None:
-        write_cached(key, parsed)
     return Catalog(tuple(sorted(signatures, key=lambda s: (-s.priority, s.id))))
 
 
