@@ -293,3 +293,32 @@ def test_strings_from_a_team_catalogue_never_act_on_a_terminal_or_runner(tmp_pat
     assert_inert(shown)
     if args[:2] != ["signatures", "test"]:
         assert "\\x1b" in shown  # shown, escaped, not dropped
+
+
+# ---- CSV cells from file names are not spreadsheet formulas -------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["=HYPERLINK(\"http:x\",\"y\")", "+1+cmd", "-2+3", "@SUM(A1)", "\tx=1"])
+def test_metrics_csv_neutralises_formula_cells_from_file_names(tmp_path, monkeypatch, name):
+    import csv
+    import io
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / f"{name}.log").write_bytes((FIXTURES / "clean-baseline" / "job.log").read_bytes())
+    result = RUNNER.invoke(app, ["metrics", "--format", "csv", "--", f"{name}.log"])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert len(rows) > 2
+    for row in rows[1:]:
+        assert row[0] == f"'{name}.log" and row[1] == f"'{name}.log"
+        assert not any(cell.startswith(("=", "+", "@", "\t")) for cell in row)
+
+
+def test_metrics_csv_keeps_numbers_and_plain_names_as_they_are(tmp_path, monkeypatch):
+    import csv
+    import io
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.log").write_text("[2026] iteration 5/10 | elapsed time per iteration (ms): 100.0 | lm loss: -1.5E+00 |\n")
+    rows = list(csv.reader(io.StringIO(RUNNER.invoke(app, ["metrics", "run.log", "--format", "csv"]).stdout)))
+    assert rows[1][0] == "run.log" and rows[1][1] == "run.log"
