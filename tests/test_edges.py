@@ -322,3 +322,32 @@ def test_metrics_csv_keeps_numbers_and_plain_names_as_they_are(tmp_path, monkeyp
     (tmp_path / "run.log").write_text("[2026] iteration 5/10 | elapsed time per iteration (ms): 100.0 | lm loss: -1.5E+00 |\n")
     rows = list(csv.reader(io.StringIO(RUNNER.invoke(app, ["metrics", "run.log", "--format", "csv"]).stdout)))
     assert rows[1][0] == "run.log" and rows[1][1] == "run.log"
+
+
+# ---- slow paths -----------------------------------------------------------------------------------------
+
+
+def test_a_config_with_a_huge_flow_list_is_refused_while_composing(tmp_path):
+    import time
+
+    from offloaddoctor.config.yaml_config import MAX_COMPOSED_NODES, parse_yaml_config
+    from offloaddoctor.errors import UserError
+
+    text = "model:\n  x: [" + ",".join(["1"] * 500_000) + "]\n"  # ~1 MB, the size limit
+    started = time.perf_counter()
+    with pytest.raises(UserError) as raised:
+        parse_yaml_config(text, "flow.yaml")
+    elapsed = time.perf_counter() - started
+    assert f"more than {MAX_COMPOSED_NODES:,} values" in str(raised.value)
+    assert "alias bomb" not in str(raised.value)
+    assert elapsed < 5, elapsed  # 12.7 s before, composing everything first
+
+
+def test_an_alias_bomb_is_still_named_as_one(tmp_path):
+    from offloaddoctor.config.yaml_config import parse_yaml_config
+    from offloaddoctor.errors import UserError
+
+    from .test_hostile_inputs import ALIAS_BOMB
+
+    with pytest.raises(UserError, match="alias bomb"):
+        parse_yaml_config(ALIAS_BOMB, "bomb.yaml")
