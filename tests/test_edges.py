@@ -351,3 +351,60 @@ def test_an_alias_bomb_is_still_named_as_one(tmp_path):
 
     with pytest.raises(UserError, match="alias bomb"):
         parse_yaml_config(ALIAS_BOMB, "bomb.yaml")
+
+
+@pytest.mark.parametrize("pattern", [r"(a|aa)+b", r"(a|aa)+$", r"x(?:a|b|ab)*y", r"(?:\w\w|\d)+!"])
+def test_ambiguous_alternation_under_a_repeat_is_refused(pattern):
+    from offloaddoctor.catalog.regex_safety import catastrophic
+
+    assert "alternation under an unbounded repeat" in catastrophic(pattern)
+
+
+@pytest.mark.parametrize("pattern", [r"(foo|bar)+", r"(?:ab|ac)+", r"(?:ab|a)+c", r"(a|b)+", r"(?:x|\w)+", r"(a|aa){2}b"])
+def test_unambiguous_or_bounded_alternation_is_accepted(pattern):
+    from offloaddoctor.catalog.regex_safety import catastrophic
+
+    assert catastrophic(pattern) is None
+
+
+def test_signatures_lint_and_the_loader_flag_ambiguous_alternation(tmp_path):
+    from .test_team_signatures import team_dir
+
+    team = team_dir(tmp_path, pattern=r"No space left (?:on|o|n)+ device")
+    result = RUNNER.invoke(app, ["signatures", "lint", str(team)])
+    assert result.exit_code == 1
+    assert "match.patterns[0]: refused, an alternation under an unbounded repeat" in result.stdout + result.stderr
+    log = tmp_path / "job.log"
+    log.write_text("OSError: [Errno 28] No space left on device\n")
+    loaded = RUNNER.invoke(app, ["diagnose", str(log), "--signatures", str(team)])
+    assert loaded.exit_code == 2 and "alternation under an unbounded repeat" in loaded.stderr
+
+
+def test_user_patterns_share_one_time_budget_per_scan():
+    import time
+
+    from offloaddoctor.analysis import scanner
+    from offloaddoctor.analysis.scanner import Matcher, Scanner
+    from offloaddoctor.catalog.model import MatchSpec
+
+    slow = [Matcher(f"team-slow-{i}", MatchSpec(("x",), (r"x(a|aa)*y",)), user=True) for i in range(20)]
+    builtin = Matcher("fine", MatchSpec(("x aay",), (r"x aay",)))
+    near_miss = "Error x" + "a" * 60
+    started = time.perf_counter()
+    result = Scanner([*slow, builtin]).scan_lines("job.log", [near_miss] * 4 + ["x aay fine"])
+    elapsed = time.perf_counter() - started
+    budget = scanner.USER_PATTERN_BUDGET_S + 20 * scanner.USER_SEARCH_FLOOR_S
+    assert elapsed < budget + 1.5, elapsed  # 20 × 3 × 0.25 s = 15 s before
+    switched_off = [w for w in result.warnings if "switched off" in w]
+    assert len(switched_off) == 20
+    assert [a.matcher_id for a in result.aggregates] == ["fine"]  # built-in patterns keep their full limit
+
+
+def test_build_matchers_marks_a_teams_patterns_as_user_patterns(tmp_path):
+    from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.catalog.loader import load_catalog
+
+    from .test_team_signatures import team_dir
+
+    matchers = build_matchers(load_catalog([team_dir(tmp_path)]))
+    assert {m.id for m in matchers if m.user} == {"checkpoint-disk-full"}
