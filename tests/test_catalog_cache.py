@@ -47,36 +47,6 @@ def test_an_edited_signature_file_is_parsed_again(cache, tmp_path):
     assert len(list(cache.glob("catalog-*.json"))) == 2
 
 
-@pytest.mark.parametrize("variable", ["HOME", "XDG_CACHE_HOME"])
-def test_the_cache_never_creates_a_home_directory(tmp_path, monkeypatch, variable):
-    monkeypatch.delenv("OFFLOADDOCTOR_CACHE_DIR")
-    monkeypatch.delenv("OFFLOADDOCTOR_NO_CACHE", raising=False)
-    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    nowhere = tmp_path / "no-such-home"
-    monkeypatch.setenv(variable, str(nowhere / "cache" if variable == "XDG_CACHE_HOME" else nowhere))
-    assert load_catalog().get("oom-capacity") is not None
-    assert not nowhere.exists()
-
-
-def test_the_cache_creates_dot_cache_inside_an_existing_home(tmp_path, monkeypatch):
-    monkeypatch.delenv("OFFLOADDOCTOR_CACHE_DIR")
-    monkeypatch.delenv("OFFLOADDOCTOR_NO_CACHE", raising=False)
-    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    load_catalog()
-    assert list((tmp_path / ".cache" / "offloaddoctor").glob("catalog-*.json"))
-
-
-def test_a_configured_cache_directory_is_made_only_where_its_parent_exists(tmp_path, monkeypatch):
-    monkeypatch.delenv("OFFLOADDOCTOR_NO_CACHE", raising=False)
-    monkeypatch.setenv("OFFLOADDOCTOR_CACHE_DIR", str(tmp_path / "missing" / "cache"))
-    load_catalog()
-    assert not (tmp_path / "missing").exists()
-    monkeypatch.setenv("OFFLOADDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
-    load_catalog()
-    assert list((tmp_path / "cache").glob("catalog-*.json"))
-
-
 def stored_entry(cache):
     (stored,) = cache.glob("catalog-*.json")
     header, body = stored.read_bytes().split(b"\n", 1)
