@@ -112,7 +112,7 @@ def check_json(tmp_path, *sets):
 def test_a_value_invalid_for_its_key_makes_the_constraint_not_checkable(tmp_path):
     before, _ = check_json(tmp_path)
     assert before.exit_code == 1
-    result, report = check_json(tmp_path, "optimizer.optimizer_cpu_offload=maybe")
+    _, report = check_json(tmp_path, "optimizer.optimizer_cpu_offload=maybe")
     assert "optimizer-offload-requires-distributed-optimizer" not in report["passed"]
     unchecked = {u["id"]: u for u in report["unchecked"]}
     assert unchecked["optimizer-offload-requires-distributed-optimizer"]["invalid"] == ["optimizer.optimizer_cpu_offload"]
@@ -128,7 +128,7 @@ def test_the_text_summary_counts_an_unreadable_value_as_not_checkable(tmp_path):
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf"])
 def test_a_fraction_that_is_not_a_finite_number_is_out_of_range(tmp_path, value):
-    result, report = check_json(tmp_path, f"optimizer.optimizer_offload_fraction={value}")
+    _, report = check_json(tmp_path, f"optimizer.optimizer_offload_fraction={value}")
     assert "optimizer-offload-fraction-range" in [v["id"] for v in report["violations"]]
 
 

@@ -250,7 +250,7 @@ def rewrite_startup(line: str, values: dict) -> str:
         (r"(setting number of microbatches to constant )\d+", microbatches),
         (r"^(> initialized pipeline model parallel with size )\d+", pp),
     ]:
-        line = re.sub(pattern, lambda m: f"{m.group(1)}{value}", line)
+        line = re.sub(pattern, lambda m: f"{m.group(1)}{value}", line)  # noqa: B023 - called before the loop moves on
     return line
 
 

@@ -42,7 +42,7 @@ class Repo:
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         try:
             result = subprocess.run(
-                [*_GIT, *args], cwd=self.directory, capture_output=True, text=True, errors="replace"
+                [*_GIT, *args], cwd=self.directory, capture_output=True, text=True, errors="replace", check=False
             )
         except FileNotFoundError:
             raise UserError("git is not installed or not on PATH") from None

@@ -205,7 +205,6 @@ def _ambiguous_alternation(items, loop_first: frozenset[int]) -> bool:
                 return True
         elif op == _ATOMIC:
             continue  # an atomic group gives back nothing: its alternatives are tried once
-        elif op in _REPEATS and value[1] != _UNBOUNDED:
-            if _ambiguous_alternation(value[2], loop_first):
-                return True
+        elif op in _REPEATS and value[1] != _UNBOUNDED and _ambiguous_alternation(value[2], loop_first):
+            return True
     return False

@@ -178,7 +178,7 @@ def build_spec(app) -> dict[str, Any]:
             else:
                 if click_param.secondary_opts or click_param.envvar or click_param.callback or click_param.is_eager:
                     raise ValueError(f"{name} {click_param.opts}: not something the fast road parses")
-                options.update({opt: click_param.name for opt in click_param.opts})
+                options.update(dict.fromkeys(click_param.opts, click_param.name))
         commands[name] = {"options": options, "arguments": arguments, "params": params}
     return commands
 
