@@ -68,19 +68,22 @@ def check_store(catalog: Catalog, store: ConfigStore, configs: Sequence[str] = (
     no_numbers = RunFacts()
     estimated = any(store.resolve(key) is not None for key in MEMORY_KEYS)
     for signature in preflight_signatures(catalog, only):
-        if not estimated and any(key in MEMORY_KEYS for key in names_in(signature.config, "key")):
+        constraint = signature.config
+        if constraint is None:  # preflight_signatures keeps only signatures with one
             continue
-        finding = condition_finding(signature, signature.config, store, no_numbers, trigger="config")
+        if not estimated and any(key in MEMORY_KEYS for key in names_in(constraint, "key")):
+            continue
+        finding = condition_finding(signature, constraint, store, no_numbers, trigger="config")
         if finding is not None:
             report.violations.append(finding)
             continue
         lookup = config_lookup(store, {})
-        outcome = evaluate(signature.config, lookup)
+        outcome = evaluate(constraint, lookup)
         if outcome is False:
             report.passed.append(signature.id)
         else:
-            keys = dict.fromkeys(names_in(signature.config, "key"))
-            invalid = dict(unreadable_values(signature.config, lookup))  # key -> value (the same value per key)
+            keys = dict.fromkeys(names_in(constraint, "key"))
+            invalid = dict(unreadable_values(constraint, lookup))  # key -> value (the same value per key)
             report.unchecked.append(Unchecked(signature.id, tuple(k for k in keys if store.resolve(k) is None), tuple(invalid)))
             for key, value in invalid.items():
                 note = f"{key} = {value!r} at {_where(store, key)} is not a valid value for this key, so {signature.id} is not checkable"

@@ -72,7 +72,7 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
                 contents.append((path, content))
     key = None if problems else catalog_key(contents)
     cached = read_cached(key, len(contents)) if key else None
-    if cached is not None:
+    if key and cached is not None:
         try:
             catalog = _build_catalog(contents, cached, [], builtin, include_builtin, trusted_patterns=True)
         except (CatalogError, TypeError, ValueError, KeyError, AttributeError):
@@ -82,7 +82,7 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
     parsed = [_parse_file(path, content, problems) for path, content in contents]
     catalog = _build_catalog(contents, parsed, problems, builtin, include_builtin, trusted_patterns=False)
     if key:
-        write_cached(key, parsed)
+        write_cached(key, [data for data in parsed if data is not None])  # all of them: it loaded
     return catalog
 
 
@@ -231,16 +231,16 @@ def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], tru
         problem("references", "must be a non-empty list of mappings with `doc` or `source` (strings)")
     examples = _load_examples(data.get("examples"), data.get("match") is not None, problem) if "examples" in data else ()
 
-    if len(problems) > before:
+    if len(problems) > before or fix is None:  # (a missing fix is one of the problems)
         return None
     # A team's catalogue is as untrusted as a log (a repository's .offloaddoctor.yaml can point at one): every
     # string that is shown goes through the log text's escaping here, once, for every renderer.
     return Signature(
-        id=signature_id, title=safe_text(data["title"]), severity=data["severity"], priority=priority,
+        id=data["id"], title=safe_text(data["title"]), severity=data["severity"], priority=data["priority"],
         symptom=safe_lines(data["symptom"].strip()), cause=safe_lines(data["cause"].strip()), match=match,
         shares_match_of=shares, when=when, config=config, preflight=bool(data.get("preflight", False)),
-        confirm=tuple(safe_lines(c.strip()) for c in confirm), fix=fix,
-        references=tuple({safe_text(k): safe_text(v) for k, v in r.items()} for r in references),
+        confirm=tuple(safe_lines(c.strip()) for c in data["confirm"]), fix=fix,
+        references=tuple({safe_text(k): safe_text(v) for k, v in r.items()} for r in data["references"]),
         examples=examples, path=where,
     )
 

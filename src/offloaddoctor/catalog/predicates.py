@@ -171,10 +171,10 @@ def _equal(actual: Any, expected: Any) -> Truth:
     if expected is None or actual is None:
         return _is_none(actual) and _is_none(expected)
     if isinstance(expected, bool) or isinstance(actual, bool):
-        left, right = boolean(actual), boolean(expected)
-        if left is None or right is None:
+        truth, wanted = boolean(actual), boolean(expected)
+        if truth is None or wanted is None:
             return False if _is_none(actual) or _is_none(expected) else None
-        return left == right
+        return truth == wanted
     if isinstance(expected, (int, float)) or isinstance(actual, (int, float)):
         left, right = number(actual), number(expected)
         if left is None or right is None:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 
 try:  # Python 3.11+
-    from re import _constants as sre_constants
-    from re import _parser as sre_parse
+    from re import _constants as sre_constants  # type: ignore[attr-defined] # private: not in typeshed
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
+    import sre_constants
+    import sre_parse
 
 _REPEATS = {sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT}
 _POSSESSIVE = getattr(sre_constants, "POSSESSIVE_REPEAT", None)

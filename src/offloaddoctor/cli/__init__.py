@@ -30,6 +30,7 @@ def main() -> None:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(encoding="utf-8", errors="backslashreplace")
     sys.stdout = _GuardedStdout(sys.stdout)
+    code: int | str | None
     try:
         from offloaddoctor.cli.fast_path import run
 

@@ -69,7 +69,7 @@ class _CountingLoader(yaml.SafeLoader):
         self.nodes_left = MAX_COMPOSED_NODES
         self.config_path = path
 
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def] # PyYAML's own signature
+    def compose_node(self, parent, index):
         if not self.check_event(yaml.AliasEvent):  # an alias reuses a node: its expansion is _walk's budget
             self.nodes_left -= 1
             if self.nodes_left < 0:
@@ -127,7 +127,7 @@ def _walk(node: yaml.Node, prefix: str, budget: list[int], path: str) -> Iterato
             yield dotted, value_node, _plain(value_node, budget, path)
 
 
-def _mapping_pairs(node: yaml.MappingNode, budget: list[int], path: str):
+def _mapping_pairs(node: yaml.Node, budget: list[int], path: str):
     seen: dict[str, int] = {}
     for key_node, value_node in node.value:
         _spend(budget, path)

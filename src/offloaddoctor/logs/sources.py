@@ -94,7 +94,7 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             raise UserError(f"{raw}: symbolic link that leads nowhere (dangling, or a loop)")
         else:
             raise UserError(f"{raw}: no such file or directory")
-    unique = {}
+    unique: dict[str, LogSource] = {}
     for source in sources:
         unique.setdefault(source.path if source.path == "-" else str(Path(source.path).resolve()), source)
     return list(unique.values())

@@ -32,7 +32,7 @@ def render_metrics_csv(runs: list[RunMetrics]) -> str:
 
 def _rows(run: RunMetrics) -> list[list]:
     order = {path: index for index, (path, _) in enumerate(run.sources)}
-    merged: dict[tuple, list[IterationMetrics | MemoryReport | None]] = {}
+    merged: dict[tuple, list] = {}  # key -> [iteration record or None, memory report or None]
     for record in run.iterations:
         merged.setdefault(_key(record), [None, None])[0] = record
     for report in run.memory:
