@@ -408,3 +408,17 @@ def test_build_matchers_marks_a_teams_patterns_as_user_patterns(tmp_path):
 
     matchers = build_matchers(load_catalog([team_dir(tmp_path)]))
     assert {m.id for m in matchers if m.user} == {"checkpoint-disk-full"}
+
+
+def test_a_listed_binary_file_is_a_note_when_scanned_in_parallel_too(tmp_path, monkeypatch):
+    from offloaddoctor.analysis import parallel
+    from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.catalog.loader import load_catalog
+    from offloaddoctor.logs.sources import resolve_sources
+
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    shutil.copy(OOM_JOB, tmp_path / "rank0.log")
+    (tmp_path / "rank1.log").write_bytes(ZSTD_FRAME)
+    result = parallel.scan_sources(build_matchers(load_catalog()), resolve_sources([str(tmp_path)]), workers=2)
+    assert "oom-capacity" in [a.matcher_id for a in result.aggregates]  # the OOM matcher (fragmentation shares it)
+    assert any("rank1.log: zstd-compressed" in w for w in result.warnings)
