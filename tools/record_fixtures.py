@@ -284,7 +284,7 @@ def expected_yaml(case: Case) -> str:
     return "\n".join(lines + ["exit_code: 1", ""])
 
 
-def source_md(case: Case, versions: str, site: str, changes: list[str], log_lines: int) -> str:
+def source_md(case: Case, versions: str, changes: list[str], log_lines: int) -> str:
     procs = (f"{case.ranks} processes (ranks 0-{case.ranks - 1})" if case.ranks > 1
              else "one process")
     merge = ("line by line (seeded random choice of the next rank, seed = case name)"
@@ -302,7 +302,7 @@ def source_md(case: Case, versions: str, site: str, changes: list[str], log_line
         f"- Every other line: `{BASELINE_NAME}` (real H100 run, Megatron-LM core_v0.19.0), "
         f"its first line through `{STARTUP_END} ...`.", "",
         "## Rewritten", "",
-        f"- Path prefix `{site}` → `{SHOWN_SITE}`; the launcher's temporary path → "
+        f"- The recording interpreter's site-packages folder → `{SHOWN_SITE}`; the launcher's temporary path → "
         f"`{SHOWN_LAUNCHER}` (a launcher, not Megatron-LM's `pretrain_gpt.py`). The `<string>` "
         "frame line numbers are Python 3.11's although the path says 3.12.",
         "- Argument lines (`print_args` padding, sorted): " + "; ".join(changes) + ".",
@@ -339,7 +339,7 @@ def probe_versions(python: str) -> tuple[str, str]:
 def render_case(case: Case, baseline: list[str], python: str, versions: str, site: str) -> dict[str, str]:
     log, changes = compose_log(case, baseline, interleave(case, record(case, python, site)))
     return {"job.log": log, "expected.yaml": expected_yaml(case),
-            "SOURCE.md": source_md(case, versions, site, changes, log.count("\n"))}
+            "SOURCE.md": source_md(case, versions, changes, log.count("\n"))}
 
 
 def main() -> int:
