@@ -140,7 +140,7 @@ def not_text_error(source: LogSource, reason: str) -> UserError:
 def first_not_text(sources: Sequence[LogSource]) -> UserError | None:
     """When a run read nothing at all: the error for its first source that is not text, if every listed one
     was skipped as such (a directory holding only a core dump is an error, not an empty report)."""
-    errors = []
+    first: UserError | None = None
     for source in sources:
         if source.path == "-" or not source.listed:
             return None
@@ -151,8 +151,8 @@ def first_not_text(sources: Sequence[LogSource]) -> UserError | None:
             return None
         if reason is None:
             return None
-        errors.append(UserError(f"{source.name}: {reason}"))
-    return errors[0] if errors else None
+        first = first or UserError(f"{source.name}: {reason}")
+    return first
 
 
 def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
