@@ -31,7 +31,9 @@ THEORY = re.compile(r"Theoretical memory footprints: .* total=([\d.]+) MB")
 def runs():
     folder = ROOT / "fixtures" / "memory-calibration"
     for path in sorted(folder.glob("*.log.gz")):
-        yield path.name.removesuffix(".log.gz"), path, gzip.open(path, "rt").read()
+        with gzip.open(path, "rt") as handle:
+            text = handle.read()
+        yield path.name.removesuffix(".log.gz"), path, text
     for path in sorted((ROOT / "fixtures" / "compare-family").glob("*.log")):
         yield f"cf-{path.stem}", path, path.read_text()
 

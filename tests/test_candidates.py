@@ -37,7 +37,7 @@ def test_every_line_mode_gives_every_line_across_blocks(tmp_path):
     source = write(tmp_path, lines, final_newline=False)
     reader = CandidateReader(source, LITERALS, [], block_bytes=MAX_LINE_BYTES + 1)
     seen = []
-    for number, text in reader:
+    for number, _text in reader:
         seen.append(number)
         reader.every_line = number % 100 == 0  # after every 100th line, read the next ones one by one
     every = {n + 1 for n in range(0, 400, 100) if n}

@@ -107,7 +107,7 @@ MINIMAL = ("model.num_layers=8", "model.hidden_size=2048", "model.num_attention_
 
 
 def test_missing_keys_are_named_in_one_error():
-    with pytest.raises(MissingKeys, match="model.hidden_size, model.seq_length"):
+    with pytest.raises(MissingKeys, match=r"model\.hidden_size, model\.seq_length"):
         _shape("model.num_layers=8", "model.num_attention_heads=16", "train.micro_batch_size=2",
                "model.vocab_size=32000")
 

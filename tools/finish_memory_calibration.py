@@ -7,19 +7,21 @@ Each RAW_DIR holds NAME.raw.log, NAME.cmd, NAME.smi and meta-GROUP.txt. Writes N
 timestamp, so re-running gives the same bytes) and runs.tsv: one line per run with its launch command, the
 machine, the peak nvidia-smi reading, and whether it is held out of calibration (names starting with "h",
 or "n": recorded after the model was frozen).
-The only rewrite is the wheel's install folder on the GPU machine (`/tmp/site/`) into
+The only rewrite is the wheel's install folder on the GPU machine ($SITE as megatron_wheel_setup.sh takes it,
+default `/tmp/site/`) into
 `/usr/local/lib/python3.12/dist-packages/`, as in fixtures/compare-family. Runs that did not finish are skipped.
 """
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "fixtures" / "memory-calibration"
-REWRITES = [("/tmp/site/", "/usr/local/lib/python3.12/dist-packages/")]
+REWRITES = [((os.environ.get("SITE") or "/tmp/site").rstrip("/") + "/", "/usr/local/lib/python3.12/dist-packages/")]
 FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
 
 
@@ -27,7 +29,7 @@ def machine(folder: Path) -> str:
     for meta in folder.glob("meta*.txt"):
         for line in meta.read_text().splitlines():
             if line.startswith("gpu="):
-                gpus = next((l[5:] for l in meta.read_text().splitlines() if l.startswith("gpus=")), "1")
+                gpus = next((g[5:] for g in meta.read_text().splitlines() if g.startswith("gpus=")), "1")
                 return f"{line[4:].split(',')[0]} ({gpus}-GPU machine)"
     return "unknown"
 

@@ -149,7 +149,7 @@ def launch(name, gpus, args, port, outdir):
     cmd = (f"python3 -m torch.distributed.run --nproc-per-node {gpus} --master-port {port} "
            f"tools/compare_family_pretrain_gpt.py {COMMON} {args}")
     (outdir / f"{name}.cmd").write_text(cmd + "\n")
-    log = open(outdir / f"{name}.raw.log", "w")
+    log = open(outdir / f"{name}.raw.log", "w")  # noqa: SIM115 - the child writes it for as long as it runs
     env = dict(os.environ, ODR_RUN=name)
     return subprocess.Popen(cmd.split(), stdout=log, stderr=subprocess.STDOUT, env=env)
 
@@ -162,7 +162,7 @@ def main():
         names = [n for n in names if n in sys.argv[3].split(",")]
     raw = outdir / "raw"
     raw.mkdir(parents=True, exist_ok=True)
-    meta = subprocess.run(
+    meta = subprocess.run(  # noqa: S602 - a fixed command line, no input in it
         "echo date=$(date -u +%FT%TZ); echo torch=$(python3 -c 'import torch; print(torch.__version__, "
         "torch.version.cuda)'); echo megatron_core=$(python3 -c 'import megatron.core.package_info as p; "
         "print(p.__version__)'); echo gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version "

@@ -16,7 +16,7 @@ from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.loading import build_store, explicit_config
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
-from offloaddoctor.logs.sources import resolve_sources
+from offloaddoctor.logs.sources import first_not_text, resolve_sources
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -60,6 +60,10 @@ def diagnose(
             progress(done[0], total)
 
     scan = scan_sources(matchers, sources, on_bytes=on_bytes)
+    if not any(scan.lines_read.values()):
+        unreadable = first_not_text(sources)  # every file was skipped as binary: nothing was diagnosed
+        if unreadable is not None:
+            raise unreadable
     store = build_store(*(c.values for c in scan.collectors), explicit)
     return build_report(catalog, scan, store, matchers, baseline_metrics)
 

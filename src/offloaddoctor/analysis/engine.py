@@ -38,9 +38,9 @@ def build_report(
     for signature in catalog.signatures:
         if signature.id in findings:
             continue
-        if signature.match is None and signature.shares_match_of is None:
+        if signature.match is None and signature.shares_match_of is None and signature.when is not None:
             finding = condition_finding(signature, signature.when, store, run)
-        elif signature.preflight:
+        elif signature.preflight and signature.config is not None:
             # The constraint is violated in the run's config although the log does not show the error
             # (cut short, another error first): report it, marked as found in the config.
             finding = condition_finding(signature, signature.config, store, run, trigger="config")

@@ -22,7 +22,7 @@ FACT_PARSERS: dict[str, Callable[[str, dict], dict]] = {
 
 def captured_facts(groups: dict[str, str | None]) -> dict:
     """Named regex captures become facts; numbers become numbers."""
-    facts = {}
+    facts: dict[str, int | float | str] = {}
     for name, value in groups.items():
         if value is None:
             continue

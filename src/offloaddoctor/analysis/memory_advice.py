@@ -124,7 +124,7 @@ def _offloaded(shape: RunShape, fraction: float) -> RunShape:
 
 def _smallest_fraction(shape: RunShape, fits: Budget) -> float | None:
     start = shape.gpu_offload_fraction
-    steps = int(round(1 / FRACTION_STEP))
+    steps = round(1 / FRACTION_STEP)
     for step in range(1, steps + 1):
         fraction = round(step * FRACTION_STEP, 2)
         if fraction > start and fits(estimate(_offloaded(shape, fraction))):

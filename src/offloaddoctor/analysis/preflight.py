@@ -13,17 +13,19 @@ from offloaddoctor.analysis.engine import condition_finding, config_lookup
 from offloaddoctor.analysis.findings import Finding
 from offloaddoctor.analysis.run_facts import RunFacts
 from offloaddoctor.catalog.model import Catalog, Signature
-from offloaddoctor.catalog.predicates import evaluate, names_in
+from offloaddoctor.catalog.predicates import evaluate, names_in, unreadable_values
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.errors import UserError
 
 
 @dataclass(frozen=True)
 class Unchecked:
-    """A constraint that could be neither confirmed nor ruled out: the keys it needs are not set."""
+    """A constraint that could be neither confirmed nor ruled out: the keys it needs are not set, or a value
+    set is not valid for its key (`maybe` for a true/false key)."""
 
     id: str
     missing: tuple[str, ...]
+    invalid: tuple[str, ...] = ()
 
 
 @dataclass
@@ -66,18 +68,31 @@ def check_store(catalog: Catalog, store: ConfigStore, configs: Sequence[str] = (
     no_numbers = RunFacts()
     estimated = any(store.resolve(key) is not None for key in MEMORY_KEYS)
     for signature in preflight_signatures(catalog, only):
-        if not estimated and any(key in MEMORY_KEYS for key in names_in(signature.config, "key")):
+        constraint = signature.config
+        if constraint is None:  # preflight_signatures keeps only signatures with one
             continue
-        finding = condition_finding(signature, signature.config, store, no_numbers, trigger="config")
+        if not estimated and any(key in MEMORY_KEYS for key in names_in(constraint, "key")):
+            continue
+        finding = condition_finding(signature, constraint, store, no_numbers, trigger="config")
         if finding is not None:
             report.violations.append(finding)
             continue
-        outcome = evaluate(signature.config, config_lookup(store, {}))
+        lookup = config_lookup(store, {})
+        outcome = evaluate(constraint, lookup)
         if outcome is False:
             report.passed.append(signature.id)
         else:
-            keys = dict.fromkeys(names_in(signature.config, "key"))
-            report.unchecked.append(Unchecked(signature.id, tuple(k for k in keys if store.resolve(k) is None)))
+            keys = dict.fromkeys(names_in(constraint, "key"))
+            invalid = dict(unreadable_values(constraint, lookup))  # key -> value (the same value per key)
+            report.unchecked.append(Unchecked(signature.id, tuple(k for k in keys if store.resolve(k) is None), tuple(invalid)))
+            for key, value in invalid.items():
+                note = f"{key} = {value!r} at {_where(store, key)} is not a valid value for this key, so {signature.id} is not checkable"
+                if note not in report.notes:
+                    report.notes.append(note)
     report.violations.sort(key=lambda f: f.sort_key)
     return report
 
+
+def _where(store: ConfigStore, key: str) -> str:
+    resolved = store.resolve(key)
+    return "not set" if resolved is None else str(resolved.source)

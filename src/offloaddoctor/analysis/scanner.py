@@ -28,6 +28,10 @@ MAX_EVIDENCE = 5
 SEARCH_TIMEOUT_S = 0.25
 # ... and after this many give-ups it is switched off for the rest of the scan: each costs the full limit.
 MAX_TIMEOUTS_PER_SIGNATURE = 3
+# A team's (user) patterns share one budget of give-up time per scan: 20 bad ones must not cost 20 × 0.75 s.
+# Once it is spent, a user pattern is switched off at its first give-up, after at most USER_SEARCH_FLOOR_S.
+USER_PATTERN_BUDGET_S = 1.0
+USER_SEARCH_FLOOR_S = 0.02
 MAX_ITERATION_RECORDS = 1024  # evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k
 _ITERATION_BYTES = ITERATION_LITERAL.encode()
 TRACEBACK = "Traceback (most recent call last)"
@@ -68,12 +72,13 @@ class Aggregate:
 class Matcher:
     id: str
     spec: MatchSpec
+    user: bool = False  # from a signature directory of the user's, not the built-in catalogue
 
-    def match(self, text: str) -> dict | None:
+    def match(self, text: str, timeout: float = SEARCH_TIMEOUT_S) -> dict | None:
         if not any(literal in text for literal in self.spec.literals):
             return None
         for pattern in self.spec.patterns:
-            found = pattern.search(text, timeout=SEARCH_TIMEOUT_S)
+            found = pattern.search(text, timeout=timeout)
             if found:
                 facts = captured_facts(found.groupdict())
                 if self.spec.facts:
@@ -96,7 +101,13 @@ class ScanResult:
 
 
 def build_matchers(catalog: Catalog) -> list[Matcher]:
-    return [Matcher(s.id, s.match) for s in catalog.signatures if s.match is not None]
+    from pathlib import Path
+
+    from offloaddoctor.catalog.loader import builtin_signature_dir
+
+    builtin = builtin_signature_dir().resolve()
+    return [Matcher(s.id, s.match, user=Path(s.path).resolve().parent != builtin)
+            for s in catalog.signatures if s.match is not None]
 
 
 class Scanner:
@@ -114,6 +125,7 @@ class Scanner:
         self._sequence = 0
         self._iteration_sampling: dict[tuple[str, int], list[int]] = {}  # (path, segment) -> [seen, stride]
         self._timeouts: dict[str, int] = {}
+        self._user_budget = USER_PATTERN_BUDGET_S
 
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
         for source in sources:
@@ -262,10 +274,13 @@ class Scanner:
     def _match(self, path: str, line: int, rank: int | None, text: str) -> None:
         matched = False
         for matcher in self.matchers:
+            timeout = max(USER_SEARCH_FLOOR_S, min(SEARCH_TIMEOUT_S, self._user_budget)) if matcher.user else SEARCH_TIMEOUT_S
             try:
-                facts = matcher.match(text)
+                facts = matcher.match(text, timeout)
             except TimeoutError:
-                self._timed_out(matcher, path, line)
+                if matcher.user:
+                    self._user_budget -= timeout
+                self._timed_out(matcher, path, line, timeout)
                 continue
             if facts is None:
                 continue
@@ -274,10 +289,10 @@ class Scanner:
         if not matched and _ERROR_LINE.search(text):
             self.result.last_error_line = Evidence(path, line, rank, text.strip())
 
-    def _timed_out(self, matcher: Matcher, path: str, line: int) -> None:
+    def _timed_out(self, matcher: Matcher, path: str, line: int, timeout: float) -> None:
         count = self._timeouts[matcher.id] = self._timeouts.get(matcher.id, 0) + 1
-        note = f"{path}:{line}: signature {matcher.id}: pattern search gave up after {SEARCH_TIMEOUT_S} s on this line"
-        if count >= MAX_TIMEOUTS_PER_SIGNATURE:
+        note = f"{path}:{line}: signature {matcher.id}: pattern search gave up after {timeout:g} s on this line"
+        if count >= MAX_TIMEOUTS_PER_SIGNATURE or (matcher.user and self._user_budget <= 0):
             # a new list: the loop in _match keeps iterating the old one
             self.matchers = [m for m in self.matchers if m is not matcher]
             note += f"; switched off for the rest of the scan after {count} such lines (run `offloaddoctor signatures lint`)"

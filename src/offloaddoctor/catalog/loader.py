@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offloaddoctor.analysis.facts import FACT_PARSERS
-from offloaddoctor.catalog.cache import catalog_key, read_cached, write_cached
+from offloaddoctor.catalog.cache import catalog_key, forget_cached, read_cached, write_cached
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
 from offloaddoctor.config.keys import is_known
 from offloaddoctor.lazy_pattern import lazy_compile
+from offloaddoctor.text_safety import safe_lines, safe_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -71,12 +72,28 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
                 contents.append((path, content))
     key = None if problems else catalog_key(contents)
     cached = read_cached(key, len(contents)) if key else None
-    parsed = cached if cached is not None else [_parse_file(path, content, problems) for path, content in contents]
+    if key and cached is not None:
+        try:
+            catalog = _build_catalog(contents, cached, [], builtin, include_builtin, trusted_patterns=True)
+        except (CatalogError, TypeError, ValueError, KeyError, AttributeError):
+            forget_cached(key)  # an entry that does not validate: the YAML decides, and is cached again
+        else:
+            return catalog
+    parsed = [_parse_file(path, content, problems) for path, content in contents]
+    catalog = _build_catalog(contents, parsed, problems, builtin, include_builtin, trusted_patterns=False)
+    if key:
+        write_cached(key, [data for data in parsed if data is not None])  # all of them: it loaded
+    return catalog
 
+
+def _build_catalog(
+    contents: list[tuple[Path, bytes]], parsed: Sequence[dict | None], problems: list[CatalogProblem],
+    builtin: Path, include_builtin: bool, trusted_patterns: bool,
+) -> Catalog:
     signatures: list[Signature] = []
     seen: dict[str, str] = {}
     for (path, _), data in zip(contents, parsed):
-        signature = None if data is None else _build_signature(path, data, problems, trusted_patterns=cached is not None)
+        signature = None if data is None else _build_signature(path, data, problems, trusted_patterns)
         if signature is None:
             continue
         if signature.id in seen:
@@ -90,8 +107,6 @@ def load_catalog(extra_dirs: Sequence[Path] = (), include_builtin: bool = True) 
     _check_shared_matchers(signatures, problems)
     if problems:
         raise CatalogError(problems)
-    if key and cached is None:
-        write_cached(key, parsed)
     return Catalog(tuple(sorted(signatures, key=lambda s: (-s.priority, s.id))))
 
 
@@ -216,13 +231,16 @@ def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], tru
         problem("references", "must be a non-empty list of mappings with `doc` or `source` (strings)")
     examples = _load_examples(data.get("examples"), data.get("match") is not None, problem) if "examples" in data else ()
 
-    if len(problems) > before:
+    if len(problems) > before or fix is None:  # (a missing fix is one of the problems)
         return None
+    # A team's catalogue is as untrusted as a log (a repository's .offloaddoctor.yaml can point at one): every
+    # string that is shown goes through the log text's escaping here, once, for every renderer.
     return Signature(
-        id=signature_id, title=data["title"], severity=data["severity"], priority=priority,
-        symptom=data["symptom"].strip(), cause=data["cause"].strip(), match=match, shares_match_of=shares,
-        when=when, config=config, preflight=bool(data.get("preflight", False)),
-        confirm=tuple(c.strip() for c in confirm), fix=fix, references=tuple(references),
+        id=data["id"], title=safe_text(data["title"]), severity=data["severity"], priority=data["priority"],
+        symptom=safe_lines(data["symptom"].strip()), cause=safe_lines(data["cause"].strip()), match=match,
+        shares_match_of=shares, when=when, config=config, preflight=bool(data.get("preflight", False)),
+        confirm=tuple(safe_lines(c.strip()) for c in data["confirm"]), fix=fix,
+        references=tuple({safe_text(k): safe_text(v) for k, v in r.items()} for r in data["references"]),
         examples=examples, path=where,
     )
 
@@ -297,7 +315,7 @@ def _load_fix(raw: Any, problem) -> Fix | None:
     if not isinstance(overrides, list) or not all(_nonempty_str(o) for o in overrides):
         problem("fix.overrides", "must be a list of override lines")
         overrides = []
-    return Fix(raw["summary"].strip(), tuple(o.strip() for o in overrides))
+    return Fix(safe_lines(raw["summary"].strip()), tuple(safe_text(o.strip()) for o in overrides))
 
 
 def _load_examples(raw: Any, has_match: bool, problem) -> tuple[Example, ...]:
@@ -326,7 +344,7 @@ def _load_examples(raw: Any, has_match: bool, problem) -> tuple[Example, ...]:
         verdict = item.get("verdict")
         if verdict is not None and verdict not in ("confirmed", "contradicted", "unknown"):
             problem(f"{where}.verdict", "must be confirmed, contradicted or unknown")
-        examples.append(Example(item.get("expect", ""), log, config, verdict, str(item.get("name", ""))))
+        examples.append(Example(item.get("expect", ""), log, config, verdict, safe_text(item.get("name", ""))))
     expectations = {e.expect for e in examples}
     if not {"match", "no_match"} <= expectations:
         problem("examples", "need at least one `match` and one `no_match` example")

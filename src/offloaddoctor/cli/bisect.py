@@ -56,7 +56,7 @@ def bisect(
         fail(str(exc))
     except KeyboardInterrupt:
         typer.echo("offloaddoctor: interrupted; temporary worktrees removed, your checkout untouched", err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     from offloaddoctor.render.bisect_view import render_bisect_json, render_bisect_plain
 
     sys.stdout.write(render_bisect_json(result) if output_format is OutputFormat.json else render_bisect_plain(result))
@@ -79,6 +79,6 @@ def bisect_step(
         outcome = run_step(load_catalog(), config, run_command, log, timeout, signature)
     except (Exception, KeyboardInterrupt) as exc:  # git bisect run must never see a traceback or >= 128
         typer.echo(f"offloaddoctor: skip: {exc or type(exc).__name__}", err=True)
-        raise typer.Exit(EXIT_SKIP)
+        raise typer.Exit(EXIT_SKIP) from None
     typer.echo(f"offloaddoctor: {outcome.verdict}: {outcome.reason}", err=True)
     raise typer.Exit(EXIT_FOR[outcome.verdict])

@@ -31,10 +31,12 @@ Parsed = tuple[str, dict[str, "Any"]]
 def parse(argv: Sequence[str], commands: dict[str, Any] | None = None) -> Parsed | None:
     """(target, keyword arguments) exactly as typer would pass them, or None: let typer parse it."""
     if commands is None:
-        from offloaddoctor.cli._fast_spec import COMMANDS as commands
+        from offloaddoctor.cli._fast_spec import COMMANDS
+
+        commands = COMMANDS
     if not argv or argv[0] not in commands:
         return None
-    spec = commands[argv[0]]
+    spec: dict[str, Any] = commands[argv[0]]
     given: dict[str, Any] = {}
     positionals: list[str] = []
     tokens = iter(argv[1:])
@@ -56,9 +58,10 @@ def parse(argv: Sequence[str], commands: dict[str, Any] | None = None) -> Parsed
             given[param_name] = True
             continue
         if not has_value:
-            value = next(tokens, None)
-            if value is None:
+            following = next(tokens, None)
+            if following is None:
                 return None
+            value = following
         converted = _convert(param, value)
         if converted is None:
             return None
@@ -157,7 +160,7 @@ def build_spec(app) -> dict[str, Any]:
     callbacks = {info.name or info.callback.__name__.replace("_", "-"): info.callback for info in app.registered_commands}
     commands: dict[str, Any] = {}
     for name in TARGETS:
-        command = group.commands[name]
+        command = group.commands[name]  # type: ignore[attr-defined] # the app is a typer group
         hints = typing.get_type_hints(callbacks[name])
         options: dict[str, str] = {}
         params: dict[str, Any] = {}
@@ -178,7 +181,7 @@ def build_spec(app) -> dict[str, Any]:
             else:
                 if click_param.secondary_opts or click_param.envvar or click_param.callback or click_param.is_eager:
                     raise ValueError(f"{name} {click_param.opts}: not something the fast road parses")
-                options.update({opt: click_param.name for opt in click_param.opts})
+                options.update(dict.fromkeys(click_param.opts, click_param.name))
         commands[name] = {"options": options, "arguments": arguments, "params": params}
     return commands
 

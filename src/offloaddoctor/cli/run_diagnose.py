@@ -40,7 +40,7 @@ def run_diagnose(
     if fail_on is not None:
         policy.fail_on = fail_on.value
     catalog = load_catalog_or_fail([*policy.signature_dirs, *signatures])
-    policy.ignore.update({i: "--ignore on the command line" for i in ignore})
+    policy.ignore.update(dict.fromkeys(ignore, "--ignore on the command line"))
     unknown = [i for i in policy.ignore if catalog.get(i) is None]
     if unknown:
         fail(f"--ignore: unknown signature id {unknown[0]!r}{did_you_mean(unknown[0], catalog)}")

@@ -38,7 +38,9 @@ def add_derived_values(store: ConfigStore) -> None:
     _suggested_virtual_pipeline_size(store)
 
 
-def _derived(key: str, value, *inputs: Resolved, note: str = "") -> Resolved:
+def _derived(key: str, value, *given: Resolved | None, note: str = "") -> Resolved:
+    """`given`: the values it is derived from (the callers pass resolved values; None is never one of them)."""
+    inputs = [i for i in given if i is not None]
     parts = ", ".join(f"{i.key}={format_value(i.value)} at {i.source}" for i in inputs)
     detail = f"derived from {parts}" + (f"; {note}" if note else "")
     first = inputs[0].source

@@ -97,8 +97,9 @@ class ConfigStore:
         notes = []
         for key in sorted(self._values):
             resolved = self.resolve(key)
-            if resolved and resolved.overridden and any(v.origin != resolved.origin for v in resolved.overridden):
-                notes.append(resolved.disagreement)
+            note = resolved.disagreement if resolved else None
+            if resolved and note and any(v.origin != resolved.origin for v in resolved.overridden):
+                notes.append(note)
         return notes
 
 

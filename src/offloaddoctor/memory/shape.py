@@ -284,7 +284,7 @@ def _data_parallel(reader: _Reader, model_parallel: int, world_size: int | None)
     nodes = number(_first(reader, ("nnodes", "nodes", "env.SLURM_NNODES", "num_nodes"))) or 1
     tasks = number(_first(reader, ("ntasks", "env.SLURM_NTASKS", "env.WORLD_SIZE", "env.SLURM_NPROCS")))
     if nproc or tasks:
-        total = int(tasks or nproc * nodes)
+        total = int(tasks or (nproc or 0) * nodes)
         return _divide_world(total, model_parallel, "the launch command's process count")
     reader.assume("data-parallel size 1: no world size found (torchrun --nproc-per-node/--nnodes, Slurm "
                   "--ntasks, world_size); pass --world-size N")

@@ -15,7 +15,7 @@ def write_plot(comparison: Comparison, path: str) -> None:
     except ImportError:
         raise UserError("--plot needs matplotlib: pip install 'offloaddoctor[plot]'") from None
     points = [r for r in [comparison.baseline, *comparison.runs] if r.offload_fraction is not None]
-    points.sort(key=lambda r: r.offload_fraction)
+    points.sort(key=lambda r: r.offload_fraction or 0.0)  # None was filtered out above
     fractions = [r.offload_fraction for r in points]
     figure, time_axis = plt.subplots(figsize=(6, 4))
     time_axis.plot(fractions, [r.median_iteration_ms for r in points], "o-", color="tab:red", label="median iteration (ms)")

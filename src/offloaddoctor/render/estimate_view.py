@@ -25,7 +25,7 @@ def _share(value: float, report: EstimateReport) -> str:
 
 
 def _verdict(report: EstimateReport) -> str:
-    if report.fits is None:
+    if report.fits is None or report.headroom_bytes is None:  # (both are known once a budget is)
         return "no GPU given (--gpu or --gpu-memory): capacity not checked"
     budget = "target" if report.target is not None else "GPU"
     if report.fits:
@@ -128,7 +128,7 @@ def estimate_json(report: EstimateReport) -> dict:
             for s in report.suggestions
         ],
         "assumptions": [*shape.assumptions, *report.notes],
-        "inputs": {key: value for key, value in shape.sources},
+        "inputs": dict(shape.sources),
         "layout": {"tensor_parallel": shape.tensor_parallel, "pipeline_parallel": shape.pipeline_parallel,
                    "context_parallel": shape.context_parallel, "data_parallel": shape.data_parallel,
                    "world_size": shape.world_size},
