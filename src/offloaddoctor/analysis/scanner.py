@@ -190,6 +190,7 @@ class Scanner:
                         del awaiting[rank]  # a traceback that never ended (interleaved or cut output)
             if reader is not None:
                 reader.every_line = bool(awaiting or collector.in_arguments)
+        collector.finish()
         self.result.lines_read[path] = line_number
 
     def _gate(self, raw: str) -> bool:
