@@ -8,6 +8,7 @@ from offloaddoctor.analysis.advice import add_advice
 from offloaddoctor.analysis.findings import (
     CONFIRMED, CONTRADICTED, UNKNOWN, ConfigEvidence, ConfigVerdict, Finding, Report, SourceSummary,
 )
+from offloaddoctor.analysis.oom import apply_close_calls
 from offloaddoctor.analysis.ranks import format_ranks
 from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
 from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Aggregate, Evidence, Matcher, ScanResult
@@ -50,6 +51,8 @@ def build_report(
             findings[signature.id] = finding
     ordered = sorted(findings.values(), key=lambda f: f.sort_key)
     add_advice(ordered, store, scan.parameters)
+    expandable = store.resolve("allocator.expandable_segments")
+    apply_close_calls(ordered, None if expandable is None else expandable.value)
     notes = list(scan.warnings) + store.disagreements()
     return Report(
         findings=ordered,
