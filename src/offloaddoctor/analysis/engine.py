@@ -8,6 +8,7 @@ from offloaddoctor.analysis.advice import add_advice
 from offloaddoctor.analysis.findings import (
     CONFIRMED, CONTRADICTED, UNKNOWN, ConfigEvidence, ConfigVerdict, Finding, Report, SourceSummary,
 )
+from offloaddoctor.analysis.known_issues import apply_known_issues
 from offloaddoctor.analysis.oom import apply_close_calls
 from offloaddoctor.analysis.ranks import format_ranks
 from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
@@ -50,6 +51,7 @@ def build_report(
         if finding is not None:
             findings[signature.id] = finding
     ordered = sorted(findings.values(), key=lambda f: f.sort_key)
+    apply_known_issues(ordered, store)
     add_advice(ordered, store, scan.parameters)
     expandable = store.resolve("allocator.expandable_segments")
     apply_close_calls(ordered, None if expandable is None else expandable.value)

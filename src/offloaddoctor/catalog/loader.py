@@ -8,6 +8,7 @@ from pathlib import Path
 
 from offloaddoctor.analysis.facts import FACT_PARSERS
 from offloaddoctor.catalog.cache import catalog_key, read_cached, write_cached
+from offloaddoctor.catalog.known_issues import load_known_issues
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
 from offloaddoctor.config.keys import is_known
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
 _ID = lazy_compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _FIELDS_REQUIRED = ("id", "title", "severity", "priority", "symptom", "cause", "confirm", "fix", "references", "examples")
-_FIELDS_OPTIONAL = ("match", "when", "config", "preflight")
+_FIELDS_OPTIONAL = ("match", "when", "config", "preflight", "known_issues")
 
 
 
@@ -215,6 +216,7 @@ def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], tru
     ):
         problem("references", "must be a non-empty list of mappings with `doc` or `source` (strings)")
     examples = _load_examples(data.get("examples"), data.get("match") is not None, problem) if "examples" in data else ()
+    known_issues = load_known_issues(data["known_issues"], problem) if "known_issues" in data else ()
 
     if len(problems) > before:
         return None
@@ -223,7 +225,7 @@ def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], tru
         symptom=data["symptom"].strip(), cause=data["cause"].strip(), match=match, shares_match_of=shares,
         when=when, config=config, preflight=bool(data.get("preflight", False)),
         confirm=tuple(c.strip() for c in confirm), fix=fix, references=tuple(references),
-        examples=examples, path=where,
+        examples=examples, path=where, known_issues=known_issues,
     )
 
 

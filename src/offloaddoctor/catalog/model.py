@@ -11,6 +11,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
+    from offloaddoctor.catalog.known_issues import KnownIssue
+
 SEVERITIES = ("error", "warning", "info")
 
 
@@ -63,6 +65,7 @@ class Signature:
     references: tuple[dict[str, str], ...]
     examples: tuple[Example, ...]
     path: str
+    known_issues: tuple[KnownIssue, ...] = ()  # upstream bugs that produce this failure
 
     @property
     def severity_rank(self) -> int:

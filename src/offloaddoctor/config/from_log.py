@@ -21,6 +21,10 @@ _PROGRAM = lazy_compile(r"(?:^|\s)(?:\S*/)?(?:torchrun|python[\d.]*|\S+\.py)(?=\
 _DATACLASS_REPR = lazy_compile(r"\b(OptimizerConfig|DistributedDataParallelConfig)\((.*)\)\s*$")
 _REPR_FIELD = lazy_compile(r"(\w+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|<[^>]*>|[^,()<>\[\]]+)")
 _HYDRA_OVERRIDE = lazy_compile(r"^\+{0,2}([a-z_]\w*(?:\.\w+)+)=(.*)$")
+# pip list / pip freeze lines pasted into a log or printed by a launch script
+_VERSION_LINE = lazy_compile(
+    r"^\s*(megatron[-_]bridge|megatron[-_]core)\s*(?:==\s*|\s+)(\d+\.\d+\.\d+(?:\.?(?:rc|a|b|dev|post)\d+)?)\s*$"
+)
 _REPR_SECTION = {"OptimizerConfig": "optimizer", "DistributedDataParallelConfig": "ddp"}
 # Lines MCore prints about what it could import: they settle a config question the config cannot.
 _RUNTIME_FACTS = {
@@ -31,7 +35,7 @@ _RUNTIME_FACTS = {
 # literal slows GNU grep's multi-pattern search down for the whole file).
 LITERALS = (
     *_RUNTIME_FACTS, "arguments", BRIDGE_SUMMARY_TITLE, "PYTORCH_", "NCCL_", "CUDA_", "NVTE_", "TORCH_", "Config(",
-    "torchrun", "python", ".py ", ".py\t",
+    "torchrun", "python", ".py ", ".py\t", "megatron-bridge", "megatron_bridge", "megatron-core", "megatron_core",
 )
 
 
@@ -102,6 +106,12 @@ class LogConfigCollector:
         for literal, (key, value) in _RUNTIME_FACTS.items():
             if literal in text:
                 self._add(key, value, line, "runtime message")
+                return True
+        if "megatron" in text:
+            version = _VERSION_LINE.match(text)
+            if version:
+                package = version.group(1).replace("_", "-")
+                self._add(f"runtime.{package.replace('-', '_')}_version", version.group(2), line, "version line")
                 return True
         if " --" in text or "=" in text:
             dataclass_repr = _DATACLASS_REPR.search(text)
