@@ -14,8 +14,9 @@ is not run; `models` gets the two provider classes `training.config` imports fro
 `ConfigContainer.validate()`, `log_non_default_values()` (captured from stdout: it uses print_rank_0)
 and `to_yaml()`.
 
-Each case writes OUTDIR/<case>/startup-summary.log and OUTDIR/<case>/run_config.yaml. Paths under the
-temporary directory are shown as /workspace.
+Each case writes OUTDIR/<case>/startup-summary.log and OUTDIR/<case>/run_config.yaml, or, for a config
+that validate() rejects, OUTDIR/<case>/validate-error.log (the traceback). Paths under the temporary
+directory are shown as /workspace, the venv's site-packages as /usr/local/lib/python3.11/dist-packages/.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import importlib.util
 import io
 import os
 import sys
+import sysconfig
 import tempfile
+import traceback
 import types
 from pathlib import Path
 
@@ -131,7 +134,20 @@ CASES = {
     },
     # plain run, no offloading: the summary must say so (keys absent = the Megatron-Core default)
     "no-offload": {"set": {}},
+    # Megatron-Bridge#2992: `activation_offload_layers: 0` was taken as "on" (`is not None`), so the model got
+    # cpu_offloading=True with cpu_offloading_num_layers=0; with PP 2 validate() raises. Records the traceback.
+    "pp2-offload-layers-0": {
+        "set": {"model.pipeline_model_parallel_size": 2, "model.pipeline_dtype": "bf16",
+                "model.cpu_offloading": True, "model.cpu_offloading_num_layers": 0},
+        "fails": True,
+    },
 }
+
+
+def _paths(text: str, workdir: str) -> str:
+    site = sysconfig.get_paths()["purelib"].rstrip("/") + "/"
+    return (text.replace(workdir, "/workspace").replace(site, "/usr/local/lib/python3.11/dist-packages/")
+            .replace(str(Path(__file__).resolve()), "/workspace/launch_bridge.py"))
 
 
 def record(outdir: Path) -> None:
@@ -140,6 +156,18 @@ def record(outdir: Path) -> None:
         with tempfile.TemporaryDirectory() as workdir:
             cfg = build(config, llama, workdir, case)
             os.environ.setdefault("WORLD_SIZE", "1")
+            if case.get("fails"):
+                try:
+                    cfg.validate()
+                except Exception:  # the error is what this case records
+                    text = traceback.format_exc()
+                else:
+                    raise SystemExit(f"{name}: validate() did not fail")
+                target = outdir / name
+                target.mkdir(parents=True, exist_ok=True)
+                (target / "validate-error.log").write_text(_paths(text, workdir))
+                print(f"{target}: validate-error.log")
+                continue
             cfg.validate()
             stdout = io.StringIO()
             with contextlib.redirect_stdout(stdout):
@@ -149,8 +177,8 @@ def record(outdir: Path) -> None:
             yaml_text = Path(yaml_path).read_text()
         target = outdir / name
         target.mkdir(parents=True, exist_ok=True)
-        (target / "startup-summary.log").write_text(stdout.getvalue().replace(workdir, "/workspace"))
-        (target / "run_config.yaml").write_text(yaml_text.replace(workdir, "/workspace"))
+        (target / "startup-summary.log").write_text(_paths(stdout.getvalue(), workdir))
+        (target / "run_config.yaml").write_text(_paths(yaml_text, workdir))
         print(f"{target}: startup-summary.log, run_config.yaml")
 
 

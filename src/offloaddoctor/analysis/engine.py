@@ -33,10 +33,13 @@ def build_report(
     if baseline is not None:
         apply_baseline(run, baseline.summary)
     findings: dict[str, Finding] = {}
+    unclaimed: list[Evidence] = []  # lines a signature matched but whose condition did not hold
     for aggregate in scan.aggregates:
         signature = _winner(catalog, aggregate, store, run)
         if signature is not None:
             _merge(findings, signature, aggregate, store, run)
+        elif aggregate.evidence:
+            unclaimed.append(aggregate.evidence[-1])
     for signature in catalog.signatures:
         if signature.id in findings:
             continue
@@ -58,7 +61,7 @@ def build_report(
     notes = list(scan.warnings) + store.disagreements()
     return Report(
         findings=ordered,
-        unmatched=_unexplained_failure(scan, ordered, matchers),
+        unmatched=_unexplained_failure(scan, ordered, matchers, unclaimed),
         sources=[SourceSummary(path, lines) for path, lines in scan.lines_read.items()],
         notes=notes,
         run_facts=run.values,
@@ -178,11 +181,16 @@ def _override_value(value: Any) -> str:
     return "null" if value is None else format_value(value)
 
 
-def _unexplained_failure(scan: ScanResult, findings: list[Finding], matchers: list[Matcher]) -> Evidence | None:
-    """The most likely failure line (last exception of the last traceback, else the last error line),
-    unless a finding already explains it."""
+def _unexplained_failure(
+    scan: ScanResult, findings: list[Finding], matchers: list[Matcher], unclaimed: list[Evidence] = ()
+) -> Evidence | None:
+    """The most likely failure line (last exception of the last traceback, else the last error line, or a
+    line a signature matched although its condition did not hold), unless a finding already explains it."""
     candidates = [e for e in scan.exceptions if not any(w in e.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)]
     candidate = candidates[-1] if candidates else scan.last_error_line
+    for line in unclaimed if not candidates else ():
+        if candidate is None or (line.path == candidate.path and (line.line or 0) > (candidate.line or 0)):
+            candidate = line
     if candidate is None:
         return None
     explaining = {f.signature.shares_match_of or f.id for f in findings}

@@ -38,8 +38,9 @@ _TRACEBACK_MAX_LINES = 400
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
 _ERROR_LITERALS = ("Error:", "Exception:", "ERROR", "error:", "Killed", "Segmentation fault", "exit code", "exited with code",
                    *FAILURE_LINE_LITERALS)
+# NCCL's `Last error:` only introduces the line after it, which is the one to show.
 _ERROR_LINE = lazy_compile(
-    r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]|"
+    r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|(?<!Last )\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]|"
     + FAILURE_LINE_PATTERN
 )
 _EXCEPTION_LINE = lazy_compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)(?::|$)")
