@@ -284,3 +284,12 @@ def test_slack_above_five_percent_stays_fragmentation():
     finding = diagnose_text(close_call_message("15.77 GiB", "546.00 MiB", "1.00 GiB")).findings[0]
     assert finding.id == "oom-fragmentation"
     assert "fragmentation_close_call" not in finding.facts
+
+
+def test_composed_fixtures_are_current():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(FIXTURES.parent / "tools" / "compose_log_formats.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
