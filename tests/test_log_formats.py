@@ -64,11 +64,21 @@ def test_keys_the_summary_leaves_out_take_the_named_mcore_default():
     assert "optimizer.offload_optimizer_states" not in values  # not a Megatron-Core class: stays unknown
 
 
-def test_a_summary_cut_by_the_end_of_the_log_keeps_what_it_listed():
+def test_a_summary_cut_by_the_end_of_the_log_keeps_what_it_listed_and_assumes_no_defaults():
     cut = "\n".join(SUMMARY_050.splitlines()[:14])  # ends inside the [optimizer] section
     values = by_key(collect(cut))
     assert values["optimizer.optimizer_offload_fraction"].value == 0.5
-    assert values["model.cpu_offloading"].value is False
+    assert "model.cpu_offloading" not in values  # its line may be among the ones lost
+
+
+def test_a_summary_cut_by_other_output_stops_there_and_assumes_no_defaults():
+    lines = SUMMARY_050.splitlines()
+    cut = lines.index("  optimizer_cpu_offload: True  (Mcore default: False)")
+    text = "\n".join(lines[:cut] + ["[rank3]: WARNING: something else"] + lines[cut:])
+    values = by_key(collect(text))
+    assert "optimizer.optimizer_cpu_offload" not in values  # after the interruption: not read as the block
+    assert "model.cpu_offloading" not in values
+    assert values["optimizer.lr"].value == 0.0003  # before it: read
 
 
 def test_the_line_after_the_summary_is_scanned_as_usual():

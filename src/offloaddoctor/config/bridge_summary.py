@@ -18,8 +18,8 @@ Bridge 0.3.x (`ConfigContainer.log_non_default_values`) prints it on rank 0 afte
     ======================================================================
 
 Values are Python reprs. A key missing from a compared section ([model], [optimizer], [ddp]) equals the
-default of the named Megatron-Core class, so once the block is complete those keys get that default, with
-the block's title line as their source.
+default of the named Megatron-Core class, so once the block is complete (its closing rule seen) those keys get
+that default, with the block's title line as their source.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class BridgeSummaryBlock:
         """True while the line belongs to the block; False on the line after it (the line is not consumed)."""
         if _RULE.match(text):
             if text.strip().startswith("=") and (self._section is not None or self._in_other):
-                self.finish()  # the closing rule; the one under the title comes before any section
+                self.finish(complete=True)  # the closing rule; the one under the title comes before any section
             return True
         if not text.strip():
             return True
@@ -91,11 +91,14 @@ class BridgeSummaryBlock:
         self.finish()
         return False
 
-    def finish(self) -> None:
-        """Keys the compared sections leave out hold the Megatron-Core default. Idempotent."""
+    def finish(self, complete: bool = False) -> None:
+        """Close the block. Only a complete block says that a key it leaves out holds the Megatron-Core default:
+        one cut short (interleaved output, a truncated log) may have lost the very line. Idempotent."""
         if self._add is None:
             return
         add, self._add = self._add, None
+        if not complete:
+            return
         from offloaddoctor.config.keys import canonical_key
 
         listed = {canonical_key(k) for k in self._listed}
