@@ -191,6 +191,29 @@ def test_nccl_last_error_header_is_not_the_failure_line():
     assert report.unmatched is None or report.unmatched.text != "Last error:"
 
 
+CHILD_FAILED_NO_TRACEBACK = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+pretrain_gpt.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-22_10:55:42
+  host      : h100-node-001
+  rank      : 5 (local_rank: 5)
+  exitcode  : 1 (pid: 1911)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def test_torchrun_exit_status_is_the_failure_line_only_when_nothing_explains_it():
+    assert diagnose_text(CHILD_FAILED_NO_TRACEBACK).unmatched.text == "exitcode  : 1 (pid: 1911)"
+    report = diagnose_text("[rank5]: " + OOM + "\n" + CHILD_FAILED_NO_TRACEBACK)
+    assert [f.id for f in report.findings] == ["oom-capacity"]
+    assert report.unmatched is None
+
+
 def test_validate_args_pp_split_is_not_a_vpp_finding():
     report = diagnose_text("ok", {"model.num_layers": 30, "model.pipeline_model_parallel_size": 4,
                                   "model.virtual_pipeline_model_parallel_size": 2})

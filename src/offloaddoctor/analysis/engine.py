@@ -8,6 +8,7 @@ from offloaddoctor.analysis.advice import add_advice
 from offloaddoctor.analysis.findings import (
     CONFIRMED, CONTRADICTED, UNKNOWN, ConfigEvidence, ConfigVerdict, Finding, Report, SourceSummary,
 )
+from offloaddoctor.analysis.failure_lines import says_only_that_a_rank_failed
 from offloaddoctor.analysis.known_issues import apply_known_issues
 from offloaddoctor.analysis.oom import apply_close_calls
 from offloaddoctor.analysis.ranks import format_ranks
@@ -193,6 +194,9 @@ def _unexplained_failure(
             candidate = line
     if candidate is None:
         return None
+    if findings and (says_only_that_a_rank_failed(candidate.text)
+                     or any(w in candidate.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)):
+        return None  # torchrun's word that a rank failed: the findings say why
     explaining = {f.signature.shares_match_of or f.id for f in findings}
     for matcher in matchers:
         if matcher.id in explaining and matcher.match(candidate.text) is not None:

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from offloaddoctor.lazy_pattern import lazy_compile
+
 # Each literal is on every line its alternative below matches (the scanner's gate and grep prefilter).
 FAILURE_LINE_LITERALS = ("Assertion `", "NCCL WARN", "received by PID", "exitcode  : ")
 FAILURE_LINE_PATTERN = (
@@ -19,6 +21,12 @@ FAILURE_LINE_PATTERN = (
     r"|^\s*exitcode  : -?[1-9]\d* \(pid"
 )
 _RAISING = ("raise ", "assert ", "assert(")
+_EXIT_STATUS = lazy_compile(r"^\s*exitcode  : -?\d+ \(pid")
+
+
+def says_only_that_a_rank_failed(text: str) -> bool:
+    """torchrun's `exitcode  : 1 (pid: …)`: shown when nothing else is known, never next to a finding."""
+    return _EXIT_STATUS.match(text) is not None
 
 
 def is_frame_header(body: str) -> bool:
