@@ -214,6 +214,19 @@ def test_torchrun_exit_status_is_the_failure_line_only_when_nothing_explains_it(
     assert report.unmatched is None
 
 
+def test_validate_args_assertion_with_its_message_is_the_failure_not_a_vpp_finding():
+    text = "\n".join([
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/workspace/Megatron-LM/megatron/training/arguments.py", line 412, in validate_args',
+        "[rank0]:     assert num_layers % args.transformer_pipeline_model_parallel_size == 0, \\",
+        "[rank0]: AssertionError: Number of layers should be divisible by the pipeline-model-parallel size",
+    ])
+    report = diagnose_text(text, {"model.num_layers": 30, "model.pipeline_model_parallel_size": 4,
+                                  "model.virtual_pipeline_model_parallel_size": 2})
+    assert report.findings == []
+    assert report.unmatched.text.startswith("AssertionError: Number of layers should be divisible")
+
+
 def test_validate_args_pp_split_is_not_a_vpp_finding():
     report = diagnose_text("ok", {"model.num_layers": 30, "model.pipeline_model_parallel_size": 4,
                                   "model.virtual_pipeline_model_parallel_size": 2})
