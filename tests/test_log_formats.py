@@ -87,6 +87,13 @@ def test_the_line_after_the_summary_is_scanned_as_usual():
     assert report.findings[0].config.verdict == "confirmed"
 
 
+@pytest.mark.parametrize("prefix", ["[rank0]: ", "[default0]:", "0: ", "2026-11-22 10:00:00,123 "])
+def test_the_summary_is_read_under_launcher_prefixes(prefix):
+    text = "\n".join(prefix + line for line in SUMMARY_050.splitlines()) + "\n" + prefix + OOM
+    finding = diagnose_text(text).findings[0]
+    assert (finding.id, finding.config.verdict) == ("oom-partial-optimizer-offload", "confirmed")
+
+
 def test_a_second_summary_starts_a_new_segment():
     collector = collect(SUMMARY_050 + "restarting\n" + SUMMARY_050)
     assert len(collector.segment_starts) == 2
@@ -339,3 +346,48 @@ def test_composed_fixtures_are_current():
     done = subprocess.run([sys.executable, str(FIXTURES.parent / "tools" / "compose_log_formats.py"), "--check"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
+
+
+# ---- the summary reader on generated blocks ----------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_FIELD = st.from_regex(r"[a-z][a-z0-9_]{0,20}", fullmatch=True)
+_VALUE = st.one_of(st.booleans(), st.none(), st.integers(-10**6, 10**6),
+                   st.floats(allow_nan=False, allow_infinity=False, width=32),
+                   st.text(st.characters(codec="ascii", exclude_categories=("Cc",)), max_size=12),
+                   st.lists(st.integers(0, 9), max_size=3))
+
+
+def _render(compared: dict, other: dict) -> str:
+    """The block as Bridge 0.3.1's log_non_default_values() builds it."""
+    lines = ["", "=" * 70, "Configuration Summary (Non-Default Values vs Megatron Core)", "=" * 70]
+    for section, values in compared.items():
+        if values:
+            lines.append(f"\n[{section}] Non-default values (vs Mcore {section.title()}Config):")
+            lines += [f"  {k}: {v!r}  (Mcore default: {None!r})" for k, v in sorted(values.items())]
+    lines += ["\n" + "-" * 70, "Other Configuration Values:", "-" * 70]
+    for section, values in other.items():
+        if values:
+            lines.append(f"\n[{section}]:")
+            lines += [f"  {k}: {v!r}" for k, v in sorted(values.items())]
+    lines.append("\n" + "=" * 70)
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_FIELD, _VALUE, max_size=6), st.dictionaries(_FIELD, _VALUE, max_size=6))
+def test_every_printed_value_reads_back(optimizer, train):
+    collector = collect(_render({"optimizer": optimizer}, {"train": train}))
+    read = {(v.key, v.source.line): v.value for v in collector.values if v.source.detail.startswith("Bridge summary,")
+            or v.source.detail == "Bridge summary"}
+    from offloaddoctor.config.keys import canonical_key
+
+    expected = [(canonical_key(f"optimizer.{k}"), v) for k, v in optimizer.items()]
+    expected += [(canonical_key(f"train.{k}"), v) for k, v in train.items()]
+    got = sorted((k, repr(v)) for (k, _), v in read.items())
+    assert got == sorted((k, repr(v)) for k, v in expected)
+    # the block closed: the defaults for keys it left out were added, and nothing after it is read as the block
+    assert any("not listed" in v.source.detail for v in collector.values)
+    assert collector.in_arguments is False

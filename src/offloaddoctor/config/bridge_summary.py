@@ -32,7 +32,9 @@ TITLE = "Configuration Summary (Non-Default Values vs Megatron Core)"
 _RULE = lazy_compile(r"^\s*(?:={20,}|-{20,})\s*$")
 _COMPARED = lazy_compile(r"^\[(\w+)\] Non-default values \(vs Mcore (\w+)\):\s*$")
 _OTHER_SECTION = lazy_compile(r"^\[(\w+)\]:\s*$")
-_ENTRY = lazy_compile(r"^  ([A-Za-z_]\w*): (.*)$")
+# Indented by two spaces as printed; prefixes (`[default0]:`, timestamps) may have eaten some of that, so
+# the field name's shape carries it: dataclass fields are lower-case snake_case.
+_ENTRY = lazy_compile(r"^\s*([a-z_][a-z0-9_]*): (.*)$")
 _DEFAULT_SUFFIX = "  (Mcore default: "
 _OTHER_TITLE = "Other Configuration Values:"
 # The Megatron-Core classes Bridge compares against, by section (log_non_default_values in 0.3.1).
