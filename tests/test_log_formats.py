@@ -391,3 +391,10 @@ def test_every_printed_value_reads_back(optimizer, train):
     # the block closed: the defaults for keys it left out were added, and nothing after it is read as the block
     assert any("not listed" in v.source.detail for v in collector.values)
     assert collector.in_arguments is False
+
+
+def test_explain_lists_known_upstream_bugs():
+    from offloaddoctor.render.catalog_view import render_explain
+
+    text = render_explain(load_catalog().get("pp-cpu-offload"))
+    assert "Known upstream bugs" in text and "Megatron-Bridge#2992" in text and "pull/3144" in text
