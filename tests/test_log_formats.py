@@ -398,3 +398,12 @@ def test_explain_lists_known_upstream_bugs():
 
     text = render_explain(load_catalog().get("pp-cpu-offload"))
     assert "Known upstream bugs" in text and "Megatron-Bridge#2992" in text and "pull/3144" in text
+
+
+def test_known_issues_survive_the_catalogue_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("OFFLOADDOCTOR_CACHE_DIR", str(tmp_path))
+    first, cached = load_catalog(), load_catalog()  # the second load reads the JSON cache
+    assert list(tmp_path.iterdir())
+    for catalog in (first, cached):
+        issue = catalog.get("pp-cpu-offload").known_issues[0]
+        assert issue.id == "Megatron-Bridge#2992" and issue.versions == ("0.3.1", "0.4.0rc0")

@@ -9,7 +9,6 @@ from offloaddoctor.analysis.findings import (
     CONFIRMED, CONTRADICTED, UNKNOWN, ConfigEvidence, ConfigVerdict, Finding, Report, SourceSummary,
 )
 from offloaddoctor.analysis.failure_lines import says_only_that_a_rank_failed
-from offloaddoctor.analysis.known_issues import apply_known_issues
 from offloaddoctor.analysis.oom import apply_close_calls
 from offloaddoctor.analysis.ranks import format_ranks
 from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
@@ -55,7 +54,10 @@ def build_report(
         if finding is not None:
             findings[signature.id] = finding
     ordered = sorted(findings.values(), key=lambda f: f.sort_key)
-    apply_known_issues(ordered, store)
+    if any(f.signature.known_issue_entries for f in ordered):  # rare: not imported otherwise
+        from offloaddoctor.analysis.known_issues import apply_known_issues
+
+        apply_known_issues(ordered, store)
     add_advice(ordered, store, scan.parameters)
     expandable = store.resolve("allocator.expandable_segments")
     apply_close_calls(ordered, None if expandable is None else expandable.value)

@@ -27,6 +27,15 @@ class KnownIssue:
     when: Predicate  # the config shape that reveals it
 
 
+def build_known_issues(entries) -> tuple[KnownIssue, ...]:
+    """Entries that passed load_known_issues (at load time, or before the catalogue was cached)."""
+    problems: list[str] = []
+    issues = load_known_issues(list(entries), lambda field, reason: problems.append(f"{field}: {reason}"))
+    if problems:
+        raise ValueError("; ".join(problems))
+    return issues
+
+
 def load_known_issues(raw, problem) -> tuple[KnownIssue, ...]:
     if not isinstance(raw, list) or not raw:
         problem("known_issues", "must be a non-empty list of mappings")

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from offloaddoctor.analysis.facts import FACT_PARSERS
 from offloaddoctor.catalog.cache import catalog_key, read_cached, write_cached
-from offloaddoctor.catalog.known_issues import load_known_issues
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
 from offloaddoctor.config.keys import is_known
@@ -216,7 +215,13 @@ def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], tru
     ):
         problem("references", "must be a non-empty list of mappings with `doc` or `source` (strings)")
     examples = _load_examples(data.get("examples"), data.get("match") is not None, problem) if "examples" in data else ()
-    known_issues = load_known_issues(data["known_issues"], problem) if "known_issues" in data else ()
+    known_issues = data.get("known_issues", ())
+    if known_issues and not trusted_patterns:  # checked unless a cache hit: those bytes passed it before
+        from offloaddoctor.catalog.known_issues import load_known_issues
+
+        load_known_issues(known_issues, problem)
+    elif "known_issues" in data and not known_issues:
+        problem("known_issues", "must be a non-empty list of mappings")
 
     if len(problems) > before:
         return None
@@ -225,7 +230,7 @@ def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], tru
         symptom=data["symptom"].strip(), cause=data["cause"].strip(), match=match, shares_match_of=shares,
         when=when, config=config, preflight=bool(data.get("preflight", False)),
         confirm=tuple(c.strip() for c in confirm), fix=fix, references=tuple(references),
-        examples=examples, path=where, known_issues=known_issues,
+        examples=examples, path=where, known_issue_entries=tuple(known_issues),
     )
 
 

@@ -25,6 +25,7 @@ that default, with the block's title line as their source.
 from __future__ import annotations
 
 from offloaddoctor.config.defaults import DEFAULTS, MCORE_VERSION
+from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.literals import parse_printed
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -37,7 +38,8 @@ _OTHER_SECTION = lazy_compile(r"^\[(\w+)\]:\s*$")
 _ENTRY = lazy_compile(r"^\s*([a-z_][a-z0-9_]*): (.*)$")
 _DEFAULT_SUFFIX = "  (Mcore default: "
 _OTHER_TITLE = "Other Configuration Values:"
-# The Megatron-Core classes Bridge compares against, by section (log_non_default_values in 0.3.1).
+# The Megatron-Core classes Bridge compares against, by section (log_non_default_values in 0.3.1; a DeepSeek
+# model is compared with MLATransformerConfig, which inherits these fields' defaults).
 COMPARED_CLASSES = {
     "model": "TransformerConfig",
     "optimizer": "OptimizerConfig",
@@ -101,8 +103,6 @@ class BridgeSummaryBlock:
         add, self._add = self._add, None
         if not complete:
             return
-        from offloaddoctor.config.keys import canonical_key
-
         listed = {canonical_key(k) for k in self._listed}
         for key, (value, owner) in DEFAULTS.items():
             if owner in COMPARED_CLASSES.values() and key not in listed:
