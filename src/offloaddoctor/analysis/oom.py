@@ -14,7 +14,7 @@ stays a capacity finding, marked `fragmentation_close_call`, and its fix starts 
 
 from __future__ import annotations
 
-from offloaddoctor.analysis.units import QUANTITY, to_bytes
+from offloaddoctor.analysis.units import QUANTITY, format_bytes, to_bytes
 from offloaddoctor.lazy_pattern import lazy_compile
 
 FRAGMENTATION_MIN_SHARE = 0.05
@@ -84,8 +84,6 @@ def fragmentation_close_call(facts: dict) -> bool:
 
 
 def close_call_wording(facts: dict) -> str:
-    from offloaddoctor.analysis.units import format_bytes
-
     share = facts.get("reserved_unallocated_share")
     of_gpu = f" ({share * 100:.1f} % of the GPU)" if share is not None else ""
     return (
@@ -97,10 +95,11 @@ def close_call_wording(facts: dict) -> str:
 
 def apply_close_calls(findings, expandable_segments_on) -> None:
     """A capacity finding on the edge of fragmentation: say so, and put the zero-cost fix first."""
-    if expandable_segments_on is True:
-        return
     for finding in findings:
-        if finding.facts.get("fragmentation_close_call") is True:
+        if finding.facts.get("fragmentation_close_call") is not True:
+            continue
+        if expandable_segments_on is True:  # already on: the slack was not the problem
+            del finding.facts["fragmentation_close_call"]
+        else:
             finding.facts["fragmentation_close_call"] = close_call_wording(finding.facts)
-            if EXPANDABLE_SEGMENTS not in finding.overrides:
-                finding.overrides = [EXPANDABLE_SEGMENTS, *finding.overrides]
+            finding.overrides = [EXPANDABLE_SEGMENTS, *(o for o in finding.overrides if o != EXPANDABLE_SEGMENTS)]
