@@ -81,6 +81,15 @@ def test_a_summary_cut_by_other_output_stops_there_and_assumes_no_defaults():
     assert values["optimizer.lr"].value == 0.0003  # before it: read
 
 
+def test_a_title_followed_by_endless_blank_lines_stops_being_a_block():
+    from offloaddoctor.config.bridge_summary import MAX_BLOCK_LINES
+
+    collector = collect("Configuration Summary (Non-Default Values vs Megatron Core)\n" + "\n" * (MAX_BLOCK_LINES + 10)
+                        + "  optimizer_cpu_offload: True\n")
+    assert collector.in_arguments is False
+    assert collector.values == []
+
+
 def test_the_line_after_the_summary_is_scanned_as_usual():
     report = diagnose_text(SUMMARY_050 + "[rank0]: " + OOM + "\n")
     assert [f.id for f in report.findings][:1] == ["oom-partial-optimizer-offload"]

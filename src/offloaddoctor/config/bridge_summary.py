@@ -38,6 +38,8 @@ _OTHER_SECTION = lazy_compile(r"^\[(\w+)\]:\s*$")
 _ENTRY = lazy_compile(r"^\s*([a-z_][a-z0-9_]*): (.*)$")
 _DEFAULT_SUFFIX = "  (Mcore default: "
 _OTHER_TITLE = "Other Configuration Values:"
+# A real block is ~150 lines; past this the "block" is something else, and reading every line is not free.
+MAX_BLOCK_LINES = 5000
 # The Megatron-Core classes Bridge compares against, by section (log_non_default_values in 0.3.1; a DeepSeek
 # model is compared with MLATransformerConfig, which inherits these fields' defaults).
 COMPARED_CLASSES = {
@@ -60,6 +62,9 @@ class BridgeSummaryBlock:
 
     def feed(self, text: str, line: int) -> bool:
         """True while the line belongs to the block; False on the line after it (the line is not consumed)."""
+        if line - self.title_line > MAX_BLOCK_LINES:
+            self.finish()
+            return False
         if _RULE.match(text):
             if text.strip().startswith("=") and (self._section is not None or self._in_other):
                 self.finish(complete=True)  # the closing rule; the one under the title comes before any section
