@@ -8,6 +8,8 @@ from offloaddoctor.analysis.advice import add_advice
 from offloaddoctor.analysis.findings import (
     CONFIRMED, CONTRADICTED, UNKNOWN, ConfigEvidence, ConfigVerdict, Finding, Report, SourceSummary,
 )
+from offloaddoctor.analysis.failure_lines import says_only_that_a_rank_failed
+from offloaddoctor.analysis.oom import apply_close_calls
 from offloaddoctor.analysis.ranks import format_ranks
 from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
 from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Aggregate, Evidence, Matcher, ScanResult
@@ -31,10 +33,13 @@ def build_report(
     if baseline is not None:
         apply_baseline(run, baseline.summary)
     findings: dict[str, Finding] = {}
+    unclaimed: list[Evidence] = []  # lines a signature matched but whose condition did not hold
     for aggregate in scan.aggregates:
         signature = _winner(catalog, aggregate, store, run)
         if signature is not None:
             _merge(findings, signature, aggregate, store, run)
+        elif aggregate.evidence:
+            unclaimed.append(aggregate.evidence[-1])
     for signature in catalog.signatures:
         if signature.id in findings:
             continue
@@ -49,11 +54,17 @@ def build_report(
         if finding is not None:
             findings[signature.id] = finding
     ordered = sorted(findings.values(), key=lambda f: f.sort_key)
+    if any(f.signature.known_issue_entries for f in ordered):  # rare: not imported otherwise
+        from offloaddoctor.analysis.known_issues import apply_known_issues
+
+        apply_known_issues(ordered, store)
     add_advice(ordered, store, scan.parameters)
+    expandable = store.resolve("allocator.expandable_segments")
+    apply_close_calls(ordered, None if expandable is None else expandable.value)
     notes = list(scan.warnings) + store.disagreements()
     return Report(
         findings=ordered,
-        unmatched=_unexplained_failure(scan, ordered, matchers),
+        unmatched=_unexplained_failure(scan, ordered, matchers, unclaimed),
         sources=[SourceSummary(path, lines) for path, lines in scan.lines_read.items()],
         notes=notes,
         run_facts=run.values,
@@ -173,13 +184,21 @@ def _override_value(value: Any) -> str:
     return "null" if value is None else format_value(value)
 
 
-def _unexplained_failure(scan: ScanResult, findings: list[Finding], matchers: list[Matcher]) -> Evidence | None:
-    """The most likely failure line (last exception of the last traceback, else the last error line),
-    unless a finding already explains it."""
+def _unexplained_failure(
+    scan: ScanResult, findings: list[Finding], matchers: list[Matcher], unclaimed: list[Evidence] = ()
+) -> Evidence | None:
+    """The most likely failure line (last exception of the last traceback, else the last error line, or a
+    line a signature matched although its condition did not hold), unless a finding already explains it."""
     candidates = [e for e in scan.exceptions if not any(w in e.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)]
     candidate = candidates[-1] if candidates else scan.last_error_line
+    for line in unclaimed if not candidates else ():
+        if candidate is None or (line.path == candidate.path and (line.line or 0) > (candidate.line or 0)):
+            candidate = line
     if candidate is None:
         return None
+    if findings and (says_only_that_a_rank_failed(candidate.text)
+                     or any(w in candidate.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)):
+        return None  # torchrun's word that a rank failed: the findings say why
     explaining = {f.signature.shares_match_of or f.id for f in findings}
     for matcher in matchers:
         if matcher.id in explaining and matcher.match(candidate.text) is not None:

@@ -14,8 +14,23 @@ def _cpu_offload_layers(text: str, captures: dict) -> dict:
     return {}
 
 
+# An OOM line without the caching allocator's figures (the CUDA runtime's `CUDA error: out of memory`,
+# NCCL's own allocation failures, a cut message) is still an OOM; it says what to collect next time.
+FIGURES_MISSING = (
+    "not in this message, so fragmentation cannot be told from capacity; next time collect "
+    "PYTORCH_CUDA_ALLOC_CONF, torch.cuda.memory_summary() at the failure, and --log-memory-interval N"
+)
+
+
+def _cuda_oom(text: str, captures: dict) -> dict:
+    facts = parse_oom(text)
+    if "requested_bytes" not in facts:
+        facts["allocator_figures"] = FIGURES_MISSING
+    return facts
+
+
 FACT_PARSERS: dict[str, Callable[[str, dict], dict]] = {
-    "cuda-oom": lambda text, captures: parse_oom(text),
+    "cuda-oom": _cuda_oom,
     "cpu-offload-layers": _cpu_offload_layers,
 }
 

@@ -42,6 +42,7 @@ class Finding:
     first_seen: int
     trigger: str = "log"
     files: list[str] = field(default_factory=list)  # every log file it appeared in (evidence keeps a few)  # "log": matched log lines; "config": the run's config alone; "metrics": run numbers
+    known_issues: list = field(default_factory=list)  # analysis/known_issues.py KnownIssueMatch
 
     @property
     def id(self) -> str:

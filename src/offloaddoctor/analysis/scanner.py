@@ -11,6 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from offloaddoctor.analysis.facts import FACT_PARSERS, captured_facts
+from offloaddoctor.analysis.failure_lines import (
+    FAILURE_LINE_LITERALS, FAILURE_LINE_PATTERN, is_frame_header, raising_statement,
+)
 from offloaddoctor.analysis.iterations import LITERAL as ITERATION_LITERAL
 from offloaddoctor.analysis.iterations import IterationRecord, parse_iteration_speed
 from offloaddoctor.catalog.model import Catalog, MatchSpec
@@ -37,9 +40,12 @@ _ITERATION_BYTES = ITERATION_LITERAL.encode()
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
-_ERROR_LITERALS = ("Error:", "Exception:", "ERROR", "error:", "Killed", "Segmentation fault", "exit code", "exited with code")
+_ERROR_LITERALS = ("Error:", "Exception:", "ERROR", "error:", "Killed", "Segmentation fault", "exit code", "exited with code",
+                   *FAILURE_LINE_LITERALS)
+# NCCL's `Last error:` only introduces the line after it, which is the one to show.
 _ERROR_LINE = lazy_compile(
-    r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]"
+    r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|(?<!Last )\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]|"
+    + FAILURE_LINE_PATTERN
 )
 _EXCEPTION_LINE = lazy_compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)(?::|$)")
 _CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
@@ -126,6 +132,8 @@ class Scanner:
         self._iteration_sampling: dict[tuple[str, int], list[int]] = {}  # (path, segment) -> [seen, stride]
         self._timeouts: dict[str, int] = {}
         self._user_budget = USER_PATTERN_BUDGET_S
+        self._traceback_indent: dict[int | None, int] = {}
+        self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
 
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
         for source in sources:
@@ -199,9 +207,14 @@ class Scanner:
             if awaiting:
                 for rank, opened in list(awaiting.items()):
                     if line_number - opened > _TRACEBACK_MAX_LINES:
+                        self._close_cut_traceback(rank)
                         del awaiting[rank]  # a traceback that never ended (interleaved or cut output)
             if reader is not None:
                 reader.every_line = bool(awaiting or collector.in_arguments)
+        collector.finish()
+        for rank in awaiting:
+            self._close_cut_traceback(rank)
+        self._raising_frame.clear()
         self.result.lines_read[path] = line_number
 
     def _gate(self, raw: str) -> bool:
@@ -221,6 +234,9 @@ class Scanner:
                 return
         if TRACEBACK in text:
             awaiting[rank] = line_number
+            # torchrun's root-cause block indents the whole traceback: `  traceback : Traceback (most …`
+            self._traceback_indent[rank] = len(text) - len(text.lstrip())
+            self._raising_frame.pop(rank, None)
             return
         if ITERATION_LITERAL in text:
             self._iteration(path, line_number, rank, collector.segment, text)
@@ -232,16 +248,31 @@ class Scanner:
     def _traceback_line(self, path: str, line: int, rank: int | None, text: str, awaiting: dict) -> bool:
         """True while the line is a frame of the open traceback; records the exception line that ends it."""
         if line - awaiting[rank] > _TRACEBACK_MAX_LINES:
+            self._close_cut_traceback(rank)
             del awaiting[rank]
             return False
-        if not text.strip() or text[:1].isspace() or text.startswith(_CHAINED) or TRACEBACK in text:
+        indent = self._traceback_indent.get(rank, 0)
+        body = text[indent:] if indent and text[:indent].isspace() else text
+        if not text.strip() or body[:1].isspace() or body.startswith(_CHAINED) or TRACEBACK in text:
+            statement = raising_statement(body)
+            if statement is not None:
+                self._raising_frame[rank] = Evidence(path, line, rank, statement)
+            elif is_frame_header(body):
+                self._raising_frame.pop(rank, None)
             return True
-        if _EXCEPTION_LINE.match(text):
+        if _EXCEPTION_LINE.match(body):
             del awaiting[rank]
-            self._remember_exception(Evidence(path, line, rank, text.strip()))
-            self._match(path, line, rank, text)
+            self._raising_frame.pop(rank, None)
+            self._remember_exception(Evidence(path, line, rank, body.strip()))
+            self._match(path, line, rank, body)
             return True
         return False
+
+    def _close_cut_traceback(self, rank: int | None) -> None:
+        """A pasted traceback that stops at its last frame: the `raise`/`assert` there is the failure."""
+        frame = self._raising_frame.pop(rank, None)
+        if frame is not None:
+            self._remember_exception(frame)
 
     def _remember_exception(self, evidence: Evidence) -> None:
         exceptions = self.result.exceptions

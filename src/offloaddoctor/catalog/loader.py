@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
 _ID = lazy_compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _FIELDS_REQUIRED = ("id", "title", "severity", "priority", "symptom", "cause", "confirm", "fix", "references", "examples")
-_FIELDS_OPTIONAL = ("match", "when", "config", "preflight")
+_FIELDS_OPTIONAL = ("match", "when", "config", "preflight", "known_issues")
 
 
 
@@ -230,18 +230,25 @@ def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], tru
     ):
         problem("references", "must be a non-empty list of mappings with `doc` or `source` (strings)")
     examples = _load_examples(data.get("examples"), data.get("match") is not None, problem) if "examples" in data else ()
+    known_issues = data.get("known_issues", ())
+    if known_issues and not trusted_patterns:  # checked unless a cache hit: those bytes passed it before
+        from offloaddoctor.catalog.known_issues import load_known_issues
+
+        load_known_issues(known_issues, problem)
+    elif "known_issues" in data and not known_issues:
+        problem("known_issues", "must be a non-empty list of mappings")
 
     if len(problems) > before or fix is None:  # (a missing fix is one of the problems)
         return None
     # A team's catalogue is as untrusted as a log (a repository's .offloaddoctor.yaml can point at one): every
     # string that is shown goes through the log text's escaping here, once, for every renderer.
     return Signature(
-        id=data["id"], title=safe_text(data["title"]), severity=data["severity"], priority=data["priority"],
+        id=signature_id, title=safe_text(data["title"]), severity=data["severity"], priority=priority,
         symptom=safe_lines(data["symptom"].strip()), cause=safe_lines(data["cause"].strip()), match=match,
         shares_match_of=shares, when=when, config=config, preflight=bool(data.get("preflight", False)),
-        confirm=tuple(safe_lines(c.strip()) for c in data["confirm"]), fix=fix,
-        references=tuple({safe_text(k): safe_text(v) for k, v in r.items()} for r in data["references"]),
-        examples=examples, path=where,
+        confirm=tuple(safe_lines(c.strip()) for c in confirm), fix=fix,
+        references=tuple({safe_text(k): safe_text(v) for k, v in r.items()} for r in references),
+        examples=examples, path=where, known_issue_entries=tuple(known_issues),
     )
 
 

@@ -74,8 +74,14 @@ def _megatron_lm_cpu_offloading(store: ConfigStore) -> None:
 def _layers_per_pipeline_rank(store: ConfigStore) -> None:
     layers, stages = store.resolve("model.num_layers"), store.resolve("model.pipeline_model_parallel_size")
     count, size = (number(layers.value) if layers else None), (number(stages.value) if stages else None)
-    if count is not None and size:
-        store.set_derived(_derived("model.layers_per_pipeline_rank", int(count // size), layers, stages))
+    if count is None or not size:
+        return
+    uneven = any(store.resolve(k) is not None and store.resolve(k).value is not None for k in (
+        "model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage"))
+    if count % size and not uneven:
+        # Megatron-LM's validate_args rejects this split before any VPP check: no per-rank count to judge.
+        return
+    store.set_derived(_derived("model.layers_per_pipeline_rank", int(count // size), layers, stages))
 
 
 def _suggested_offload_fraction(store: ConfigStore) -> None:

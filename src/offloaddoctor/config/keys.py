@@ -54,6 +54,8 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("env.PYTORCH_CUDA_ALLOC_CONF", "PyTorch caching-allocator settings"),
     KnownKey("env.PYTORCH_ALLOC_CONF", "PyTorch allocator settings (newer name)"),
     KnownKey("env.NCCL_GRAPH_REGISTER", "NCCL buffer registration under CUDA graphs"),
+    KnownKey("runtime.megatron_bridge_version", "megatron-bridge version, from a pip list / pip freeze line in the log"),
+    KnownKey("runtime.megatron_core_version", "megatron-core version, from a pip list / pip freeze line in the log"),
     KnownKey("runtime.te_fused_adam_available", "False when MCore logs that it fell back to torch optimizers"),
     # Read by the memory model (memory/shape.py).
     KnownKey("model.hidden_size", "hidden size"),

@@ -64,6 +64,7 @@ class RunReader:
                 self._read_line(name, line_number, raw, default_rank, collector)
             if reader is not None:
                 reader.every_line = collector.in_arguments  # an arguments block is read line by line
+        collector.finish()
         self.run.sources.append((name, line_number))
 
     def _read_line(self, name: str, line_number: int, raw: str, default_rank: int | None,

@@ -19,6 +19,8 @@ _LABELS = {
     "reserved_unallocated_bytes": "reserved but unallocated",
     "reserved_unallocated_share": "reserved-unallocated share of the GPU",
     "fragmentation_suspected": "fragmentation suspected",
+    "fragmentation_close_call": "close call",
+    "allocator_figures": "allocator figures",
     "gpu": "GPU index",
     "median_iteration_ms": "steady-state iteration time",
     "baseline_iteration_ms": "iteration time before offloading",
