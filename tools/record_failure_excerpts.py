@@ -15,7 +15,6 @@ Paths are rewritten: the venv's site-packages -> /usr/local/lib/python3.11/dist-
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import sysconfig
