@@ -21,6 +21,7 @@ from offloaddoctor.lazy_pattern import lazy_compile
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
+    from collections.abc import Sequence
 
 _PLACEHOLDER = lazy_compile(r"\{([\w.]+)\}")
 
@@ -185,7 +186,7 @@ def _override_value(value: Any) -> str:
 
 
 def _unexplained_failure(
-    scan: ScanResult, findings: list[Finding], matchers: list[Matcher], unclaimed: list[Evidence] = ()
+    scan: ScanResult, findings: list[Finding], matchers: list[Matcher], unclaimed: Sequence[Evidence] = ()
 ) -> Evidence | None:
     """The most likely failure line (last exception of the last traceback, else the last error line, or a
     line a signature matched although its condition did not hold), unless a finding already explains it."""

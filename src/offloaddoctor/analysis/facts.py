@@ -23,7 +23,7 @@ FIGURES_MISSING = (
 
 
 def _cuda_oom(text: str, captures: dict) -> dict:
-    facts = parse_oom(text)
+    facts: dict[str, object] = dict(parse_oom(text))
     if "requested_bytes" not in facts:
         facts["allocator_figures"] = FIGURES_MISSING
     return facts

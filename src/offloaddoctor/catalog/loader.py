@@ -240,6 +240,8 @@ def _build_signature(path: Path, data: dict, problems: list[CatalogProblem], tru
 
     if len(problems) > before or fix is None:  # (a missing fix is one of the problems)
         return None
+    assert isinstance(signature_id, str) and isinstance(priority, int)
+    assert isinstance(confirm, list) and isinstance(references, list)
     # A team's catalogue is as untrusted as a log (a repository's .offloaddoctor.yaml can point at one): every
     # string that is shown goes through the log text's escaping here, once, for every renderer.
     return Signature(

@@ -76,8 +76,10 @@ def _layers_per_pipeline_rank(store: ConfigStore) -> None:
     count, size = (number(layers.value) if layers else None), (number(stages.value) if stages else None)
     if count is None or not size:
         return
-    uneven = any(store.resolve(k) is not None and store.resolve(k).value is not None for k in (
-        "model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage"))
+    uneven = any(
+        resolved is not None and resolved.value is not None
+        for resolved in map(store.resolve, ("model.num_layers_in_first_pipeline_stage",
+                                            "model.num_layers_in_last_pipeline_stage")))
     if count % size and not uneven:
         # Megatron-LM's validate_args rejects this split before any VPP check: no per-rank count to judge.
         return
