@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -162,3 +163,14 @@ def test_plot_without_matplotlib_is_one_clear_line(monkeypatch):
     monkeypatch.chdir(FAMILY)
     result = RUNNER.invoke(app, ["compare", "baseline.log", "opt025.log", "--plot", "x.png"])
     assert result.exit_code == 2 and "pip install 'offloaddoctor[plot]'" in result.stderr
+
+
+def test_predicted_saving_comes_from_the_memory_model():
+    from offloaddoctor.api import compare
+
+    root = Path(__file__).resolve().parents[1] / "fixtures"
+    comparison = compare(str(root / "compare-family/baseline.log"), [str(root / "memory-calibration/c14-opt075.log.gz")])
+    assert comparison.state_basis.startswith("optimizer state per GPU from the memory model")
+    run = comparison.runs[0]
+    assert run.expected_saving_mb == pytest.approx(0.75 * 470_503_424 * 12 / 2**20, abs=1)
+    assert abs(run.memory_saving_mb - run.expected_saving_mb) < 0.06 * run.expected_saving_mb  # measured 3839 MiB

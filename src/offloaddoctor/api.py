@@ -193,7 +193,21 @@ def compare(
         path: [f.id for f in diagnose([path], catalog=catalog).findings if f.signature.severity == "error"]
         for path in paths
     }
-    return compare_runs(measured[0], measured[1:], errors, criteria or Criteria())
+    return compare_runs(measured[0], measured[1:], errors, criteria or Criteria(), _model_state_mb(measured[0]))
+
+
+def _model_state_mb(run) -> tuple[float, str] | None:
+    """The memory model's offloadable optimizer state per GPU for a run's arguments block (None: keys missing)."""
+    from offloaddoctor.memory import estimate as model_estimate, read_shape
+
+    values = [ConfigValue(canonical_key(k), v, Source(run.path, None, "arguments block"), "log")
+              for k, v in run.arguments.items()]
+    try:
+        shape = read_shape(build_store(values)).with_changes(optimizer_cpu_offload=False)
+    except UserError:
+        return None
+    states = next(c for c in model_estimate(shape).most_loaded.components if c.name == "optimizer_states")
+    return states.bytes / 2**20, states.formula
 
 
 def __getattr__(name: str):
