@@ -61,7 +61,21 @@ def diagnose(
 
     scan = scan_sources(matchers, sources, on_bytes=on_bytes)
     store = build_store(*(c.values for c in scan.collectors), explicit)
-    return build_report(catalog, scan, store, matchers, baseline_metrics)
+    report = build_report(catalog, scan, store, matchers, baseline_metrics)
+    report.notes[:0] = _unknown_set_keys(explicit, catalog, store)
+    return report
+
+
+def _unknown_set_keys(explicit: list[ConfigValue], catalog: Catalog, store) -> list[str]:
+    """Notes for `--set` keys that nothing reads: a typo would otherwise change nothing, silently."""
+    if not any(v.origin == "set" for v in explicit):
+        return []
+    from offloaddoctor.catalog.predicates import names_in
+    from offloaddoctor.config.overrides import unknown_key_notes
+
+    read = {key for s in catalog.signatures for predicate in (s.when, s.config) for key in names_in(predicate, "key")}
+    present = {v.key for key in store.keys() for v in [store.resolve(key)] if v is not None and v.origin not in ("set", "derived", "default")}
+    return unknown_key_notes(explicit, read, present)
 
 
 def diagnose_text(
@@ -119,6 +133,7 @@ def check(
         attach_memory(report, memory)
     if memory_note:
         report.notes.append(memory_note)
+    report.notes[:0] = _unknown_set_keys(values, catalog, store)
     return report
 
 

@@ -24,6 +24,7 @@ class OutputFormat(str, Enum):
 class FailOn(str, Enum):
     error = "error"
     warning = "warning"
+    unknown = "unknown"  # errors, and a failure line no signature explains
     never = "never"
 
 
