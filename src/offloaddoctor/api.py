@@ -188,7 +188,7 @@ def compare(
     paths = [baseline, *runs]
     unknown = [p for p in (run_configs or {}) if p not in paths]
     if unknown:
-        raise UserError(f"--config {unknown[0]}=…: {unknown[0]} is not one of the logs being compared")
+        raise UserError(f"--run-config {unknown[0]}=…: {unknown[0]} is not one of the logs being compared")
     resolve_sources(paths)  # every path is checked before any is read
     catalog = catalog or load_catalog()
     measured = []

@@ -7,11 +7,11 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import app
+from offloaddoctor.cli._app import Command, app
 from offloaddoctor.cli.common import FailOn, OutputFormat
 
 
-@app.command(short_help="Find known offloading/memory failures in logs; check them against the config.")
+@app.command(cls=Command, short_help="Find known offloading/memory failures in logs; check them against the config.")
 def diagnose(
     logs: List[str] = typer.Argument(..., metavar="LOG...", help="Log files, directories of logs, or - for standard input."),
     config: List[str] = typer.Option([], "--config", "-c", metavar="PATH", help="Run config: Bridge/Megatron YAML or a launch script. Repeatable."),
