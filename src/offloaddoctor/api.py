@@ -40,8 +40,11 @@ def diagnose(
     """Scan logs (files, directories, `-`) and correlate every finding with the run's config. `baseline`:
     a healthy run's log whose measured iteration time decides the slowdown finding instead of heuristics."""
     catalog = catalog or load_catalog(signature_dirs)
-    explicit = explicit_config(config_paths, overrides)
     sources = resolve_sources(paths, recursive)
+    from offloaddoctor.config.mixups import refuse_configs_as_logs
+
+    refuse_configs_as_logs([p for p in paths if p != "-"])
+    explicit = explicit_config(config_paths, overrides)
     baseline_metrics = None
     if baseline is not None:
         from offloaddoctor.metrics import run_metrics

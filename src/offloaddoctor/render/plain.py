@@ -157,8 +157,8 @@ def shown_notes(report: Report, details: bool = False) -> list[str]:
             continue
         notes.append(safe_text(note))
     if left_out:
-        notes.append(f"{left_out} more config value{'s' if left_out != 1 else ''} differ between the config and the log "
-                     "for keys no finding reads (--details lists them)")
+        notes.append(f"{left_out} more config value{'s differ' if left_out != 1 else ' differs'} between the config and "
+                     "the log, for keys no finding reads (--details lists them)")
     return notes
 
 
