@@ -171,7 +171,7 @@ def all_empty(report: Report) -> bool:
     return bool(report.sources) and all(s.lines == 0 for s in report.sources)
 
 
-DETAILS_HINT = "Details per finding below; --details adds causes, confirmation steps and every note."
+DETAILS_HINT = "Details below; --details (-v) adds causes, confirmation steps and every note."
 
 
 def finding_blocks(findings: list[Finding], details: bool = True) -> list[str]:

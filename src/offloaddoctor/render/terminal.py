@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -41,18 +42,33 @@ def render_terminal(report: Report, console: Console, details: bool = False) -> 
         _render_report(report, console, details)
 
 
-def summary_grid(report: Report) -> Table:
-    """One row per finding, root cause first: what failed, where, whether the config confirms it, the fix."""
-    table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False, header_style="bold")
-    for name in SUMMARY_HEADER[:-1]:
-        table.add_column(name, no_wrap=True)
-    table.add_column(SUMMARY_HEADER[-1], overflow="fold")
-    for finding, row in zip(report.findings, summary_rows(report)):
-        severity = finding.signature.severity
+def print_summary(report: Report, console: Console) -> None:
+    """One line per finding, root cause first: what failed, where, whether the config confirms it, the fix.
+    A fix that does not fit beside its row (an 80-column terminal) goes on the line below it, wrapped between
+    override items rather than inside them."""
+    rows = summary_rows(report)
+    widths = [max(len(row[column]) for row in [SUMMARY_HEADER, *rows]) for column in range(len(SUMMARY_HEADER) - 1)]
+    lead = sum(widths) + 2 * len(widths)
+    fits = [lead + len(row[-1]) <= console.width for row in rows]
+    header = list(SUMMARY_HEADER) if fits[0] else list(SUMMARY_HEADER[:-1])
+    console.print(Text("  ".join(cell.ljust(width) for cell, width in zip(header, widths + [0])).rstrip(), style="bold"),
+                  overflow="fold")
+    for finding, row, one_line in zip(report.findings, rows, fits):
         verdict_style = _VERDICT_STYLE.get(finding.config.verdict, "") if row[4] != "-" else "dim"
-        table.add_row(row[0], Text(row[1], style=_SEVERITY_STYLE[severity]), Text(row[2], style="bold"),
-                      Text(row[3], style="cyan"), Text(row[4], style=verdict_style), Text(row[5], style="bold green"))
-    return table
+        styles = ("", _SEVERITY_STYLE[finding.signature.severity], "bold", "cyan", verdict_style)
+        line = Text()
+        for cell, width, style in zip(row, widths, styles):
+            line.append(cell.ljust(width) + "  ", style=style)
+        fix = Text(row[-1], style="bold green")
+        if one_line:
+            console.print(line + fix, no_wrap=True, overflow="fold")
+        else:
+            console.print(line.rstrip() or line, overflow="fold")
+            below = Table.grid(padding=(0, 1))
+            below.add_column(no_wrap=True)
+            below.add_column()
+            below.add_row("fix:", fix)
+            console.print(Padding(below, (0, 0, 0, len(row[0]) + 2), expand=False))
 
 
 def _render_report(report: Report, console: Console, details: bool = False) -> None:
@@ -60,7 +76,7 @@ def _render_report(report: Report, console: Console, details: bool = False) -> N
     for line in up_front_lines(report):
         console.print(Text(line, style="bold yellow"))
     if report.findings:
-        console.print(summary_grid(report))
+        print_summary(report, console)
     if report.unmatched:
         title = "No signature explains this failure line" if report.findings else "No known failure matched"
         body = Text(evidence_location(report.unmatched) + "\n", style="cyan")
