@@ -234,9 +234,21 @@ def test_set_value_of_the_wrong_type_is_an_error(item, fragment):
 
 
 def test_set_null_and_right_types_are_accepted():
-    report = check([], ["model.virtual_pipeline_model_parallel_size=null", "optimizer.optimizer_offload_fraction=1",
-                        "optimizer.optimizer_cpu_offload=1"])
-    assert report is not None
+    from offloaddoctor.config.overrides import parse_overrides
+
+    values = parse_overrides(["model.virtual_pipeline_model_parallel_size=null", "optimizer.optimizer_offload_fraction=1",
+                              "optimizer.optimizer_cpu_offload=1", "model.num_layers=8"])
+    assert [v.value for v in values] == [None, 1, 1, 8]
+
+
+def test_a_config_value_of_the_wrong_type_makes_its_constraints_not_checkable(tmp_path):
+    config = tmp_path / "cfg.yaml"
+    config.write_text("optimizer:\n  optimizer_cpu_offload: true\n  optimizer_offload_fraction: banana\n")
+    report = check([str(config)])
+    unchecked = {u.id: u.missing for u in report.unchecked}
+    assert unchecked["optimizer-offload-fraction-range"] == (
+        f"optimizer.optimizer_offload_fraction (a number, not 'banana' at {config}:3)",)
+    assert "optimizer-offload-fraction-range" not in report.passed
 
 
 # --- one vocabulary ---------------------------------------------------------------------------------------------

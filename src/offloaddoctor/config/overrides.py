@@ -21,7 +21,7 @@ def parse_overrides(items: Sequence[str]) -> list[ConfigValue]:
         if not sep or not _KEY.match(key):
             raise UserError(f"--set {item!r}: expected KEY=VALUE, e.g. optimizer.optimizer_cpu_offload=True")
         canonical, value = canonical_key(key), parse_override(raw_value)
-        problem = _type_problem(canonical, value)
+        problem = type_problem(canonical, value)
         if problem:
             raise UserError(f"--set {item}: {canonical} takes {problem}, not {raw_value.strip()!r}")
         values.append(ConfigValue(canonical, value, Source("--set", None, f"#{position} {key}"), "set"))
@@ -31,8 +31,9 @@ def parse_overrides(items: Sequence[str]) -> list[ConfigValue]:
 _KIND_WORDS = {"bool": "True or False", "int": "a whole number", "number": "a number"}
 
 
-def _type_problem(key: str, value) -> str | None:
-    """What a known key takes, when `value` is not that (None, `null`, is always allowed)."""
+def type_problem(key: str, value) -> str | None:
+    """What a known key takes, when `value` is not that (None, `null`, is always allowed). A YAML config's
+    `true`/`0.5` arrive typed; strings that parse as the type (a launch script's `0.5`) are accepted."""
     kind = VALUE_KINDS.get(key)
     if kind is None or value is None:
         return None

@@ -25,7 +25,7 @@ def check_headline(report: CheckReport) -> str:
 def unchecked_lines(report: CheckReport) -> list[str]:
     if not report.unchecked:
         return []
-    lines = ["Not checked (keys not set, so neither confirmed nor ruled out):"]
+    lines = ["Not checked (keys not set or of the wrong type, so neither confirmed nor ruled out):"]
     for item in report.unchecked:
         lines.append(f"  {item.id}: needs {', '.join(item.missing) or 'more keys'}")
     return lines
