@@ -92,12 +92,12 @@ def config_mismatch(store: ConfigStore) -> str | None:
             continue
         logged = [v for v in resolved.overridden if v.origin == "log"]
         if logged:
-            differences.append(f"{key} is {format_value(resolved.value)} in the config ({resolved.source}) "
-                               f"but {format_value(logged[-1].value)} in the log ({logged[-1].source})")
+            differences.append(f"{key} {format_value(resolved.value)} vs {format_value(logged[-1].value)}")
     if not differences:
         return None
-    return ("the config is probably from another run: " + "; ".join(differences)
-            + ". Verdicts read the config's values: check that it belongs to this log")
+    shown = ", ".join(differences[:3]) + (f" and {len(differences) - 3} more" if len(differences) > 3 else "")
+    return (f"the config is probably from another run: it disagrees with the log on the model (config vs log: {shown}). "
+            "Verdicts read the config's values: check that the config belongs to this log")
 
 
 def _empty_log_notes(scan: ScanResult) -> list[str]:
