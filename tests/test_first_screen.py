@@ -221,13 +221,22 @@ def test_set_key_typo_is_reported_with_did_you_mean():
     assert not any("no check reads" in n for n in check([many], ["optimizer.optimizer_offload_fraction=0.5"]).notes)
 
 
+def test_set_key_typo_in_estimate():
+    from offloaddoctor.api import estimate
+
+    report = estimate([str(BRIDGE / "run_config.yaml")], ["model.hiden_size=4096", "model.seq_length=4096",
+                                                          "model.vocab_size=32000"])
+    assert report.notes[0].startswith("--set model.hiden_size: no check reads this key")
+    assert "did you mean model.hidden_size" in report.notes[0]
+
+
 @pytest.mark.parametrize(("item", "fragment"), [
     ("optimizer.optimizer_offload_fraction=banana", "takes a number, not 'banana'"),
     ("optimizer.optimizer_cpu_offload=maybe", "takes True or False"),
     ("model.pipeline_model_parallel_size=2.5", "takes a whole number"),
 ])
 def test_set_value_of_the_wrong_type_is_an_error(item, fragment):
-    for command in (["check"], ["diagnose", MULTIRANK]):
+    for command in (["check"], ["diagnose", MULTIRANK], ["estimate"]):
         result = run(*command, "--set", item)
         assert result.exit_code == 2, result.output
         assert result.stderr.startswith(f"offloaddoctor: error: --set {item}: ") and fragment in result.stderr
@@ -256,13 +265,15 @@ def test_a_config_value_of_the_wrong_type_makes_its_constraints_not_checkable(tm
 
 @pytest.mark.parametrize(("command", "offered"), [
     (["check"], "<auto|terminal|text|json>"),
+    (["estimate"], "<text|json|markdown>"),  # markdown is implemented there
     (["compare"], "<text|json>"),
     (["bisect"], "<text|json>"),
     (["signatures"], "<text|json>"),
 ])
 def test_formats_offered_only_where_implemented(command, offered):
     result = run(*command, "--help")
-    assert offered in result.stdout and "junit" not in result.stdout and "markdown" not in result.stdout
+    assert offered in result.stdout and "junit" not in result.stdout and "github" not in result.stdout
+    assert "markdown" not in result.stdout.replace(offered, "")
 
 
 def test_metavars_and_names():

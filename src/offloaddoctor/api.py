@@ -170,7 +170,10 @@ def estimate(
     logs = [p for p in config_paths if Path(p).suffix.lower() in LOG_SUFFIXES]
     values = [v for path in logs for v in load_log_config(path)]
     values += explicit_config([p for p in config_paths if p not in logs], overrides)
-    return build_estimate(values, list(config_paths), capacity, budget, world_size, catalog or load_catalog())
+    catalog = catalog or load_catalog()
+    report = build_estimate(values, list(config_paths), capacity, budget, world_size, catalog)
+    report.notes[:0] = _unknown_set_keys(values, catalog, build_store(values))
+    return report
 
 
 def compare(
