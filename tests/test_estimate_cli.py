@@ -112,3 +112,13 @@ def test_a_real_oom_is_sized_by_the_whole_step_not_the_failed_request(in_repo):
     assert finding.facts["cheapest_change_that_fits"].startswith("selective recompute")
     assert finding.overrides == ["model.recompute_granularity=selective", "model.recompute_modules=[core_attn]"]
     assert not any(key.startswith("_") for key in finding.facts)
+
+
+def test_an_oom_that_the_config_cannot_explain_says_so(in_repo):
+    from offloaddoctor.api import diagnose
+
+    recorded = diagnose(["fixtures/oom-capacity-recorded/job.log"]).findings[0]
+    assert "estimate_vs_allocated" not in recorded.facts  # 72.7 GiB allocated, the model ~93 GiB: consistent
+    case = "fixtures/oom-partial-optimizer-offload-bridge/"
+    composed = diagnose([case + "job.log"], [case + "run_config.yaml"]).findings[0]
+    assert "7.0x the memory model's peak" in composed.facts["estimate_vs_allocated"]  # a synthetic 76 GiB message

@@ -409,7 +409,7 @@ def test_output_is_written_whatever_the_console_encoding(tmp_path, encoding):
     message = "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading é − \u202e"
     (logs / os.fsdecode(b"rank0-\xff\xfe.log")).write_text(message + "\n", encoding="utf-8")
     for fmt in ("text", "json", "junit", "terminal"):
-        result = subprocess.run([sys.executable, "-m", "offloaddoctor", "diagnose", str(logs), "-f", fmt],
+        result = subprocess.run([sys.executable, "-m", "offloaddoctor", "diagnose", str(logs), "-f", fmt, "--details"],
                                 capture_output=True, timeout=60, env={**os.environ, "PYTHONIOENCODING": encoding},
                                 check=False)
         assert result.returncode == 1 and result.stderr == b"", result.stderr.decode(errors="replace")

@@ -40,8 +40,11 @@ def diagnose(
     """Scan logs (files, directories, `-`) and correlate every finding with the run's config. `baseline`:
     a healthy run's log whose measured iteration time decides the slowdown finding instead of heuristics."""
     catalog = catalog or load_catalog(signature_dirs)
-    explicit = explicit_config(config_paths, overrides)
     sources = resolve_sources(paths, recursive)
+    from offloaddoctor.config.mixups import refuse_configs_as_logs
+
+    refuse_configs_as_logs([p for p in paths if p != "-"])
+    explicit = explicit_config(config_paths, overrides)
     baseline_metrics = None
     if baseline is not None:
         from offloaddoctor.metrics import run_metrics
@@ -65,7 +68,21 @@ def diagnose(
         if unreadable is not None:
             raise unreadable
     store = build_store(*(c.values for c in scan.collectors), explicit)
-    return build_report(catalog, scan, store, matchers, baseline_metrics)
+    report = build_report(catalog, scan, store, matchers, baseline_metrics)
+    report.notes[:0] = _unknown_set_keys(explicit, catalog, store)
+    return report
+
+
+def _unknown_set_keys(explicit: list[ConfigValue], catalog: Catalog, store) -> list[str]:
+    """Notes for `--set` keys that nothing reads: a typo would otherwise change nothing, silently."""
+    if not any(v.origin == "set" for v in explicit):
+        return []
+    from offloaddoctor.catalog.predicates import names_in
+    from offloaddoctor.config.overrides import unknown_key_notes
+
+    read = {key for s in catalog.signatures for predicate in (s.when, s.config) for key in names_in(predicate, "key")}
+    present = {v.key for key in store.keys() for v in [store.resolve(key)] if v is not None and v.origin not in ("set", "derived", "default")}  # noqa: SIM118 - a ConfigStore
+    return unknown_key_notes(explicit, read, present)
 
 
 def diagnose_text(
@@ -123,6 +140,7 @@ def check(
         attach_memory(report, memory)
     if memory_note:
         report.notes.append(memory_note)
+    report.notes[:0] = _unknown_set_keys(values, catalog, store)
     return report
 
 
@@ -156,7 +174,10 @@ def estimate(
     logs = [p for p in config_paths if Path(p).suffix.lower() in LOG_SUFFIXES]
     values = [v for path in logs for v in load_log_config(path)]
     values += explicit_config([p for p in config_paths if p not in logs], overrides)
-    return build_estimate(values, list(config_paths), capacity, budget, world_size, catalog or load_catalog())
+    catalog = catalog or load_catalog()
+    report = build_estimate(values, list(config_paths), capacity, budget, world_size, catalog)
+    report.notes[:0] = _unknown_set_keys(values, catalog, build_store(values))
+    return report
 
 
 def compare(
@@ -177,7 +198,7 @@ def compare(
     paths = [baseline, *runs]
     unknown = [p for p in (run_configs or {}) if p not in paths]
     if unknown:
-        raise UserError(f"--config {unknown[0]}=…: {unknown[0]} is not one of the logs being compared")
+        raise UserError(f"--run-config {unknown[0]}=…: {unknown[0]} is not one of the logs being compared")
     resolve_sources(paths)  # every path is checked before any is read
     catalog = catalog or load_catalog()
     measured = []

@@ -3,7 +3,7 @@
 Read from `.offloaddoctor.yaml` or `[tool.offloaddoctor]` in `pyproject.toml`, the nearest one found
 walking up from the current directory; command-line options add to it or override it.
 
-    fail_on: warning                    # error (default) | warning | never
+    fail_on: warning                    # error (default) | warning | unknown | never
     signatures: [ci/signatures]         # relative to the project file
     ignore:
       - {id: optimizer-offload-slowdown, reason: "benchmark job: offloading on purpose"}
@@ -23,8 +23,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-FAIL_ON = ("error", "warning", "never")
-_FAILING_SEVERITIES = {"error": {"error"}, "warning": {"error", "warning"}, "never": set()}
+FAIL_ON = ("error", "warning", "unknown", "never")
+# `unknown`: errors, and also a failure line no signature explains (the caller checks the report for it).
+_FAILING_SEVERITIES = {"error": {"error"}, "warning": {"error", "warning"}, "unknown": {"error"}, "never": set()}
 
 
 @dataclass

@@ -33,7 +33,7 @@ def add_advice(findings: list[Finding], store: ConfigStore, parameters: Paramete
     for finding in findings:
         if "requested_bytes" in finding.facts and finding.id not in _NO_ADVICE:
             finding.facts.update(oom_advice(finding.facts, store, parameters))
-            _use_needed_fraction(finding)
+            _use_needed_fraction(finding, store)
             _use_cheapest_change(finding)
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
@@ -44,16 +44,31 @@ def _use_cheapest_change(finding: Finding) -> None:
     overrides = finding.facts.pop(CHEAPEST_OVERRIDES, None)
     if overrides:
         finding.overrides = overrides
+        finding.fix_note = (
+            "The memory model's cheapest single change that makes the whole step fit this GPU "
+            f"({finding.facts.get('cheapest_change_that_fits', '')}); `offloaddoctor estimate` lists the others.")
 
 
-def _use_needed_fraction(finding: Finding) -> None:
-    """The fix's fraction line: the estimated fraction when there is one (1.0 when even that is short)."""
+def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
+    """The fix's fraction line: the estimated fraction when there is one. When even fraction 1 is short,
+    the fix leads with what frees more (pipeline parallelism, recompute), and says why."""
     needed = finding.facts.get("offload_fraction_needed")
     if needed is None:
         return
     value = needed if isinstance(needed, float) else 1.0
     prefix = "optimizer.optimizer_offload_fraction="
     finding.overrides = [f"{prefix}{value:g}" if line.startswith(prefix) else line for line in finding.overrides]
+    if isinstance(needed, float):
+        return
+    pp = number(_value(store, "model.pipeline_model_parallel_size")) or 1
+    first = [f"model.pipeline_model_parallel_size={int(pp) * 2}"]
+    if boolean(_value(store, "model.cpu_offloading")) is not True:  # recompute and activation offloading exclude each other
+        first.append("model.recompute_granularity=selective")
+    given = {line.split("=", 1)[0]: line for line in finding.overrides}
+    leading = [given.get(line.split("=", 1)[0], line) for line in first]
+    finding.overrides = leading + [line for line in finding.overrides if line not in leading]
+    finding.fix_note = ("The numbers say optimizer offloading alone cannot free enough (it would need a fraction of "
+                        f"{needed.split('(')[1].split(')')[0]}): raise pipeline parallelism or add recompute first.")
 
 
 def parameters_per_gpu(parameters: ParameterCounts) -> int | None:
@@ -77,6 +92,12 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
     offloading = boolean(_value(store, "optimizer.optimizer_cpu_offload")) is True
     current = (number(_value(store, "optimizer.optimizer_offload_fraction")) or 0.0) if offloading else 0.0
     shortfall = max(0, requested - free)
+    allocated = facts.get("allocated_bytes")
+    if model and isinstance(allocated, (int, float)) and allocated > 1.5 * model["estimated_peak_allocated_bytes"]:
+        model["estimate_vs_allocated"] = (
+            f"PyTorch had {allocated / 2**30:.2f} GiB allocated, {allocated / model['estimated_peak_allocated_bytes']:.1f}x "
+            "the memory model's peak for this config: more is on the GPU than the config explains (a config from "
+            "another run, tensors kept across steps, or a bigger batch than configured)")
     whole_run = _whole_run_shortfall(model, facts.get("total_capacity_bytes"))
     needed = current + max(shortfall, whole_run) / state
     if whole_run > shortfall:

@@ -62,7 +62,18 @@ def build_report(
     add_advice(ordered, store, scan.parameters)
     expandable = store.resolve("allocator.expandable_segments")
     apply_close_calls(ordered, None if expandable is None else expandable.value)
-    notes = list(scan.warnings) + store.disagreements()
+    if not _megatron_run(scan, store):
+        _drop_megatron_fix_lines(ordered)
+    mismatch = config_mismatch(store)
+    keyed = store.keyed_disagreements()
+    notes = ([mismatch] if mismatch else []) + list(scan.warnings) + _empty_log_notes(scan)
+    if baseline is not None:
+        notes.append(_baseline_note(run.values, ordered))
+    notes += [note for _, note in keyed]
+    if mismatch:
+        for finding in ordered:
+            if finding.config.verdict != UNKNOWN and any(v.known for v in finding.config.values):
+                finding.config.explanation += "; but the config is probably from another run"
     return Report(
         findings=ordered,
         unmatched=_unexplained_failure(scan, ordered, matchers, unclaimed),
@@ -70,7 +81,70 @@ def build_report(
         notes=notes,
         run_facts=run.values,
         ranks_seen=sorted(scan.ranks_seen),
+        note_keys={note: key for key, note in keyed},
+        config_mismatch=mismatch,
     )
+
+
+# Keys that describe the model itself: a config and a log that disagree on them are from different runs.
+MODEL_IDENTITY_KEYS = (
+    "model.num_layers", "model.hidden_size", "model.ffn_hidden_size", "model.num_attention_heads",
+    "model.num_query_groups", "model.kv_channels", "model.seq_length", "model.num_moe_experts",
+    "model.transformer_impl", "model.vocab_size",
+)
+
+
+def config_mismatch(store: ConfigStore) -> str | None:
+    """'the config is probably from another run: …' when a config file and the log's own printout disagree
+    on what the model is (not on a setting someone may have changed between attempts)."""
+    differences = []
+    for key in MODEL_IDENTITY_KEYS:
+        resolved = store.resolve(key)
+        if resolved is None or resolved.origin != "config":
+            continue
+        logged = [v for v in resolved.overridden if v.origin == "log"]
+        if logged:
+            differences.append(f"{key} {format_value(resolved.value)} vs {format_value(logged[-1].value)}")
+    if not differences:
+        return None
+    shown = ", ".join(differences[:3]) + (f" and {len(differences) - 3} more" if len(differences) > 3 else "")
+    return (f"the config is probably from another run: it disagrees with the log on the model (config vs log: {shown}). "
+            "Verdicts read the config's values: check that the config belongs to this log")
+
+
+def _empty_log_notes(scan: ScanResult) -> list[str]:
+    return [f"{'standard input' if path == '-' else path} is empty: check the path (or whether the job wrote its log elsewhere)"
+            for path, lines in scan.lines_read.items() if lines == 0]
+
+
+def _baseline_note(run: dict, findings: list[Finding]) -> str:
+    ratio, base_ms, run_ms = run.get("slowdown_ratio"), run.get("baseline_iteration_ms"), run.get("median_iteration_ms")
+    if ratio is None or not run_ms:
+        return "measured against the baseline: this log has no steady-state iteration time, so no slowdown could be measured"
+    reported = any("slowdown_ratio" in f.facts for f in findings)
+    return (f"measured against the baseline: iteration time {ratio:.2f}x the baseline's ({run_ms:g} ms vs {base_ms:g} ms)"
+            + ("" if reported else "; below the threshold of a slowdown finding"))
+
+
+# Sections a Megatron(-Bridge) config or arguments block fills; any value under them marks a Megatron run.
+_MEGATRON_SECTIONS = ("model.", "optimizer.", "ddp.")
+
+
+def _megatron_run(scan: ScanResult, store: ConfigStore) -> bool:
+    if scan.iterations or scan.parameters.billions or scan.parameters.per_model_parallel_rank:
+        return True
+    resolved = (store.resolve(key) for key in store.keys() if key.startswith(_MEGATRON_SECTIONS))  # noqa: SIM118 - a ConfigStore
+    return any(value is not None and value.origin in ("log", "config", "set") for value in resolved)
+
+
+def _drop_megatron_fix_lines(findings: list[Finding]) -> None:
+    """A log with no Megatron line and no Megatron config: Megatron settings in a fix would not apply."""
+    for finding in findings:
+        kept = [line for line in finding.overrides if not line.split("=", 1)[0].startswith(_MEGATRON_SECTIONS)]
+        if len(kept) != len(finding.overrides):
+            finding.overrides = kept
+            finding.fix_note = ("Megatron settings left out of this fix: the log shows no Megatron run (no arguments "
+                                "block, iteration lines or Megatron config), and they apply only to Megatron runs.")
 
 
 def config_lookup(store: ConfigStore, facts: dict):
@@ -132,6 +206,8 @@ def condition_finding(
         resolved = store.resolve(key)
         if resolved is not None:
             evidence.append(Evidence(resolved.source.path, resolved.source.line, None, f"{key} = {format_value(resolved.value)}"))
+    # Two facts read from one line (the median iteration time and the slowdown) cite it once.
+    evidence = list({(e.path, e.line, e.text): e for e in evidence}.values())
     used = set(fact_names) | set(names_in(signature.config, "fact"))
     return Finding(
         signature=signature,
@@ -160,6 +236,10 @@ def verdict_for(predicate: Predicate | None, store: ConfigStore, facts: dict) ->
                 tuple(f"{format_value(v.value)} at {v.source}" for v in resolved.overridden),
             ))
     outcome = evaluate(predicate, config_lookup(store, facts))
+    if values and not any(v.known for v in values):
+        # No config value is known (no config given, the log prints none): whatever the log's numbers say,
+        # the config has not confirmed or contradicted anything.
+        outcome = None
     if outcome is True:
         return ConfigVerdict(CONFIRMED, values, "the run's config agrees with this cause")
     if outcome is False:

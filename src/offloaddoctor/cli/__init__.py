@@ -36,10 +36,7 @@ def main() -> None:
 
         code = run(sys.argv[1:])
         if code is None:
-            try:
-                typer_app()()
-            except SystemExit as done:
-                code = done.code
+            code = run_typer(sys.argv[1:])
         sys.stdout.flush()  # here, not at exit: a full disk must be reported, not ignored
     except StdoutWriteError as exc:
         code = _stdout_failed(exc)
@@ -84,3 +81,34 @@ def _stdout_failed(exc: StdoutWriteError) -> int:
         return 1
     sys.stderr.write(f"offloaddoctor: error: cannot write the output to standard output: {exc.strerror or exc}\n")
     return 2
+
+
+def run_typer(argv: list[str]) -> int:
+    """The typer road, with this project's conventions instead of click's: bare `offloaddoctor` prints help
+    to stdout (exit 0); a usage error is one line, `offloaddoctor: error: …` (exit 2), like every other error;
+    Ctrl-C exits 130, never 1 (which means "findings")."""
+    from typer.main import get_command
+
+    from offloaddoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, fail
+
+    command = get_command(typer_app())
+    if not argv:
+        argv = ["--help"]
+    try:
+        code = command.main(args=argv, prog_name="offloaddoctor", standalone_mode=False)
+    except KeyboardInterrupt:
+        sys.stderr.write("\noffloaddoctor: interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if type(exc).__name__ == "Abort":  # click turns Ctrl-C (and EOF at a prompt) into Abort
+            sys.stderr.write("\noffloaddoctor: interrupted\n")
+            return EXIT_INTERRUPTED
+        if not hasattr(exc, "format_message"):  # a bug: let it show its traceback
+            raise
+        context = getattr(exc, "ctx", None)
+        where = f" (see `{context.command_path} --help`)" if context is not None else ""
+        try:
+            fail(" ".join(exc.format_message().split()) + where)
+        except SystemExit as usage:
+            return usage.code if isinstance(usage.code, int) else EXIT_USAGE
+    return code if isinstance(code, int) else 0

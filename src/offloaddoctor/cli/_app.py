@@ -5,8 +5,18 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
+from typer.core import TyperCommand
 
 from offloaddoctor import __version__
+
+
+class Command(TyperCommand):
+    """Usage lines as the README writes them (`diagnose [OPTIONS] LOG...`): typer wraps required arguments in
+    braces (`{LOG...}`), which reads like a choice."""
+
+    def collect_usage_pieces(self, ctx):
+        return [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
+                for piece in super().collect_usage_pieces(ctx)]
 
 app = typer.Typer(
     add_completion=False,

@@ -8,33 +8,34 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import app
-from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, OutputFormat, load_catalog_or_fail, make_console, fail, wants_terminal
+from offloaddoctor.cli._app import Command, app
+from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, CheckFormat, load_catalog_or_fail, make_console, fail, wants_terminal
 from offloaddoctor.errors import UserError
 
 
-@app.command()
+@app.command(cls=Command, short_help="Validate a config before launch: every offloading/memory constraint, all violations at once.")
 def check(
     config: List[str] = typer.Argument(None, metavar="[CONFIG]...", help="Bridge/Megatron YAML or launch script(s) to validate."),
-    set_: List[str] = typer.Option([], "--set", "-s", help="Override KEY=VALUE (Bridge CLI form). Repeatable."),
-    signature: List[str] = typer.Option([], "--signature", help="Check only this constraint id. Repeatable."),
+    set_: List[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."),
+    select: List[str] = typer.Option([], "--select", metavar="ID", help="Check only this constraint id. Repeatable."),
+    select_old: List[str] = typer.Option([], "--signature", hidden=True, help="Old name of --select."),
     no_defaults: bool = typer.Option(False, "--no-defaults", help="Leave unset keys unknown instead of taking megatron-core's defaults."),
-    output_format: OutputFormat = typer.Option(OutputFormat.auto, "--format", "-f", help="auto: panels on a terminal, plain text otherwise."),
-    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="Also check the memory estimate against this GPU (H100-80GB, H200, A100-80GB, ...)."),
+    output_format: CheckFormat = typer.Option(CheckFormat.auto, "--format", "-f", help="auto: panels on a terminal, plain text otherwise."),
+    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="NAME", help="Also check the memory estimate against this GPU (H100-80GB, H200, A100-80GB, ...)."),
     gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="Like --gpu, by size: e.g. 80GiB."),
-    world_size: Optional[int] = typer.Option(None, "--world-size", help="GPUs in the job, for the memory estimate."),
+    world_size: Optional[int] = typer.Option(None, "--world-size", metavar="N", help="GPUs in the job, for the memory estimate."),
 ) -> None:
     """Validate a config before launch against every offloading/memory constraint, all violations at once."""
     from offloaddoctor.api import check as run_check
 
     catalog = load_catalog_or_fail(signatures)
     try:
-        report = run_check(config or [], set_, catalog=catalog, only=signature, use_defaults=not no_defaults,
+        report = run_check(config or [], set_, catalog=catalog, only=[*select, *select_old], use_defaults=not no_defaults,
                            gpu=gpu, gpu_memory=gpu_memory, world_size=world_size)
     except UserError as exc:
         fail(str(exc))
-    if output_format is OutputFormat.json:
+    if output_format is CheckFormat.json:
         from offloaddoctor.render.check_view import render_check_json
 
         sys.stdout.write(render_check_json(report))

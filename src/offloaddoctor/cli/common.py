@@ -9,6 +9,7 @@ from enum import Enum
 from pathlib import Path
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it; never 1, which means "findings"
 
 
 class OutputFormat(str, Enum):
@@ -21,9 +22,24 @@ class OutputFormat(str, Enum):
     markdown = "markdown"
 
 
+class CheckFormat(str, Enum):
+    """What `check` renders (no CI formats: those belong to `diagnose`)."""
+
+    auto = "auto"
+    terminal = "terminal"
+    text = "text"
+    json = "json"
+
+
+class TextOrJson(str, Enum):
+    text = "text"
+    json = "json"
+
+
 class FailOn(str, Enum):
     error = "error"
     warning = "warning"
+    unknown = "unknown"  # errors, and a failure line no signature explains
     never = "never"
 
 
@@ -45,8 +61,8 @@ def load_catalog_or_fail(signature_dirs: list[Path]):
         fail(str(exc))
 
 
-def wants_terminal(output_format: OutputFormat) -> bool:
-    return output_format is OutputFormat.terminal or (output_format is OutputFormat.auto and sys.stdout.isatty())
+def wants_terminal(output_format) -> bool:
+    return output_format.value == "terminal" or (output_format.value == "auto" and sys.stdout.isatty())
 
 
 def make_console():

@@ -92,9 +92,9 @@ def run(argv: Sequence[str]) -> int | None:
     command = getattr(importlib.import_module(module_name), function_name)
     try:
         return command(**kwargs)
-    except KeyboardInterrupt:  # as click does
-        sys.stderr.write("\nAborted!\n")
-        return 1
+    except KeyboardInterrupt:  # as the typer road does (cli/__init__.py): 130, never 1 ("findings")
+        sys.stderr.write("\noffloaddoctor: interrupted\n")
+        return 130
     except OSError as exc:
         if exc.errno == errno.EPIPE:  # `| head`: click exits 1 without a traceback; silence the flush at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -104,6 +104,31 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
 
 _BY_CANONICAL = {known.canonical: known for known in KNOWN_KEYS}
 
+# The type a known key's value must have (megatron-core's dataclass fields); None (`null`) is always allowed.
+VALUE_KINDS: dict[str, str] = {
+    **dict.fromkeys((
+        "model.cpu_offloading", "model.cpu_offloading_activations", "model.cpu_offloading_weights",
+        "model.cpu_offloading_double_buffering", "model.fine_grained_activation_offloading",
+        "model.enable_cuda_graph", "model.external_cuda_graph", "optimizer.optimizer_cpu_offload",
+        "optimizer.overlap_cpu_optimizer_d2h_h2d", "optimizer.use_torch_optimizer_for_cpu_offload",
+        "optimizer.use_precision_aware_optimizer", "optimizer.use_distributed_optimizer",
+        "optimizer.decoupled_weight_decay", "optimizer.offload_optimizer_states", "ddp.nccl_ub",
+        "runtime.te_fused_adam_available", "allocator.expandable_segments", "model.gated_linear_unit",
+        "model.add_bias_linear", "model.share_embeddings_and_output_weights", "model.sequence_parallel",
+        "model.bf16", "model.fp16", "ddp.grad_reduce_in_fp32",
+    ), "bool"),
+    **dict.fromkeys((
+        "model.cpu_offloading_num_layers", "model.num_layers", "model.pipeline_model_parallel_size",
+        "model.virtual_pipeline_model_parallel_size", "model.tensor_model_parallel_size",
+        "model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage",
+        "model.hidden_size", "model.num_attention_heads", "model.num_query_groups", "model.kv_channels",
+        "model.ffn_hidden_size", "model.seq_length", "model.vocab_size", "model.num_moe_experts",
+        "model.moe_router_topk", "model.expert_model_parallel_size", "model.context_parallel_size",
+        "train.micro_batch_size", "train.global_batch_size",
+    ), "int"),
+    "optimizer.optimizer_offload_fraction": "number",
+}
+
 
 def _build_aliases() -> dict[str, str]:
     aliases: dict[str, str] = {}
@@ -144,3 +169,8 @@ def canonical_key(name: str) -> str:
 def describe_key(canonical: str) -> str:
     known = _BY_CANONICAL.get(canonical)
     return known.description if known else ""
+
+
+def known_spellings() -> list[str]:
+    """Every canonical key and alias (for "did you mean")."""
+    return sorted(set(_ALIASES) | set(_BY_CANONICAL))

@@ -94,12 +94,16 @@ class ConfigStore:
             self._derived[resolved.key] = resolved
 
     def disagreements(self) -> list[str]:
+        return [note for _, note in self.keyed_disagreements()]
+
+    def keyed_disagreements(self) -> list[tuple[str, str]]:
+        """(key, note) for every key whose winning value disagrees with one from another origin."""
         notes = []
         for key in sorted(self._values):
             resolved = self.resolve(key)
             note = resolved.disagreement if resolved else None
             if resolved and note and any(v.origin != resolved.origin for v in resolved.overridden):
-                notes.append(note)
+                notes.append((key, note))
         return notes
 
 

@@ -14,6 +14,7 @@ import yaml
 
 from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.values import ConfigValue, Source
+from offloaddoctor.config.mixups import log_given_as_config
 from offloaddoctor.errors import UserError
 
 TYPE_CHECKING = False
@@ -95,6 +96,9 @@ def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[Conf
     except RecursionError:  # PyYAML composes nested collections recursively
         raise UserError(_TOO_DEEP.format(path=path)) from None
     except yaml.MarkedYAMLError as exc:
+        mixup = log_given_as_config(path, text)
+        if mixup is not None:
+            raise mixup from None
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}" if mark else path
         raise UserError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
@@ -103,6 +107,9 @@ def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[Conf
     if root is None:
         raise UserError(f"{path}: config is empty")
     if not isinstance(root, yaml.MappingNode):
+        mixup = log_given_as_config(path, text)
+        if mixup is not None:
+            raise mixup
         raise UserError(f"{path}: config must be a mapping of keys to values at the top level")
     budget = [MAX_NODES]
     values = []

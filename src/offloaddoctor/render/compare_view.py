@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from offloaddoctor import __version__
 from offloaddoctor.metrics.compare import Comparison, RunComparison
 from offloaddoctor.render.json_report import SCHEMA_VERSION
 from offloaddoctor.render.text_safety import inert_json, safe_text
@@ -67,6 +68,7 @@ def compare_to_dict(comparison: Comparison) -> dict[str, Any]:
         baseline.pop(key)
     return {
         "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "offloaddoctor", "version": __version__},
         "criteria": asdict(comparison.criteria),
         "optimizer_state_mb": comparison.optimizer_state_mb,
         "optimizer_state_basis": comparison.state_basis,

@@ -40,6 +40,7 @@ _LABELS = {
     "estimated_nvidia_smi_bytes": "estimated nvidia-smi use",
     "gpu_memory_bytes": "GPU memory",
     "largest_component": "largest component",
+    "estimate_vs_allocated": "estimate vs the message",
     "cheapest_change_that_fits": "cheapest change that fits",
 }
 

@@ -70,7 +70,8 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
             ],
         },
         "confirm": list(signature.confirm),
-        "fix": {"summary": signature.fix.summary, "overrides": list(finding.overrides)},
+        "fix": {"summary": signature.fix.summary, "overrides": list(finding.overrides),
+                **({"note": finding.fix_note} if finding.fix_note else {})},
         "references": [dict(r) for r in signature.references],
     }
     if finding.known_issues:  # only when there is one: most findings never have any

@@ -26,7 +26,7 @@ def parse_output(spec: str) -> tuple[str, str]:
     return _SUFFIXES[suffix], spec
 
 
-def render(report: Report, output_format: str, catalog: Catalog, policy: Policy) -> str:
+def render(report: Report, output_format: str, catalog: Catalog, policy: Policy, details: bool = False) -> str:
     if output_format == "json":
         from offloaddoctor.render.json_report import render_json
 
@@ -45,4 +45,4 @@ def render(report: Report, output_format: str, catalog: Catalog, policy: Policy)
         return render_github(report)[0]
     from offloaddoctor.render.plain import render_plain
 
-    return render_plain(report)
+    return render_plain(report, details)
