@@ -152,3 +152,12 @@ def test_sizes(text, expected):
 def test_bad_sizes(text):
     with pytest.raises(UserError):
         parse_size(text, "--gpu-memory")
+
+
+def test_data_parallel_size_from_sbatch_lines(tmp_path):
+    script = tmp_path / "job.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=8\n#SBATCH --time=04:00:00\n"
+                      "srun python pretrain_gpt.py --num-layers 8 --hidden-size 2048 --num-attention-heads 16 "
+                      "--seq-length 1024 --micro-batch-size 1 --vocab-size 32000 --tensor-model-parallel-size 2\n")
+    shape = estimate_run([str(script)]).estimate.shape
+    assert (shape.world_size, shape.data_parallel) == (32, 16)
