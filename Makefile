@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LINT_STAMP := $(VENV)/.installed-lint
 
-.PHONY: demo test clean
+.PHONY: demo test lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +19,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# ruff and mypy at the versions pinned in pyproject.toml (the `lint` extra); configured there too.
+$(LINT_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
+	touch $(LINT_STAMP)
+
+lint: $(LINT_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

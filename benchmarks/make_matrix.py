@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import itertools
-import os
 import re
 import shutil
 import subprocess

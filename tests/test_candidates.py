@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from offloaddoctor.errors import UserError
 from offloaddoctor.logs import candidates
 from offloaddoctor.logs.candidates import CandidateReader
-from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, describe_read_error, looks_binary, open_binary
+from offloaddoctor.logs.sources import (
+    MAX_LINE_BYTES, LogSource, describe_read_error, not_text_error, not_text_reason, open_binary,
+)
 
 LITERALS = ["Error", "CUDA out of memory", "é"]
 line_text = st.lists(st.sampled_from(list("ab \t:[]é\r") + ["Error", "CUDA out of memory", "Err", "CUDA"]), max_size=12).map("".join)
@@ -36,8 +38,9 @@ def iter_raw_lines(source: LogSource, warnings: list[str]) -> Iterator[tuple[int
                 return
             if not chunk:
                 return
-            if line_number == 0 and looks_binary(chunk[:8192]):
-                raise UserError(f"{source.name}: looks like a binary file, not a text log")
+            reason = not_text_reason(chunk[:8192]) if line_number == 0 else None
+            if reason:
+                raise not_text_error(source, reason)
             if len(chunk) == MAX_LINE_BYTES and not chunk.endswith(b"\n"):
                 _skip_rest_of_line(stream)
                 warnings.append(f"{source.name}:{line_number + 1}: line longer than {MAX_LINE_BYTES} bytes was cut")
@@ -77,7 +80,7 @@ def test_every_line_mode_gives_every_line_across_blocks(tmp_path):
     source = write(tmp_path, lines, final_newline=False)
     reader = CandidateReader(source, LITERALS, [], block_bytes=MAX_LINE_BYTES + 1)
     seen = []
-    for number, text in reader:
+    for number, _text in reader:
         seen.append(number)
         reader.every_line = number % 100 == 0  # after every 100th line, read the next ones one by one
     every = {n + 1 for n in range(0, 400, 100) if n}

@@ -48,23 +48,48 @@ def test_an_edited_signature_file_is_parsed_again(cache, tmp_path):
     assert len(list(cache.glob("catalog-*.json"))) == 2
 
 
+def stored_entry(cache):
+    (stored,) = cache.glob("catalog-*.json")
+    header, body = stored.read_bytes().split(b"\n", 1)
+    return stored, json.loads(header), json.loads(body)
+
+
+def rewrite_entry(stored, header, files, checksum_too: bool) -> None:
+    from offloaddoctor.catalog.cache import _checksum
+
+    body = json.dumps(files, ensure_ascii=False).encode()
+    if checksum_too:  # a deliberate edit that keeps the entry self-consistent
+        header = {**header, "check": _checksum(body)}
+    stored.write_bytes(json.dumps(header).encode() + b"\n" + body)
+
+
 def test_a_corrupt_or_foreign_cache_file_is_a_miss(cache):
     fresh = load_catalog()
-    (stored,) = cache.glob("catalog-*.json")
-    for damage in ("{not json", json.dumps({"key": "other", "files": []}), json.dumps([1, 2]), ""):
+    stored, header, _files = stored_entry(cache)
+    foreign = json.dumps({**header, "key": "other"}) + "\n[]"
+    for damage in ("{not json", foreign, json.dumps([1, 2]), "", json.dumps(header) + "\n{not json"):
         stored.write_text(damage)
         assert load_catalog() == fresh
-    assert json.loads(stored.read_text())["files"]  # rewritten whole
+    assert stored_entry(cache)[2]  # rewritten whole
 
 
-def test_cached_data_is_still_validated(cache):
-    load_catalog()
-    (stored,) = cache.glob("catalog-*.json")
-    payload = json.loads(stored.read_text())
-    payload["files"][0]["severity"] = "catastrophic"
-    stored.write_text(json.dumps(payload))
-    with pytest.raises(CatalogError, match="severity: must be one of"):
-        load_catalog()
+def test_an_edited_entry_is_a_miss_even_with_the_same_key(cache):
+    """Key covers the signature files; the checksum in the header covers the entry's own data."""
+    fresh = load_catalog()
+    stored, header, files = stored_entry(cache)
+    oom = next(f for f in files if f["id"] == "oom-capacity")
+    oom["match"]["patterns"] = ["(a+)+b"]
+    rewrite_entry(stored, header, files, checksum_too=False)
+    assert load_catalog() == fresh
+
+
+def test_cached_data_that_does_not_validate_falls_back_to_the_yaml(cache):
+    fresh = load_catalog()
+    stored, header, files = stored_entry(cache)
+    files[0]["severity"] = "catastrophic"
+    rewrite_entry(stored, header, files, checksum_too=True)
+    assert load_catalog() == fresh  # not an error blaming an intact signature file
+    assert stored_entry(cache)[2][0]["severity"] != "catastrophic"  # and the entry is written again
 
 
 def test_an_unwritable_cache_never_fails_a_load(tmp_path, monkeypatch):
@@ -97,3 +122,33 @@ def test_old_entries_are_pruned(cache, tmp_path, monkeypatch):
         target.write_text(original.replace("title: ", f"title: v{edit} ", 1))
         load_catalog([team], include_builtin=False)
     assert len(list(cache.glob("catalog-*.json"))) == 2
+
+
+@pytest.mark.parametrize("variable", ["HOME", "XDG_CACHE_HOME"])
+def test_the_cache_never_creates_a_home_directory(tmp_path, monkeypatch, variable):
+    monkeypatch.delenv("OFFLOADDOCTOR_CACHE_DIR")
+    monkeypatch.delenv("OFFLOADDOCTOR_NO_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    nowhere = tmp_path / "no-such-home"
+    monkeypatch.setenv(variable, str(nowhere / "cache" if variable == "XDG_CACHE_HOME" else nowhere))
+    assert load_catalog().get("oom-capacity") is not None
+    assert not nowhere.exists()
+
+
+def test_the_cache_creates_dot_cache_inside_an_existing_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("OFFLOADDOCTOR_CACHE_DIR")
+    monkeypatch.delenv("OFFLOADDOCTOR_NO_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    load_catalog()
+    assert list((tmp_path / ".cache" / "offloaddoctor").glob("catalog-*.json"))
+
+
+def test_a_configured_cache_directory_is_made_only_where_its_parent_exists(tmp_path, monkeypatch):
+    monkeypatch.delenv("OFFLOADDOCTOR_NO_CACHE", raising=False)
+    monkeypatch.setenv("OFFLOADDOCTOR_CACHE_DIR", str(tmp_path / "missing" / "cache"))
+    load_catalog()
+    assert not (tmp_path / "missing").exists()
+    monkeypatch.setenv("OFFLOADDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    load_catalog()
+    assert list((tmp_path / "cache").glob("catalog-*.json"))

@@ -49,7 +49,7 @@ def test_all_problems_are_reported_at_once(tmp_path):
 def test_unknown_config_key_is_a_problem(tmp_path):
     write(tmp_path, "typo", GOOD.replace("id: recompute-cpu-offload", "id: typo")
           .replace("{key: model.cpu_offloading, eq: true}", "{key: model.cpu_ofloading, eq: true}"))
-    with pytest.raises(CatalogError, match="unknown config key 'model.cpu_ofloading'"):
+    with pytest.raises(CatalogError, match=r"unknown config key 'model\.cpu_ofloading'"):
         load_catalog([tmp_path], include_builtin=False)
 
 

@@ -113,7 +113,7 @@ def test_markup_in_logs_is_not_interpreted_by_the_terminal_renderer(tmp_path):
     path = tmp_path / "job.log"
     path.write_text("ValueError: Currently there is no support for Pipeline parallelism with CPU offloading "
                     "[bold red]boom[/bold red] \x1b]0;pwned\x07\n")
-    result = run("diagnose", str(path), "-f", "terminal")
+    result = run("diagnose", str(path), "-f", "terminal", "--details")  # the whole evidence line
     assert "[bold red]boom[/bold red]" in result.stdout
     assert "\x1b]0;" not in result.stdout
 

@@ -207,10 +207,14 @@ def test_a_directory_with_special_entries_reads_only_its_regular_logs(tmp_path):
     assert [s["path"].rsplit("/", 1)[-1] for s in json.loads(deep.stdout)["sources"]] == ["rank0.log", "rank1.log"]
 
 
-def test_one_binary_file_in_a_directory_is_named(tmp_path):
+def test_one_binary_file_in_a_directory_is_named_and_skipped(tmp_path):
     shutil.copy(PP_LOG, tmp_path / "rank0.log")
     (tmp_path / "core.out").write_bytes(os.urandom(4096) + b"\x00" * 4096)
-    one_line_error(["diagnose", tmp_path], "core.out", "binary")
+    result = RUNNER.invoke(app, ["diagnose", str(tmp_path), "-f", "json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert [f["id"] for f in report["findings"]] == ["pp-cpu-offload"]
+    assert f"{tmp_path / 'core.out'}: looks like a binary file, not a text log; skipped" in report["notes"]
 
 
 # ---- configs -----------------------------------------------------------------------------------------
@@ -403,7 +407,7 @@ def test_output_is_written_whatever_the_console_encoding(tmp_path, encoding):
     message = "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading é − \u202e"
     (logs / os.fsdecode(b"rank0-\xff\xfe.log")).write_text(message + "\n", encoding="utf-8")
     for fmt in ("text", "json", "junit", "terminal"):
-        result = subprocess.run([sys.executable, "-m", "offloaddoctor", "diagnose", str(logs), "-f", fmt],
+        result = subprocess.run([sys.executable, "-m", "offloaddoctor", "diagnose", str(logs), "-f", fmt, "--details"],
                                 capture_output=True, timeout=60, env={**os.environ, "PYTHONIOENCODING": encoding},
                                 check=False)
         assert result.returncode == 1 and result.stderr == b"", result.stderr.decode(errors="replace")

@@ -102,15 +102,27 @@ def test_the_evidence_rule_is_five_lines_one_per_rank_rankless_always():
 
 
 def test_traceback_tracker_hands_over_the_exception_line_and_gives_up_on_a_runaway():
-    ended = []
-    tracker = TracebackTracker(ended.append)
+    ended, cut = [], []
+    tracker = TracebackTracker(lambda line, text: ended.append(text), cut.append)
     lines = ["Traceback (most recent call last):", '  File "x.py", line 1', "ValueError: bad"]
     for number, text in enumerate(lines, 1):
         assert tracker.feed(Line("x", number, None, text, text, True))
         tracker.wants_every_line(number)
-    assert [line.text for line in ended] == ["ValueError: bad"] and not tracker.awaiting
+    assert ended == ["ValueError: bad"] and not tracker.awaiting
     tracker.feed(Line("x", 10, 0, lines[0], lines[0], True))
     assert tracker.wants_every_line(400) and not tracker.wants_every_line(411)
+
+
+def test_a_traceback_pasted_up_to_its_last_frame_ends_at_the_raise():
+    cut = []
+    tracker = TracebackTracker(lambda line, text: None, cut.append)
+    lines = ["Traceback (most recent call last):", '  File "train.py", line 9, in step',
+             "    raise RuntimeError(\"optimizer state does not fit\")"]
+    for number, text in enumerate(lines, 1):
+        tracker.feed(Line("x", number, 3, text, text, True))
+        tracker.wants_every_line(number)
+    tracker.finish()  # the log ended inside the traceback
+    assert [(e.line, e.rank) for e in cut] == [(3, 3)] and "raise RuntimeError" in cut[0].text
 
 
 def test_iteration_sampler_keeps_an_even_sample():

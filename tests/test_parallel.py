@@ -41,8 +41,9 @@ def test_errors_in_a_worker_are_the_usual_one_line_error(tmp_path, monkeypatch):
 
     from offloaddoctor.errors import UserError
 
+    named = [str(tmp_path / "a.log"), str(tmp_path / "b.log")]  # named: a binary file is an error (listed: a note)
     with pytest.raises(UserError, match="binary"):
-        parallel.scan_sources(MATCHERS, resolve_sources([str(tmp_path)]), workers=2)
+        parallel.scan_sources(MATCHERS, resolve_sources(named), workers=2)
 
 
 def test_progress_reports_every_byte_once(tmp_path):

@@ -300,7 +300,8 @@ def test_any_value_of_a_valid_override_is_read(key, value):
 
 @pytest.mark.parametrize("value", ["[" * 3000 + "]" * 3000, "[&a [1,1,1,1,1,1,1,1,1], [*a,*a,*a,*a,*a,*a,*a,*a,*a]]"])
 def test_override_values_that_would_expand_or_recurse_stay_text(value):
-    (parsed,) = parse_overrides([f"model.pipeline_model_parallel_size={value}"])
+    # a key without a declared type: a list or number where a whole number belongs is refused (test_first_screen)
+    (parsed,) = parse_overrides([f"model.recompute_granularity={value}"])
     assert parsed.value == value
 
 
@@ -339,7 +340,9 @@ def test_values_of_any_type_leave_constraints_decided_or_unknown_never_crash(con
     given_values = [ConfigValue(k, v, Source("cfg.yaml", 1), "config") for k, v in config.items()]
     report = check_store(CATALOG, build_store(given_values))
     decided = [v.id for v in report.violations] + report.passed + [u.id for u in report.unchecked]
-    assert sorted(decided) == sorted(s.id for s in CATALOG.signatures if s.preflight)
+    # The memory constraint is checked only when the memory model made its value (check --gpu).
+    expected = [s.id for s in CATALOG.signatures if s.preflight and (s.id != "memory-exceeds-capacity" or "memory.fits" in config)]
+    assert sorted(decided) == sorted(expected)
     diagnose_text(MESSAGE, config, CATALOG)
 
 

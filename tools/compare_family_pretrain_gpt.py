@@ -12,7 +12,7 @@ whose comment says it re-uses `get_batch()` from `pretrain_{gpt, mamba}.py`). Ev
 prints the iteration lines, memory reports and argument block is unmodified library code.
 
 Only the three `> ... version` header lines are printed by this script itself, in the format seen
-in /work/shared/logs (Megatron-LM prints them from code that the wheel does not ship).
+in shared/logs (Megatron-LM prints them from code that the wheel does not ship).
 
 Run it like Megatron-LM's pretrain_gpt.py (one GPU):
     torchrun --nproc-per-node 1 tools/compare_family_pretrain_gpt.py <Megatron-LM arguments>

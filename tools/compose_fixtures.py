@@ -5,18 +5,22 @@ NCCL failures, slowdowns, and messages from code that is not released (PR 2811).
 Every log starts from a real Megatron-LM H100 log in shared/logs/ (arguments block, start-up, iteration
 and memory lines), with named argument values rewritten; failure text comes from shared/reference/
 (real PyTorch 2.11 / MCore strings) or, where no release has the code, is marked synthetic in SOURCE.md.
-Run from the repo root: `python3 tools/compose_fixtures.py` (no torch needed). Idempotent.
+Run from the repo root: `python3 tools/compose_fixtures.py [--check] [--shared DIR]` (no torch needed).
+Idempotent. --shared (or $OFFLOADDOCTOR_SHARED; default: ../shared next to the repository) is the folder
+holding logs/ with the real H100 logs.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_LOGS = ROOT.parent / "shared" / "logs"
+SHARED_LOGS = Path(os.environ.get("OFFLOADDOCTOR_SHARED") or ROOT.parent / "shared") / "logs"
 BASELINE = "megatron-lm-h100-baseline-10iter.log"
 OPT050 = "megatron-lm-h100-opt050-10iter.log"
 ARG_LINE = re.compile(r"^  (\w+) (\.+ )?(.*)$")
@@ -132,15 +136,15 @@ def scale_iteration_lines(lines: list[str], factor: float) -> list[str]:
     return [scale(line) if "elapsed time per iteration" in line else line for line in lines]
 
 
-def compose(case: Case) -> str:
-    lines = (SHARED_LOGS / case.base).read_text().splitlines()
+def compose(case: Case, logs: Path = SHARED_LOGS) -> str:
+    lines = (logs / case.base).read_text().splitlines()
     if case.cut_after:
         index = next(i for i, line in enumerate(lines) if case.cut_after in line)
         lines = lines[: index + 1]
     lines = rewrite_config_reprs(rewrite_args(lines, case.args), case.args)
     if case.scale_iterations:
         lines = scale_iteration_lines(lines, case.scale_iterations)
-    before = (SHARED_LOGS / case.prepend_log).read_text().splitlines() if case.prepend_log else []
+    before = (logs / case.prepend_log).read_text().splitlines() if case.prepend_log else []
     return "\n".join(before + case.head + lines + case.tail) + "\n"
 
 
@@ -262,11 +266,19 @@ def source_md(case: Case) -> str:
 
 
 def main() -> int:
-    check = "--check" in sys.argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if any fixture would change")
+    parser.add_argument("--shared", type=Path, default=SHARED_LOGS.parent,
+                        help="shared reference folder (default: $OFFLOADDOCTOR_SHARED, else ../shared)")
+    args = parser.parse_args()
+    check = args.check
+    logs = args.shared / "logs"
+    if not logs.is_dir():
+        parser.error(f"{logs}: not a folder (see --shared)")
     changed = []
     for case in CASES:
         directory = ROOT / "fixtures" / case.name
-        files = {"job.log": compose(case), "expected.yaml": "# what `offloaddoctor diagnose` must report\n" + case.expected,
+        files = {"job.log": compose(case, logs), "expected.yaml": "# what `offloaddoctor diagnose` must report\n" + case.expected,
                  "SOURCE.md": source_md(case)}
         for name, text in files.items():
             path = directory / name

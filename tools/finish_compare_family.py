@@ -4,14 +4,16 @@
     python3 tools/finish_compare_family.py RAW_DIR            # write the fixtures, print a summary
     python3 tools/finish_compare_family.py RAW_DIR --check    # exit 1 if a fixture would change
 
-The only rewrite is the install folder of the megatron-core wheel on the GPU machine
-(`/tmp/site/`) into `/usr/local/lib/python3.12/dist-packages/`, as in /work/shared/logs.
+The only rewrite is the install folder of the megatron-core wheel on the GPU machine (--site, or $SITE as
+record_compare_family.sh takes it; default `/tmp/site/`) into `/usr/local/lib/python3.12/dist-packages/`,
+as in the shared logs.
 Nothing else is changed. The summary (median iteration time, peak max-allocated memory, loss
 agreement with the baseline) is computed from the written fixtures, for SOURCE.md.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import sys
@@ -20,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "fixtures" / "compare-family"
 RUNS = {"baseline": None, "opt025": 0.25, "opt050": 0.5, "opt100": 1.0}
-REWRITES = [("/tmp/site/", "/usr/local/lib/python3.12/dist-packages/")]
+SITE = os.environ.get("SITE") or "/tmp/site"  # where record_compare_family.sh installed the wheel
+SHOWN_SITE = "/usr/local/lib/python3.12/dist-packages/"
 ITER = re.compile(
     r"iteration +(\d+)/ *\d+ \|.*elapsed time per iteration \(ms\): ([\d.]+) \|"
     r".*throughput per GPU \(TFLOP/s/GPU\): ([\d.]+) \|.*lm loss: ([\dE+.-]+) \|"
@@ -30,10 +33,8 @@ MEMORY = re.compile(r"\(after (\d+) iterations\) memory \(MB\) \| allocated: ([\
 WARMUP = 2  # iterations 1-2 carry allocator and CPU-optimizer warm-up
 
 
-def rewrite(text: str) -> str:
-    for old, new in REWRITES:
-        text = text.replace(old, new)
-    return text
+def rewrite(text: str, site: str = SITE) -> str:
+    return text.replace(site.rstrip("/") + "/", SHOWN_SITE)
 
 
 def series(text: str):
@@ -68,11 +69,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("raw_dir", type=Path)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--site", default=SITE, help="the wheel's install folder on the GPU machine (default: $SITE, else /tmp/site)")
     args = parser.parse_args()
     texts, changed = {}, []
     for name in RUNS:
-        text = rewrite((args.raw_dir / f"{name}.raw.log").read_text())
-        assert "/tmp/" not in text, f"{name}: unrewritten /tmp path"
+        text = rewrite((args.raw_dir / f"{name}.raw.log").read_text(), args.site)
+        if args.site.rstrip("/") + "/" in text:
+            sys.exit(f"{name}: unrewritten {args.site} path")
         texts[name] = text
         target = DEST / f"{name}.log"
         if not target.exists() or target.read_text() != text:

@@ -10,27 +10,9 @@
 # Writes OUTDIR/{baseline,opt025,opt050,opt100}.raw.log and OUTDIR/meta.txt.
 set -u -o pipefail
 OUTDIR=${1:?usage: record_compare_family.sh OUTDIR}
-SITE=/tmp/site
 ITERS=${ITERS:-30}
 
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target "$SITE" .whl/megatron_core-0.19.0-*.whl || exit 1
-# The wheel ships the prebuilt helpers_cpp extension but not the Makefile that Megatron-LM's
-# _compile_dependencies() runs `make -C` on; this one only (re)builds the extension if it is stale.
-DS="$SITE/megatron/core/datasets"
-cat > "$DS/Makefile" <<'EOF'
-CXXFLAGS += -O3 -Wall -shared -std=c++11 -fPIC -fdiagnostics-color
-CPPFLAGS += $(shell python3 -m pybind11 --includes)
-LIBNAME = helpers_cpp
-LIBEXT = $(shell python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
-OUT = $(LIBNAME)$(LIBEXT)
-SRC = helpers.cpp
-default: $(OUT)
-$(OUT): $(SRC)
-	$(CXX) $(CXXFLAGS) $(CPPFLAGS) $< -o $@
-EOF
-touch "$DS"/helpers_cpp*.so
-export PYTHONPATH=$SITE PYTHONUNBUFFERED=1 CUDA_DEVICE_MAX_CONNECTIONS=1
+source tools/megatron_wheel_setup.sh || exit 1
 
 {
   echo "repo_root=$PWD"

@@ -1,12 +1,17 @@
-#!/opt/mcore-venv/bin/python
+#!/usr/bin/env python3
 """Record real megatron-core tracebacks and compose Megatron-LM job logs under fixtures/<case>/.
 
-Needs torch and megatron-core (the /opt/mcore-venv interpreter); CI never runs it. Each case runs
-a tiny launcher once per rank in a real gloo process group, so the traceback and torch's
-`[rankN]: ` excepthook prefix are real; job.log wraps them in the real baseline start-up.
+Needs an interpreter with torch and megatron-core (CI never runs it). Each case runs a tiny launcher
+once per rank in a real gloo process group, so the traceback and torch's `[rankN]: ` excepthook prefix
+are real; job.log wraps them in the real baseline start-up.
 
-    /opt/mcore-venv/bin/python tools/record_fixtures.py            # (re)write all fixtures
-    /opt/mcore-venv/bin/python tools/record_fixtures.py --check    # exit 1 if any would change
+    python3 tools/record_fixtures.py [--python PY] [--shared DIR] [CASE...]   # (re)write fixtures
+    python3 tools/record_fixtures.py --check                                  # exit 1 if any would change
+
+--python (or $MCORE_PYTHON; default: the interpreter running this script) runs the launchers: the one
+with torch and megatron-core, e.g. a venv made with `pip install torch==2.13.0+cpu megatron-core==0.16.1`.
+--shared (or $OFFLOADDOCTOR_SHARED; default: ../shared next to the repository) is the folder holding
+logs/megatron-lm-h100-baseline-10iter.log; --baseline names that log directly.
 """
 from __future__ import annotations
 
@@ -23,13 +28,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-BASELINE = Path("/work/shared/logs/megatron-lm-h100-baseline-10iter.log")
-VENV_PYTHON = "/opt/mcore-venv/bin/python"
-VENV_SITE = "/opt/mcore-venv/lib/python3.11/site-packages/"
+SHARED = Path(os.environ.get("OFFLOADDOCTOR_SHARED") or ROOT.parent / "shared")
+BASELINE_NAME = "megatron-lm-h100-baseline-10iter.log"
+BASELINE = SHARED / "logs" / BASELINE_NAME
+MCORE_PYTHON = os.environ.get("MCORE_PYTHON") or sys.executable
 SHOWN_SITE = "/usr/local/lib/python3.12/dist-packages/"
 LAUNCHER = "launch_pretrain_gpt.py"
 SHOWN_LAUNCHER = "/workspace/Megatron-LM/" + LAUNCHER
-REGENERATE = "/opt/mcore-venv/bin/python tools/record_fixtures.py"
+REGENERATE = "python3 tools/record_fixtures.py"
 TRACEBACK_START = re.compile(r"^(\[rank\d+\]: )?Traceback \(most recent call last\):")
 ARGS_BEGIN, ARGS_END = "---- arguments ----", "-" * 20 + " end of arguments " + "-" * 21
 STARTUP_END = "time to initialize megatron"
@@ -182,7 +188,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def record(case: Case, python: str) -> list[list[str]]:
+def record(case: Case, python: str, site: str) -> list[list[str]]:
     """Run the launcher once per rank; return each rank's traceback lines, paths rewritten."""
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / LAUNCHER
@@ -201,7 +207,7 @@ def record(case: Case, python: str) -> list[list[str]]:
         start = next((i for i, line in enumerate(lines) if TRACEBACK_START.match(line)), None)
         if code != 1 or start is None:
             sys.exit(f"{case.name}: rank {rank} exited {code} without a traceback:\n{stderr}")
-        tb = [line.replace(VENV_SITE, SHOWN_SITE).replace(str(script), SHOWN_LAUNCHER)
+        tb = [line.replace(site, SHOWN_SITE).replace(str(script), SHOWN_LAUNCHER)
               for line in lines[start:]]
         if tb[-1] != f"[rank{rank}]: {case.expect}":
             sys.exit(f"{case.name}: rank {rank} raised {tb[-1]!r}, expected {case.expect!r}")
@@ -250,7 +256,7 @@ def rewrite_startup(line: str, values: dict) -> str:
         (r"(setting number of microbatches to constant )\d+", microbatches),
         (r"^(> initialized pipeline model parallel with size )\d+", pp),
     ]:
-        line = re.sub(pattern, lambda m: f"{m.group(1)}{value}", line)
+        line = re.sub(pattern, lambda m: f"{m.group(1)}{value}", line)  # noqa: B023 - called before the loop moves on
     return line
 
 
@@ -293,10 +299,10 @@ def source_md(case: Case, versions: str, changes: list[str], log_lines: int) -> 
         "in a real gloo process group"
         + (f" with `{env}` set" if env else "") + ". The `[rankN]: ` prefixes come from the "
         "excepthook that torch's `init_process_group` installs (as in any torchrun job).",
-        f"- Every other line: `{BASELINE.name}` (real H100 run, Megatron-LM core_v0.19.0), "
+        f"- Every other line: `{BASELINE_NAME}` (real H100 run, Megatron-LM core_v0.19.0), "
         f"its first line through `{STARTUP_END} ...`.", "",
         "## Rewritten", "",
-        f"- Path prefix `{VENV_SITE}` → `{SHOWN_SITE}`; the launcher's temporary path → "
+        f"- The recording interpreter's site-packages folder → `{SHOWN_SITE}`; the launcher's temporary path → "
         f"`{SHOWN_LAUNCHER}` (a launcher, not Megatron-LM's `pretrain_gpt.py`). The `<string>` "
         "frame line numbers are Python 3.11's although the path says 3.12.",
         "- Argument lines (`print_args` padding, sorted): " + "; ".join(changes) + ".",
@@ -315,15 +321,23 @@ def source_md(case: Case, versions: str, changes: list[str], log_lines: int) -> 
     ])
 
 
-def probe_versions(python: str) -> str:
-    code = ("import sys, torch, megatron.core as m; print(f'megatron-core {m.__version__} with "
-            "torch {torch.__version__} on Python {sys.version.split()[0]}')")
-    return subprocess.run([python, "-W", "ignore", "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip()
+def probe_versions(python: str) -> tuple[str, str]:
+    """(versions line for SOURCE.md, the interpreter's site-packages folder with a trailing slash)."""
+    code = ("import sys, sysconfig, torch, megatron.core as m; print(f'megatron-core {m.__version__} with "
+            "torch {torch.__version__} on Python {sys.version.split()[0]}'); print(sysconfig.get_paths()['purelib'])")
+    try:
+        result = subprocess.run([python, "-W", "ignore", "-c", code], capture_output=True, text=True, check=False)
+    except OSError as exc:
+        sys.exit(f"--python {python}: cannot run it: {exc}")
+    if result.returncode != 0:
+        sys.exit(f"--python {python}: needs torch and megatron-core (set --python or MCORE_PYTHON): "
+                 f"{(result.stderr.strip().splitlines() or ['exit ' + str(result.returncode)])[-1]}")
+    versions, site = result.stdout.strip().splitlines()[-2:]
+    return versions, site.rstrip("/") + "/"
 
 
-def render_case(case: Case, baseline: list[str], python: str, versions: str) -> dict[str, str]:
-    log, changes = compose_log(case, baseline, interleave(case, record(case, python)))
+def render_case(case: Case, baseline: list[str], python: str, versions: str, site: str) -> dict[str, str]:
+    log, changes = compose_log(case, baseline, interleave(case, record(case, python, site)))
     return {"job.log": log, "expected.yaml": expected_yaml(case),
             "SOURCE.md": source_md(case, versions, changes, log.count("\n"))}
 
@@ -331,18 +345,25 @@ def render_case(case: Case, baseline: list[str], python: str, versions: str) -> 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if any fixture would change")
-    parser.add_argument("--python", default=VENV_PYTHON, help="interpreter with megatron-core")
-    parser.add_argument("--baseline", type=Path, default=BASELINE)
+    parser.add_argument("--python", default=MCORE_PYTHON,
+                        help="interpreter with torch and megatron-core (default: $MCORE_PYTHON, else this one)")
+    parser.add_argument("--shared", type=Path, default=SHARED,
+                        help="shared reference folder (default: $OFFLOADDOCTOR_SHARED, else ../shared)")
+    parser.add_argument("--baseline", type=Path, default=None, help=f"the baseline log (default: SHARED/logs/{BASELINE_NAME})")
     parser.add_argument("cases", nargs="*", help="case names (default: all)")
     opts = parser.parse_args()
     unknown = set(opts.cases) - {c.name for c in CASES}
     if unknown:
         parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
-    baseline = opts.baseline.read_text(encoding="utf-8").splitlines()
-    versions = probe_versions(opts.python)
+    baseline_path = opts.baseline or opts.shared / "logs" / BASELINE_NAME
+    try:
+        baseline = baseline_path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        parser.error(f"cannot read the baseline log {baseline_path}: {exc.strerror or exc} (see --shared, --baseline)")
+    versions, site = probe_versions(opts.python)
     stale = []
     for case in [c for c in CASES if not opts.cases or c.name in opts.cases]:
-        for name, text in render_case(case, baseline, opts.python, versions).items():
+        for name, text in render_case(case, baseline, opts.python, versions, site).items():
             path = FIXTURES / case.name / name
             if path.exists() and path.read_text(encoding="utf-8") == text:
                 continue

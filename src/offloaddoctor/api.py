@@ -13,7 +13,7 @@ from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.loading import build_store, explicit_config
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
-from offloaddoctor.logs.sources import resolve_sources
+from offloaddoctor.logs.sources import first_not_text, resolve_sources
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from offloaddoctor.policy import Policy
 
 __all__ = [
-    "CheckReport", "Report", "check", "compare", "diagnose", "diagnose_text", "load_catalog", "run_examples", "vocabulary",
+    "CheckReport", "Report", "check", "compare", "diagnose", "diagnose_text", "estimate", "load_catalog", "run_examples",
+    "vocabulary",
 ]
 
 
@@ -70,8 +71,11 @@ def diagnose(
     unknown = policy.unknown_ids(catalog)
     if unknown:
         raise UserError(f"--ignore: unknown signature id {unknown[0]!r}{did_you_mean(unknown[0], catalog)}")
-    explicit = explicit_config(config_paths, overrides)
     sources = resolve_sources(paths, recursive)
+    from offloaddoctor.config.mixups import refuse_configs_as_logs
+
+    refuse_configs_as_logs([p for p in paths if p != "-"])
+    explicit = explicit_config(config_paths, overrides)
     baseline_metrics = None
     if baseline is not None:
         from offloaddoctor.metrics import run_metrics
@@ -86,8 +90,14 @@ def diagnose(
 
     matchers = build_matchers(catalog)
     scan = scan_sources(matchers, sources, progress=progress)
+    if not any(scan.lines_read.values()):
+        unreadable = first_not_text(sources)  # every file was skipped as binary: nothing was diagnosed
+        if unreadable is not None:
+            raise unreadable
     store = build_store(*(c.values for c in scan.collectors), explicit)
-    return policy.apply(build_report(catalog, scan, store, matchers, baseline_metrics))
+    report = build_report(catalog, scan, store, matchers, baseline_metrics)
+    report.notes[:0] = _unknown_set_keys(explicit, catalog, store)
+    return policy.apply(report)
 
 
 def did_you_mean(name: str, catalog: Catalog) -> str:
@@ -97,6 +107,18 @@ def did_you_mean(name: str, catalog: Catalog) -> str:
     return f"; did you mean {', '.join(close)}?" if close else "; run `offloaddoctor signatures` for the list"
 
 
+def _unknown_set_keys(explicit: list[ConfigValue], catalog: Catalog, store) -> list[str]:
+    """Notes for `--set` keys that nothing reads: a typo would otherwise change nothing, silently."""
+    if not any(v.origin == "set" for v in explicit):
+        return []
+    from offloaddoctor.catalog.predicates import names_in
+    from offloaddoctor.config.overrides import unknown_key_notes
+
+    read = {key for s in catalog.signatures for predicate in (s.when, s.config) for key in names_in(predicate, "key")}
+    present = {v.key for key in store.keys() for v in [store.resolve(key)] if v is not None and v.origin not in ("set", "derived", "default")}  # noqa: SIM118 - a ConfigStore
+    return unknown_key_notes(explicit, read, present)
+
+
 def diagnose_text(
     text: str,
     config: Mapping[str, Any] | None = None,
@@ -104,10 +126,10 @@ def diagnose_text(
     name: str = "<text>",
 ) -> Report:
     """Diagnose an in-memory log excerpt; `config` maps any key spelling to a value."""
-    catalog = catalog or load_catalog()
     from offloaddoctor.analysis.engine import build_report
     from offloaddoctor.analysis.scanner import Scanner, build_matchers
 
+    catalog = catalog or load_catalog()
     matchers = build_matchers(catalog)
     scan = Scanner(matchers).scan_lines(name, text.splitlines())
     given = [ConfigValue(canonical_key(k), v, Source("<config>", None, k), "config") for k, v in (config or {}).items()]
@@ -121,18 +143,78 @@ def check(
     catalog: Catalog | None = None,
     only: Sequence[str] = (),
     use_defaults: bool = True,
+    gpu: str | None = None,
+    gpu_memory: str | None = None,
+    world_size: int | None = None,
 ) -> CheckReport:
     """Validate a config before launch against every preflight constraint of the catalogue. Keys the
-    config leaves out take megatron-core's defaults unless `use_defaults` is False."""
+    config leaves out take megatron-core's defaults unless `use_defaults` is False. With `gpu`/`gpu_memory` the
+    memory model's estimate is checked too (`memory-exceeds-capacity`)."""
+    from offloaddoctor.analysis.estimate_report import attach_memory, memory_summary
+
     if not config_paths and not overrides:
         raise UserError("nothing to check: pass a config file and/or --set KEY=VALUE items")
     catalog = catalog or load_catalog()
-    store = build_store(explicit_config(config_paths, overrides))
+    values = explicit_config(config_paths, overrides)
+    memory = None
+    memory_note = None
+    if gpu or gpu_memory:
+        from offloaddoctor.memory import MissingKeys
+
+        try:
+            memory = estimate(config_paths, overrides, gpu, gpu_memory, world_size=world_size, catalog=catalog)
+        except MissingKeys as exc:
+            memory_note = f"memory-exceeds-capacity not checked: {exc}"
+        else:
+            values.append(ConfigValue("memory.fits", memory.fits, Source("estimate", None, memory_summary(memory)), "derived"))
+    store = build_store(values)
     if use_defaults:
         add_defaults(store)
     from offloaddoctor.analysis.preflight import check_store
 
-    return check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)
+    report = check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)
+    if memory is not None:
+        attach_memory(report, memory)
+    if memory_note:
+        report.notes.append(memory_note)
+    report.notes[:0] = _unknown_set_keys(values, catalog, store)
+    return report
+
+
+def estimate(
+    config_paths: Sequence[str],
+    overrides: Sequence[str] = (),
+    gpu: str | None = None,
+    gpu_memory: str | None = None,
+    target: str | None = None,
+    world_size: int | None = None,
+    catalog: Catalog | None = None,
+):
+    """The memory model's estimate for a config (YAML, launch script, or a log's arguments block): the peak
+    per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would."""
+    from offloaddoctor.analysis.estimate_report import Capacity, build_estimate
+    from offloaddoctor.config.loading import LOG_SUFFIXES, load_log_config
+    from offloaddoctor.memory.gpus import gpu_memory as named_gpu, parse_size
+
+    if not config_paths and not overrides:
+        raise UserError("nothing to estimate: pass a config file, a launch script or a log, and/or --set KEY=VALUE")
+    if gpu and gpu_memory:
+        raise UserError("--gpu and --gpu-memory both given: pick one")
+    if world_size is not None and world_size < 1:
+        raise UserError(f"--world-size {world_size}: must be at least 1")
+    capacity = None
+    if gpu:
+        capacity = Capacity(*named_gpu(gpu))
+    elif gpu_memory:
+        capacity = Capacity(parse_size(gpu_memory, "--gpu-memory"), f"--gpu-memory {gpu_memory}")
+    budget = parse_size(target, "--target") if target else None
+    logs = [p for p in config_paths if Path(p).suffix.lower() in LOG_SUFFIXES]
+    values = [v for path in logs for v in load_log_config(path)]
+    values += explicit_config([p for p in config_paths if p not in logs], overrides)
+    catalog = catalog or load_catalog()
+    report = build_estimate(values, list(config_paths), capacity, budget, world_size, catalog)
+    report.notes[:0] = _unknown_set_keys(values, catalog, build_store(values))
+    return report
 
 
 def compare(
@@ -144,6 +226,7 @@ def compare(
 ):
     """Judge runs against a baseline by the offloading guide's success criteria (metrics/compare.py).
     `run_configs` maps a log path to config files whose offload settings replace what the log printed."""
+    from offloaddoctor.analysis.scanner import build_matchers
     from offloaddoctor.metrics.compare import Criteria, compare_runs
     from offloaddoctor.metrics.settings import effective_offload_fraction, offload_settings
 
@@ -152,10 +235,8 @@ def compare(
     paths = [baseline, *runs]
     unknown = [p for p in (run_configs or {}) if p not in paths]
     if unknown:
-        raise UserError(f"--config {unknown[0]}=…: {unknown[0]} is not one of the logs being compared")
+        raise UserError(f"--run-config {unknown[0]}=…: {unknown[0]} is not one of the logs being compared")
     resolve_sources(paths)  # every path is checked before any is read
-    from offloaddoctor.analysis.scanner import build_matchers
-
     catalog = catalog or load_catalog()
     matchers = build_matchers(catalog)
     measured, errors = [], {}
@@ -168,7 +249,21 @@ def compare(
             run.summary.offload = offload_settings(arguments)
             run.summary.effective_offload_fraction = effective_offload_fraction(run.summary.offload)
         measured.append(run)
-    return compare_runs(measured[0], measured[1:], errors, criteria or Criteria())
+    return compare_runs(measured[0], measured[1:], errors, criteria or Criteria(), _model_state_mb(measured[0]))
+
+
+def _model_state_mb(run) -> tuple[float, str] | None:
+    """The memory model's offloadable optimizer state per GPU for a run's arguments block (None: keys missing)."""
+    from offloaddoctor.memory import estimate as model_estimate, read_shape
+
+    values = [ConfigValue(canonical_key(k), v, Source(run.path, None, "arguments block"), "log")
+              for k, v in run.arguments.items()]
+    try:
+        shape = read_shape(build_store(values)).with_changes(optimizer_cpu_offload=False)
+    except UserError:
+        return None
+    states = next(c for c in model_estimate(shape).most_loaded.components if c.name == "optimizer_states")
+    return states.bytes / 2**20, states.formula
 
 
 def _measure_and_diagnose(path: str, catalog: Catalog, matchers) -> tuple[Any, Report]:

@@ -4,7 +4,7 @@ Applied by the library (`api.diagnose(policy=…)`, `Policy.apply`), so every ca
 Read from `.offloaddoctor.yaml` or `[tool.offloaddoctor]` in `pyproject.toml`, the nearest one found
 walking up from the current directory; command-line options add to it or override it.
 
-    fail_on: warning                    # error (default) | warning | never
+    fail_on: warning                    # error (default) | warning | unknown | never
     signatures: [ci/signatures]         # relative to the project file
     ignore:
       - {id: optimizer-offload-slowdown, reason: "benchmark job: offloading on purpose"}
@@ -24,8 +24,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-FAIL_ON = ("error", "warning", "never")
-_FAILING_SEVERITIES = {"error": {"error"}, "warning": {"error", "warning"}, "never": set()}
+FAIL_ON = ("error", "warning", "unknown", "never")
+# `unknown`: errors, and also a failure line no signature explains (the caller checks the report for it).
+_FAILING_SEVERITIES = {"error": {"error"}, "warning": {"error", "warning"}, "unknown": {"error"}, "never": set()}
 
 
 @dataclass
@@ -39,8 +40,9 @@ class Policy:
         return finding.signature.severity in _FAILING_SEVERITIES[self.fail_on]
 
     def failed(self, report: Report) -> bool:
-        """Whether the run fails by `fail_on`: a finding left after suppression has a failing severity."""
-        return any(self.fails(f) for f in report.findings)
+        """Whether the run fails by `fail_on`: a finding left after suppression has a failing severity (or,
+        with `unknown`, a failure line no signature explains)."""
+        return any(self.fails(f) for f in report.findings) or (self.fail_on == "unknown" and report.unmatched is not None)
 
     def add_command_line(self, fail_on: str | None = None, ignore: list[str] | tuple[str, ...] = ()) -> Policy:
         """Command-line options on top of the project file: `--fail-on` replaces, `--ignore` adds."""

@@ -25,26 +25,50 @@ FRACTION_STEP = 0.05
 # (fraction, iteration-time ratio) measured: small dense model on an H100, and the guide's MoE model.
 SMALL_MODEL = ((0.0, 1.0), (0.25, 1.21), (0.5, 1.42), (1.0, 2.07))
 GUIDE_MODEL = ((0.0, 1.0), (0.25, 1.9), (1.0, 4.2))
-_NO_ADVICE = {"oom-fragmentation"}  # its fix is the allocator setting, not less optimizer state
+_NO_ADVICE = {"oom-fragmentation"}
+CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown  # its fix is the allocator setting, not less optimizer state
 
 
 def add_advice(findings: list[Finding], store: ConfigStore, parameters: ParameterCounts) -> None:
     for finding in findings:
         if "requested_bytes" in finding.facts and finding.id not in _NO_ADVICE:
             finding.facts.update(oom_advice(finding.facts, store, parameters))
-            _use_needed_fraction(finding)
+            _use_needed_fraction(finding, store)
+            _use_cheapest_change(finding)
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
 
 
-def _use_needed_fraction(finding: Finding) -> None:
-    """The fix's fraction line: the estimated fraction when there is one (1.0 when even that is short)."""
+def _use_cheapest_change(finding: Finding) -> None:
+    """When the memory model found a change that makes the whole step fit, the fix leads with it."""
+    overrides = finding.facts.pop(CHEAPEST_OVERRIDES, None)
+    if overrides:
+        finding.overrides = overrides
+        finding.fix_note = (
+            "The memory model's cheapest single change that makes the whole step fit this GPU "
+            f"({finding.facts.get('cheapest_change_that_fits', '')}); `offloaddoctor estimate` lists the others.")
+
+
+def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
+    """The fix's fraction line: the estimated fraction when there is one. When even fraction 1 is short,
+    the fix leads with what frees more (pipeline parallelism, recompute), and says why."""
     needed = finding.facts.get("offload_fraction_needed")
     if needed is None:
         return
     value = needed if isinstance(needed, float) else 1.0
     prefix = "optimizer.optimizer_offload_fraction="
     finding.overrides = [f"{prefix}{value:g}" if line.startswith(prefix) else line for line in finding.overrides]
+    if isinstance(needed, float):
+        return
+    pp = number(_value(store, "model.pipeline_model_parallel_size")) or 1
+    first = [f"model.pipeline_model_parallel_size={int(pp) * 2}"]
+    if boolean(_value(store, "model.cpu_offloading")) is not True:  # recompute and activation offloading exclude each other
+        first.append("model.recompute_granularity=selective")
+    given = {line.split("=", 1)[0]: line for line in finding.overrides}
+    leading = [given.get(line.split("=", 1)[0], line) for line in first]
+    finding.overrides = leading + [line for line in finding.overrides if line not in leading]
+    finding.fix_note = ("The numbers say optimizer offloading alone cannot free enough (it would need a fraction of "
+                        f"{needed.split('(')[1].split(')')[0]}): raise pipeline parallelism or add recompute first.")
 
 
 def parameters_per_gpu(parameters: ParameterCounts) -> int | None:
@@ -62,19 +86,37 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
     distributed = boolean(_value(store, "optimizer.use_distributed_optimizer"))
     dp = number(_value(store, "data_parallel_size")) if distributed is not False else 1
     state = count * OPTIMIZER_BYTES_PER_PARAMETER / (dp or 1)
+    model = memory_model_facts(store, count)
+    if model:
+        state = model.pop("optimizer_state_bytes")
     offloading = boolean(_value(store, "optimizer.optimizer_cpu_offload")) is True
     current = (number(_value(store, "optimizer.optimizer_offload_fraction")) or 0.0) if offloading else 0.0
     shortfall = max(0, requested - free)
-    needed = current + shortfall / state
+    allocated = facts.get("allocated_bytes")
+    if model and isinstance(allocated, (int, float)) and allocated > 1.5 * model["estimated_peak_allocated_bytes"]:
+        model["estimate_vs_allocated"] = (
+            f"PyTorch had {allocated / 2**30:.2f} GiB allocated, {allocated / model['estimated_peak_allocated_bytes']:.1f}x "
+            "the memory model's peak for this config: more is on the GPU than the config explains (a config from "
+            "another run, tensors kept across steps, or a bigger batch than configured)")
+    whole_run = _whole_run_shortfall(model, facts.get("total_capacity_bytes"))
+    needed = current + max(shortfall, whole_run) / state
+    if whole_run > shortfall:
+        # The request that failed is only the first one that did not fit: the model sees the whole step.
+        model["whole_step_shortfall_bytes"] = int(whole_run)
+        change = _cheapest_change(store, facts["total_capacity_bytes"])
+        if change:
+            model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
     advice: dict[str, Any] = {
         "optimizer_state_estimate_bytes": int(state),
         "shortfall_bytes": int(shortfall),
         "estimate_basis": (
-            f"{OPTIMIZER_BYTES_PER_PARAMETER} B/parameter × {count:,} parameters per GPU"
-            + (f" ÷ data-parallel size {int(dp)}" if dp and dp > 1 else "")
-            + ("" if dp or distributed is False else " (data-parallel size unknown: not divided)")
+            (model.pop("basis") if model else
+             f"{OPTIMIZER_BYTES_PER_PARAMETER} B/parameter × {count:,} parameters per GPU"
+             + (f" ÷ data-parallel size {int(dp)}" if dp and dp > 1 else "")
+             + ("" if dp or distributed is False else " (data-parallel size unknown: not divided)"))
             + (f"; offload fraction now {current:g}" if offloading else "; optimizer offloading now off")
         ),
+        **model,
     }
     if needed <= 1.0:
         fraction = min(1.0, math.ceil(needed / FRACTION_STEP - 1e-9) * FRACTION_STEP)
@@ -86,6 +128,56 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
             "parallelism or activation offloading"
         )
     return advice
+
+
+def memory_model_facts(store: ConfigStore, logged_parameters: int) -> dict[str, Any]:
+    """The memory model's view of the run the store describes: optimizer-state bytes per parameter on one GPU
+    (precision, sharding) times the parameters the log printed, its peak and largest component. Nothing when
+    the model's required keys are not known: the 12 B/parameter rule stays the fallback."""
+    from offloaddoctor.errors import UserError
+    from offloaddoctor.memory import estimate, read_shape
+
+    try:
+        shape = read_shape(store)
+    except UserError:
+        return {}
+    result = estimate(shape)
+    unloaded = estimate(shape.with_changes(optimizer_cpu_offload=False)).most_loaded
+    states = next(c for c in unloaded.components if c.name == "optimizer_states")
+    per_parameter = states.bytes / unloaded.parameters.total
+    largest = max(result.most_loaded.components, key=lambda c: c.bytes)
+    facts: dict[str, Any] = {
+        "optimizer_state_bytes": per_parameter * logged_parameters,
+        "basis": f"memory model: {per_parameter:.3g} B/parameter ({states.formula}) × {logged_parameters:,} "
+                 "parameters per GPU (the log's count)",
+        "estimated_peak_allocated_bytes": int(result.peak_allocated_bytes),
+        "estimated_nvidia_smi_bytes": int(result.nvidia_smi_bytes[0]),
+        "largest_component": f"{largest.name.replace('_', ' ')} ({largest.bytes / 2**20:,.0f} MiB): {largest.formula}",
+    }
+    modelled = result.most_loaded.parameters.total
+    if abs(modelled - logged_parameters) > 0.05 * logged_parameters:
+        facts["parameters_disagree"] = (
+            f"the config describes {modelled:,} parameters per GPU, the log printed {logged_parameters:,}: "
+            "the config is probably from another run")
+    return facts
+
+
+def _cheapest_change(store: ConfigStore, capacity: int) -> tuple[str, list[str]] | None:
+    """The memory model's cheapest single change that fits this GPU (the same advice as `estimate`)."""
+    from offloaddoctor.analysis.memory_advice import suggest
+    from offloaddoctor.memory import read_shape
+
+    shape = read_shape(store)
+    fitting = [s for s in suggest(shape, lambda e: e.nvidia_smi_bytes[0] <= capacity, store.all_values(), None) if s.fits]
+    if not fitting:
+        return None
+    return f"{fitting[0].change} (cost: {fitting[0].cost})", list(fitting[0].overrides)
+
+
+def _whole_run_shortfall(model: dict[str, Any], capacity: Any) -> float:
+    if not model or not isinstance(capacity, (int, float)):
+        return 0.0
+    return max(0.0, model["estimated_nvidia_smi_bytes"] - capacity)
 
 
 def slowdown_advice(store: ConfigStore) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from offloaddoctor.analysis.advice import add_advice
 from offloaddoctor.analysis.findings import (
     CONFIRMED, CONTRADICTED, UNKNOWN, ConfigEvidence, ConfigVerdict, Finding, Report, SourceSummary,
 )
+from offloaddoctor.analysis.failure_lines import says_only_that_a_rank_failed
+from offloaddoctor.analysis.oom import apply_close_calls
 from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
 from offloaddoctor.analysis.evidence import Aggregate, Evidence, keep_evidence
 from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Matcher, ScanResult
@@ -23,6 +25,7 @@ from offloaddoctor.lazy_pattern import lazy_compile
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
+    from collections.abc import Sequence
 
 _PLACEHOLDER = lazy_compile(r"\{([\w.]+)\}")
 
@@ -35,16 +38,19 @@ def build_report(
     if baseline is not None:
         apply_baseline(run, baseline.summary)
     findings: dict[str, Finding] = {}
+    unclaimed: list[Evidence] = []  # lines a signature matched but whose condition did not hold
     for aggregate in scan.aggregates:
         signature = _winner(catalog, aggregate, store, run)
         if signature is not None:
             _merge(findings, signature, aggregate, store, run)
+        elif aggregate.evidence:
+            unclaimed.append(aggregate.evidence[-1])
     for signature in catalog.signatures:
         if signature.id in findings:
             continue
-        if signature.match is None and signature.shares_match_of is None:
+        if signature.match is None and signature.shares_match_of is None and signature.when is not None:
             finding = condition_finding(signature, signature.when, store, run)
-        elif signature.preflight:
+        elif signature.preflight and signature.config is not None:
             # The constraint is violated in the run's config although the log does not show the error
             # (cut short, another error first): report it, marked as found in the config.
             finding = condition_finding(signature, signature.config, store, run, trigger="config")
@@ -53,16 +59,96 @@ def build_report(
         if finding is not None:
             findings[signature.id] = finding
     ordered = sorted(findings.values(), key=lambda f: f.sort_key)
+    if any(f.signature.known_issue_entries for f in ordered):  # rare: not imported otherwise
+        from offloaddoctor.analysis.known_issues import apply_known_issues
+
+        apply_known_issues(ordered, store)
     add_advice(ordered, store, scan.parameters)
-    notes = list(scan.warnings) + store.disagreements()
+    expandable = store.resolve("allocator.expandable_segments")
+    apply_close_calls(ordered, None if expandable is None else expandable.value)
+    if not _megatron_run(scan, store):
+        _drop_megatron_fix_lines(ordered)
+    mismatch = config_mismatch(store)
+    keyed = store.keyed_disagreements()
+    notes = ([mismatch] if mismatch else []) + list(scan.warnings) + _empty_log_notes(scan)
+    if baseline is not None:
+        notes.append(_baseline_note(run.values, ordered))
+    notes += [note for _, note in keyed]
+    if mismatch:
+        for finding in ordered:
+            if finding.config.verdict != UNKNOWN and any(v.known for v in finding.config.values):
+                finding.config.explanation += "; but the config is probably from another run"
     return Report(
         findings=ordered,
-        unmatched=_unexplained_failure(scan, ordered, matchers),
+        unmatched=_unexplained_failure(scan, ordered, matchers, unclaimed),
         sources=[SourceSummary(path, lines) for path, lines in scan.lines_read.items()],
         notes=notes,
         run_facts=run.values,
         ranks_seen=sorted(scan.ranks_seen),
+        note_keys={note: key for key, note in keyed},
+        config_mismatch=mismatch,
     )
+
+
+# Keys that describe the model itself: a config and a log that disagree on them are from different runs.
+MODEL_IDENTITY_KEYS = (
+    "model.num_layers", "model.hidden_size", "model.ffn_hidden_size", "model.num_attention_heads",
+    "model.num_query_groups", "model.kv_channels", "model.seq_length", "model.num_moe_experts",
+    "model.transformer_impl", "model.vocab_size",
+)
+
+
+def config_mismatch(store: ConfigStore) -> str | None:
+    """'the config is probably from another run: …' when a config file and the log's own printout disagree
+    on what the model is (not on a setting someone may have changed between attempts)."""
+    differences = []
+    for key in MODEL_IDENTITY_KEYS:
+        resolved = store.resolve(key)
+        if resolved is None or resolved.origin != "config":
+            continue
+        logged = [v for v in resolved.overridden if v.origin == "log"]
+        if logged:
+            differences.append(f"{key} {format_value(resolved.value)} vs {format_value(logged[-1].value)}")
+    if not differences:
+        return None
+    shown = ", ".join(differences[:3]) + (f" and {len(differences) - 3} more" if len(differences) > 3 else "")
+    return (f"the config is probably from another run: it disagrees with the log on the model (config vs log: {shown}). "
+            "Verdicts read the config's values: check that the config belongs to this log")
+
+
+def _empty_log_notes(scan: ScanResult) -> list[str]:
+    return [f"{'standard input' if path == '-' else path} is empty: check the path (or whether the job wrote its log elsewhere)"
+            for path, lines in scan.lines_read.items() if lines == 0]
+
+
+def _baseline_note(run: dict, findings: list[Finding]) -> str:
+    ratio, base_ms, run_ms = run.get("slowdown_ratio"), run.get("baseline_iteration_ms"), run.get("median_iteration_ms")
+    if ratio is None or not run_ms:
+        return "measured against the baseline: this log has no steady-state iteration time, so no slowdown could be measured"
+    reported = any("slowdown_ratio" in f.facts for f in findings)
+    return (f"measured against the baseline: iteration time {ratio:.2f}x the baseline's ({run_ms:g} ms vs {base_ms:g} ms)"
+            + ("" if reported else "; below the threshold of a slowdown finding"))
+
+
+# Sections a Megatron(-Bridge) config or arguments block fills; any value under them marks a Megatron run.
+_MEGATRON_SECTIONS = ("model.", "optimizer.", "ddp.")
+
+
+def _megatron_run(scan: ScanResult, store: ConfigStore) -> bool:
+    if scan.iterations or scan.parameters.billions or scan.parameters.per_model_parallel_rank:
+        return True
+    resolved = (store.resolve(key) for key in store.keys() if key.startswith(_MEGATRON_SECTIONS))  # noqa: SIM118 - a ConfigStore
+    return any(value is not None and value.origin in ("log", "config", "set") for value in resolved)
+
+
+def _drop_megatron_fix_lines(findings: list[Finding]) -> None:
+    """A log with no Megatron line and no Megatron config: Megatron settings in a fix would not apply."""
+    for finding in findings:
+        kept = [line for line in finding.overrides if not line.split("=", 1)[0].startswith(_MEGATRON_SECTIONS)]
+        if len(kept) != len(finding.overrides):
+            finding.overrides = kept
+            finding.fix_note = ("Megatron settings left out of this fix: the log shows no Megatron run (no arguments "
+                                "block, iteration lines or Megatron config), and they apply only to Megatron runs.")
 
 
 def config_lookup(store: ConfigStore, facts: dict):
@@ -123,6 +209,8 @@ def condition_finding(
         resolved = store.resolve(key)
         if resolved is not None:
             evidence.append(Evidence(resolved.source.path, resolved.source.line, None, f"{key} = {format_value(resolved.value)}"))
+    # Two facts read from one line (the median iteration time and the slowdown) cite it once.
+    evidence = list({(e.path, e.line, e.text): e for e in evidence}.values())
     used = set(fact_names) | set(names_in(signature.config, "fact"))
     return Finding(
         signature=signature,
@@ -151,6 +239,10 @@ def verdict_for(predicate: Predicate | None, store: ConfigStore, facts: dict) ->
                 tuple(f"{format_value(v.value)} at {v.source}" for v in resolved.overridden),
             ))
     outcome = evaluate(predicate, config_lookup(store, facts))
+    if values and not any(v.known for v in values):
+        # No config value is known (no config given, the log prints none): whatever the log's numbers say,
+        # the config has not confirmed or contradicted anything.
+        outcome = None
     if outcome is True:
         return ConfigVerdict(CONFIRMED, values, "the run's config agrees with this cause")
     if outcome is False:
@@ -181,13 +273,21 @@ def _override_value(value: Any) -> str:
     return "null" if value is None else format_value(value)
 
 
-def _unexplained_failure(scan: ScanResult, findings: list[Finding], matchers: list[Matcher]) -> Evidence | None:
-    """The most likely failure line (last exception of the last traceback, else the last error line),
-    unless a finding already explains it."""
+def _unexplained_failure(
+    scan: ScanResult, findings: list[Finding], matchers: list[Matcher], unclaimed: Sequence[Evidence] = ()
+) -> Evidence | None:
+    """The most likely failure line (last exception of the last traceback, else the last error line, or a
+    line a signature matched although its condition did not hold), unless a finding already explains it."""
     candidates = [e for e in scan.exceptions if not any(w in e.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)]
     candidate = candidates[-1] if candidates else scan.last_error_line
+    for line in unclaimed if not candidates else ():
+        if candidate is None or (line.path == candidate.path and (line.line or 0) > (candidate.line or 0)):
+            candidate = line
     if candidate is None:
         return None
+    if findings and (says_only_that_a_rank_failed(candidate.text)
+                     or any(w in candidate.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)):
+        return None  # torchrun's word that a rank failed: the findings say why
     explaining = {f.signature.shares_match_of or f.id for f in findings}
     for matcher in matchers:
         if matcher.id in explaining and matcher.match(candidate.text) is not None:

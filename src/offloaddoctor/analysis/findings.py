@@ -42,6 +42,8 @@ class Finding:
     first_seen: int
     trigger: str = "log"
     files: list[str] = field(default_factory=list)  # every log file it appeared in (evidence keeps a few)  # "log": matched log lines; "config": the run's config alone; "metrics": run numbers
+    known_issues: list = field(default_factory=list)  # analysis/known_issues.py KnownIssueMatch
+    fix_note: str = ""  # why the fix lines differ from the signature's (the numbers, a run that is not Megatron)
 
     @property
     def id(self) -> str:
@@ -68,6 +70,8 @@ class Report:
     run_facts: dict[str, Any]
     ranks_seen: list[int]
     suppressed: dict[str, str] = field(default_factory=dict)  # id -> reason (--ignore, project file)
+    note_keys: dict[str, str] = field(default_factory=dict)  # config-vs-log note -> the key it is about
+    config_mismatch: str | None = None  # the config is probably from another run: why (also the first note)
 
     @property
     def has_errors(self) -> bool:

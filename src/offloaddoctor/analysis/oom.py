@@ -5,15 +5,23 @@ memory it holds reserved-but-unallocated is at least the size of the request, th
 pieces: fragmentation, which `expandable_segments:True` removes. We also require that this slack is at
 least FRAGMENTATION_MIN_SHARE of the GPU (or 1 GiB when the capacity is not printed): below that, even a
 perfectly packed heap buys too little headroom, and the run is at capacity either way.
+
+Between the two lies a close call: the slack could have served the request but is only 1-5 % of the GPU
+(FRAGMENTATION_CLOSE_CALL_SHARE). Real OOMs on 16 GB and 32 GB cards sit there (736.86 MiB slack for a
+546 MiB request; 1.15 GiB for 786 MiB), and in one of those threads expandable segments were the fix. It
+stays a capacity finding, marked `fragmentation_close_call`, and its fix starts with the zero-cost setting.
 """
 
 from __future__ import annotations
 
-from offloaddoctor.analysis.units import QUANTITY, to_bytes
+from offloaddoctor.analysis.units import QUANTITY, format_bytes, to_bytes
 from offloaddoctor.lazy_pattern import lazy_compile
 
 FRAGMENTATION_MIN_SHARE = 0.05
 FRAGMENTATION_MIN_BYTES_WITHOUT_CAPACITY = 1024**3
+FRAGMENTATION_CLOSE_CALL_SHARE = 0.01
+FRAGMENTATION_CLOSE_CALL_MIN_BYTES_WITHOUT_CAPACITY = 256 * 1024**2
+EXPANDABLE_SEGMENTS = "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 
 _FIELDS = {
     "requested_bytes": (rf"Tried to allocate\s+{QUANTITY}",),
@@ -22,7 +30,7 @@ _FIELDS = {
     "in_use_bytes": (rf"this process has\s+{QUANTITY}\s+memory in use",),
     "allocated_bytes": (rf"{QUANTITY}\s+is allocated by PyTorch", rf"{QUANTITY}\s+already allocated"),
     "reserved_unallocated_bytes": (rf"{QUANTITY}\s+is reserved by PyTorch but unallocated",),
-    "reserved_bytes": (rf"{QUANTITY}\s+reserved in total by PyTorch",),
+    "reserved_bytes": (rf"{QUANTITY}\s+reserved in total by PyTorch", rf"{QUANTITY}\s+cached\b"),
 }
 _COMPILED = {name: tuple(lazy_compile(p) for p in patterns) for name, patterns in _FIELDS.items()}
 _GPU = lazy_compile(r"\bGPU\s+(\d+)")
@@ -48,6 +56,8 @@ def parse_oom(text: str) -> dict[str, int | float | bool]:
     suspected = fragmentation_suspected(facts)
     if suspected is not None:
         facts["fragmentation_suspected"] = suspected
+        if not suspected and fragmentation_close_call(facts):
+            facts["fragmentation_close_call"] = True
     capacity = facts.get("total_capacity_bytes")
     if capacity and "reserved_unallocated_bytes" in facts:
         facts["reserved_unallocated_share"] = round(facts["reserved_unallocated_bytes"] / capacity, 4)
@@ -61,3 +71,35 @@ def fragmentation_suspected(facts: dict) -> bool | None:
     capacity = facts.get("total_capacity_bytes")
     floor = capacity * FRAGMENTATION_MIN_SHARE if capacity else FRAGMENTATION_MIN_BYTES_WITHOUT_CAPACITY
     return slack >= requested and slack >= floor
+
+
+def fragmentation_close_call(facts: dict) -> bool:
+    """Slack at least the request, but below the fragmentation floor and above 1 % of the GPU."""
+    slack, requested = facts.get("reserved_unallocated_bytes"), facts.get("requested_bytes")
+    if slack is None or requested is None or slack < requested:
+        return False
+    capacity = facts.get("total_capacity_bytes")
+    floor = capacity * FRAGMENTATION_CLOSE_CALL_SHARE if capacity else FRAGMENTATION_CLOSE_CALL_MIN_BYTES_WITHOUT_CAPACITY
+    return slack >= floor
+
+
+def close_call_wording(facts: dict) -> str:
+    share = facts.get("reserved_unallocated_share")
+    of_gpu = f" ({share * 100:.1f} % of the GPU)" if share is not None else ""
+    return (
+        f"{format_bytes(facts['reserved_unallocated_bytes'])} reserved but unallocated{of_gpu} could have served "
+        f"the {format_bytes(facts['requested_bytes'])} request: fragmentation or capacity. Try expandable "
+        "segments first (zero cost); if the OOM stays, the fixes after it apply"
+    )
+
+
+def apply_close_calls(findings, expandable_segments_on) -> None:
+    """A capacity finding on the edge of fragmentation: say so, and put the zero-cost fix first."""
+    for finding in findings:
+        if finding.facts.get("fragmentation_close_call") is not True:
+            continue
+        if expandable_segments_on is True:  # already on: the slack was not the problem
+            del finding.facts["fragmentation_close_call"]
+        else:
+            finding.facts["fragmentation_close_call"] = close_call_wording(finding.facts)
+            finding.overrides = [EXPANDABLE_SEGMENTS, *(o for o in finding.overrides if o != EXPANDABLE_SEGMENTS)]

@@ -13,17 +13,19 @@ from offloaddoctor.analysis.engine import condition_finding, config_lookup
 from offloaddoctor.analysis.findings import Finding
 from offloaddoctor.analysis.run_facts import RunFacts
 from offloaddoctor.catalog.model import Catalog, Signature
-from offloaddoctor.catalog.predicates import evaluate, names_in
+from offloaddoctor.catalog.predicates import evaluate, names_in, unreadable_values
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.errors import UserError
 
 
 @dataclass(frozen=True)
 class Unchecked:
-    """A constraint that could be neither confirmed nor ruled out: the keys it needs are not set."""
+    """A constraint that could be neither confirmed nor ruled out: the keys it needs are not set, or a value
+    set is not valid for its key (`maybe` for a true/false key)."""
 
     id: str
     missing: tuple[str, ...]
+    invalid: tuple[str, ...] = ()
 
 
 @dataclass
@@ -57,20 +59,62 @@ def preflight_signatures(catalog: Catalog, only: Sequence[str] = ()) -> list[Sig
     return [by_id[i] for i in only]
 
 
+# Constraints on values only the memory model computes: checked when `check --gpu` made the estimate.
+MEMORY_KEYS = ("memory.fits",)
+
+
 def check_store(catalog: Catalog, store: ConfigStore, configs: Sequence[str] = (), only: Sequence[str] = ()) -> CheckReport:
     report = CheckReport(list(configs), [], [], [], store.disagreements())
     no_numbers = RunFacts()
+    estimated = any(store.resolve(key) is not None for key in MEMORY_KEYS)
     for signature in preflight_signatures(catalog, only):
-        finding = condition_finding(signature, signature.config, store, no_numbers, trigger="config")
+        constraint = signature.config
+        if constraint is None:  # preflight_signatures keeps only signatures with one
+            continue
+        if not estimated and any(key in MEMORY_KEYS for key in names_in(constraint, "key")):
+            continue
+        finding = condition_finding(signature, constraint, store, no_numbers, trigger="config")
         if finding is not None:
             report.violations.append(finding)
             continue
-        outcome = evaluate(signature.config, config_lookup(store, {}))
+        lookup = config_lookup(store, {})
+        outcome = evaluate(constraint, lookup)
         if outcome is False:
             report.passed.append(signature.id)
         else:
-            keys = dict.fromkeys(names_in(signature.config, "key"))
-            report.unchecked.append(Unchecked(signature.id, tuple(k for k in keys if store.resolve(k) is None)))
+            keys = dict.fromkeys(names_in(constraint, "key"))
+            invalid = dict(unreadable_values(constraint, lookup))  # key -> value (the same value per key)
+            report.unchecked.append(Unchecked(signature.id, tuple(k for k in keys if store.resolve(k) is None), tuple(invalid)))
+            for key, value in invalid.items():
+                note = f"{key} = {value!r} at {_where(store, key)} is not a valid value for this key, so {signature.id} is not checkable"
+                if note not in report.notes:
+                    report.notes.append(note)
     report.violations.sort(key=lambda f: f.sort_key)
     return report
 
+
+def _where(store: ConfigStore, key: str) -> str:
+    resolved = store.resolve(key)
+    return "not set" if resolved is None else str(resolved.source)
+
+def _unusable(key: str, store: ConfigStore) -> bool:
+    resolved = store.resolve(key)
+    return resolved is None or _wrong_type(key, resolved.value) is not None
+
+
+def _why_unknown(key: str, store: ConfigStore) -> str:
+    """`key`, or `key (a number, not 'banana' at cfg.yaml:3)` when its value has the wrong type."""
+    resolved = store.resolve(key)
+    if resolved is None:
+        return key
+    return f"{key} ({_wrong_type(key, resolved.value)}, not {resolved.value!r} at {resolved.source})"
+
+
+def _wrong_type(key: str, value) -> str | None:
+    from offloaddoctor.catalog.predicates import boolean, number
+    from offloaddoctor.config.overrides import type_problem
+
+    # Printed and launch-script values are strings; they count when they read as the type.
+    if isinstance(value, str) and (boolean(value) is not None or number(value) is not None):
+        return None
+    return type_problem(key, value)

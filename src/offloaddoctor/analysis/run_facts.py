@@ -28,7 +28,7 @@ def compute_run_facts(scan: ScanResult) -> RunFacts:
     if not segments:
         return facts
     facts.values["iterations_logged"] = sum(len(r) for _, r in segments)
-    last_key, last_records = segments[-1]
+    _last_key, last_records = segments[-1]
     steady = steady_state(last_records)
     for name, attribute in (("median_iteration_ms", "elapsed_ms"), ("median_tflops_per_gpu", "tflops_per_gpu")):
         found = median_of(steady, attribute)

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 
 from offloaddoctor.analysis.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.analysis.fact_parsers import FACT_PARSERS, captured_facts
+from offloaddoctor.analysis.failure_lines import (
+    FAILURE_LINE_LITERALS, FAILURE_LINE_PATTERN, is_frame_header, raising_statement,
+)
 from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
 from offloaddoctor.lazy_pattern import lazy_compile
@@ -31,14 +34,21 @@ __all__ = ["MAX_EVIDENCE", "Aggregate", "Evidence", "Matcher", "ScanResult", "Sc
 SEARCH_TIMEOUT_S = 0.25
 # ... and after this many give-ups it is switched off for the rest of the scan: each costs the full limit.
 MAX_TIMEOUTS_PER_SIGNATURE = 3
+# A team's (user) patterns share one budget of give-up time per scan: 20 bad ones must not cost 20 × 0.75 s.
+# Once it is spent, a user pattern is switched off at its first give-up, after at most USER_SEARCH_FLOOR_S.
+USER_PATTERN_BUDGET_S = 1.0
+USER_SEARCH_FLOOR_S = 0.02
 MAX_ITERATION_RECORDS = 1024  # evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k
 MAX_EXCEPTIONS = 64  # the last exception lines kept: the report cites the last one that is not a launcher's
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
-_ERROR_LITERALS = ("Error:", "Exception:", "ERROR", "error:", "Killed", "Segmentation fault", "exit code", "exited with code")
+_ERROR_LITERALS = ("Error:", "Exception:", "ERROR", "error:", "Killed", "Segmentation fault", "exit code", "exited with code",
+                   *FAILURE_LINE_LITERALS)
+# NCCL's `Last error:` only introduces the line after it, which is the one to show.
 _ERROR_LINE = lazy_compile(
-    r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]"
+    r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|(?<!Last )\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]|"
+    + FAILURE_LINE_PATTERN
 )
 _EXCEPTION_LINE = lazy_compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)(?::|$)")
 _CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
@@ -50,12 +60,13 @@ WRAPPER_EXCEPTIONS = ("ChildFailedError", "SystemExit", "KeyboardInterrupt")
 class Matcher:
     id: str
     spec: MatchSpec
+    user: bool = False  # from a signature directory of the user's, not the built-in catalogue
 
-    def match(self, text: str) -> dict | None:
+    def match(self, text: str, timeout: float = SEARCH_TIMEOUT_S) -> dict | None:
         if not any(literal in text for literal in self.spec.literals):
             return None
         for pattern in self.spec.patterns:
-            found = pattern.search(text, timeout=SEARCH_TIMEOUT_S)
+            found = pattern.search(text, timeout=timeout)
             if found:
                 facts = captured_facts(found.groupdict())
                 if self.spec.facts:
@@ -83,20 +94,31 @@ class ScanResult:
 
 
 def build_matchers(catalog: Catalog) -> list[Matcher]:
-    return [Matcher(s.id, s.match) for s in catalog.signatures if s.match is not None]
+    from pathlib import Path
+
+    from offloaddoctor.catalog.loader import builtin_signature_dir
+
+    builtin = builtin_signature_dir().resolve()
+    return [Matcher(s.id, s.match, user=Path(s.path).resolve().parent != builtin)
+            for s in catalog.signatures if s.match is not None]
 
 
 class TracebackTracker(LineHandler):
     """Open Python tracebacks, one per rank: from the `Traceback (most recent call last)` header through its
     indented frames to the exception line that ends it, which is handed to `on_exception`. While one is open
     every line is read; a line that is neither a frame nor a candidate ends there. A traceback that never
-    ends (cut or interleaved output) is given up after _TRACEBACK_MAX_LINES lines."""
+    ends (cut or interleaved output, or a paste that stops at its last frame) is given up after
+    _TRACEBACK_MAX_LINES lines or at the end of the log; its last frame's `raise`/`assert` line, if any, is
+    handed to `on_cut` as the failure."""
 
     literals = (TRACEBACK,)
 
-    def __init__(self, on_exception):
-        self.on_exception = on_exception  # (Line) -> None
+    def __init__(self, on_exception, on_cut):
+        self.on_exception = on_exception  # (Line, exception text) -> None
+        self.on_cut = on_cut  # (Evidence) -> None
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
+        self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
+        self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
 
     def feed(self, line: Line) -> bool:
         awaiting = self.awaiting
@@ -106,7 +128,11 @@ class TracebackTracker(LineHandler):
             if not line.candidate:
                 return True
         if TRACEBACK in line.text:
+            text = line.text
             awaiting[line.rank] = line.number
+            # torchrun's root-cause block indents the whole traceback: `  traceback : Traceback (most …`
+            self._indent[line.rank] = len(text) - len(text.lstrip())
+            self._raising_frame.pop(line.rank, None)
             return True
         return False
 
@@ -115,22 +141,43 @@ class TracebackTracker(LineHandler):
         if awaiting:
             for rank, opened in list(awaiting.items()):
                 if number - opened > _TRACEBACK_MAX_LINES:
-                    del awaiting[rank]
+                    self._close_cut(rank)
+                    del awaiting[rank]  # a traceback that never ended (interleaved or cut output)
         return bool(awaiting)
+
+    def finish(self) -> None:
+        for rank in self.awaiting:
+            self._close_cut(rank)
+        self._raising_frame.clear()
 
     def _frame_or_end(self, line: Line) -> bool:
         """True while the line is a frame of the open traceback, or the exception line that ends it."""
-        text = line.text
-        if line.number - self.awaiting[line.rank] > _TRACEBACK_MAX_LINES:
-            del self.awaiting[line.rank]
+        text, rank = line.text, line.rank
+        if line.number - self.awaiting[rank] > _TRACEBACK_MAX_LINES:
+            self._close_cut(rank)
+            del self.awaiting[rank]
             return False
-        if not text.strip() or text[:1].isspace() or text.startswith(_CHAINED) or TRACEBACK in text:
+        indent = self._indent.get(rank, 0)
+        body = text[indent:] if indent and text[:indent].isspace() else text
+        if not text.strip() or body[:1].isspace() or body.startswith(_CHAINED) or TRACEBACK in text:
+            statement = raising_statement(body)
+            if statement is not None:
+                self._raising_frame[rank] = Evidence(line.path, line.number, rank, statement)
+            elif is_frame_header(body):
+                self._raising_frame.pop(rank, None)
             return True
-        if _EXCEPTION_LINE.match(text):
-            del self.awaiting[line.rank]
-            self.on_exception(line)
+        if _EXCEPTION_LINE.match(body):
+            del self.awaiting[rank]
+            self._raising_frame.pop(rank, None)
+            self.on_exception(line, body)
             return True
         return False
+
+    def _close_cut(self, rank: int | None) -> None:
+        """A pasted traceback that stops at its last frame: the `raise`/`assert` there is the failure."""
+        frame = self._raising_frame.pop(rank, None)
+        if frame is not None:
+            self.on_cut(frame)
 
 
 class IterationSampler(LineHandler):
@@ -224,6 +271,7 @@ class FailureMatcher(LineHandler):
         self.aggregates = Aggregates()
         self.literals = tuple(sorted({lit for m in matchers for lit in m.spec.literals} | set(_ERROR_LITERALS)))
         self._timeouts: dict[str, int] = {}
+        self._user_budget = USER_PATTERN_BUDGET_S
 
     def feed(self, line: Line) -> bool:
         self.match(line.path, line.number, line.rank, line.text)
@@ -232,10 +280,13 @@ class FailureMatcher(LineHandler):
     def match(self, path: str, number: int, rank: int | None, text: str) -> None:
         matched = False
         for matcher in self.matchers:
+            timeout = max(USER_SEARCH_FLOOR_S, min(SEARCH_TIMEOUT_S, self._user_budget)) if matcher.user else SEARCH_TIMEOUT_S
             try:
-                facts = matcher.match(text)
+                facts = matcher.match(text, timeout)
             except TimeoutError:
-                self._timed_out(matcher, path, number)
+                if matcher.user:
+                    self._user_budget -= timeout
+                self._timed_out(matcher, path, number, timeout)
                 continue
             if facts is None:
                 continue
@@ -244,14 +295,15 @@ class FailureMatcher(LineHandler):
         if not matched and _ERROR_LINE.search(text):
             self.result.last_error_line = Evidence(path, number, rank, text.strip())
 
-    def exception(self, line: Line) -> None:
-        self.result.remember_exception(Evidence(line.path, line.number, line.rank, line.text.strip()))
-        self.match(line.path, line.number, line.rank, line.text)
+    def exception(self, line: Line, text: str) -> None:
+        """The exception line that ends a traceback (`text`: without the traceback's own indent)."""
+        self.result.remember_exception(Evidence(line.path, line.number, line.rank, text.strip()))
+        self.match(line.path, line.number, line.rank, text)
 
-    def _timed_out(self, matcher: Matcher, path: str, number: int) -> None:
+    def _timed_out(self, matcher: Matcher, path: str, number: int, timeout: float) -> None:
         count = self._timeouts[matcher.id] = self._timeouts.get(matcher.id, 0) + 1
-        note = f"{path}:{number}: signature {matcher.id}: pattern search gave up after {SEARCH_TIMEOUT_S} s on this line"
-        if count >= MAX_TIMEOUTS_PER_SIGNATURE:
+        note = f"{path}:{number}: signature {matcher.id}: pattern search gave up after {timeout:g} s on this line"
+        if count >= MAX_TIMEOUTS_PER_SIGNATURE or (matcher.user and self._user_budget <= 0):
             # a new list: the loop in match keeps iterating the old one
             self.matchers = [m for m in self.matchers if m is not matcher]
             note += f"; switched off for the rest of the scan after {count} such lines (run `offloaddoctor signatures lint`)"
@@ -272,7 +324,7 @@ class Scanner:
         return [
             RanksSeen(result.ranks_seen),
             *config_handlers(collector),
-            TracebackTracker(self.failures.exception),
+            TracebackTracker(self.failures.exception, self.result.remember_exception),
             IterationSampler(result.iterations, collector),
             ParameterLines(result.parameters),
             self.failures,

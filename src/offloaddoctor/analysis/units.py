@@ -18,7 +18,7 @@ _QUANTITY = lazy_compile(QUANTITY)
 def to_bytes(amount: str, unit: str) -> int | None:
     """None for a figure no GPU has (an overflow to infinity in a damaged or hostile line)."""
     value = float(amount) * _FACTORS[unit.lower()]
-    return int(round(value)) if math.isfinite(value) else None
+    return round(value) if math.isfinite(value) else None
 
 
 def parse_quantity(text: str) -> int | None:

@@ -42,7 +42,7 @@ class Repo:
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         try:
             result = subprocess.run(
-                [*_GIT, *args], cwd=self.directory, capture_output=True, text=True, errors="replace"
+                [*_GIT, *args], cwd=self.directory, capture_output=True, text=True, errors="replace", check=False
             )
         except FileNotFoundError:
             raise UserError("git is not installed or not on PATH") from None
@@ -94,3 +94,16 @@ class Repo:
         """The file's text at a commit, or None where the commit does not have it."""
         result = self._run("show", f"{sha}:{path}", check=False)
         return result.stdout if result.returncode == 0 else None
+
+    def path_history(self, rev: str, path: str) -> list[tuple[str, str]]:
+        """(commit, the file's name in it) for every commit up to REV that touched PATH, newest first,
+        following renames as `git log --follow` does; empty when no commit has it."""
+        result = self._run("log", "--follow", "--name-only", "--format=%x00%H", rev, "--", path, check=False)
+        if result.returncode != 0:
+            return []
+        history = []
+        for record in result.stdout.split("\x00")[1:]:
+            lines = [line for line in record.splitlines() if line]
+            if len(lines) >= 2:
+                history.append((lines[0], lines[-1]))
+        return history

@@ -64,7 +64,7 @@ def _untestable(exit_code: int | None, timed_out: bool, timeout: float | None) -
 
 def _run(command: str, directory: Path, sink, timeout: float | None) -> tuple[int | None, bool]:
     # A session of its own, so a timeout or Ctrl-C ends the whole job tree, not just the shell.
-    process = subprocess.Popen(
+    process = subprocess.Popen(  # noqa: S602 - the user's own --run command, run as `git bisect run` would
         command, shell=True, cwd=directory, stdout=sink, stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL, start_new_session=True,
     )

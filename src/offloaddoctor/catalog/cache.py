@@ -1,9 +1,13 @@
 """A cache of parsed signature files, keyed by their paths and checksums, so that start-up skips YAML.
 
 Only a catalogue that loaded without a problem is written, as JSON (never pickle: the file is read back into
-a process). What it saves is parsing and the pattern-safety analysis; every field is still validated from the
-cached data. Any doubt (unreadable, corrupt, not a list, different key) is a miss. Writing is best effort: a
-read-only home or a full disk must never fail a diagnosis.
+a process). What it saves is parsing and the pattern-safety analysis. An entry is two lines: a header (the
+key, and the checksums of the second line) and the parsed files. What is read back is not trusted: a second
+line that does not match its checksums (an edited or damaged entry) is a miss, every field is validated again
+from the cached data, and the loader falls back to the YAML on any problem with it (loader.py). Any doubt
+(unreadable, corrupt, not a list, different key) is a miss. Writing is best effort: a read-only home or a
+full disk must never fail a diagnosis, and the cache never creates a home directory: it is skipped when the
+directory it would live in has no parent (HOME pointing nowhere).
 
 OFFLOADDOCTOR_CACHE_DIR moves it; OFFLOADDOCTOR_NO_CACHE=1 turns it off.
 """
@@ -21,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-FORMAT = 1
+FORMAT = 2  # 2: a header line with the checksums of the data line
 KEEP = 16  # catalogue versions kept (built-in plus a few teams' directories); the oldest go first
 
 
@@ -50,18 +54,23 @@ def _entry(directory: Path, key: str) -> Path:
     return directory / f"catalog-{zlib.crc32(encoded):08x}{zlib.adler32(encoded):08x}.json"
 
 
+def _checksum(data: bytes) -> str:
+    return f"{len(data)} {zlib.crc32(data):08x} {zlib.adler32(data):08x}"
+
+
 def read_cached(key: str, count: int) -> list[dict[str, Any]] | None:
     directory = cache_dir()
     if directory is None:
         return None
     try:
-        with open(_entry(directory, key), encoding="utf-8") as handle:
-            stored = json.load(handle)
+        with open(_entry(directory, key), "rb") as handle:
+            header_line, _, body = handle.read().partition(b"\n")
+        header = json.loads(header_line)
+        if not isinstance(header, dict) or header.get("key") != key or header.get("check") != _checksum(body):
+            return None
+        data = json.loads(body)
     except (OSError, ValueError):
         return None
-    if not isinstance(stored, dict) or stored.get("key") != key:
-        return None
-    data = stored.get("files")
     if not isinstance(data, list) or len(data) != count or not all(isinstance(item, dict) for item in data):
         return None
     return data
@@ -74,14 +83,17 @@ def write_cached(key: str, data: list[dict[str, Any]]) -> None:
     import tempfile
 
     try:
-        text = json.dumps({"key": key, "files": data}, ensure_ascii=False)
-        if json.loads(text)["files"] != data:  # a YAML value JSON cannot hold (a date, a non-string key)
+        body = json.dumps(data, ensure_ascii=False)
+        if json.loads(body) != data:  # a YAML value JSON cannot hold (a date, a non-string key, NaN)
             return
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        encoded = body.encode("utf-8")
+        header = json.dumps({"key": key, "check": _checksum(encoded)}, ensure_ascii=True)
+        if not _make_directory(directory):
+            return
         fd, temporary = tempfile.mkstemp(prefix=".catalog-", suffix=".tmp", dir=directory)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(header.encode("ascii") + b"\n" + encoded)
             os.replace(temporary, _entry(directory, key))
         except BaseException:
             os.unlink(temporary)
@@ -89,6 +101,30 @@ def write_cached(key: str, data: list[dict[str, Any]]) -> None:
         _prune(directory)
     except (OSError, TypeError, ValueError):
         return
+
+
+def forget_cached(key: str) -> None:
+    """Drop an entry the loader found wrong (it is rewritten from the YAML)."""
+    directory = cache_dir()
+    if directory is not None:
+        try:
+            _entry(directory, key).unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _make_directory(directory: Path) -> bool:
+    """Create the cache directory, and its parent only where that is `~/.cache` in an existing home (or
+    `$XDG_CACHE_HOME` in an existing directory); never anything higher, so never a home directory."""
+    if directory.is_dir():
+        return True
+    parent = directory.parent
+    if not parent.is_dir():
+        if not parent.parent.is_dir() or os.environ.get("OFFLOADDOCTOR_CACHE_DIR"):
+            return False
+        parent.mkdir(mode=0o700)
+    directory.mkdir(mode=0o700, exist_ok=True)
+    return True
 
 
 def _prune(directory: Path) -> None:

@@ -1,6 +1,7 @@
 """`signatures lint`: what the loader accepts but a reviewer should still hear about.
 
-Errors (exit 1): everything the loader refuses (schema, compilation, catastrophic patterns, a log signature
+Errors (exit 1): everything the loader refuses (schema, compilation, catastrophic patterns such as `(a+)+` or
+`(a|aa)+`, a log signature
 without both a `match` and a `no_match` example — reported all at once), a pattern no example exercises, a
 match example whose line carries none of the literals (the prefilter would hide it).
 Warnings: patterns that start with `.*`/`.+` (every search scans the line twice), an unbounded repeat inside a

@@ -6,10 +6,11 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from offloaddoctor.catalog.cache import catalog_key, read_cached, write_cached
+from offloaddoctor.catalog.cache import catalog_key, forget_cached, read_cached, write_cached
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
 from offloaddoctor.lazy_pattern import lazy_compile
+from offloaddoctor.text_safety import safe_lines, safe_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
 _ID = lazy_compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _FIELDS_REQUIRED = ("id", "title", "severity", "priority", "symptom", "cause", "confirm", "fix", "references", "examples")
-_FIELDS_OPTIONAL = ("match", "when", "config", "preflight")
+_FIELDS_OPTIONAL = ("match", "when", "config", "preflight", "known_issues")
 
 
 
@@ -78,12 +79,28 @@ def load_catalog(vocabulary: Vocabulary, extra_dirs: Sequence[Path] = (), includ
                 contents.append((path, content))
     key = None if problems else catalog_key(contents)
     cached = read_cached(key, len(contents)) if key else None
-    parsed = cached if cached is not None else [_parse_file(path, content, problems) for path, content in contents]
+    if key and cached is not None:
+        try:
+            catalog = _build_catalog(contents, cached, [], builtin, include_builtin, vocabulary, trusted_patterns=True)
+        except (CatalogError, TypeError, ValueError, KeyError, AttributeError):
+            forget_cached(key)  # an entry that does not validate: the YAML decides, and is cached again
+        else:
+            return catalog
+    parsed = [_parse_file(path, content, problems) for path, content in contents]
+    catalog = _build_catalog(contents, parsed, problems, builtin, include_builtin, vocabulary, trusted_patterns=False)
+    if key:
+        write_cached(key, [data for data in parsed if data is not None])  # all of them: it loaded
+    return catalog
 
+
+def _build_catalog(
+    contents: list[tuple[Path, bytes]], parsed: Sequence[dict | None], problems: list[CatalogProblem],
+    builtin: Path, include_builtin: bool, vocabulary: Vocabulary, trusted_patterns: bool,
+) -> Catalog:
     signatures: list[Signature] = []
     seen: dict[str, str] = {}
     for (path, _), data in zip(contents, parsed):
-        signature = None if data is None else _build_signature(path, data, problems, vocabulary, trusted_patterns=cached is not None)
+        signature = None if data is None else _build_signature(path, data, problems, vocabulary, trusted_patterns)
         if signature is None:
             continue
         if signature.id in seen:
@@ -97,8 +114,6 @@ def load_catalog(vocabulary: Vocabulary, extra_dirs: Sequence[Path] = (), includ
     _check_shared_matchers(signatures, problems)
     if problems:
         raise CatalogError(problems)
-    if key and cached is None:
-        write_cached(key, parsed)
     return Catalog(tuple(sorted(signatures, key=lambda s: (-s.priority, s.id))))
 
 
@@ -224,15 +239,27 @@ def _build_signature(
     ):
         problem("references", "must be a non-empty list of mappings with `doc` or `source` (strings)")
     examples = _load_examples(data.get("examples"), data.get("match") is not None, problem) if "examples" in data else ()
+    known_issues = data.get("known_issues", ())
+    if known_issues and not trusted_patterns:  # checked unless a cache hit: those bytes passed it before
+        from offloaddoctor.catalog.known_issues import load_known_issues
 
-    if len(problems) > before:
+        load_known_issues(known_issues, problem, vocabulary.is_known_key)
+    elif "known_issues" in data and not known_issues:
+        problem("known_issues", "must be a non-empty list of mappings")
+
+    if len(problems) > before or fix is None:  # (a missing fix is one of the problems)
         return None
+    assert isinstance(signature_id, str) and isinstance(priority, int)
+    assert isinstance(confirm, list) and isinstance(references, list)
+    # A team's catalogue is as untrusted as a log (a repository's .offloaddoctor.yaml can point at one): every
+    # string that is shown goes through the log text's escaping here, once, for every renderer.
     return Signature(
-        id=signature_id, title=data["title"], severity=data["severity"], priority=priority,
-        symptom=data["symptom"].strip(), cause=data["cause"].strip(), match=match, shares_match_of=shares,
-        when=when, config=config, preflight=bool(data.get("preflight", False)),
-        confirm=tuple(c.strip() for c in confirm), fix=fix, references=tuple(references),
-        examples=examples, path=where,
+        id=signature_id, title=safe_text(data["title"]), severity=data["severity"], priority=priority,
+        symptom=safe_lines(data["symptom"].strip()), cause=safe_lines(data["cause"].strip()), match=match,
+        shares_match_of=shares, when=when, config=config, preflight=bool(data.get("preflight", False)),
+        confirm=tuple(safe_lines(c.strip()) for c in confirm), fix=fix,
+        references=tuple({safe_text(k): safe_text(v) for k, v in r.items()} for r in references),
+        examples=examples, path=where, known_issue_entries=tuple(known_issues),
     )
 
 
@@ -306,7 +333,7 @@ def _load_fix(raw: Any, problem) -> Fix | None:
     if not isinstance(overrides, list) or not all(_nonempty_str(o) for o in overrides):
         problem("fix.overrides", "must be a list of override lines")
         overrides = []
-    return Fix(raw["summary"].strip(), tuple(o.strip() for o in overrides))
+    return Fix(safe_lines(raw["summary"].strip()), tuple(safe_text(o.strip()) for o in overrides))
 
 
 def _load_examples(raw: Any, has_match: bool, problem) -> tuple[Example, ...]:
@@ -335,7 +362,7 @@ def _load_examples(raw: Any, has_match: bool, problem) -> tuple[Example, ...]:
         verdict = item.get("verdict")
         if verdict is not None and verdict not in ("confirmed", "contradicted", "unknown"):
             problem(f"{where}.verdict", "must be confirmed, contradicted or unknown")
-        examples.append(Example(item.get("expect", ""), log, config, verdict, str(item.get("name", ""))))
+        examples.append(Example(item.get("expect", ""), log, config, verdict, safe_text(item.get("name", ""))))
     expectations = {e.expect for e in examples}
     if not {"match", "no_match"} <= expectations:
         problem("examples", "need at least one `match` and one `no_match` example")

@@ -11,6 +11,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
+    from offloaddoctor.catalog.known_issues import KnownIssue
+
 SEVERITIES = ("error", "warning", "info")
 
 
@@ -63,6 +65,17 @@ class Signature:
     references: tuple[dict[str, str], ...]
     examples: tuple[Example, ...]
     path: str
+    # `known_issues` entries as validated at load time; built on first use (most runs never need them)
+    known_issue_entries: tuple[dict[str, Any], ...] = ()
+
+    @cached_property
+    def known_issues(self) -> tuple[KnownIssue, ...]:
+        """Upstream bugs known to produce this failure (catalog/known_issues.py)."""
+        if not self.known_issue_entries:
+            return ()
+        from offloaddoctor.catalog.known_issues import build_known_issues
+
+        return build_known_issues(self.known_issue_entries)
 
     @property
     def severity_rank(self) -> int:

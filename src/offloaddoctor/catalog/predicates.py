@@ -143,10 +143,11 @@ def _evaluate_leaf(leaf: Leaf, lookup: Lookup) -> Truth:
 def _compare(op: str, actual: Any, operand: Any) -> Truth:
     if op in ("eq", "ne"):
         equal = _equal(actual, operand)
-        return equal if op == "eq" else not equal
+        return None if equal is None else equal if op == "eq" else not equal
     if op in ("in", "not_in"):
-        inside = any(_equal(actual, item) for item in operand)
-        return inside if op == "in" else not inside
+        results = [_equal(actual, item) for item in operand]
+        inside = True if True in results else None if None in results else False
+        return None if inside is None else inside if op == "in" else not inside
     if op in ("contains", "not_contains"):
         if actual is None:
             return op == "not_contains"
@@ -166,15 +167,38 @@ def _compare(op: str, actual: Any, operand: Any) -> Truth:
     return {"gt": left > right, "ge": left >= right, "lt": left < right, "le": left <= right}[op]
 
 
-def _equal(actual: Any, expected: Any) -> bool:
+def _equal(actual: Any, expected: Any) -> Truth:
+    """None when the value cannot be read as the operand's type (`maybe` for a true/false key, `abc` for a
+    number): unknown, never "not equal", so a constraint is not passed on a value it cannot read."""
     if expected is None or actual is None:
         return _is_none(actual) and _is_none(expected)
     if isinstance(expected, bool) or isinstance(actual, bool):
-        return boolean(actual) is not None and boolean(actual) == boolean(expected)
+        truth, wanted = boolean(actual), boolean(expected)
+        if truth is None or wanted is None:
+            return False if _is_none(actual) or _is_none(expected) else None
+        return truth == wanted
     if isinstance(expected, (int, float)) or isinstance(actual, (int, float)):
         left, right = number(actual), number(expected)
-        return left is not None and left == right
+        if left is None or right is None:
+            return False if _is_none(actual) or _is_none(expected) else None
+        return left == right
     return str(actual).strip().lower() == str(expected).strip().lower()
+
+
+def unreadable_values(predicate: Predicate, lookup: Lookup) -> list[tuple[str, Any]]:
+    """(key, value) of every set config value a leaf could not read as its operand's type."""
+    out: list[tuple[str, Any]] = []
+    if isinstance(predicate, Leaf):
+        if predicate.kind == "key" and predicate.op not in ("exists", "contains", "not_contains"):
+            actual = lookup("key", predicate.name)
+            if actual is not _MISSING and _evaluate_leaf(predicate, lookup) is None and not isinstance(predicate.operand, Ref):
+                out.append((predicate.name, actual))
+    elif isinstance(predicate, Not):
+        out.extend(unreadable_values(predicate.child, lookup))
+    else:
+        for child in predicate.children:
+            out.extend(unreadable_values(child, lookup))
+    return out
 
 
 def _is_none(value: Any) -> bool:

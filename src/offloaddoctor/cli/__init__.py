@@ -10,7 +10,7 @@ __all__ = ["app", "main", "typer_app"]
 
 
 def typer_app():
-    from offloaddoctor.cli import diagnose, check, bisect, measure, catalog  # noqa: F401 - registration
+    from offloaddoctor.cli import diagnose, check, estimate, bisect, measure, catalog  # noqa: F401 - registration
     from offloaddoctor.cli._app import app
 
     return app
@@ -29,9 +29,86 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(encoding="utf-8", errors="backslashreplace")
-    from offloaddoctor.cli.fast_path import run
+    sys.stdout = _GuardedStdout(sys.stdout)
+    code: int | str | None
+    try:
+        from offloaddoctor.cli.fast_path import run
 
-    code = run(sys.argv[1:])
-    if code is not None:
-        sys.exit(code)
-    typer_app()()
+        code = run(sys.argv[1:])
+        if code is None:
+            code = run_typer(sys.argv[1:])
+        sys.stdout.flush()  # here, not at exit: a full disk must be reported, not ignored
+    except StdoutWriteError as exc:
+        code = _stdout_failed(exc)
+    sys.exit(code)
+
+
+class StdoutWriteError(OSError):
+    """Writing the output to standard output failed (a full disk, `> /dev/full`, a closed pipe)."""
+
+
+class _GuardedStdout:
+    """sys.stdout, with its write errors told apart from every other OSError (those stay bugs)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise StdoutWriteError(exc.errno, exc.strerror) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise StdoutWriteError(exc.errno, exc.strerror) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _stdout_failed(exc: StdoutWriteError) -> int:
+    import errno
+    import os
+
+    try:  # what is still buffered must not fail again when the interpreter flushes at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    if exc.errno == errno.EPIPE:  # `| head` stopped reading: exit 1 without a word, as click does
+        return 1
+    sys.stderr.write(f"offloaddoctor: error: cannot write the output to standard output: {exc.strerror or exc}\n")
+    return 2
+
+
+def run_typer(argv: list[str]) -> int:
+    """The typer road, with this project's conventions instead of click's: bare `offloaddoctor` prints help
+    to stdout (exit 0); a usage error is one line, `offloaddoctor: error: …` (exit 2), like every other error;
+    Ctrl-C exits 130, never 1 (which means "findings")."""
+    from typer.main import get_command
+
+    from offloaddoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, fail
+
+    command = get_command(typer_app())
+    if not argv:
+        argv = ["--help"]
+    try:
+        code = command.main(args=argv, prog_name="offloaddoctor", standalone_mode=False)
+    except KeyboardInterrupt:
+        sys.stderr.write("\noffloaddoctor: interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if type(exc).__name__ == "Abort":  # click turns Ctrl-C (and EOF at a prompt) into Abort
+            sys.stderr.write("\noffloaddoctor: interrupted\n")
+            return EXIT_INTERRUPTED
+        if not hasattr(exc, "format_message"):  # a bug: let it show its traceback
+            raise
+        context = getattr(exc, "ctx", None)
+        where = f" (see `{context.command_path} --help`)" if context is not None else ""
+        try:
+            fail(" ".join(exc.format_message().split()) + where)
+        except SystemExit as usage:
+            return usage.code if isinstance(usage.code, int) else EXIT_USAGE
+    return code if isinstance(code, int) else 0

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
+from typer.core import TyperCommand
 
 from offloaddoctor import __version__
+
 
 class GuardedTyper(typer.Typer):
     """Every command registered on it runs under `common.guarded`: an exception that is not the user's
@@ -33,6 +35,15 @@ class GuardedTyper(typer.Typer):
             return function
 
         return decorator
+
+
+class Command(TyperCommand):
+    """Usage lines as the README writes them (`diagnose [OPTIONS] LOG...`): typer wraps required arguments in
+    braces (`{LOG...}`), which reads like a choice."""
+
+    def collect_usage_pieces(self, ctx):
+        return [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
+                for piece in super().collect_usage_pieces(ctx)]
 
 
 app = GuardedTyper(

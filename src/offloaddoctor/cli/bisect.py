@@ -8,29 +8,31 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import app
-from offloaddoctor.cli.common import OutputFormat, load_catalog_or_fail, fail
+from offloaddoctor.cli._app import Command, app
+from offloaddoctor.cli.common import EXIT_INTERRUPTED, TextOrJson, load_catalog_or_fail, fail
 from offloaddoctor.errors import UserError
 
 
-@app.command()
+@app.command(cls=Command, short_help="Find the commit (or the config keys) that made a config or a run fail; never touches your checkout.")
 def bisect(
     good: Optional[str] = typer.Option(None, "--good", metavar="REV", help="A commit where the run/config was fine."),
     bad: Optional[str] = typer.Option(None, "--bad", metavar="REV", help="A later commit where it fails."),
-    config: Optional[str] = typer.Option(None, "--config", "-c", help="Config file in the repo: config mode (read from git objects, no checkout)."),
-    repo: str = typer.Option(".", "--repo", help="The git repository (default: the current directory)."),
-    signature: Optional[str] = typer.Option(None, "--signature", help="Bad means this signature fires (default: any error)."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", metavar="PATH", help="Config file in the repo: config mode (read from git objects, no checkout)."),
+    repo: str = typer.Option(".", "--repo", metavar="DIR", help="The git repository (default: the current directory)."),
+    select: Optional[str] = typer.Option(None, "--select", metavar="ID", help="Bad means this signature fires (default: any error)."),
+    select_old: Optional[str] = typer.Option(None, "--signature", hidden=True, help="Old name of --select."),
     run_command: Optional[str] = typer.Option(None, "--run", metavar="CMD", help="Run mode: run CMD at each commit in a temporary worktree."),
-    log: Optional[str] = typer.Option(None, "--log", help="Run mode: the log CMD writes, relative to the checkout (default: CMD's output)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Run mode: seconds before CMD is killed (the commit is skipped)."),
-    good_config: Optional[str] = typer.Option(None, "--good-config", help="Two-config mode: the config that passes."),
-    bad_config: Optional[str] = typer.Option(None, "--bad-config", help="Two-config mode: the config that fails."),
-    output_format: OutputFormat = typer.Option(OutputFormat.auto, "--format", "-f", help="text (default) or json."),
+    log: Optional[str] = typer.Option(None, "--log", metavar="PATH", help="Run mode: the log CMD writes, relative to the checkout (default: CMD's output)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001, help="Run mode: seconds before CMD is killed (the commit is skipped)."),
+    good_config: Optional[str] = typer.Option(None, "--good-config", metavar="PATH", help="Two-config mode: the config that passes."),
+    bad_config: Optional[str] = typer.Option(None, "--bad-config", metavar="PATH", help="Two-config mode: the config that fails."),
+    output_format: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help="text (default) or json."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
-    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."),
 ) -> None:
     """Find the commit (or the config keys) that made a config or a run fail. Never touches your checkout."""
     catalog = load_catalog_or_fail(signatures)
+    signature = select or select_old
     progress = None if quiet else (lambda message: typer.echo(message, err=True))
     try:
         if good_config or bad_config:
@@ -56,19 +58,20 @@ def bisect(
         fail(str(exc))
     except KeyboardInterrupt:
         typer.echo("offloaddoctor: interrupted; temporary worktrees removed, your checkout untouched", err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     from offloaddoctor.render.bisect_view import render_bisect_json, render_bisect_plain
 
-    sys.stdout.write(render_bisect_json(result) if output_format is OutputFormat.json else render_bisect_plain(result))
+    sys.stdout.write(render_bisect_json(result) if output_format is TextOrJson.json else render_bisect_plain(result))
 
 
-@app.command("bisect-step")
+@app.command("bisect-step", cls=Command, short_help="For `git bisect run`: exit 0 good, 1 bad, 125 skip (never 128 or more).")
 def bisect_step(
-    config: Optional[str] = typer.Option(None, "--config", "-c", help="Check this config in the current checkout."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", metavar="PATH", help="Check this config in the current checkout."),
     run_command: Optional[str] = typer.Option(None, "--run", metavar="CMD", help="Run CMD here and diagnose its output."),
-    log: Optional[str] = typer.Option(None, "--log", help="The log CMD writes (default: CMD's output)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Seconds before CMD is killed (skip)."),
-    signature: Optional[str] = typer.Option(None, "--signature", help="Bad means this signature fires (default: any error)."),
+    log: Optional[str] = typer.Option(None, "--log", metavar="PATH", help="The log CMD writes (default: CMD's output)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001, help="Seconds before CMD is killed (skip)."),
+    select: Optional[str] = typer.Option(None, "--select", metavar="ID", help="Bad means this signature fires (default: any error)."),
+    select_old: Optional[str] = typer.Option(None, "--signature", hidden=True, help="Old name of --select."),
 ) -> None:
     """For `git bisect run offloaddoctor bisect-step ...`: exit 0 good, 1 bad, 125 skip (never 128 or more)."""
     from offloaddoctor.bisect.step import EXIT_FOR, EXIT_SKIP, bisect_step as run_step
@@ -77,9 +80,9 @@ def bisect_step(
         from offloaddoctor.api import load_catalog
         from offloaddoctor.policy import load_policy
 
-        outcome = run_step(load_catalog(policy=load_policy()), config, run_command, log, timeout, signature)
+        outcome = run_step(load_catalog(policy=load_policy()), config, run_command, log, timeout, select or select_old)
     except (Exception, KeyboardInterrupt) as exc:  # git bisect run must never see a traceback or >= 128
         typer.echo(f"offloaddoctor: skip: {exc or type(exc).__name__}", err=True)
-        raise typer.Exit(EXIT_SKIP)
+        raise typer.Exit(EXIT_SKIP) from None
     typer.echo(f"offloaddoctor: {outcome.verdict}: {outcome.reason}", err=True)
     raise typer.Exit(EXIT_FOR[outcome.verdict])

@@ -9,13 +9,14 @@ from typing import List
 
 import typer
 
-from offloaddoctor.cli._app import GuardedTyper, app
+from offloaddoctor.cli._app import Command, GuardedTyper, app
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, load_catalog_or_fail, fail, did_you_mean
 
 
 signatures_app = GuardedTyper(
     add_completion=False, invoke_without_command=True, rich_markup_mode=None,
     help="The signature catalogue: list it, run its examples (test), check it (lint).",
+    short_help="The signature catalogue: list it, run its examples (test), check it (lint).",
 )
 app.add_typer(signatures_app, name="signatures")
 
@@ -28,8 +29,9 @@ class ExamplesFormat(str, Enum):
 @signatures_app.callback()
 def list_signatures(
     ctx: typer.Context,
-    json_output: bool = typer.Option(False, "--json", help="Machine-readable list."),
-    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+    output_format: ExamplesFormat = typer.Option(ExamplesFormat.text, "--format", "-f", help="text (default) or json."),
+    json_output: bool = typer.Option(False, "--json", hidden=True, help="Old spelling of --format json."),
+    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."),
 ) -> None:
     """List the signature catalogue (or run `test` / `lint`)."""
     if ctx.invoked_subcommand is not None:
@@ -37,10 +39,11 @@ def list_signatures(
     from offloaddoctor.render.catalog_view import render_catalog, render_catalog_json
 
     catalog = load_catalog_or_fail(signatures)
-    sys.stdout.write(render_catalog_json(catalog) if json_output else render_catalog(catalog))
+    as_json = json_output or output_format is ExamplesFormat.json
+    sys.stdout.write(render_catalog_json(catalog) if as_json else render_catalog(catalog))
 
 
-@signatures_app.command("test")
+@signatures_app.command("test", cls=Command, short_help="Run every signature's examples; print the confusion matrix.")
 def signatures_test(
     dirs: List[Path] = typer.Argument(None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."),
     only: bool = typer.Option(False, "--only", help="Test only the signatures in DIR (the built-ins are still loaded, so ids cannot clash)."),
@@ -60,7 +63,7 @@ def signatures_test(
     raise typer.Exit(EXIT_FINDINGS if run.failures else EXIT_CLEAN)
 
 
-@signatures_app.command("lint")
+@signatures_app.command("lint", cls=Command, short_help="Validate signature files: schema, patterns, literals, examples.")
 def signatures_lint(
     dirs: List[Path] = typer.Argument(None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."),
 ) -> None:
@@ -82,10 +85,10 @@ def signatures_lint(
     raise typer.Exit(EXIT_FINDINGS if errors else EXIT_CLEAN)
 
 
-@app.command()
+@app.command(cls=Command, short_help="Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix.")
 def explain(
     signature_id: str = typer.Argument(..., metavar="ID", help="A signature id, e.g. pp-cpu-offload."),
-    signatures: List[Path] = typer.Option([], "--signatures", help="Extra signature directory. Repeatable."),
+    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."),
 ) -> None:
     """Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix."""
     from offloaddoctor.render.catalog_view import render_explain

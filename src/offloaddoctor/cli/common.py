@@ -9,17 +9,20 @@ from enum import Enum
 from pathlib import Path
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it; never 1, which means "findings"
 EXIT_INTERNAL = 3  # a bug of ours: never 0 or 1, which a CI job reads as "clean" or "findings"
 # `offloaddoctor --debug …` or OFFLOADDOCTOR_DEBUG=1: an internal error shows its traceback.
 DEBUG = bool(os.environ.get("OFFLOADDOCTOR_DEBUG"))
 
-
-from offloaddoctor.render.formats import Format as OutputFormat  # noqa: E402 - declared once, in render/
+# Output formats are declared once, in render/formats.py; these names are the CLI's.
+from offloaddoctor.render.formats import CheckFormat, TextOrJson  # noqa: E402, F401 - the CLI's names
+from offloaddoctor.render.formats import Format as OutputFormat  # noqa: E402, F401
 
 
 class FailOn(str, Enum):
     error = "error"
     warning = "warning"
+    unknown = "unknown"  # errors, and a failure line no signature explains
     never = "never"
 
 
@@ -59,8 +62,12 @@ def guarded(command):
             fail(str(exc))
         except (SystemExit, KeyboardInterrupt, GeneratorExit):
             raise
-        except BrokenPipeError:
-            raise
+        except OSError as exc:
+            from offloaddoctor.cli import StdoutWriteError
+
+            if isinstance(exc, (BrokenPipeError, StdoutWriteError)):  # the output's fate: cli.main reports it
+                raise
+            internal_error(exc)
         except Exception as exc:
             if type(exc).__module__.split(".")[0] in ("click", "typer"):  # Exit, Abort, usage errors: click handles them
                 raise
@@ -83,8 +90,8 @@ def load_catalog_or_fail(signature_dirs: list[Path], policy=None):
         fail(str(exc))
 
 
-def wants_terminal(output_format: OutputFormat) -> bool:
-    return output_format is OutputFormat.terminal or (output_format is OutputFormat.auto and sys.stdout.isatty())
+def wants_terminal(output_format) -> bool:
+    return output_format.value == "terminal" or (output_format.value == "auto" and sys.stdout.isatty())
 
 
 def make_console():

@@ -35,10 +35,12 @@ Parsed = tuple[str, dict[str, "Any"]]
 def parse(argv: Sequence[str], commands: dict[str, Any] | None = None) -> Parsed | None:
     """(target, keyword arguments) exactly as typer would pass them, or None: let typer parse it."""
     if commands is None:
-        from offloaddoctor.cli._fast_spec import COMMANDS as commands
+        from offloaddoctor.cli._fast_spec import COMMANDS
+
+        commands = COMMANDS
     if not argv or argv[0] not in commands:
         return None
-    spec = commands[argv[0]]
+    spec: dict[str, Any] = commands[argv[0]]
     given: dict[str, Any] = {}
     positionals: list[str] = []
     tokens = iter(argv[1:])
@@ -60,9 +62,10 @@ def parse(argv: Sequence[str], commands: dict[str, Any] | None = None) -> Parsed
             given[param_name] = True
             continue
         if not has_value:
-            value = next(tokens, None)
-            if value is None:
+            following = next(tokens, None)
+            if following is None:
                 return None
+            value = following
         converted = _convert(param, value)
         if converted is None:
             return None
@@ -95,9 +98,9 @@ def run(argv: Sequence[str]) -> int | None:
 
     try:
         return guarded(command)(**kwargs)
-    except KeyboardInterrupt:  # as click does
-        sys.stderr.write("\nAborted!\n")
-        return 1
+    except KeyboardInterrupt:  # as the typer road does (cli/__init__.py): 130, never 1 ("findings")
+        sys.stderr.write("\noffloaddoctor: interrupted\n")
+        return 130
     except OSError as exc:
         if exc.errno == errno.EPIPE:  # `| head`: click exits 1 without a traceback; silence the flush at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -118,6 +121,11 @@ def _convert(param: dict[str, Any], value: str) -> Any:
         if value not in param["choices"]:
             return None
         return _enum(param)(value)
+    if kind == "int":
+        try:
+            return int(value)  # as click's INT converts it
+        except ValueError:
+            return None  # typer says what is wrong with it
     raise ValueError(f"fast road: unknown parameter kind {kind!r}")
 
 
@@ -163,7 +171,7 @@ def build_spec(app) -> dict[str, Any]:
     callbacks = {info.name or info.callback.__name__.replace("_", "-"): info.callback for info in app.registered_commands}
     commands: dict[str, Any] = {}
     for name in TARGETS:
-        command = group.commands[name]
+        command = group.commands[name]  # type: ignore[attr-defined] # the app is a typer group
         hints = typing.get_type_hints(callbacks[name])
         options: dict[str, str] = {}
         params: dict[str, Any] = {}
@@ -184,7 +192,7 @@ def build_spec(app) -> dict[str, Any]:
             else:
                 if click_param.secondary_opts or click_param.envvar or click_param.callback or click_param.is_eager:
                     raise ValueError(f"{name} {click_param.opts}: not something the fast road parses")
-                options.update({opt: click_param.name for opt in click_param.opts})
+                options.update(dict.fromkeys(click_param.opts, click_param.name))
         commands[name] = {"options": options, "arguments": arguments, "params": params}
     return commands
 
@@ -207,6 +215,8 @@ def _kind(click_param, annotation) -> str:
         return "path"
     if type(click_param.type).__name__ == "StringParamType":
         return "str"
+    if type(click_param.type).__name__ == "IntParamType":  # not a range: those check bounds the road does not
+        return "int"
     raise ValueError(f"{click_param.opts}: type {click_param.type!r} is not one the fast road converts")
 
 

@@ -26,6 +26,7 @@ def run_diagnose(
     signatures: list[Path],
     baseline: str | None,
     recursive: bool,
+    details: bool = False,
 ) -> int:
     """Returns the exit code; a usage error exits with EXIT_USAGE after one line on stderr."""
     from offloaddoctor.api import diagnose
@@ -44,8 +45,8 @@ def run_diagnose(
                               recursive=recursive, policy=policy)
     except UserError as exc:
         fail(str(exc))
-    _emit(report, output_format, catalog, policy)
-    _write_outputs(report, outputs, catalog, policy)
+    _emit(report, output_format, catalog, policy, details)
+    _write_outputs(report, outputs, catalog, policy, details)
     return EXIT_FINDINGS if policy.failed(report) else EXIT_CLEAN
 
 
@@ -54,49 +55,58 @@ PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 
 @contextmanager
 def _progress_bar(logs: list[str], output_format: OutputFormat):
-    """A rich bar on stderr for long scans by a person at a terminal; never in CI or machine formats."""
+    """A rich bar on stderr for long scans (PROGRESS_MIN_BYTES or more) by a person at a terminal; never in CI
+    or machine formats. It starts only once the scan is known to be long: a short scan prints nothing."""
     from offloaddoctor.render.formats import MACHINE_FORMATS
 
     machine = output_format in MACHINE_FORMATS
     if machine or os.environ.get("CI") or os.environ.get("GITHUB_ACTIONS") or not sys.stderr.isatty():
         yield None
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+    state: dict = {}
 
-    with Progress("scanning", BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=Console(stderr=True),
-                  transient=True) as bar:
-        task = bar.add_task("scan", total=None)
+    def update(done: int, total: int) -> None:
+        if total < PROGRESS_MIN_BYTES:
+            return
+        if "bar" not in state:
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-        def update(done: int, total: int) -> None:
-            if total >= PROGRESS_MIN_BYTES:
-                bar.update(task, completed=done, total=total)
+            state["bar"] = Progress("scanning", BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                                    console=Console(stderr=True), transient=True)
+            state["bar"].start()
+            state["task"] = state["bar"].add_task("scan", total=total)
+        state["bar"].update(state["task"], completed=done, total=total)
 
+    try:
         yield update
+    finally:
+        if "bar" in state:
+            state["bar"].stop()
 
 
-def _write_outputs(report, outputs: list[tuple[str, str]], catalog, policy) -> None:
+def _write_outputs(report, outputs: list[tuple[str, str]], catalog, policy, details: bool) -> None:
     from offloaddoctor.render.outputs import render
 
     for output_format, path in outputs:
         try:
             with open(path, "w", encoding="utf-8") as handle:
-                handle.write(render(report, output_format, catalog, policy))
+                handle.write(render(report, output_format, catalog, policy, details))
         except OSError as exc:
             fail(f"--output {path}: cannot write: {exc.strerror or exc}")
 
 
-def _emit(report, output_format: OutputFormat, catalog, policy) -> None:
+def _emit(report, output_format: OutputFormat, catalog, policy, details: bool) -> None:
     if output_format is OutputFormat.auto and os.environ.get("GITHUB_ACTIONS") == "true":
         output_format = OutputFormat.github
     if output_format is not OutputFormat.github and wants_terminal(output_format):
         from offloaddoctor.render.terminal import render_terminal
 
-        render_terminal(report, make_console())
+        render_terminal(report, make_console(), details)
         return
     from offloaddoctor.render.outputs import emit
 
     try:
-        sys.stdout.write(emit(report, output_format.value, catalog, policy))
+        emit(report, output_format.value, catalog, policy, details, sys.stdout.write)
     except UserError as exc:
         fail(str(exc))

@@ -54,7 +54,9 @@ def fix_values(store: ConfigStore) -> dict[str, Any]:
     return values
 
 
-def _derived(key: str, value, *inputs: Resolved, note: str = "") -> Resolved:
+def _derived(key: str, value, *given: Resolved | None, note: str = "") -> Resolved:
+    """`given`: the values it is derived from (the callers pass resolved values; None is never one of them)."""
+    inputs = [i for i in given if i is not None]
     parts = ", ".join(f"{i.key}={format_value(i.value)} at {i.source}" for i in inputs)
     detail = f"derived from {parts}" + (f"; {note}" if note else "")
     first = inputs[0].source
@@ -88,8 +90,16 @@ def _megatron_lm_cpu_offloading(store: ConfigStore) -> None:
 def _layers_per_pipeline_rank(store: ConfigStore) -> None:
     layers, stages = store.resolve("model.num_layers"), store.resolve("model.pipeline_model_parallel_size")
     count, size = (number(layers.value) if layers else None), (number(stages.value) if stages else None)
-    if count is not None and size:
-        store.set_derived(_derived("model.layers_per_pipeline_rank", int(count // size), layers, stages))
+    if count is None or not size:
+        return
+    uneven = any(
+        resolved is not None and resolved.value is not None
+        for resolved in map(store.resolve, ("model.num_layers_in_first_pipeline_stage",
+                                            "model.num_layers_in_last_pipeline_stage")))
+    if count % size and not uneven:
+        # Megatron-LM's validate_args rejects this split before any VPP check: no per-rank count to judge.
+        return
+    store.set_derived(_derived("model.layers_per_pipeline_rank", int(count // size), layers, stages))
 
 
 _UNKNOWN = object()

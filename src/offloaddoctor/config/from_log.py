@@ -1,10 +1,12 @@
-"""Config a training log prints about itself: the Megatron-LM arguments block, the launch command line,
-environment dumps, and the `OptimizerConfig(...)` / `DistributedDataParallelConfig(...)` lines MCore logs."""
+"""Config a training log prints about itself: the Megatron-LM arguments block, Megatron-Bridge's start-up
+configuration summary (config/bridge_summary.py), the launch command line, environment dumps, and the `OptimizerConfig(...)` / `DistributedDataParallelConfig(...)` lines MCore logs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from offloaddoctor.config.bridge_summary import TITLE as BRIDGE_SUMMARY_TITLE
+from offloaddoctor.config.bridge_summary import BridgeSummaryBlock
 from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.printed import parse_printed
 from offloaddoctor.config.values import ConfigValue, Source
@@ -20,6 +22,10 @@ _PROGRAM = lazy_compile(r"(?:^|\s)(?:\S*/)?(?:torchrun|python[\d.]*|\S+\.py)(?=\
 _DATACLASS_REPR = lazy_compile(r"\b(OptimizerConfig|DistributedDataParallelConfig)\((.*)\)\s*$")
 _REPR_FIELD = lazy_compile(r"(\w+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|<[^>]*>|[^,()<>\[\]]+)")
 _HYDRA_OVERRIDE = lazy_compile(r"^\+{0,2}([a-z_]\w*(?:\.\w+)+)=(.*)$")
+# pip list / pip freeze lines pasted into a log or printed by a launch script
+_VERSION_LINE = lazy_compile(
+    r"^\s*(megatron[-_]bridge|megatron[-_]core)\s*(?:==\s*|\s+)(\d+\.\d+\.\d+(?:\.?(?:rc|a|b|dev|post)\d+)?)\s*$"
+)
 _REPR_SECTION = {"OptimizerConfig": "optimizer", "DistributedDataParallelConfig": "ddp"}
 # Lines MCore prints about what it could import: they settle a config question the config cannot.
 _RUNTIME_FACTS = {
@@ -33,8 +39,9 @@ _RUNTIME_FACTS = {
 # (`python3.12 pretrain_gpt.py --…`: ".py "), or torchrun; `python3.12 -m torch.distributed.run` is the
 # versioned interpreter with a module, hence its own literal.
 LITERALS = (
-    *_RUNTIME_FACTS, "arguments", "PYTORCH_", "NCCL_", "CUDA_", "NVTE_", "TORCH_", "Config(",
+    *_RUNTIME_FACTS, "arguments", BRIDGE_SUMMARY_TITLE, "PYTORCH_", "NCCL_", "CUDA_", "NVTE_", "TORCH_", "Config(",
     "torchrun", "python ", "python\t", "python3 ", "python3\t", " -m torch.distributed", ".py ", ".py\t",
+    "megatron-bridge", "megatron_bridge", "megatron-core", "megatron_core",
 )
 
 
@@ -47,7 +54,7 @@ class LogConfigCollector:
     origin: str = "log"
     values: list[ConfigValue] = field(default_factory=list)
     segment_starts: list[int] = field(default_factory=lambda: [0])
-    in_arguments: bool = False
+    in_megatron_arguments: bool = False
 
     @property
     def segment(self) -> int:
@@ -58,22 +65,45 @@ class LogConfigCollector:
 
     def __post_init__(self) -> None:
         self._by_segment: dict[int, list[ConfigValue]] = {}
+        self._bridge_summary: BridgeSummaryBlock | None = None
+
+    @property
+    def in_arguments(self) -> bool:
+        """Inside a config block whose lines carry no literal: the scanner must hand over every line."""
+        return self.in_megatron_arguments or self._bridge_summary is not None
+
+    def finish(self) -> None:
+        """The log ended: a Bridge summary cut short still counts for what it listed."""
+        if self._bridge_summary is not None:
+            self._bridge_summary.finish()
+            self._bridge_summary = None
 
     def feed(self, text: str, line: int) -> bool:
         """Consume a line; True when it was config (so nothing else needs to look at it)."""
-        if self.in_arguments:
+        if self._bridge_summary is not None:
+            if self._bridge_summary.feed(text, line):
+                if not self._bridge_summary.open:
+                    self._bridge_summary = None
+                return True
+            self._bridge_summary = None
+        if BRIDGE_SUMMARY_TITLE in text:
+            if any(v.source.detail.startswith("Bridge summary") for v in self._by_segment.get(self.segment, [])):
+                self.segment_starts.append(line)
+            self._bridge_summary = BridgeSummaryBlock(line, self._add)
+            return True
+        if self.in_megatron_arguments:
             if _ARGS_END.match(text):
-                self.in_arguments = False
+                self.in_megatron_arguments = False
                 return True
             entry = _ARGS_ENTRY.match(text)
             if entry:
                 self._add(entry.group(1), parse_printed(entry.group(2)), line, "arguments block")
                 return True
-            self.in_arguments = False  # a block cut short by a crash or interleaved output
+            self.in_megatron_arguments = False  # a block cut short by a crash or interleaved output
         if _ARGS_START.match(text):
             if any(v.source.detail == "arguments block" for v in self._by_segment.get(self.segment, [])):
                 self.segment_starts.append(line)
-            self.in_arguments = True
+            self.in_megatron_arguments = True
             return True
         env = _ENV_LINE.match(text)
         if env:
@@ -82,6 +112,12 @@ class LogConfigCollector:
         for literal, (key, value) in _RUNTIME_FACTS.items():
             if literal in text:
                 self._add(key, value, line, "runtime message")
+                return True
+        if "megatron" in text:
+            version = _VERSION_LINE.match(text)
+            if version:
+                package = version.group(1).replace("_", "-")
+                self._add(f"runtime.{package.replace('-', '_')}_version", version.group(2), line, "version line")
                 return True
         if " --" in text or "=" in text:
             dataclass_repr = _DATACLASS_REPR.search(text)
@@ -97,6 +133,8 @@ class LogConfigCollector:
     def feed_script_line(self, text: str, line: int) -> bool:
         """A line of a launch script: `export X=…`, or a (continued) command line with flags."""
         stripped = text.strip()
+        if stripped.startswith("#SBATCH"):  # Slurm's job geometry: --nodes, --ntasks, --ntasks-per-node, --gpus-per-node
+            return self._command_line(stripped[len("#SBATCH"):], line)
         if not stripped or stripped.startswith("#"):
             return False
         env = _ENV_LINE.match(stripped) or _ANY_ENV_EXPORT.match(stripped)
@@ -150,6 +188,9 @@ class ConfigLines(LineHandler):
 
     def wants_every_line(self, number: int) -> bool:
         return self.collector.in_arguments
+
+    def finish(self) -> None:
+        self.collector.finish()
 
 
 def config_handlers(collector: LogConfigCollector) -> list[LineHandler]:

@@ -54,13 +54,78 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("env.PYTORCH_CUDA_ALLOC_CONF", "PyTorch caching-allocator settings"),
     KnownKey("env.PYTORCH_ALLOC_CONF", "PyTorch allocator settings (newer name)"),
     KnownKey("env.NCCL_GRAPH_REGISTER", "NCCL buffer registration under CUDA graphs"),
+    KnownKey("runtime.megatron_bridge_version", "megatron-bridge version, from a pip list / pip freeze line in the log"),
+    KnownKey("runtime.megatron_core_version", "megatron-core version, from a pip list / pip freeze line in the log"),
     KnownKey("runtime.te_fused_adam_available", "False when MCore logs that it fell back to torch optimizers"),
+    # Read by the memory model (memory/shape.py).
+    KnownKey("model.hidden_size", "hidden size"),
+    KnownKey("model.num_attention_heads", "attention heads"),
+    KnownKey("model.num_query_groups", "key/value heads (grouped-query attention)"),
+    KnownKey("model.kv_channels", "attention head size"),
+    KnownKey("model.ffn_hidden_size", "MLP hidden size"),
+    KnownKey("model.seq_length", "sequence length", ("dataset.sequence_length",)),
+    KnownKey("model.max_position_embeddings", "learned position embeddings"),
+    KnownKey("model.position_embedding_type", "learned_absolute, rope or none"),
+    KnownKey("model.vocab_size", "vocabulary size before padding"),
+    KnownKey("model.make_vocab_size_divisible_by", "vocabulary padding multiple (times TP)"),
+    KnownKey("model.gated_linear_unit", "gated MLP (SwiGLU)", ("swiglu", "--swiglu")),
+    KnownKey("model.normalization", "LayerNorm or RMSNorm"),
+    KnownKey("model.add_bias_linear", "biases in linear layers"),
+    KnownKey("model.share_embeddings_and_output_weights", "tied input and output embeddings"),
+    KnownKey("model.hidden_dropout", "hidden dropout probability"),
+    KnownKey("model.attention_dropout", "attention dropout probability"),
+    KnownKey("model.num_moe_experts", "routed experts (MoE)", ("num_experts", "--num-experts")),
+    KnownKey("model.moe_ffn_hidden_size", "expert MLP hidden size"),
+    KnownKey("model.moe_router_topk", "experts per token"),
+    KnownKey("model.moe_shared_expert_intermediate_size", "shared-expert MLP hidden size"),
+    KnownKey("model.expert_model_parallel_size", "expert-parallel size (EP)"),
+    KnownKey("model.expert_tensor_parallel_size", "tensor-parallel size inside experts"),
+    KnownKey("model.context_parallel_size", "context-parallel size (CP)"),
+    KnownKey("model.sequence_parallel", "sequence parallelism (with TP)"),
+    KnownKey("model.recompute_num_layers", "layers per recompute chunk"),
+    KnownKey("model.recompute_modules", "modules selective recompute covers"),
+    KnownKey("model.bf16", "bf16 mixed precision"),
+    KnownKey("model.fp16", "fp16 mixed precision"),
+    KnownKey("train.micro_batch_size", "micro-batch size"),
+    KnownKey("train.global_batch_size", "global batch size"),
+    KnownKey("ddp.grad_reduce_in_fp32", "gradients accumulated and reduced in fp32",
+             ("accumulate_allreduce_grads_in_fp32", "--accumulate-allreduce-grads-in-fp32")),
+    KnownKey("optimizer.main_params_dtype", "master-weight dtype (precision-aware optimizer)"),
+    KnownKey("optimizer.exp_avg_dtype", "Adam first-moment dtype (precision-aware optimizer)"),
+    KnownKey("optimizer.exp_avg_sq_dtype", "Adam second-moment dtype (precision-aware optimizer)"),
+    # Computed by the memory model when a GPU is named (check/estimate --gpu); never read from a config.
+    KnownKey("memory.fits", "the memory estimate fits the GPU (check --gpu)"),
     # Derived from the keys above; see config/derived.py.
     KnownKey("allocator.expandable_segments", "expandable_segments:True in the allocator settings"),
     KnownKey("model.layers_per_pipeline_rank", "num_layers // pipeline_model_parallel_size"),
 )
 
 _BY_CANONICAL = {known.canonical: known for known in KNOWN_KEYS}
+
+# The type a known key's value must have (megatron-core's dataclass fields); None (`null`) is always allowed.
+VALUE_KINDS: dict[str, str] = {
+    **dict.fromkeys((
+        "model.cpu_offloading", "model.cpu_offloading_activations", "model.cpu_offloading_weights",
+        "model.cpu_offloading_double_buffering", "model.fine_grained_activation_offloading",
+        "model.enable_cuda_graph", "model.external_cuda_graph", "optimizer.optimizer_cpu_offload",
+        "optimizer.overlap_cpu_optimizer_d2h_h2d", "optimizer.use_torch_optimizer_for_cpu_offload",
+        "optimizer.use_precision_aware_optimizer", "optimizer.use_distributed_optimizer",
+        "optimizer.decoupled_weight_decay", "optimizer.offload_optimizer_states", "ddp.nccl_ub",
+        "runtime.te_fused_adam_available", "allocator.expandable_segments", "model.gated_linear_unit",
+        "model.add_bias_linear", "model.share_embeddings_and_output_weights", "model.sequence_parallel",
+        "model.bf16", "model.fp16", "ddp.grad_reduce_in_fp32",
+    ), "bool"),
+    **dict.fromkeys((
+        "model.cpu_offloading_num_layers", "model.num_layers", "model.pipeline_model_parallel_size",
+        "model.virtual_pipeline_model_parallel_size", "model.tensor_model_parallel_size",
+        "model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage",
+        "model.hidden_size", "model.num_attention_heads", "model.num_query_groups", "model.kv_channels",
+        "model.ffn_hidden_size", "model.seq_length", "model.vocab_size", "model.num_moe_experts",
+        "model.moe_router_topk", "model.expert_model_parallel_size", "model.context_parallel_size",
+        "train.micro_batch_size", "train.global_batch_size",
+    ), "int"),
+    "optimizer.optimizer_offload_fraction": "number",
+}
 
 
 def _build_aliases() -> dict[str, str]:
@@ -102,3 +167,8 @@ def canonical_key(name: str) -> str:
 def describe_key(canonical: str) -> str:
     known = _BY_CANONICAL.get(canonical)
     return known.description if known else ""
+
+
+def known_spellings() -> list[str]:
+    """Every canonical key and alias (for "did you mean")."""
+    return sorted(set(_ALIASES) | set(_BY_CANONICAL))

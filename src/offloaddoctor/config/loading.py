@@ -12,6 +12,9 @@ from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.errors import UserError
 
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
+LOG_SUFFIXES = (".log", ".out", ".err", ".txt", ".gz")
+# A log is read as config only up to here: the arguments block and the config lines come at start-up.
+LOG_CONFIG_LINES = 200_000
 
 
 # yaml_config is imported where it is used: PyYAML is a sizeable share of start-up, and most runs have no --config.
@@ -32,6 +35,24 @@ def parse_config_text(text: str, label: str, name: str) -> list[ConfigValue]:
     from offloaddoctor.config.yaml_config import parse_yaml_config
 
     return parse_yaml_config(text, label)
+
+
+def load_log_config(path: str) -> list[ConfigValue]:
+    """What a training log prints about its own config (arguments block, launch line, config reprs)."""
+    import gzip
+    import itertools
+
+    collector = LogConfigCollector(path, origin="log")
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as lines:
+            for number, line in enumerate(itertools.islice(lines, LOG_CONFIG_LINES), start=1):
+                collector.feed(line.rstrip("\r\n"), number)
+    except (OSError, EOFError) as exc:
+        raise UserError(f"{path}: cannot read this log ({exc.__class__.__name__}: {exc})") from None
+    if not collector.values:
+        raise UserError(f"{path}: no arguments block or config lines found in this log")
+    return collector.values
 
 
 def _load_launch_script(path: str) -> list[ConfigValue]:

@@ -60,7 +60,7 @@ def parse_override(text: str) -> Any:
         return float(text)  # `1e-4`: YAML 1.1 reads it as a string, Hydra/OmegaConf as a float
     yaml, loader = _override_loader()
     try:
-        value = yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader
+        value = yaml.load(text, Loader=loader)  # a SafeLoader subclass
     except (yaml.YAMLError, RecursionError):
         return text
     if isinstance(value, (str, int, float, bool, list)) or value is None:

@@ -71,6 +71,9 @@ class ConfigStore:
         for value in values:
             self.add(value)
 
+    def all_values(self) -> list[ConfigValue]:
+        return [value for values in self._values.values() for value in values]
+
     def keys(self) -> list[str]:
         return sorted(set(self._values) | set(self._derived))
 
@@ -91,11 +94,16 @@ class ConfigStore:
             self._derived[resolved.key] = resolved
 
     def disagreements(self) -> list[str]:
+        return [note for _, note in self.keyed_disagreements()]
+
+    def keyed_disagreements(self) -> list[tuple[str, str]]:
+        """(key, note) for every key whose winning value disagrees with one from another origin."""
         notes = []
         for key in sorted(self._values):
             resolved = self.resolve(key)
-            if resolved and resolved.overridden and any(v.origin != resolved.origin for v in resolved.overridden):
-                notes.append(resolved.disagreement)
+            note = resolved.disagreement if resolved else None
+            if resolved and note and any(v.origin != resolved.origin for v in resolved.overridden):
+                notes.append((key, note))
         return notes
 
 

@@ -14,13 +14,17 @@ import yaml
 
 from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.values import ConfigValue, Source
+from offloaddoctor.config.mixups import log_given_as_config
 from offloaddoctor.errors import UserError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-MAX_NODES = 200_000
+MAX_NODES = 200_000  # after alias expansion
+# As written: a Bridge run_config.yaml holds under a thousand (737 in fixtures/configs); each costs ~40 µs to
+# scan and compose in pure Python, so the limit is reached in about a second.
+MAX_COMPOSED_NODES = 20_000
 # A Bridge run_config.yaml is tens of KB. PyYAML reads about 1 MB/s (flow collections much slower), so a
 # larger file is refused rather than read for minutes.
 MAX_CONFIG_BYTES = 2**20
@@ -57,13 +61,44 @@ def read_config_text(path: str, errors: str = "strict") -> str:
         raise UserError(f"{path}: config is not UTF-8 text") from None
 
 
+class _CountingLoader(yaml.SafeLoader):
+    """Counts nodes as they are composed: a 1 MiB flow list of 500k items is refused at the limit, in a
+    fraction of a second, not after PyYAML built all of it (12 s and 350 MB)."""
+
+    def __init__(self, stream: str, path: str) -> None:
+        super().__init__(stream)
+        self.nodes_left = MAX_COMPOSED_NODES
+        self.config_path = path
+
+    def compose_node(self, parent, index):
+        if not self.check_event(yaml.AliasEvent):  # an alias reuses a node: its expansion is _walk's budget
+            self.nodes_left -= 1
+            if self.nodes_left < 0:
+                raise UserError(
+                    f"{self.config_path}: config has more than {MAX_COMPOSED_NODES:,} values (keys, list items); "
+                    "a run config has about a thousand; refusing to read it"
+                )
+        return super().compose_node(parent, index)
+
+
+def _compose(text: str, path: str) -> yaml.Node | None:
+    loader = _CountingLoader(text, path)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
 def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[ConfigValue]:
     """Read config text; `path` labels the sources (a file, or `REV:path` for a git object)."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = _compose(text, path)
     except RecursionError:  # PyYAML composes nested collections recursively
         raise UserError(_TOO_DEEP.format(path=path)) from None
     except yaml.MarkedYAMLError as exc:
+        mixup = log_given_as_config(path, text)
+        if mixup is not None:
+            raise mixup from None
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}" if mark else path
         raise UserError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
@@ -72,6 +107,9 @@ def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[Conf
     if root is None:
         raise UserError(f"{path}: config is empty")
     if not isinstance(root, yaml.MappingNode):
+        mixup = log_given_as_config(path, text)
+        if mixup is not None:
+            raise mixup
         raise UserError(f"{path}: config must be a mapping of keys to values at the top level")
     budget = [MAX_NODES]
     values = []
@@ -96,7 +134,7 @@ def _walk(node: yaml.Node, prefix: str, budget: list[int], path: str) -> Iterato
             yield dotted, value_node, _plain(value_node, budget, path)
 
 
-def _mapping_pairs(node: yaml.MappingNode, budget: list[int], path: str):
+def _mapping_pairs(node: yaml.Node, budget: list[int], path: str):
     seen: dict[str, int] = {}
     for key_node, value_node in node.value:
         _spend(budget, path)

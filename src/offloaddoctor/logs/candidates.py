@@ -15,13 +15,14 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from bisect import bisect_left
 
 from offloaddoctor.errors import UserError
-from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, describe_read_error, looks_binary, open_binary
+from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, describe_read_error, not_text_error, not_text_reason, open_binary
 
 BLOCK_BYTES = 1 << 20
 GREP_MIN_BYTES = 8 << 20  # a plain file this large goes through GNU grep (logs/grep_prefilter.py) when there is one
@@ -45,6 +46,15 @@ def prefilter_literals(literals: Iterable[str]) -> list[bytes]:
         if not any(shorter in literal for shorter in kept):
             kept.append(literal)
     return sorted(kept)
+
+
+def _file_size(stream) -> int | None:
+    """The size of the regular file under the stream (a gzip one's compressed size), or None."""
+    try:
+        status = os.fstat(stream.fileno())
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
 
 
 class CandidateReader:
@@ -72,6 +82,7 @@ class CandidateReader:
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         stream = open_binary(self.source)
+        size_at_open = _file_size(stream)
         try:
             if isinstance(stream, gzip.GzipFile):
                 spool = self._gunzip_to_spool()
@@ -81,12 +92,12 @@ class CandidateReader:
                     return
             self.patterns = self._patterns_for(stream)
             if self._grep_suits(stream):
-                stream.close()
                 from offloaddoctor.logs.grep_prefilter import grep_lines
 
                 yield from grep_lines(self, self.source.path)
-                return
-            yield from self._lines(stream)
+            else:
+                yield from self._lines(stream)
+            self._note_shrinking(stream, size_at_open)
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
@@ -130,8 +141,9 @@ class CandidateReader:
 
         try:
             with open(spool, "rb") as plain:
-                if looks_binary(plain.peek(8192)[:8192]):
-                    raise UserError(f"{self.source.name}: looks like a binary file, not a text log")
+                reason = not_text_reason(plain.peek(8192)[:8192])
+                if reason:
+                    raise not_text_error(self.source, reason)
                 self.patterns = self._patterns_for(plain)
             progress, self.on_bytes = self.on_bytes, None  # progress counts the file's own (compressed) bytes
             try:
@@ -142,6 +154,16 @@ class CandidateReader:
                 progress(os.path.getsize(self.source.path))
         finally:
             os.unlink(spool)
+
+    def _note_shrinking(self, stream, size_at_open: int | None) -> None:
+        """A log cut shorter while it was read (a rotating logger truncating it in place, `copytruncate`):
+        what was past the cut is not read, and the report must say so."""
+        size_now = _file_size(stream)
+        if size_at_open is not None and size_now is not None and size_now < size_at_open:
+            self.warnings.append(
+                f"{self.source.name}: shrank from {size_at_open:,} to {size_now:,} bytes while it was read "
+                "(a rotating logger truncating it?); lines past the cut were not read"
+            )
 
     def _grep_suits(self, stream) -> bool:
         """A large plain file, not gzip, not binary, and GNU grep at hand: let grep find the candidates."""
@@ -156,8 +178,9 @@ class CandidateReader:
 
         if gnu_grep() is None:
             return False
-        if looks_binary(stream.peek(8192)[:8192]):
-            raise UserError(f"{self.source.name}: looks like a binary file, not a text log")
+        reason = not_text_reason(stream.peek(8192)[:8192])
+        if reason:
+            raise not_text_error(self.source, reason)
         return True
 
     def _patterns_for(self, stream) -> list[bytes]:
@@ -185,8 +208,9 @@ class CandidateReader:
         first = line_number == 0
         while True:
             data, at_end = self._read(stream, line_number)
-            if first and data and looks_binary(data[:8192]):
-                raise UserError(f"{self.source.name}: looks like a binary file, not a text log")
+            reason = not_text_reason(data[:8192]) if first and data else None
+            if reason:
+                raise not_text_error(self.source, reason)
             first = False
             block = leftover + data
             if at_end and block and not block.endswith(b"\n"):

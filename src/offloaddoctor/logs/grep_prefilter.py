@@ -39,7 +39,7 @@ def gnu_grep() -> str | None:
     if path is None:
         return None
     try:
-        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=5).stdout
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=5, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return path if "GNU grep" in version else None

@@ -51,6 +51,9 @@ class LineHandler:
         following line, candidate or not. Only handlers that override it are asked."""
         return False
 
+    def finish(self) -> None:
+        """The source ended: close what is still open (a block cut short counts for what it held)."""
+
 
 def pass_literals(handlers: Iterable[LineHandler]) -> set[str]:
     return {literal for handler in handlers for literal in handler.literals if literal}
@@ -121,6 +124,8 @@ class LinePass:
                         every = True  # every watcher is still asked: the question may expire state
                 if reader is not None:
                     reader.every_line = every
+        for handler in every_handler:
+            handler.finish()
         return number
 
 

@@ -95,7 +95,7 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             raise UserError(f"{raw}: symbolic link that leads nowhere (dangling, or a loop)")
         else:
             raise UserError(f"{raw}: no such file or directory")
-    unique = {}
+    unique: dict[str, LogSource] = {}
     for source in sources:
         unique.setdefault(_identity(source), source)
     return list(unique.values())
@@ -114,6 +114,57 @@ def _identity(source: LogSource):
 
 class VanishedLog(UserError):
     """A listed log that no longer exists: the scanners note it and go on."""
+
+
+class NotTextLog(VanishedLog):
+    """A listed log that is not text (binary, or compressed in a format we do not read): skipped with a
+    note like a vanished one, so that one stray `rank3.log.zst` does not hide the other ranks' failure."""
+
+
+# Compressed formats we do not read, by their magic bytes: a hint beats "binary".
+_COMPRESSED = (
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed; decompress first (zstd -d)"),
+    (b"BZh", "bzip2-compressed; decompress first (bunzip2)"),
+    (b"\xfd7zXZ\x00", "xz-compressed; decompress first (unxz)"),
+    (b"\x04\x22\x4d\x18", "lz4-compressed; decompress first (lz4 -d)"),
+    (b"PK\x03\x04", "a zip archive; extract it first"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive; extract it first"),
+)
+
+
+def not_text_reason(block: bytes) -> str | None:
+    """Why the first block of a source is not a text log (naming the compression when recognisable), or None."""
+    for magic, reason in _COMPRESSED:
+        if block.startswith(magic) and (magic != b"BZh" or looks_binary(block) or block[3:4].isdigit()):
+            return reason
+    if looks_binary(block):
+        return "looks like a binary file, not a text log"
+    return None
+
+
+def not_text_error(source: LogSource, reason: str) -> UserError:
+    """A listed source is skipped with a note; a source the user named is an error."""
+    if source.listed:
+        return NotTextLog(f"{source.name}: {reason}; skipped")
+    return UserError(f"{source.name}: {reason}")
+
+
+def first_not_text(sources: Sequence[LogSource]) -> UserError | None:
+    """When a run read nothing at all: the error for its first source that is not text, if every listed one
+    was skipped as such (a directory holding only a core dump is an error, not an empty report)."""
+    first: UserError | None = None
+    for source in sources:
+        if source.path == "-" or not source.listed:
+            return None
+        try:
+            with open_binary(source) as stream:
+                reason = not_text_reason(stream.read(8192))
+        except (UserError, EOFError, gzip.BadGzipFile, zlib.error, OSError):
+            return None
+        if reason is None:
+            return None
+        first = first or UserError(f"{source.name}: {reason}")
+    return first
 
 
 def _listed_logs(directory: Path) -> list[str]:

@@ -27,13 +27,18 @@ __all__ = [
 
 def run_metrics(path: str) -> RunMetrics:
     """One run: a log file, a directory of its (per-rank) logs, or `-` for standard input."""
-    from offloaddoctor.logs.sources import resolve_sources
+    from offloaddoctor.logs.sources import first_not_text, resolve_sources
     from offloaddoctor.metrics.reader import RunReader
     from offloaddoctor.metrics.summary import summarise
 
     reader = RunReader(path)
-    for source in resolve_sources([path]):
+    sources = resolve_sources([path])
+    for source in sources:
         reader.read_source(source)
+    if not any(lines for _name, lines in reader.run.sources):
+        unreadable = first_not_text(sources)  # every file was skipped as binary: nothing was measured
+        if unreadable is not None:
+            raise unreadable
     return summarise(reader.run, reader.collectors, reader.layout_line)
 
 

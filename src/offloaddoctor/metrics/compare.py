@@ -58,6 +58,7 @@ class Comparison:
     criteria: Criteria
     optimizer_state_mb: float | None  # E above, when the parameter count is known
     notes: list[str] = field(default_factory=list)
+    state_basis: str = "12 B/parameter of optimizer state ÷ data-parallel size"
 
     @property
     def failed(self) -> bool:
@@ -74,11 +75,16 @@ def optimizer_state_mb(run: RunMetrics) -> float | None:
 
 
 def compare_runs(
-    baseline: RunMetrics, runs: list[RunMetrics], error_findings: dict[str, list[str]], criteria: Criteria = Criteria()
+    baseline: RunMetrics, runs: list[RunMetrics], error_findings: dict[str, list[str]], criteria: Criteria = Criteria(),
+    model_state_mb: tuple[float, str] | None = None,
 ) -> Comparison:
-    state_mb = optimizer_state_mb(baseline)
+    """`model_state_mb`: the memory model's offloadable optimizer state per GPU and how it was computed; without
+    it, 12 B/parameter from the log's parameter count."""
+    state_mb = model_state_mb[0] if model_state_mb else optimizer_state_mb(baseline)
     base = _measure(baseline, baseline, error_findings.get(baseline.path, []), state_mb)
     comparison = Comparison(base, [], criteria, state_mb)
+    if model_state_mb:
+        comparison.state_basis = f"optimizer state per GPU from the memory model: {model_state_mb[1]}"
     if base.error_findings:
         comparison.notes.append(f"the baseline itself has error findings ({', '.join(base.error_findings)})")
     if base.offload_fraction not in (None, 0.0):

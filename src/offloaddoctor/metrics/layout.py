@@ -54,9 +54,10 @@ def resolve_layout(from_line: Mapping[str, int], arguments: Mapping[str, Any]) -
         if value is None:
             value = from_line.get(field)
         setattr(layout, field, value)
-    sizes = (layout.tensor_model_parallel_size, layout.pipeline_model_parallel_size, layout.context_parallel_size or 1)
-    if layout.data_parallel_size is None and layout.world_size and all(sizes):
-        model_parallel = sizes[0] * sizes[1] * sizes[2]
+    tensor, pipeline, context = (layout.tensor_model_parallel_size, layout.pipeline_model_parallel_size,
+                                  layout.context_parallel_size or 1)
+    if layout.data_parallel_size is None and layout.world_size and tensor and pipeline:
+        model_parallel = tensor * pipeline * context
         if layout.world_size % model_parallel == 0:
             layout.data_parallel_size = layout.world_size // model_parallel
     return layout

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 
 MIB = 1024**2
 GIB = 1024**3
@@ -29,7 +30,7 @@ def parse_number(text: str) -> float | None:
     return float(text)
 
 
-def to_mib(value: float, unit: str, table: dict[str, float] = MEGATRON_UNIT_BYTES) -> float | None:
+def to_mib(value: float, unit: str, table: Mapping[str, float] = MEGATRON_UNIT_BYTES) -> float | None:
     """A printed size in MiB, or None for a unit the table does not know."""
     factor = table.get(unit.strip().lower())
     if factor is None:

@@ -58,4 +58,4 @@ def parameter_count(counts: ParameterCounts) -> int | None:
     if counts.per_model_parallel_rank:
         return sum(counts.per_model_parallel_rank.values())
     total = counts.billions.get(TOTAL_LABEL)
-    return int(round(total * 1e9)) if total is not None else None
+    return round(total * 1e9) if total is not None else None

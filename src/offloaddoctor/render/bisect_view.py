@@ -15,6 +15,10 @@ from offloaddoctor.render.text_safety import inert_json, safe_text
 _MODE_NAMES = {"config": "config mode", "run": "run mode", "configs": "two configs"}
 
 
+def _short(commit: Commit | None) -> str:
+    return commit.short if commit is not None else "?"  # a commit search always sets it
+
+
 def render_bisect_plain(result: BisectResult) -> str:
     out = [f"offloaddoctor bisect ({_MODE_NAMES[result.mode]}): bad = {result.target}", ""]
     if result.mode == "configs":
@@ -33,12 +37,12 @@ def render_bisect_plain(result: BisectResult) -> str:
         out.append("The first bad commit is one of these (skipped commits hide which):")
         out.extend(f"  {_commit_line(c)}  {safe_text(c.subject)}" for c in result.candidates)
         if result.failing:
-            out.append(f"Fails             {', '.join(result.failing)} (at {result.earliest_bad.short})")
+            out.append(f"Fails             {', '.join(result.failing)} (at {_short(result.earliest_bad)})")
     if result.last_good:
         out.append(f"Last good         {_commit_line(result.last_good)}  {safe_text(result.last_good.subject)}")
     if result.changes:
         out.append("")
-        upto = "first bad" if result.first_bad else f"the earliest tested bad ({result.earliest_bad.short})"
+        upto = "first bad" if result.first_bad else f"the earliest tested bad ({_short(result.earliest_bad)})"
         out.append(f"Config keys changed from last good to {upto} (* = read by the failing constraint):")
         out.extend(_change_lines(result.changes))
     elif result.first_bad and result.mode == "config":

@@ -48,6 +48,15 @@ def render_explain(signature: Signature) -> str:
         section("Config confirms it when", _wrap(describe(signature.config)))
     section("How to confirm", [f"- {step}" for step in signature.confirm])
     section("Fix", _wrap(signature.fix.summary) + [f"  {line}" for line in signature.fix.overrides])
+    if signature.known_issues:
+        section("Known upstream bugs", [
+            line for issue in signature.known_issues for line in (
+                f"{issue.id}: {issue.title}",
+                f"  {issue.package} {', '.join(issue.versions)}; {issue.link}"
+                + (f"; fixed by {issue.fixed_by}" if issue.fixed_by else ""),
+                f"  config shape: {describe(issue.when)}",
+            )
+        ])
     section("References", [", ".join(f"{k}: {v}" for k, v in ref.items()) for ref in signature.references])
     matches = sum(e.expect == "match" for e in signature.examples)
     section("Examples", [f"{matches} matching and {len(signature.examples) - matches} non-matching, in {signature.path}"])

@@ -28,9 +28,11 @@ def check_headline(report: CheckReport) -> str:
 def unchecked_lines(report: CheckReport) -> list[str]:
     if not report.unchecked:
         return []
-    lines = ["Not checked (keys not set, so neither confirmed nor ruled out):"]
+    why = "keys not set or values not valid" if any(item.invalid for item in report.unchecked) else "keys not set"
+    lines = [f"Not checked ({why}, so neither confirmed nor ruled out):"]
     for item in report.unchecked:
-        lines.append(f"  {item.id}: needs {', '.join(item.missing) or 'more keys'}")
+        needs = [*item.missing, *(f"a valid {key}" for key in item.invalid)]
+        lines.append(f"  {item.id}: needs {', '.join(needs) or 'more keys'}")
     return lines
 
 
@@ -48,7 +50,7 @@ def check_to_dict(report: CheckReport) -> dict[str, Any]:
         "configs": report.configs,
         "violations": [finding_to_dict(v) for v in report.violations],
         "passed": report.passed,
-        "unchecked": [{"id": u.id, "missing": list(u.missing)} for u in report.unchecked],
+        "unchecked": [{"id": u.id, "missing": list(u.missing), "invalid": list(u.invalid)} for u in report.unchecked],
         "notes": report.notes,
     }
 

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from offloaddoctor import __version__
 from offloaddoctor.metrics.compare import Comparison, RunComparison
 from offloaddoctor.render.json_report import SCHEMA_VERSION
 from offloaddoctor.render.text_safety import inert_json, safe_text
@@ -45,7 +46,7 @@ def render_compare_plain(comparison: Comparison) -> str:
         "",
         f"Criteria: no error finding; max |Δ loss| < {criteria.loss_tolerance:g} over common iterations; saving within "
         f"{criteria.memory_tolerance:.0%} + {criteria.memory_slack_mb:g} MB of fraction × "
-        + (f"{state:.0f} MB (12 B/parameter of optimizer state ÷ data-parallel size)." if state else "the optimizer state (parameter count not logged: not judged)."),
+        + (f"{state:.0f} MB ({comparison.state_basis})." if state else "the optimizer state (parameter count not logged: not judged)."),
     ]
     for run in comparison.runs:
         for reason in run.reasons:
@@ -67,8 +68,10 @@ def compare_to_dict(comparison: Comparison) -> dict[str, Any]:
         baseline.pop(key)
     return {
         "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "offloaddoctor", "version": __version__},
         "criteria": asdict(comparison.criteria),
         "optimizer_state_mb": comparison.optimizer_state_mb,
+        "optimizer_state_basis": comparison.state_basis,
         "baseline": baseline,
         "runs": [_run_dict(run) for run in comparison.runs],
         "notes": comparison.notes,

@@ -19,6 +19,8 @@ _LABELS = {
     "reserved_unallocated_bytes": "reserved but unallocated",
     "reserved_unallocated_share": "reserved-unallocated share of the GPU",
     "fragmentation_suspected": "fragmentation suspected",
+    "fragmentation_close_call": "close call",
+    "allocator_figures": "allocator figures",
     "gpu": "GPU index",
     "median_iteration_ms": "steady-state iteration time",
     "baseline_iteration_ms": "iteration time before offloading",
@@ -26,6 +28,7 @@ _LABELS = {
     "slowdown_ratio": "slowdown",
     "iterations_logged": "iteration lines",
     "shortfall_bytes": "missing for this request (requested − free)",
+    "whole_step_shortfall_bytes": "missing for the whole step (memory model, with CUDA context and NCCL)",
     "optimizer_state_estimate_bytes": "offloadable optimizer state per GPU",
     "offload_fraction_needed": "optimizer_offload_fraction that would free it",
     "expected_slowdown": "expected iteration time",
@@ -33,6 +36,12 @@ _LABELS = {
     "estimate_basis": "an estimate, from",
     "baseline_peak_allocated_bytes": "baseline peak allocated",
     "peak_allocated_bytes": "peak allocated",
+    "estimated_peak_allocated_bytes": "estimated peak allocated (memory model)",
+    "estimated_nvidia_smi_bytes": "estimated nvidia-smi use",
+    "gpu_memory_bytes": "GPU memory",
+    "largest_component": "largest component",
+    "estimate_vs_allocated": "estimate vs the message",
+    "cheapest_change_that_fits": "cheapest change that fits",
 }
 
 

@@ -15,6 +15,20 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
+class CheckFormat(str, Enum):
+    """What `check` renders (no CI formats: those belong to `diagnose`)."""
+
+    auto = "auto"
+    terminal = "terminal"
+    text = "text"
+    json = "json"
+
+
+class TextOrJson(str, Enum):
+    text = "text"
+    json = "json"
+
+
 # What `--output FORMAT=PATH` can write: everything but the two that depend on where stdout goes.
 FILE_FORMATS = tuple(f.value for f in Format if f not in (Format.auto, Format.terminal))
 # For machines: never a progress bar next to them.

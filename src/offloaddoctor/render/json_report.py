@@ -41,7 +41,7 @@ def _evidence(evidence: Evidence) -> dict[str, Any]:
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:
     signature = finding.signature
-    return {
+    entry = {
         "id": finding.id,
         "severity": signature.severity,
         "title": signature.title,
@@ -70,9 +70,18 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
             ],
         },
         "confirm": list(signature.confirm),
-        "fix": {"summary": signature.fix.summary, "overrides": list(finding.overrides)},
+        "fix": {"summary": signature.fix.summary, "overrides": list(finding.overrides),
+                **({"note": finding.fix_note} if finding.fix_note else {})},
         "references": [dict(r) for r in signature.references],
     }
+    if finding.known_issues:  # only when there is one: most findings never have any
+        entry["known_issues"] = [
+            {"id": k.issue.id, "title": k.issue.title, "link": k.issue.link, "package": k.issue.package,
+             "versions": list(k.issue.versions), "fixed_by": k.issue.fixed_by,
+             "matched_by": (["config"] if k.by_config else []) + ([f"version {k.version}"] if k.version else [])}
+            for k in finding.known_issues
+        ]
+    return entry
 
 
 def render_json(report: Report) -> str:

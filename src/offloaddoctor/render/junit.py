@@ -49,8 +49,8 @@ def render_junit(report: Report, catalog: Catalog, failing: set[str], suppressed
         suite.set(name, str(value))
     suite.set("errors", "0")
     suite.set("time", "0")
-    root = ET.Element("testsuites", name="offloaddoctor", tests=suite.get("tests"), failures=suite.get("failures"),
-                      errors="0", skipped=suite.get("skipped"), time="0")
+    root = ET.Element("testsuites", name="offloaddoctor", tests=str(counts["tests"]), failures=str(counts["failures"]),
+                      errors="0", skipped=str(counts["skipped"]), time="0")
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

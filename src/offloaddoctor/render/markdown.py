@@ -58,7 +58,7 @@ def _finding_section(index: int, finding: Finding) -> list[str]:
     for locations, text in groups:
         evidence += [", ".join(locations), f"  {text}"]
     if hidden:
-        evidence.append(f"(+{hidden} more evidence lines in --format json)")
+        evidence.append(f"(+{hidden} more in --format json)")
     out += fenced(evidence, "text") + [""]
     if finding.facts:
         out += [f"- {cell(label)}: {cell(value)}" for label, value in fact_lines(finding.facts)] + [""]

@@ -1,6 +1,8 @@
 """`metrics --format csv`: one row per (run, source, segment, rank, iteration), iteration fields and the memory
 report of that rank at that iteration side by side. An empty cell: not printed. NaN prints as `nan`. Paths are
-shown through safe_text: a newline or `::` in a file name must not start a runner command."""
+shown through safe_text: a newline or `::` in a file name must not start a runner command; and a text cell
+that starts with `=`, `+`, `-`, `@`, tab or CR gets a leading `'`, so that a crafted file name is not a formula
+to a spreadsheet (OWASP's CSV-injection advice). Number cells are left as numbers."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def render_metrics_csv(runs: list[RunMetrics]) -> str:
 
 def _rows(run: RunMetrics) -> list[list]:
     order = {path: index for index, (path, _) in enumerate(run.sources)}
-    merged: dict[tuple, list[IterationMetrics | MemoryReport | None]] = {}
+    merged: dict[tuple, list] = {}  # key -> [iteration record or None, memory report or None]
     for record in run.iterations:
         merged.setdefault(_key(record), [None, None])[0] = record
     for report in run.memory:
@@ -45,7 +47,7 @@ def _rows(run: RunMetrics) -> list[list]:
         record, report = merged[key]
         path, segment, rank, iteration = key
         line = record.line if record is not None else report.line
-        row = [safe_text(run.path), safe_text(path), line, segment, _cell(rank), _cell(iteration)]
+        row = [_text_cell(run.path), _text_cell(path), line, segment, _cell(rank), _cell(iteration)]
         row.append("" if record is None else str(record.steady_state).lower())
         row += [_cell(getattr(record, c)) if record is not None else "" for c in ITERATION_COLUMNS]
         row += [_cell(getattr(report, c)) if report is not None else "" for c in MEMORY_COLUMNS]
@@ -55,6 +57,14 @@ def _rows(run: RunMetrics) -> list[list]:
 
 def _key(item: IterationMetrics | MemoryReport) -> tuple:
     return (item.path, item.segment, item.rank, item.iteration)
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _text_cell(text: str) -> str:
+    shown = safe_text(text)
+    return "'" + shown if shown.startswith(_FORMULA_START) else shown
 
 
 def _cell(value) -> str:

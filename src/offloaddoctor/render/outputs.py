@@ -25,7 +25,7 @@ def parse_output(spec: str) -> tuple[str, str]:
     return _SUFFIXES[suffix], spec
 
 
-def render(report: Report, output_format: str, catalog: Catalog, policy: Policy) -> str:
+def render(report: Report, output_format: str, catalog: Catalog, policy: Policy, details: bool = False) -> str:
     if output_format == "json":
         from offloaddoctor.render.json_report import render_json
 
@@ -44,17 +44,20 @@ def render(report: Report, output_format: str, catalog: Catalog, policy: Policy)
         return render_github(report)[0]  # a file gets the annotations; the step summary is emit_github's
     from offloaddoctor.render.plain import render_plain
 
-    return render_plain(report)
+    return render_plain(report, details)
 
 
-def emit(report: Report, output_format: str, catalog: Catalog, policy: Policy) -> str:
-    """What goes to standard output. For `github` also the job summary, appended to $GITHUB_STEP_SUMMARY
-    when the runner sets it (a `--output github=FILE` gets the annotations only)."""
+def emit(report: Report, output_format: str, catalog: Catalog, policy: Policy, details: bool, write) -> None:
+    """Standard output's share, through `write`. For `github` also the job summary, appended to
+    $GITHUB_STEP_SUMMARY when the runner sets it, after the annotations are out (a `--output github=FILE`
+    gets the annotations only)."""
     if output_format != "github":
-        return render(report, output_format, catalog, policy)
+        write(render(report, output_format, catalog, policy, details))
+        return
     from offloaddoctor.render.github import render_github
 
     annotations, summary = render_github(report)
+    write(annotations)
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         try:
@@ -62,4 +65,3 @@ def emit(report: Report, output_format: str, catalog: Catalog, policy: Policy) -
                 handle.write(summary)
         except OSError as exc:
             raise UserError(f"GITHUB_STEP_SUMMARY {summary_path}: cannot write: {exc.strerror or exc}") from None
-    return annotations

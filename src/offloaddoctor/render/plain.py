@@ -9,6 +9,7 @@ from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.analysis.ranks import format_ranks
 from offloaddoctor.analysis.scanner import Evidence
 from offloaddoctor.config.values import format_value
+from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.render.facts import fact_lines
 from offloaddoctor.render.text_safety import safe_text
 
@@ -23,7 +24,8 @@ def headline(report: Report) -> str:
     count = len(report.findings)
     found = f"{count} finding{'s' if count != 1 else ''}" if count else "no known failure"
     ranks = f", {len(report.ranks_seen)} ranks" if len(report.ranks_seen) > 1 else ""
-    return f"offloaddoctor {__version__}: {found} in {logs} log{'s' if logs != 1 else ''} ({lines:,} lines{ranks})"
+    empty = (": the log is empty" if logs == 1 else ": every log is empty") if all_empty(report) else ""
+    return f"offloaddoctor {__version__}: {found} in {logs} log{'s' if logs != 1 else ''} ({lines:,} lines{ranks}){empty}"
 
 
 def evidence_location(evidence: Evidence) -> str:
@@ -44,18 +46,47 @@ def occurrence_summary(finding: Finding) -> str:
     return ", ".join(parts)
 
 
-def grouped_evidence(evidence: list[Evidence]) -> tuple[list[tuple[list[str], str]], int]:
-    """Evidence lines with the same text (one message on many ranks) share one printed text; only the
-    first SHOWN_EVIDENCE_GROUPS groups are shown. Returns the groups and how many lines were left out."""
-    groups: list[tuple[list[str], str]] = []
+# What differs between copies of one message on many ranks: rank tags, timestamps (glog `E1122 10:55:41.018`,
+# ISO), the local GPU index, the process id.
+_VARYING = lazy_compile(
+    r"(?i)\[?\brank\s*[:=]?\s*\d+\]?|\[default\d+\]|\b\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"
+    r"|\b\d\d:\d\d:\d\d(?:[.,]\d+)?|\b[IWEF]\d{4}\b|\bGPU \d+\b|\bpid[ =:]*\d+"
+)
+
+
+def collapsed_evidence(evidence: list[Evidence]) -> list[tuple[str, str]]:
+    """Evidence lines that differ only in rank, timestamp or GPU index become one (location, text) with every
+    line number and the rank set; the same line is never listed twice. In order of first appearance."""
+    groups: dict[str, tuple[dict[str, list[int]], set[int], str]] = {}
+    seen: set[tuple[str, int | None]] = set()
     for item in evidence:
+        if (item.path, item.line) in seen and item.line is not None:
+            continue
+        seen.add((item.path, item.line))
         text = safe_text(item.text)
-        if groups and groups[-1][1] == text:
-            groups[-1][0].append(evidence_location(item))
-        else:
-            groups.append(([evidence_location(item)], text))
-    shown = groups[:SHOWN_EVIDENCE_GROUPS]
-    return shown, len(evidence) - sum(len(locations) for locations, _ in shown)
+        lines_by_path, ranks, _ = groups.setdefault(_VARYING.sub("#", text), ({}, set(), text))
+        lines = lines_by_path.setdefault(item.path, [])
+        if item.line is not None:
+            lines.append(item.line)
+        if item.rank is not None:
+            ranks.add(item.rank)
+    out = []
+    for lines_by_path, ranks, text in groups.values():
+        where = ", ".join(safe_text(path) + (":" + format_ranks(lines) if lines else "")
+                          for path, lines in lines_by_path.items())
+        if ranks:
+            where += f" [rank{'s' if len(ranks) > 1 else ''} {format_ranks(ranks)}]"
+        out.append((where, text))
+    return out
+
+
+def grouped_evidence(evidence: list[Evidence], details: bool = False) -> tuple[list[tuple[list[str], str]], int]:
+    """Collapsed evidence; only the first SHOWN_EVIDENCE_GROUPS groups unless `details`. Returns the groups
+    and how many evidence lines were left out."""
+    groups = collapsed_evidence(evidence)
+    shown = groups if details else groups[:SHOWN_EVIDENCE_GROUPS]
+    hidden = len(groups) - len(shown)
+    return [([where], text) for where, text in shown], hidden
 
 
 def config_value_line(value) -> str:
@@ -67,32 +98,114 @@ def config_value_line(value) -> str:
     return line
 
 
-def finding_blocks(findings: list[Finding]) -> list[str]:
+def ranks_cell(finding: Finding) -> str:
+    if finding.ranks:
+        return format_ranks(finding.ranks)
+    return {"config": "(config)", "metrics": "(numbers)"}.get(finding.trigger, "-")
+
+
+def verdict_word(finding: Finding, report: Report | None = None) -> str:
+    """The config column: confirmed / CONTRADICTED / unknown, `-` when the signature reads no config."""
+    verdict = finding.config
+    if verdict.verdict == "unknown" and not verdict.values:
+        return "-"
+    word = verdict.verdict.upper() if verdict.verdict == "contradicted" else verdict.verdict
+    if report is not None and report.config_mismatch and verdict.verdict != "unknown":
+        word += " (other run?)"
+    return word
+
+
+def fix_line(finding: Finding) -> str:
+    """The line to paste: Bridge overrides together (one command line), else the first line; with none,
+    the fix's first sentence."""
+    overrides = [safe_text(line) for line in finding.overrides]
+    if overrides and all(" " not in line for line in overrides):
+        return " ".join(overrides)
+    if overrides:
+        return overrides[0] + (f"  (+{len(overrides) - 1} more below)" if len(overrides) > 1 else "")
+    summary = " ".join(finding.signature.fix.summary.split())
+    return summary.split(". ")[0].rstrip(".") + "."
+
+
+SUMMARY_HEADER = ("#", "severity", "finding", "ranks", "config", "fix")
+
+
+def summary_rows(report: Report) -> list[tuple[str, ...]]:
+    """One row per finding, root cause first (the report's order)."""
+    return [(str(index), finding.signature.severity.upper(), finding.id, ranks_cell(finding),
+             verdict_word(finding, report), fix_line(finding))
+            for index, finding in enumerate(report.findings, start=1)]
+
+
+def summary_table(report: Report) -> list[str]:
+    rows = [SUMMARY_HEADER, *summary_rows(report)]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(SUMMARY_HEADER) - 1)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
+
+
+def shown_notes(report: Report, details: bool = False) -> list[str]:
+    """Notes to print: config-vs-log disagreements only about keys a finding reads (all with `details`),
+    the rest counted in one line. The 'another run' note is printed up front, not here."""
+    read = {value.key for finding in report.findings for value in finding.config.values}
+    notes, left_out = [], 0
+    for note in report.notes:
+        if note == report.config_mismatch:
+            continue
+        key = report.note_keys.get(note)
+        if key is not None and key not in read and not details:
+            left_out += 1
+            continue
+        notes.append(safe_text(note))
+    if left_out:
+        notes.append(f"{left_out} more config value{'s differ' if left_out != 1 else ' differs'} between the config and "
+                     "the log, for keys no finding reads (--details lists them)")
+    return notes
+
+
+def up_front_lines(report: Report) -> list[str]:
+    """Printed under the headline: what changes how far the report can be trusted."""
+    return [f"warning: {safe_text(report.config_mismatch)}"] if report.config_mismatch else []
+
+
+def all_empty(report: Report) -> bool:
+    return bool(report.sources) and all(s.lines == 0 for s in report.sources)
+
+
+DETAILS_HINT = "Details below; --details (-v) adds causes, confirmation steps and every note."
+
+
+def finding_blocks(findings: list[Finding], details: bool = True) -> list[str]:
     """Numbered finding blocks, each followed by a blank line."""
     out: list[str] = []
     for index, finding in enumerate(findings, start=1):
-        out.extend(finding_block(index, finding))
+        out.extend(finding_block(index, finding, details))
         out.append("")
     return out
 
 
-def render_plain(report: Report) -> str:
-    out = [headline(report), "", *finding_blocks(report.findings)]
+def render_plain(report: Report, details: bool = False) -> str:
+    out = [headline(report), *up_front_lines(report), ""]
+    if report.findings:
+        out += [*summary_table(report), ""]
     if report.unmatched:
         out.append("No signature explains this failure line (the most likely cause):" if report.findings else
                    "No known failure matched. The most likely failure line:")
         out.append(f"  {evidence_location(report.unmatched)}")
         out.append(f"  {safe_text(report.unmatched.text)}")
         out.append("")
-    elif not report.findings:
+    elif not report.findings and not all_empty(report):
         out.append("The log shows no error that offloaddoctor knows, and no traceback.")
         out.append("")
-    for note in report.notes:
-        out.append(f"note: {safe_text(note)}")
+    if report.findings:
+        if not details:
+            out += [DETAILS_HINT, ""]
+        out += finding_blocks(report.findings, details)
+    for note in shown_notes(report, details):
+        out.append(f"note: {note}")
     return "\n".join(out).rstrip() + "\n"
 
 
-def finding_block(index: int, finding: Finding) -> list[str]:
+def finding_block(index: int, finding: Finding, details: bool = True) -> list[str]:
     signature = finding.signature
     lines = [f"{index}. {signature.severity.upper()}  {signature.id}  {signature.title}"]
 
@@ -103,21 +216,28 @@ def finding_block(index: int, finding: Finding) -> list[str]:
 
     summary = occurrence_summary(finding)
     evidence_rows = []
-    groups, hidden = grouped_evidence(finding.evidence)
+    groups, hidden = grouped_evidence(finding.evidence, details)
     for locations, text in groups:
         evidence_rows.append(", ".join(locations))
-        evidence_rows.append(f"  {text}")
+        evidence_rows.append(f"  {text if details else _cut(text, _WIDTH - _LABEL_WIDTH - 5)}")
     if hidden:
-        evidence_rows.append(f"(+{hidden} more evidence line{'s' if hidden != 1 else ''} in --format json)")
+        evidence_rows.append(f"(+{hidden} more: --details)")
     field("Evidence", ([summary] if summary else []) + evidence_rows)
     if finding.facts:
         field("Numbers", [f"{label}: {value}" for label, value in fact_lines(finding.facts)])
-    field("Cause", _wrap(signature.cause))
+    if details:
+        field("Cause", _wrap(signature.cause))
     verdict = finding.config
     field("Config", [f"{verdict.verdict.upper()}: {verdict.explanation}"] + [config_value_line(v) for v in verdict.values])
-    field("Confirm", [f"- {step}" for step in signature.confirm])
-    field("Fix", _wrap(signature.fix.summary) + [f"  {line}" for line in finding.overrides])
+    if details:
+        field("Confirm", [f"- {step}" for step in signature.confirm])
+    fix_rows = (_wrap(finding.fix_note) if finding.fix_note else []) + _wrap(signature.fix.summary)
+    field("Fix", fix_rows + [f"  {safe_text(line)}" for line in finding.overrides])
     return lines
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _wrap(text: str) -> list[str]:

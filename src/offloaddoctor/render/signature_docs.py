@@ -32,6 +32,14 @@ def signature_page(signature: Signature) -> str:
     out += ["## Fix", "", _paragraph(signature.fix.summary), ""]
     if signature.fix.overrides:
         out += fenced(list(signature.fix.overrides), "text") + [""]
+    if signature.known_issues:
+        out += ["## Known upstream bugs", "", "Shown on the finding when the run's config has the bug's shape (the verdict then "
+                "says the config contradicts the error) or the log prints an affected version.", ""]
+        for issue in signature.known_issues:
+            out.append(f"- [{issue.id}]({issue.link}): {_paragraph(issue.title)}. Affects {issue.package} "
+                       f"{', '.join(issue.versions)}" + (f"; fixed by {issue.fixed_by}" if issue.fixed_by else "")
+                       + f". Config shape: `{describe(issue.when)}`.")
+        out.append("")
     out += ["## References", ""] + [f"- {', '.join(f'{k}: {v}' for k, v in ref.items())}" for ref in signature.references]
     out += ["", "## Examples", ""]
     for example in signature.examples:

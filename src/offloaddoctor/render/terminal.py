@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -15,7 +16,8 @@ from rich.text import Text
 from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.render.facts import fact_lines
 from offloaddoctor.render.plain import (
-    config_value_line, evidence_location, grouped_evidence, headline, occurrence_summary,
+    DETAILS_HINT, SUMMARY_HEADER, all_empty, config_value_line, evidence_location, grouped_evidence, headline,
+    occurrence_summary, shown_notes, summary_rows, up_front_lines,
 )
 from offloaddoctor.render.text_safety import safe_text
 
@@ -35,53 +37,93 @@ def _guarded(console: Console) -> Iterator[None]:
     console.file.flush()
 
 
-def render_terminal(report: Report, console: Console) -> None:
+def render_terminal(report: Report, console: Console, details: bool = False) -> None:
     with _guarded(console):
-        _render_report(report, console)
+        _render_report(report, console, details)
 
 
-def _render_report(report: Report, console: Console) -> None:
+def print_summary(report: Report, console: Console) -> None:
+    """One line per finding, root cause first: what failed, where, whether the config confirms it, the fix.
+    A fix that does not fit beside its row (an 80-column terminal) goes on the line below it, wrapped between
+    override items rather than inside them."""
+    rows = summary_rows(report)
+    widths = [max(len(row[column]) for row in [SUMMARY_HEADER, *rows]) for column in range(len(SUMMARY_HEADER) - 1)]
+    lead = sum(widths) + 2 * len(widths)
+    fits = [lead + len(row[-1]) <= console.width for row in rows]
+    header = list(SUMMARY_HEADER) if fits[0] else list(SUMMARY_HEADER[:-1])
+    console.print(Text("  ".join(cell.ljust(width) for cell, width in zip(header, widths + [0])).rstrip(), style="bold"),
+                  overflow="fold")
+    for finding, row, one_line in zip(report.findings, rows, fits):
+        verdict_style = _VERDICT_STYLE.get(finding.config.verdict, "") if row[4] != "-" else "dim"
+        styles = ("", _SEVERITY_STYLE[finding.signature.severity], "bold", "cyan", verdict_style)
+        line = Text()
+        for cell, width, style in zip(row, widths, styles):
+            line.append(cell.ljust(width) + "  ", style=style)
+        fix = Text(row[-1], style="bold green")
+        if one_line:
+            console.print(line + fix, no_wrap=True, overflow="fold")
+        else:
+            line.rstrip()  # in place
+            console.print(line, overflow="fold")
+            below = Table.grid(padding=(0, 1))
+            below.add_column(no_wrap=True)
+            below.add_column()
+            below.add_row("fix:", fix)
+            console.print(Padding(below, (0, 0, 0, len(row[0]) + 2), expand=False))
+
+
+def _render_report(report: Report, console: Console, details: bool = False) -> None:
     console.print(Text(headline(report), style="bold"))
-    for index, finding in enumerate(report.findings, start=1):
-        console.print(finding_panel(index, finding))
+    for line in up_front_lines(report):
+        console.print(Text(line, style="bold yellow"))
+    if report.findings:
+        print_summary(report, console)
     if report.unmatched:
         title = "No signature explains this failure line" if report.findings else "No known failure matched"
         body = Text(evidence_location(report.unmatched) + "\n", style="cyan")
         body.append(safe_text(report.unmatched.text))
         console.print(Panel(body, title=title, title_align="left", border_style="yellow"))
-    elif not report.findings:
+    elif not report.findings and not all_empty(report):
         console.print(Text("The log shows no error that offloaddoctor knows, and no traceback.", style="green"))
-    for note in report.notes:
-        console.print(Text("note: " + safe_text(note), style="dim"))
+    if report.findings and not details:
+        console.print(Text(DETAILS_HINT, style="dim"))
+    for index, finding in enumerate(report.findings, start=1):
+        console.print(finding_panel(index, finding, details))
+    for note in shown_notes(report, details):
+        console.print(Text("note: " + note, style="dim"))
 
 
-def finding_panel(index: int, finding: Finding) -> Panel:
+def finding_panel(index: int, finding: Finding, details: bool = True) -> Panel:
     signature = finding.signature
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
 
-    evidence = Text()
     summary = occurrence_summary(finding)
-    if summary:
-        evidence.append(summary + "\n", style="dim")
-    groups, hidden = grouped_evidence(finding.evidence)
+    groups, hidden = grouped_evidence(finding.evidence, details)
+    rows = [Text(summary, style="dim")] if summary else []
     for locations, text in groups:
-        evidence.append(", ".join(locations) + "\n", style="cyan")
-        evidence.append("  " + text + "\n")
+        rows.append(Text(", ".join(locations), style="cyan"))
+        # Without --details a log line is one screen line: the whole text is in --details and --format json.
+        rows.append(Text("  " + text, no_wrap=not details, overflow="fold" if details else "ellipsis"))
     if hidden:
-        evidence.append(f"(+{hidden} more evidence line{'s' if hidden != 1 else ''} in --format json)\n", style="dim")
-    grid.add_row("Evidence", evidence)
+        rows.append(Text(f"(+{hidden} more: --details)", style="dim"))
+    grid.add_row("Evidence", Group(*rows))
     if finding.facts:
         grid.add_row("Numbers", Text("\n".join(f"{label}: {value}" for label, value in fact_lines(finding.facts))))
-    grid.add_row("Cause", Text(" ".join(signature.cause.split())))
+    if details:
+        grid.add_row("Cause", Text(" ".join(signature.cause.split())))
     verdict = Text(finding.config.verdict.upper(), style=_VERDICT_STYLE[finding.config.verdict])
     verdict.append(": " + finding.config.explanation)
     for value in finding.config.values:
         verdict.append("\n" + config_value_line(value), style="" if value.known else "dim")
     grid.add_row("Config", verdict)
-    grid.add_row("Confirm", Text("\n".join(f"- {step}" for step in signature.confirm)))
-    fix = Text(" ".join(signature.fix.summary.split()))
+    if details:
+        grid.add_row("Confirm", Text("\n".join(f"- {step}" for step in signature.confirm)))
+    fix = Text()
+    if finding.fix_note:
+        fix.append(" ".join(finding.fix_note.split()) + "\n", style="yellow")
+    fix.append(" ".join(signature.fix.summary.split()))
     for line in finding.overrides:
         fix.append("\n  " + safe_text(line), style="bold green")
     grid.add_row("Fix", fix)

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""How close is `offloaddoctor estimate` to what real runs measured, and how close is Megatron's own formula?
+
+    python benchmarks/memory_accuracy.py [--markdown]
+
+For every recorded run (fixtures/memory-calibration/*.log.gz and fixtures/compare-family/*.log): the measured
+peak (`max allocated` of Megatron's memory report, the largest over ranks and iterations), our estimate made
+from the log's own arguments block (nothing else), and Megatron's "Theoretical memory footprints" line. Runs
+whose name starts with "h" were held out of calibration (memory/calibration.py); runs starting with "n" were
+recorded after the model was frozen (commit 23e1289) and never used to change it. Each set is reported apart.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from offloaddoctor.api import estimate  # noqa: E402
+
+MEMORY = re.compile(r"\[Rank \d+\] \(after \d+ iterations\) memory \(MB\) \| allocated: [\d.]+ \| "
+                    r"max allocated: ([\d.]+)")
+THEORY = re.compile(r"Theoretical memory footprints: .* total=([\d.]+) MB")
+
+
+def runs():
+    folder = ROOT / "fixtures" / "memory-calibration"
+    for path in sorted(folder.glob("*.log.gz")):
+        with gzip.open(path, "rt") as handle:
+            text = handle.read()
+        yield path.name.removesuffix(".log.gz"), path, text
+    for path in sorted((ROOT / "fixtures" / "compare-family").glob("*.log")):
+        yield f"cf-{path.stem}", path, path.read_text()
+
+
+def measure():
+    rows = []
+    for name, path, text in runs():
+        peaks = [float(m) for m in MEMORY.findall(text)]
+        theory = THEORY.search(text)
+        result = estimate([str(path)])
+        ours = result.estimate.peak_allocated_bytes / 2**20
+        measured = max(peaks)
+        rows.append({
+            "run": name, "held_out": name[0] in "hn", "set": {"h": "held out", "n": "after freeze"}.get(name[0], "calibration"), "measured": measured, "ours": ours,
+            "ours_error": 100 * (ours - measured) / measured,
+            "megatron": float(theory.group(1)) if theory else None,
+            "megatron_error": 100 * (float(theory.group(1)) - measured) / measured if theory else None,
+            "phase": result.estimate.most_loaded.phase,
+        })
+    return rows
+
+
+def summary(rows, key):
+    errors = [abs(r[key]) for r in rows if r[key] is not None]
+    if not errors:
+        return "no runs"
+    within = sum(e <= 10 for e in errors)
+    return (f"median |error| {statistics.median(errors):.2f} %, max {max(errors):.1f} %, "
+            f"within ±10 %: {within}/{len(errors)} ({100 * within / len(errors):.0f} %)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    args = parser.parse_args()
+    rows = measure()
+    if args.markdown:
+        print("| run | held out | measured MiB | ours MiB | ours error | Megatron MiB | Megatron error |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['run']} | {'yes' if r['held_out'] else 'no'} | {r['measured']:,.0f} | {r['ours']:,.0f} | "
+                  f"{r['ours_error']:+.2f} % | {r['megatron'] or 0:,.0f} | {r['megatron_error'] or 0:+.1f} % |")
+    else:
+        print(f"{'run':26} {'held':4} {'measured':>9} {'ours':>9} {'error':>8} {'megatron':>9} {'error':>8}  peak during")
+        for r in rows:
+            print(f"{r['run']:26} {'yes' if r['held_out'] else 'no':4} {r['measured']:9.0f} {r['ours']:9.0f} "
+                  f"{r['ours_error']:+7.2f}% {r['megatron'] or 0:9.0f} {r['megatron_error'] or 0:+7.1f}%  {r['phase']}")
+    for label, subset in (("calibration", [r for r in rows if r["set"] == "calibration"]),
+                          ("held out", [r for r in rows if r["set"] == "held out"]),
+                          ("after freeze", [r for r in rows if r["set"] == "after freeze"]),
+                          ("all", rows)):
+        print(f"{label:12} ({len(subset):2} runs)  ours: {summary(subset, 'ours_error')}")
+        print(f"{'':12} {'':10} Megatron: {summary(subset, 'megatron_error')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""`estimate`: the memory model's answer for one config, against a GPU, with the changes that make it fit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from offloaddoctor.analysis.memory_advice import Suggestion, suggest
+from offloaddoctor.catalog.model import Catalog
+from offloaddoctor.config.loading import build_store
+from offloaddoctor.config.values import ConfigValue
+from offloaddoctor.memory import MemoryEstimate, estimate, read_shape
+from offloaddoctor.memory.calibration import MiB
+
+
+@dataclass(frozen=True)
+class Capacity:
+    bytes: int
+    source: str
+
+
+@dataclass
+class EstimateReport:
+    configs: list[str]
+    estimate: MemoryEstimate
+    capacity: Capacity | None
+    target: int | None
+    suggestions: list[Suggestion] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def budget_bytes(self) -> int | None:
+        """What must not be exceeded: the target if given, else the GPU's memory."""
+        if self.target is not None:
+            return self.target
+        return self.capacity.bytes if self.capacity else None
+
+    @property
+    def fits(self) -> bool | None:
+        budget = self.budget_bytes
+        return None if budget is None else fits_within(self.estimate, budget)
+
+    @property
+    def headroom_bytes(self) -> float | None:
+        budget = self.budget_bytes
+        return None if budget is None else budget - self.estimate.nvidia_smi_bytes[0]
+
+
+def fits_within(result: MemoryEstimate, budget: int) -> bool:
+    """Fits when what nvidia-smi would show (peak + allocator slack + CUDA context, NCCL) is under budget."""
+    return result.nvidia_smi_bytes[0] <= budget
+
+
+def build_estimate(
+    values: Sequence[ConfigValue],
+    configs: Sequence[str],
+    capacity: Capacity | None = None,
+    target: int | None = None,
+    world_size: int | None = None,
+    catalog: Catalog | None = None,
+    first_stage_layers: int | None = None,
+) -> EstimateReport:
+    store = build_store(values)
+    shape = read_shape(store, world_size)
+    first = _integer(store, "model.num_layers_in_first_pipeline_stage")
+    last = _integer(store, "model.num_layers_in_last_pipeline_stage")
+    result = estimate(shape, first, last)
+    report = EstimateReport(list(configs), result, capacity, target)
+    budget = report.budget_bytes
+    if budget is not None and (target is not None or not report.fits):
+        report.suggestions = suggest(shape, lambda e: fits_within(e, budget), values, catalog)
+    if shape.optimizer_cpu_offload and 0 < shape.optimizer_offload_fraction < 1:
+        report.notes.append(
+            "optimizer offloading moves whole parameter tensors in order until the fraction is reached: the "
+            "real share differs by up to one tensor (measured: -7 % to +2 % of the peak on the recorded runs)")
+    return report
+
+
+def _integer(store, key: str) -> int | None:
+    resolved = store.resolve(key)
+    try:
+        return None if resolved is None or resolved.value is None else int(resolved.value)
+    except (TypeError, ValueError):
+        return None
+
+
+def mib(value: float) -> float:
+    return round(value / MiB, 1)
+
+
+def memory_summary(report: EstimateReport) -> str:
+    est = report.estimate
+    where = f"GPU {mib(report.budget_bytes):,.0f} MiB" if report.budget_bytes is not None else "no GPU"
+    return (f"memory estimate: peak allocated {mib(est.peak_allocated_bytes):,.0f} MiB, nvidia-smi "
+            f"≈ {mib(est.nvidia_smi_bytes[0]):,.0f} MiB vs {where}")
+
+
+def memory_facts(report: EstimateReport) -> dict:
+    est = report.estimate
+    largest = max(est.most_loaded.components, key=lambda c: c.bytes)
+    facts = {
+        "estimated_peak_allocated_bytes": int(est.peak_allocated_bytes),
+        "estimated_nvidia_smi_bytes": int(est.nvidia_smi_bytes[0]),
+        "largest_component": f"{largest.name.replace('_', ' ')} ({mib(largest.bytes):,.0f} MiB): {largest.formula}",
+    }
+    if report.capacity is not None:
+        facts["gpu_memory_bytes"] = report.capacity.bytes
+    return facts
+
+
+def attach_memory(check_report, report: EstimateReport) -> None:
+    """The memory finding of `check` carries the estimate's figures and the cheapest change that fits."""
+    for finding in check_report.violations:
+        if finding.id != "memory-exceeds-capacity":
+            continue
+        finding.facts.update(memory_facts(report))
+        fitting = [s for s in report.suggestions if s.fits]
+        if fitting:
+            finding.facts["cheapest_change_that_fits"] = f"{fitting[0].change} (cost: {fitting[0].cost})"
+            finding.overrides = list(fitting[0].overrides)

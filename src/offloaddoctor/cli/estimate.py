@@ -1,0 +1,51 @@
+"""`estimate`: will this config fit, which component is largest, what is the cheapest change that fits."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from offloaddoctor.cli._app import Command, app
+from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, fail, load_catalog_or_fail
+from offloaddoctor.errors import UserError
+
+
+class EstimateFormat(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command(cls=Command, short_help="Estimate peak GPU memory before launch: components, fits or not, the cheapest changes that fit.")
+def estimate(
+    config: List[str] = typer.Argument(None, metavar="[CONFIG]...", help="Bridge/Megatron YAML, launch script, or a training log (its arguments block)."),
+    set_: List[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="NAME", help="H100-80GB, H200, A100-80GB, A100-40GB, B200 or GB200."),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="GPU memory, e.g. 80GiB (instead of --gpu)."),
+    target: Optional[str] = typer.Option(None, "--target", metavar="SIZE", help="Memory budget to fit in, e.g. 70GiB: lists the changes that fit it."),
+    world_size: Optional[int] = typer.Option(None, "--world-size", metavar="N", help="GPUs in the job (when the config does not say)."),
+    output_format: EstimateFormat = typer.Option(EstimateFormat.text, "--format", "-f", help="text, json or markdown."),
+    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory (its constraints screen the advice). Repeatable."),
+) -> None:
+    """Estimate peak GPU memory before launch: components, fits or not, and the cheapest changes that fit.
+
+    Exit 0 when it fits (or no GPU was given), 1 when it does not, 2 on bad input."""
+    from offloaddoctor.api import estimate as run_estimate
+
+    catalog = load_catalog_or_fail(signatures)
+    try:
+        report = run_estimate(config or [], set_, gpu, gpu_memory, target, world_size, catalog)
+    except UserError as exc:
+        fail(str(exc))
+    if output_format is EstimateFormat.json:
+        from offloaddoctor.render.estimate_view import render_estimate_json as render
+    elif output_format is EstimateFormat.markdown:
+        from offloaddoctor.render.estimate_view import render_estimate_markdown as render
+    else:
+        from offloaddoctor.render.estimate_view import render_estimate_text as render
+    sys.stdout.write(render(report))
+    raise typer.Exit(EXIT_FINDINGS if report.fits is False else EXIT_CLEAN)

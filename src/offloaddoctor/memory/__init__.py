@@ -1,0 +1,10 @@
+"""A GPU-memory model of Megatron-Core training: config values in, bytes per component out.
+
+Pure: reads no logs and renders nothing. `read_shape` turns a config store into a `RunShape`; `estimate`
+turns a shape into a `MemoryEstimate` for the most-loaded GPU.
+"""
+
+from offloaddoctor.memory.model import Component, MemoryEstimate, StageEstimate, estimate
+from offloaddoctor.memory.shape import MissingKeys, RunShape, read_shape
+
+__all__ = ["Component", "MemoryEstimate", "MissingKeys", "RunShape", "StageEstimate", "estimate", "read_shape"]

@@ -1,0 +1,102 @@
+"""Activation memory of one transformer layer and one micro-batch, and how many are held at once.
+
+The per-layer terms follow Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+Models" (the formula behind Megatron's own estimate), written out tensor by tensor so that GQA, SwiGLU,
+dropout, sequence/context parallelism, unfused attention scores and recompute each change the term they
+change. Bytes assume 16-bit activations (bf16/fp16); dropout masks are one byte per element.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from offloaddoctor.memory.shape import RunShape
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """Bytes saved for backward by one layer for one micro-batch, split by what recompute can drop."""
+
+    linear: float  # inputs of norms, linear layers and activation functions, dropout masks
+    core_attention: float  # attention scores, softmax, attention dropout (zero with flash attention)
+    layer_input: float  # what full recompute keeps of a layer: its input
+    attention_backward: float = 0.0  # gradient of the attention scores, while a layer's backward runs
+
+    @property
+    def total(self) -> float:
+        return self.linear + self.core_attention
+
+
+def tokens_per_rank(shape: RunShape) -> float:
+    return shape.seq_length / shape.context_parallel * shape.micro_batch_size
+
+
+def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerActivations:
+    t = shape.tensor_parallel
+    sb = tokens_per_rank(shape)
+    h = shape.hidden_size
+    sp = t if shape.sequence_parallel else 1  # what SP shards: the tensors TP keeps whole
+    hidden_mask = 1 if shape.hidden_dropout > 0 else 0
+    q = shape.num_attention_heads * shape.head_dim
+    # Unfused attention repeats the grouped K/V heads to the full head count before the matmuls.
+    kv_heads = shape.heads_kv if shape.flash_attention else shape.num_attention_heads
+    kv = 2 * kv_heads * shape.head_dim
+    replicated = sb * h * (2 + 2 + hidden_mask) / sp  # attention norm input, QKV input, dropout mask
+    replicated += sb * h * (2 + 2 + hidden_mask) / sp  # MLP norm input, fc1 input, dropout mask
+    sharded = sb * (2 * q + 2 * kv + 2 * q) / t  # Q, K and V, projection input
+    glu = 2 if shape.gated_linear_unit else 1
+    if shape.num_experts and routed_experts:
+        f = shape.moe_ffn_hidden_size or shape.ffn
+        sharded += sb * shape.moe_router_topk * (2 * f * glu + 2 * f) / t
+        if shape.moe_shared_expert_intermediate_size:
+            sharded += sb * (2 * shape.moe_shared_expert_intermediate_size * (glu + 1)) / t
+    else:
+        sharded += sb * (2 * shape.ffn * glu + 2 * shape.ffn) / t  # fc1 output, fc2 input
+    if shape.flash_attention:
+        core = 4 * shape.num_attention_heads * sb / t  # fp32 softmax statistics only
+    else:
+        heads = shape.num_attention_heads / t
+        scores = heads * shape.micro_batch_size * (shape.seq_length / shape.context_parallel) * shape.seq_length
+        core = scores * (2 + (3 if shape.attention_dropout > 0 else 0))  # softmax out; mask + dropout out
+        return LayerActivations(replicated + sharded, core, 2 * sb * h / sp, 2 * scores)
+    return LayerActivations(replicated + sharded, core, 2 * sb * h / sp)
+
+
+def micro_batches_in_flight(shape: RunShape, stage: int) -> float:
+    """Micro-batches whose activations a pipeline stage holds at its peak (1F1B; interleaved with VPP)."""
+    p = shape.pipeline_parallel
+    if p == 1:
+        return 1
+    micro = shape.num_microbatches
+    if shape.virtual_pipeline:
+        penalty = 1 + (p - 1) / (p * shape.virtual_pipeline)
+        return math.ceil(penalty * (p - stage)) if micro is None else min(micro, math.ceil(penalty * (p - stage)))
+    held = p - stage
+    return held if micro is None else min(micro, held)
+
+
+def stored_layers(shape: RunShape, layers: int, one: LayerActivations) -> tuple[float, float, str]:
+    """For `layers` layers of a stage and one micro-batch: (bytes kept from forward to backward, bytes a
+    recomputed chunk needs during its backward, which never coexist with the logits), and how."""
+    granularity = shape.recompute_granularity
+    if granularity == "full":
+        chunk = min(layers, max(1, shape.recompute_num_layers or 1))
+        if shape.recompute_method == "block":
+            kept = chunk * one.layer_input + (layers - chunk) * one.total
+            # Block recompute checkpoints each of its layers on its own: one layer is recomputed at a time.
+            return kept, one.total + one.attention_backward, f"full recompute of {chunk} of {layers} layers (block)"
+        checkpoints = math.ceil(layers / chunk)
+        transient = chunk * one.total + one.attention_backward
+        return checkpoints * one.layer_input, transient, f"full recompute in chunks of {chunk} layers"
+    if granularity == "selective":
+        if "core_attn" in shape.recompute_modules:
+            # The recomputed attention core and its gradient exist during one layer's backward.
+            transient = one.core_attention + one.attention_backward
+            return layers * one.linear, transient, "selective recompute of the attention core"
+        return layers * one.total, 0.0, "selective recompute outside the attention core"
+    offloaded = min(shape.cpu_offloading_num_layers, max(0, layers - 1))
+    if offloaded:
+        # Offloaded layers leave the GPU; one layer's worth is in flight to or from the host.
+        return (layers - offloaded + 1) * one.total, 0.0, f"{offloaded} layers' activations offloaded to the CPU"
+    return layers * one.total, 0.0, "every layer's activations kept"

@@ -1,0 +1,45 @@
+"""Constants of the memory model that come from measurement, each with the runs it was read from.
+
+The calibration runs are fixtures/memory-calibration/c*.log and fixtures/compare-family/*.log (real
+Megatron-LM on an H100/H200, megatron-core 0.19.0, torch 2.11). The h*.log runs were never used to set
+anything here: they are the hold-out set benchmarks/memory_accuracy.py reports separately.
+"""
+
+from __future__ import annotations
+
+MiB = 1 << 20
+
+# Allocated after every iteration besides parameters, gradients and optimizer state: 64 MiB in every
+# calibration run (cuBLAS workspaces, RNG trackers, loss and grad-norm buffers).
+RESIDENT_OVERHEAD_BYTES = 64 * MiB
+
+# With the unfused (local) attention one attention-score tensor, 2 bytes x heads/TP x b x s^2, stays
+# allocated between iterations (c01-c13: the whole remainder to the byte, for 8 to 32 heads).
+LOCAL_ATTENTION_RESIDENT_SCORES = 1
+
+# Logits and loss on the last stage: bytes per logit element (s x b x vocab/TP). 2 for the bf16 logits
+# plus 4 for the fp32 copy the cross entropy keeps (c05 vs compare-family baseline: vocab 128k vs 32k).
+LOGITS_BYTES_PER_ELEMENT = 6
+
+# Per token x hidden, around the transformer layers: the embedding output and its dropout mask on the
+# first stage (per micro-batch in flight), the final norm on the last stage (PP=1 runs: 5.6; m02-pp2's
+# first stage: 9.1 for two micro-batches).
+FIRST_STAGE_BYTES_PER_TOKEN_HIDDEN = 4.5
+LAST_STAGE_BYTES_PER_TOKEN_HIDDEN = 1.5
+
+# torch's foreach Adam (Megatron's fallback without TE/Apex) takes one fp32 temporary the size of the
+# parameters it updates during the step (c02: 22 B/parameter at the step, to 0.01 %).
+TORCH_ADAM_STEP_TEMPORARY_BYTES = 4
+
+# fp16 with dynamic loss scaling keeps fp32 copies of the gradients for the optimizer from the step until
+# the next zero_grad (c09: 20 B/parameter between iterations, 16 B during forward/backward).
+FP16_STEP_MAIN_GRAD_BYTES = 4
+
+# Caching-allocator slack over the peak (max reserved / max allocated): median and range, calibration runs.
+RESERVED_OVER_ALLOCATED = (1.06, 1.03, 1.27)
+
+# What nvidia-smi shows beyond PyTorch's reserved memory: CUDA context, cuBLAS/cuDNN handles, NCCL.
+# (nvidia-smi used - max reserved) over the calibration runs, MiB (median, low, high): 14 one-GPU runs,
+# and the two two-GPU runs (NCCL's buffers come on top; the median of two is their mean).
+NON_PYTORCH_MIB_ONE_GPU = (2864, 2474, 2864)
+NON_PYTORCH_MIB_SEVERAL_GPUS = (3902, 3344, 4460)

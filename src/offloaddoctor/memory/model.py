@@ -1,0 +1,192 @@
+"""The peak GPU memory of a Megatron-Core training run, component by component, for its most-loaded GPU.
+
+`peak_allocated` is what `torch.cuda.max_memory_allocated()` reports once the optimizer has stepped (the
+`max allocated` of Megatron's memory report from iteration 2 on). It is the larger of two moments:
+forward/backward (parameters, gradients, optimizer state and the activations of every micro-batch in
+flight, the logits on the last stage) and the optimizer step (the same state plus the optimizer's
+temporaries). `reserved` and what nvidia-smi shows are derived from it with measured ratios.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from offloaddoctor.memory import calibration as cal
+from offloaddoctor.memory.activations import (
+    layer_activations,
+    micro_batches_in_flight,
+    stored_layers,
+    tokens_per_rank,
+)
+from offloaddoctor.memory.parameters import StageParameters, stage_parameters
+from offloaddoctor.memory.shape import RunShape
+
+COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logits", "other")
+_DTYPE_NAMES = {2: "16-bit", 4: "fp32", 1: "8-bit"}
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    bytes: float
+    formula: str
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    stage: int
+    parameters: StageParameters
+    peak_bytes: float
+    phase: str  # "forward/backward" or "optimizer step"
+    components: tuple[Component, ...]
+    forward_backward_bytes: float
+    optimizer_step_bytes: float
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    shape: RunShape
+    stages: tuple[StageEstimate, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def most_loaded(self) -> StageEstimate:
+        return max(self.stages, key=lambda s: (s.peak_bytes, -s.stage))
+
+    @property
+    def peak_allocated_bytes(self) -> float:
+        return self.most_loaded.peak_bytes
+
+    @property
+    def reserved_bytes(self) -> tuple[float, float, float]:
+        """(estimate, low, high) of PyTorch's max reserved: allocator slack over the peak."""
+        return tuple(self.peak_allocated_bytes * ratio for ratio in cal.RESERVED_OVER_ALLOCATED)  # type: ignore[return-value]
+
+    @property
+    def nvidia_smi_bytes(self) -> tuple[float, float, float]:
+        """(estimate, low, high) of what nvidia-smi shows: reserved plus CUDA context, library handles, NCCL."""
+        extra = cal.NON_PYTORCH_MIB_ONE_GPU if self.shape.world_size == 1 else cal.NON_PYTORCH_MIB_SEVERAL_GPUS
+        reserved = self.reserved_bytes
+        return tuple(r + mib * cal.MiB for r, mib in zip(reserved, extra))  # type: ignore[return-value]
+
+    def component_bytes(self) -> dict[str, float]:
+        return {c.name: c.bytes for c in self.most_loaded.components}
+
+
+def estimate(shape: RunShape, first_stage_layers: int | None = None, last_stage_layers: int | None = None) -> MemoryEstimate:
+    stages = tuple(
+        _stage(shape, params) for params in stage_parameters(shape, first_stage_layers, last_stage_layers)
+    )
+    return MemoryEstimate(shape, stages)
+
+
+def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
+    p = shape.pipeline_parallel
+    first, last = params.stage == 0, params.stage == p - 1
+    count = params.total
+    weight_bytes = 4 if shape.precision == "fp32" else 2
+    fp16 = shape.precision == "fp16"
+    grad_bytes = 4 if shape.grad_reduce_in_fp32 or shape.precision == "fp32" else 2
+    master_bytes = 0 if shape.precision == "fp32" else shape.master_param_bytes
+    state_bytes = master_bytes + shape.exp_avg_bytes + shape.exp_avg_sq_bytes
+    on_gpu = 1.0 - shape.gpu_offload_fraction
+    shards = shape.optimizer_shards
+    expert_shards = _expert_data_parallel(shape) if shape.distributed_optimizer else 1
+    optimizer_params = params.dense / shards + params.expert / expert_shards  # per GPU, before offloading
+    states = optimizer_params * state_bytes * on_gpu
+    # Optimizer-state offloading (PR 2811) moves the Adam moments to the host between steps.
+    moments_resident = 0.0 if shape.offload_optimizer_states else 1.0
+    moment_bytes = optimizer_params * (shape.exp_avg_bytes + shape.exp_avg_sq_bytes) * on_gpu
+    states_forward = states - moment_bytes * (1 - moments_resident)
+
+    weights = Component("weights", count * weight_bytes,
+                        f"{count:,} parameters x {weight_bytes} B ({_DTYPE_NAMES[weight_bytes]})")
+    grads = Component("gradients", count * grad_bytes,
+                      f"{count:,} parameters x {grad_bytes} B (main gradients, {_DTYPE_NAMES[grad_bytes]})")
+    state_formula = (
+        f"{optimizer_params:,.0f} parameters x {state_bytes} B (fp32 master {master_bytes} + Adam "
+        f"{shape.exp_avg_bytes}+{shape.exp_avg_sq_bytes})"
+        + (f", sharded over {shards} ranks" if shards > 1 else "")
+        + (f", {shape.gpu_offload_fraction:g} offloaded to the CPU" if shape.gpu_offload_fraction else "")
+    )
+
+    resident = float(cal.RESIDENT_OVERHEAD_BYTES)
+    resident_formula = f"{cal.RESIDENT_OVERHEAD_BYTES // cal.MiB} MiB workspaces and buffers"
+    if not shape.flash_attention:
+        scores = 2 * shape.num_attention_heads / shape.tensor_parallel * shape.micro_batch_size * (
+            shape.seq_length / shape.context_parallel) * shape.seq_length * cal.LOCAL_ATTENTION_RESIDENT_SCORES
+        resident += scores
+        resident_formula += " + one unfused attention-score tensor kept between iterations"
+
+    activations, logits, activation_formula = _activations(shape, params, first, last)
+    forward_backward = weights.bytes + grads.bytes + states_forward + activations + logits + resident
+
+    step_temporary = 0.0
+    if not shape.te_fused_adam:
+        step_temporary += optimizer_params * on_gpu * cal.TORCH_ADAM_STEP_TEMPORARY_BYTES
+    if fp16:
+        step_temporary += optimizer_params * cal.FP16_STEP_MAIN_GRAD_BYTES
+    optimizer_step = weights.bytes + grads.bytes + states + step_temporary + resident
+
+    if forward_backward >= optimizer_step:
+        phase = "forward/backward"
+        other = Component("other", resident, resident_formula)
+        act = Component("activations", activations, activation_formula)
+        logit = Component("logits", logits, _logits_formula(shape) if logits else "not on this pipeline stage")
+        state = Component("optimizer_states", states_forward, state_formula
+                          + ("; Adam moments on the host until the step" if shape.offload_optimizer_states else ""))
+    else:
+        phase = "optimizer step"
+        temp = "torch foreach Adam temporary (4 B/parameter)" if not shape.te_fused_adam else ""
+        if fp16:
+            temp += (" + " if temp else "") + "fp32 main-gradient copies (4 B/parameter)"
+        other = Component("other", resident + step_temporary, f"{resident_formula} + {temp}")
+        act = Component("activations", 0.0, f"freed before the step ({activations / cal.MiB:,.0f} MiB during "
+                        "forward/backward, less than the step's temporaries)")
+        logit = Component("logits", 0.0, "freed before the step")
+        state = Component("optimizer_states", states, state_formula)
+    components = (weights, grads, state, act, logit, other)
+    return StageEstimate(params.stage, params, max(forward_backward, optimizer_step), phase, components,
+                         forward_backward, optimizer_step)
+
+
+def _activations(shape: RunShape, params: StageParameters, first: bool, last: bool) -> tuple[float, float, str]:
+    sb = tokens_per_rank(shape)
+    h = shape.hidden_size
+    in_flight = micro_batches_in_flight(shape, params.stage)
+    dense = layer_activations(shape, routed_experts=False)
+    kept, transient, how = stored_layers(shape, params.layers, dense)
+    if shape.num_experts:
+        moe = layer_activations(shape, routed_experts=True)
+        kept, transient, how = stored_layers(shape, params.layers, moe)
+    kept *= in_flight
+    extras = 0.0
+    if first:
+        extras += cal.FIRST_STAGE_BYTES_PER_TOKEN_HIDDEN * sb * h * in_flight
+    logits = 0.0
+    if last:
+        extras += cal.LAST_STAGE_BYTES_PER_TOKEN_HIDDEN * sb * h
+        logits = cal.LOGITS_BYTES_PER_ELEMENT * sb * shape.padded_vocab_size / shape.tensor_parallel
+    # A chunk recomputed in backward runs after the logits are freed: the larger of the two counts.
+    if transient > logits:
+        logits_counted, activations = 0.0, kept + extras + transient
+    else:
+        logits_counted, activations = logits, kept + extras
+    per_layer = dense.total if not shape.num_experts else moe.total
+    formula = (
+        f"{params.layers} layers x {per_layer / cal.MiB:,.1f} MiB per layer and micro-batch "
+        f"({'flash attention' if shape.flash_attention else 'unfused attention: scores O(s^2)'}), {how}"
+        + (f", {in_flight:g} micro-batches in flight" if in_flight != 1 else "")
+    )
+    return activations, logits_counted, formula
+
+
+def _logits_formula(shape: RunShape) -> str:
+    return (f"{cal.LOGITS_BYTES_PER_ELEMENT} B x {tokens_per_rank(shape):,.0f} tokens x "
+            f"{shape.padded_vocab_size:,}/{shape.tensor_parallel} vocabulary (16-bit logits + fp32 loss copy)")
+
+
+def _expert_data_parallel(shape: RunShape) -> int:
+    etp = shape.expert_tensor_parallel_size or shape.tensor_parallel
+    ranks = shape.data_parallel * shape.tensor_parallel * shape.context_parallel
+    return max(1, ranks // (shape.expert_model_parallel_size * etp))

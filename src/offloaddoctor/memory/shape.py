@@ -1,0 +1,338 @@
+"""The run as the memory model sees it: model shape, parallel layout, precision and optimizer settings,
+read from the config store (Bridge YAML, overrides, Megatron-LM flags, the arguments block of a log).
+
+Every value keeps where it came from; a value the model had to assume is listed in `assumptions`; a value it
+cannot do without is named in `MissingKeys`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from offloaddoctor.catalog.predicates import boolean, number
+from offloaddoctor.config.values import ConfigStore
+from offloaddoctor.errors import UserError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
+
+REQUIRED = ("model.num_layers", "model.hidden_size", "model.num_attention_heads", "model.seq_length",
+            "train.micro_batch_size", "model.vocab_size")
+
+
+class MissingKeys(UserError):
+    """A key the memory model needs and cannot default."""
+
+
+@dataclass(frozen=True)
+class RunShape:
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    seq_length: int
+    micro_batch_size: int
+    vocab_size: int  # as configured; padded in `padded_vocab_size`
+    global_batch_size: int | None = None
+    num_query_groups: int | None = None
+    kv_channels: int | None = None
+    ffn_hidden_size: int | None = None
+    gated_linear_unit: bool = False
+    normalization: str = "LayerNorm"
+    add_bias_linear: bool = True
+    tied_embeddings: bool = True
+    learned_position_embeddings: bool = True
+    max_position_embeddings: int | None = None
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.1
+    make_vocab_size_divisible_by: int = 128
+    # Mixture of experts (weights, gradients, optimizer state; activations of the routed tokens).
+    num_experts: int | None = None
+    moe_ffn_hidden_size: int | None = None
+    moe_router_topk: int = 2
+    moe_shared_expert_intermediate_size: int | None = None
+    expert_model_parallel_size: int = 1
+    expert_tensor_parallel_size: int | None = None
+    # Parallel layout.
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    virtual_pipeline: int | None = None
+    context_parallel: int = 1
+    sequence_parallel: bool = False
+    data_parallel: int = 1
+    # Precision and implementation.
+    precision: str = "bf16"  # bf16, fp16 or fp32
+    grad_reduce_in_fp32: bool = True
+    flash_attention: bool = False  # TE/flash: attention scores never materialised
+    te_fused_adam: bool = False  # False: torch's foreach Adam, which takes a temporary of the state's size
+    # Optimizer.
+    distributed_optimizer: bool = False
+    optimizer_cpu_offload: bool = False
+    optimizer_offload_fraction: float = 0.0
+    offload_optimizer_states: bool = False
+    master_param_bytes: int = 4
+    exp_avg_bytes: int = 4
+    exp_avg_sq_bytes: int = 4
+    # Activation memory savers.
+    recompute_granularity: str | None = None  # None, "selective" or "full"
+    recompute_method: str | None = None
+    recompute_num_layers: int | None = None
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    cpu_offloading_num_layers: int = 0
+    assumptions: tuple[str, ...] = field(default=(), compare=False)
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (key, where it came from)
+
+    @property
+    def heads_kv(self) -> int:
+        return self.num_query_groups or self.num_attention_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.kv_channels or self.hidden_size // self.num_attention_heads
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden_size or 4 * self.hidden_size
+
+    @property
+    def padded_vocab_size(self) -> int:
+        multiple = self.make_vocab_size_divisible_by * self.tensor_parallel
+        return int(math.ceil(self.vocab_size / multiple) * multiple)
+
+    @property
+    def world_size(self) -> int:
+        return self.data_parallel * self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+
+    @property
+    def num_microbatches(self) -> int | None:
+        if not self.global_batch_size:
+            return None
+        return max(1, self.global_batch_size // (self.micro_batch_size * self.data_parallel))
+
+    @property
+    def optimizer_shards(self) -> int:
+        """Ranks the distributed optimizer shards the dense optimizer state over (DP x CP)."""
+        return self.data_parallel * self.context_parallel if self.distributed_optimizer else 1
+
+    @property
+    def gpu_offload_fraction(self) -> float:
+        return min(1.0, max(0.0, self.optimizer_offload_fraction)) if self.optimizer_cpu_offload else 0.0
+
+    def with_changes(self, **changes: Any) -> RunShape:
+        return replace(self, **changes)
+
+
+# Spellings for keys the store keeps under the name it was given (not registered as known keys).
+_WORLD_KEYS = ("world_size", "parallel.world_size")
+_DP_KEYS = ("data_parallel_size", "parallel.data_parallel_size")
+
+
+def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
+    """The run's shape from every config the store holds; `world_size` (GPUs) overrides what the run says."""
+    reader = _Reader(store)
+    missing = [key for key in REQUIRED if reader.value(key) is None]
+    if missing:
+        raise MissingKeys(
+            "the memory estimate needs " + ", ".join(missing) + " (not found in the config; pass it with "
+            f"--set {missing[0]}=VALUE)"
+        )
+    precision = _precision(reader)
+    tp = reader.integer("model.tensor_model_parallel_size", 1)
+    pp = reader.integer("model.pipeline_model_parallel_size", 1)
+    cp = reader.integer("model.context_parallel_size", 1)
+    dp = _data_parallel(reader, tp * pp * cp, world_size)
+    groups = reader.integer("model.num_query_groups", None)
+    if reader.flag("group_query_attention") is False:
+        groups = None  # Megatron-LM prints num_query_groups even when GQA is off
+    impl = str(reader.value("model.transformer_impl") or "transformer_engine")
+    if reader.value("model.transformer_impl") is None:
+        reader.assume("model.transformer_impl: transformer_engine (Megatron's default): flash attention, "
+                      "TE FusedAdam")
+    flash = impl != "local"
+    fused_adam = reader.flag("runtime.te_fused_adam_available")
+    distributed = bool(reader.flag("optimizer.use_distributed_optimizer"))
+    tied = reader.flag("model.share_embeddings_and_output_weights")
+    untie = reader.flag("untie_embeddings_and_output_weights")
+    grad_fp32 = reader.flag("ddp.grad_reduce_in_fp32")
+    if grad_fp32 is None:
+        grad_fp32 = precision != "fp16"
+        reader.assume(f"gradients reduced in {'fp32' if grad_fp32 else precision} (Megatron-LM's rule for "
+                      f"{precision}; set ddp.grad_reduce_in_fp32 to say otherwise)")
+    bias = reader.flag("model.add_bias_linear")
+    if reader.flag("disable_bias_linear"):
+        bias = False
+    position = str(reader.value("model.position_embedding_type") or "learned_absolute")
+    shape = RunShape(
+        num_layers=reader.integer("model.num_layers"),
+        hidden_size=reader.integer("model.hidden_size"),
+        num_attention_heads=reader.integer("model.num_attention_heads"),
+        seq_length=reader.integer("model.seq_length"),
+        micro_batch_size=reader.integer("train.micro_batch_size"),
+        vocab_size=reader.integer("model.vocab_size"),
+        global_batch_size=reader.integer("train.global_batch_size", None),
+        num_query_groups=groups,
+        kv_channels=reader.integer("model.kv_channels", None),
+        ffn_hidden_size=reader.integer("model.ffn_hidden_size", None),
+        gated_linear_unit=bool(reader.flag("model.gated_linear_unit")),
+        normalization=str(reader.value("model.normalization") or "LayerNorm").strip("'\""),
+        add_bias_linear=True if bias is None else bias,
+        tied_embeddings=not untie if tied is None else tied,
+        learned_position_embeddings=position.strip("'\"") == "learned_absolute",
+        max_position_embeddings=reader.integer("model.max_position_embeddings", None),
+        hidden_dropout=reader.real("model.hidden_dropout", 0.1),
+        attention_dropout=reader.real("model.attention_dropout", 0.1),
+        make_vocab_size_divisible_by=reader.integer("model.make_vocab_size_divisible_by", 128),
+        num_experts=reader.integer("model.num_moe_experts", None),
+        moe_ffn_hidden_size=reader.integer("model.moe_ffn_hidden_size", None),
+        moe_router_topk=reader.integer("model.moe_router_topk", 2),
+        moe_shared_expert_intermediate_size=reader.integer("model.moe_shared_expert_intermediate_size", None),
+        expert_model_parallel_size=reader.integer("model.expert_model_parallel_size", 1),
+        expert_tensor_parallel_size=reader.integer("model.expert_tensor_parallel_size", None),
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        virtual_pipeline=reader.integer("model.virtual_pipeline_model_parallel_size", None),
+        context_parallel=cp,
+        sequence_parallel=bool(reader.flag("model.sequence_parallel")),
+        data_parallel=dp,
+        precision=precision,
+        grad_reduce_in_fp32=grad_fp32,
+        flash_attention=flash,
+        te_fused_adam=flash if fused_adam is None else fused_adam,
+        distributed_optimizer=distributed,
+        optimizer_cpu_offload=bool(reader.flag("optimizer.optimizer_cpu_offload")),
+        optimizer_offload_fraction=reader.real("optimizer.optimizer_offload_fraction", 0.0),
+        offload_optimizer_states=bool(reader.flag("optimizer.offload_optimizer_states")),
+        master_param_bytes=_dtype_bytes(reader.value("optimizer.main_params_dtype"), 4),
+        exp_avg_bytes=_dtype_bytes(reader.value("optimizer.exp_avg_dtype"), 4),
+        exp_avg_sq_bytes=_dtype_bytes(reader.value("optimizer.exp_avg_sq_dtype"), 4),
+        recompute_granularity=_none_or_text(reader.value("model.recompute_granularity")),
+        recompute_method=_none_or_text(reader.value("model.recompute_method")),
+        recompute_num_layers=reader.integer("model.recompute_num_layers", None),
+        recompute_modules=_modules(reader.value("model.recompute_modules")),
+        cpu_offloading_num_layers=_offloaded_layers(reader),
+    )
+    if shape.global_batch_size is None and shape.pipeline_parallel > 1:
+        reader.assume(f"global batch size unknown: {shape.pipeline_parallel} micro-batches in flight on the first "
+                      "pipeline stage (the most 1F1B holds)")
+    return replace(shape, assumptions=tuple(reader.assumptions), sources=tuple(reader.sources.items()))
+
+
+class _Reader:
+    def __init__(self, store: ConfigStore) -> None:
+        self.store = store
+        self.assumptions: list[str] = []
+        self.sources: dict[str, str] = {}
+
+    def value(self, key: str) -> Any:
+        resolved = self.store.resolve(key)
+        if resolved is None or _is_none(resolved.value):
+            return None
+        self.sources[key] = f"{resolved.value} ({resolved.source})"
+        return resolved.value
+
+    def integer(self, key: str, default: Any = ...) -> Any:
+        raw = self.value(key)
+        value = number(raw)
+        if value is None or not math.isfinite(value) or value != int(value) or value < 0:
+            if raw is not None:
+                raise UserError(f"{key} = {raw!r}: the memory estimate needs a whole number here")
+            return default
+        return int(value)
+
+    def real(self, key: str, default: float) -> float:
+        raw = self.value(key)
+        value = number(raw)
+        if raw is not None and (value is None or not math.isfinite(value)):
+            raise UserError(f"{key} = {raw!r}: the memory estimate needs a number here")
+        return default if value is None else value
+
+    def flag(self, key: str) -> bool | None:
+        raw = self.value(key)
+        return None if raw is None else boolean(raw)
+
+    def assume(self, text: str) -> None:
+        self.assumptions.append(text)
+
+
+def _is_none(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "~", ""))
+
+
+def _precision(reader: _Reader) -> str:
+    mixed = str(reader.value("mixed_precision") or "").lower()
+    if reader.flag("model.fp16") or "fp16" in mixed:
+        return "fp16"
+    if reader.flag("model.bf16") or "bf16" in mixed or "fp8" in mixed:
+        return "bf16"
+    if reader.flag("model.bf16") is False and reader.flag("model.fp16") is False:
+        return "fp32"
+    reader.assume("precision: bf16 mixed precision (no bf16/fp16 setting found)")
+    return "bf16"
+
+
+def _data_parallel(reader: _Reader, model_parallel: int, world_size: int | None) -> int:
+    if world_size:
+        return _divide_world(world_size, model_parallel, "--world-size")
+    dp = number(_first(reader, _DP_KEYS))
+    if dp:
+        return int(dp)
+    world = number(_first(reader, _WORLD_KEYS))
+    if world:
+        return _divide_world(int(world), model_parallel, "the run's world_size")
+    nproc = number(_first(reader, ("nproc_per_node", "ntasks_per_node", "gpus_per_node")))
+    nodes = number(_first(reader, ("nnodes", "nodes", "env.SLURM_NNODES", "num_nodes"))) or 1
+    tasks = number(_first(reader, ("ntasks", "env.SLURM_NTASKS", "env.WORLD_SIZE", "env.SLURM_NPROCS")))
+    if nproc or tasks:
+        total = int(tasks or (nproc or 0) * nodes)
+        return _divide_world(total, model_parallel, "the launch command's process count")
+    reader.assume("data-parallel size 1: no world size found (torchrun --nproc-per-node/--nnodes, Slurm "
+                  "--ntasks, world_size); pass --world-size N")
+    return 1
+
+
+def _first(reader: _Reader, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = reader.value(key)
+        if value is not None:
+            return value
+    return None
+
+
+def _divide_world(world: int, model_parallel: int, where: str) -> int:
+    if world % model_parallel:
+        raise UserError(f"{where} = {world} GPUs is not a multiple of TP x PP x CP = {model_parallel}")
+    return world // model_parallel
+
+
+def _dtype_bytes(value: Any, default: int) -> int:
+    text = str(value or "").lower()
+    if any(name in text for name in ("bfloat16", "float16", "bf16", "fp16", "half")):
+        return 2
+    if "uint8" in text or "fp8" in text:
+        return 1
+    return default
+
+
+def _none_or_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip().strip("'\"").lower()
+    return None if text in ("", "none", "null", "false") else text
+
+
+def _modules(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ("core_attn",)
+    if isinstance(value, (list, tuple)):
+        return tuple(str(v) for v in value)
+    return tuple(part.strip(" '\"") for part in str(value).strip("[]").split(",") if part.strip(" '\""))
+
+
+def _offloaded_layers(reader: _Reader) -> int:
+    layers = reader.integer("model.cpu_offloading_num_layers", 0)
+    enabled = reader.flag("model.cpu_offloading")
+    activations = reader.flag("model.cpu_offloading_activations")
+    if enabled is False or activations is False:
+        return 0
+    return layers

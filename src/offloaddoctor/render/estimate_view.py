@@ -1,0 +1,139 @@
+"""`estimate` output: plain text (also on a terminal), Markdown and JSON (docs/estimate.schema.json)."""
+
+from __future__ import annotations
+
+import json
+
+from offloaddoctor import __version__
+from offloaddoctor.analysis.estimate_report import EstimateReport, mib
+from offloaddoctor.memory.model import COMPONENTS
+from offloaddoctor.render.text_safety import inert_json, safe_text as inert
+
+SCHEMA_VERSION = 1
+_LABELS = {"weights": "weights", "gradients": "gradients", "optimizer_states": "optimizer states",
+           "activations": "activations", "logits": "logits and loss", "other": "other"}
+
+
+def _components(report: EstimateReport):
+    stage = report.estimate.most_loaded
+    return sorted(stage.components, key=lambda c: -c.bytes)
+
+
+def _share(value: float, report: EstimateReport) -> str:
+    budget = report.budget_bytes
+    return f"{100 * value / budget:5.1f} %" if budget else "      -"
+
+
+def _verdict(report: EstimateReport) -> str:
+    if report.fits is None or report.headroom_bytes is None:  # (both are known once a budget is)
+        return "no GPU given (--gpu or --gpu-memory): capacity not checked"
+    budget = "target" if report.target is not None else "GPU"
+    if report.fits:
+        return f"fits the {budget}: {mib(report.headroom_bytes):,.0f} MiB to spare"
+    return f"DOES NOT FIT the {budget}: {mib(-report.headroom_bytes):,.0f} MiB short"
+
+
+def render_estimate_text(report: EstimateReport) -> str:
+    est, shape = report.estimate, report.estimate.shape
+    stage = est.most_loaded
+    reserved, smi = est.reserved_bytes, est.nvidia_smi_bytes
+    lines = [
+        f"offloaddoctor {__version__}: memory estimate for {inert(', '.join(report.configs) or '--set')} "
+        "(an estimate from the config, not a measurement)",
+        "",
+        f"Peak allocated  {mib(est.peak_allocated_bytes):>10,.0f} MiB  (torch.cuda.max_memory_allocated, "
+        f"pipeline stage {stage.stage} of {shape.pipeline_parallel}, during the {stage.phase})",
+        f"Reserved        {mib(reserved[0]):>10,.0f} MiB  (PyTorch's allocator; measured slack "
+        f"{mib(reserved[1]):,.0f}-{mib(reserved[2]):,.0f})",
+        f"nvidia-smi      {mib(smi[0]):>10,.0f} MiB  (reserved + CUDA context and NCCL; "
+        f"{mib(smi[1]):,.0f}-{mib(smi[2]):,.0f})",
+    ]
+    if report.capacity:
+        lines.append(f"GPU             {mib(report.capacity.bytes):>10,.0f} MiB  ({inert(report.capacity.source)})")
+    if report.target is not None:
+        lines.append(f"Target          {mib(report.target):>10,.0f} MiB")
+    lines += [f"Verdict         {_verdict(report)}", "", "Component              MiB   share  how"]
+    for component in _components(report):
+        lines.append(f"  {_LABELS[component.name]:<16} {mib(component.bytes):>9,.0f}  {_share(component.bytes, report)}  "
+                     f"{inert(component.formula)}")
+    lines.append(f"  {'total (peak)':<16} {mib(est.peak_allocated_bytes):>9,.0f}  {_share(est.peak_allocated_bytes, report)}")
+    largest = _components(report)[0]
+    lines.append(f"Largest component: {_LABELS[largest.name]}.")
+    if report.suggestions:
+        fitting = report.suggestions[0].fits
+        lines += ["", "Changes that make it fit, cheapest first:" if fitting else
+                  "No single change makes it fit; the ones that help most:"]
+        for number, suggestion in enumerate(report.suggestions, start=1):
+            lines.append(f"  {number}. {inert(suggestion.change)}: peak {mib(suggestion.peak_allocated_bytes):,.0f} MiB"
+                         f"{'' if suggestion.fits else ' (still too much)'}; cost: {inert(suggestion.cost)}")
+            lines += [f"       {inert(line)}" for line in suggestion.overrides]
+    assumptions = [*shape.assumptions, *report.notes]
+    if assumptions:
+        lines += ["", "Assumptions:"] + [f"  - {inert(text)}" for text in assumptions]
+    lines += ["", "Inputs:"] + [f"  {inert(key)} = {inert(value)}" for key, value in shape.sources]
+    return "\n".join(lines) + "\n"
+
+
+def render_estimate_markdown(report: EstimateReport) -> str:
+    est = report.estimate
+    rows = ["| component | MiB | share | how |", "|---|---:|---:|---|"]
+    for component in _components(report):
+        rows.append(f"| {_LABELS[component.name]} | {mib(component.bytes):,.0f} | {_share(component.bytes, report).strip()} | "
+                    f"{_md(component.formula)} |")
+    rows.append(f"| **peak allocated** | **{mib(est.peak_allocated_bytes):,.0f}** | | |")
+    out = [f"### Memory estimate: {_md(', '.join(report.configs) or '--set')}", "",
+           f"**{_md(_verdict(report))}** (nvidia-smi ≈ {mib(est.nvidia_smi_bytes[0]):,.0f} MiB; an estimate)", "", *rows]
+    if report.suggestions:
+        out += ["", "| change | peak MiB | fits | cost | overrides |", "|---|---:|---|---|---|"]
+        for s in report.suggestions:
+            out.append(f"| {_md(s.change)} | {mib(s.peak_allocated_bytes):,.0f} | {'yes' if s.fits else 'no'} | "
+                       f"{_md(s.cost)} | `{_md(' '.join(s.overrides))}` |")
+    return "\n".join(out) + "\n"
+
+
+def _md(text: str) -> str:
+    return inert(text).replace("|", "\\|").replace("`", "'")
+
+
+def estimate_json(report: EstimateReport) -> dict:
+    est, shape = report.estimate, report.estimate.shape
+    stage = est.most_loaded
+    components = {f"{c.name}_mb": mib(c.bytes) for c in stage.components}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "offloaddoctor", "version": __version__},
+        "configs": report.configs,
+        "peak_allocated_mb": mib(est.peak_allocated_bytes),
+        "peak_phase": stage.phase,
+        "components": {f"{name}_mb": components[f"{name}_mb"] for name in COMPONENTS},
+        "formulas": {c.name: c.formula for c in stage.components},
+        "most_loaded_rank": {
+            "pipeline_stage": stage.stage,
+            "pipeline_stages": shape.pipeline_parallel,
+            "parameters": stage.parameters.total,
+            "layers": stage.parameters.layers,
+        },
+        "stages": [{"pipeline_stage": s.stage, "peak_allocated_mb": mib(s.peak_bytes), "phase": s.phase}
+                   for s in est.stages],
+        "reserved_mb": dict(zip(("estimate", "low", "high"), map(mib, est.reserved_bytes))),
+        "nvidia_smi_mb": dict(zip(("estimate", "low", "high"), map(mib, est.nvidia_smi_bytes))),
+        "gpu_memory_mb": mib(report.capacity.bytes) if report.capacity else None,
+        "gpu_source": report.capacity.source if report.capacity else None,
+        "target_mb": mib(report.target) if report.target is not None else None,
+        "fits": report.fits,
+        "headroom_mb": mib(report.headroom_bytes) if report.headroom_bytes is not None else None,
+        "advice": [
+            {"change": s.change, "overrides": list(s.overrides), "peak_allocated_mb": mib(s.peak_allocated_bytes),
+             "nvidia_smi_mb": mib(s.estimate.nvidia_smi_bytes[0]), "fits": s.fits, "cost": s.cost}
+            for s in report.suggestions
+        ],
+        "assumptions": [*shape.assumptions, *report.notes],
+        "inputs": dict(shape.sources),
+        "layout": {"tensor_parallel": shape.tensor_parallel, "pipeline_parallel": shape.pipeline_parallel,
+                   "context_parallel": shape.context_parallel, "data_parallel": shape.data_parallel,
+                   "world_size": shape.world_size},
+    }
+
+
+def render_estimate_json(report: EstimateReport) -> str:
+    return inert_json(json.dumps(estimate_json(report), indent=2, ensure_ascii=False)) + "\n"

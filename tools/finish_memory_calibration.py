@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Turn the raw logs from tools/record_memory_calibration.py into fixtures/memory-calibration/.
+
+    python3 tools/finish_memory_calibration.py RAW_DIR [RAW_DIR...]   # later folders win for a run name
+
+Each RAW_DIR holds NAME.raw.log, NAME.cmd, NAME.smi and meta-GROUP.txt. Writes NAME.log.gz (gzip with a fixed
+timestamp, so re-running gives the same bytes) and runs.tsv: one line per run with its launch command, the
+machine, the peak nvidia-smi reading, and whether it is held out of calibration (names starting with "h",
+or "n": recorded after the model was frozen).
+The only rewrite is the wheel's install folder on the GPU machine ($SITE as megatron_wheel_setup.sh takes it,
+default `/tmp/site/`) into
+`/usr/local/lib/python3.12/dist-packages/`, as in fixtures/compare-family. Runs that did not finish are skipped.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEST = ROOT / "fixtures" / "memory-calibration"
+REWRITES = [((os.environ.get("SITE") or "/tmp/site").rstrip("/") + "/", "/usr/local/lib/python3.12/dist-packages/")]
+FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
+
+
+def machine(folder: Path) -> str:
+    for meta in folder.glob("meta*.txt"):
+        for line in meta.read_text().splitlines():
+            if line.startswith("gpu="):
+                gpus = next((g[5:] for g in meta.read_text().splitlines() if g.startswith("gpus=")), "1")
+                return f"{line[4:].split(',')[0]} ({gpus}-GPU machine)"
+    return "unknown"
+
+
+def main(folders: list[str]) -> int:
+    runs: dict[str, tuple[Path, str]] = {}
+    for name in folders:
+        folder = Path(name)
+        for log in sorted(folder.glob("*.raw.log")):
+            if FINISHED.search(log.read_text(errors="replace")):
+                runs[log.name.removesuffix(".raw.log")] = (folder, machine(folder))
+    DEST.mkdir(parents=True, exist_ok=True)
+    rows = ["name\tgpus_machine\theld_out\tnvidia_smi_peak_mib\tcommand"]
+    for run, (folder, where) in sorted(runs.items()):
+        text = (folder / f"{run}.raw.log").read_text(errors="replace")
+        for old, new in REWRITES:
+            text = text.replace(old, new)
+        with open(DEST / f"{run}.log.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
+                                                                      filename="") as out:
+            out.write(text.encode())
+        command = (folder / f"{run}.cmd").read_text().strip()
+        smi = (folder / f"{run}.smi").read_text().strip()
+        rows.append(f"{run}\t{where}\t{'yes' if run[0] in 'hn' else 'no'}\t{smi}\t{command}")
+    (DEST / "runs.tsv").write_text("\n".join(rows) + "\n")
+    print(f"{len(runs)} runs written to {DEST}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

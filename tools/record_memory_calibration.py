@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Record the real runs behind fixtures/memory-calibration/ on the GPU machine.
+
+Each run is Megatron-LM's real training code from the megatron-core 0.19.0 wheel (entry script
+tools/compare_family_pretrain_gpt.py, as for fixtures/compare-family), a few iterations with
+`--log-memory-interval 1`, so the log carries the arguments block, Megatron's theoretical-memory line
+and `max allocated` after every iteration. Several runs share the GPU at once (each process has its own
+caching allocator, so `max allocated` is per run); an nvidia-smi poller records each run's largest
+`used_memory` (what nvidia-smi shows: CUDA context + reserved + NCCL) keyed by the run's process.
+
+    device: source tools/megatron_wheel_setup.sh && python3 tools/record_memory_calibration.py $OUT [GROUP]
+    here:   python3 tools/finish_memory_calibration.py <folder with the fetched archive>
+
+GROUP selects the runs (`single`: one GPU each; `multi`: two GPUs, TP/PP/DP = 2). Writes OUTDIR/raw.tar.gz
+holding NAME.raw.log, NAME.cmd, NAME.smi (peak nvidia-smi MiB) and meta-GROUP.txt.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+COMMON = (
+    "--transformer-impl local --mock-data --tokenizer-type NullTokenizer --seed 1234 "
+    "--lr 1e-4 --min-lr 1e-5 --lr-decay-style cosine --train-iters 3 "
+    "--log-interval 1 --log-throughput --log-memory-interval 1 --eval-iters 0 --eval-interval 100000 "
+    "--split 100,0,0 --no-masked-softmax-fusion --no-bias-gelu-fusion --no-bias-dropout-fusion "
+    "--no-gradient-accumulation-fusion --no-persist-layer-norm"
+)
+DISTOPT = "--use-distributed-optimizer"
+OFFLOAD = "--optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction"
+LLAMA = ("--swiglu --normalization RMSNorm --position-embedding-type rope --no-rope-fusion "
+         "--disable-bias-linear")
+GQA = "--group-query-attention --num-query-groups"
+FULL = "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+SELECTIVE = "--recompute-granularity selective"
+# The default initial loss scale (2**32) skips the first ~30 steps, so the optimizer state would never exist.
+FP16 = "--fp16 --initial-loss-scale 4096"
+
+
+def shape(layers, hidden, heads, seq, mbs, vocab, gbs=None):
+    return (f"--num-layers {layers} --hidden-size {hidden} --num-attention-heads {heads} "
+            f"--seq-length {seq} --max-position-embeddings {seq} --micro-batch-size {mbs} "
+            f"--global-batch-size {gbs or 2 * mbs} --vocab-size {vocab}")
+
+
+# name -> (GPUs, rough GB for scheduling, arguments). Names starting with "h" are held out of calibration.
+RUNS = {
+    "c01-h1024-s2048-v50k": (1, 8, f"{shape(12, 1024, 16, 2048, 2, 50257)} --bf16 {DISTOPT}"),
+    "c02-h4096-l4": (1, 14, f"{shape(4, 4096, 32, 1024, 1, 32000)} --bf16 {DISTOPT}"),
+    "c03-s4096": (1, 26, f"{shape(8, 2048, 16, 4096, 1, 32000)} --bf16 {DISTOPT}"),
+    "c04-mbs8": (1, 22, f"{shape(8, 2048, 16, 1024, 8, 32000)} --bf16 {DISTOPT}"),
+    "c05-v128k": (1, 20, f"{shape(8, 2048, 16, 1024, 4, 128256)} --bf16 {DISTOPT}"),
+    "c06-full-recompute": (1, 12, f"{shape(8, 2048, 16, 1024, 8, 32000)} --bf16 {DISTOPT} {FULL}"),
+    "c07-selective": (1, 18, f"{shape(8, 2048, 16, 1024, 8, 32000)} --bf16 {DISTOPT} {SELECTIVE}"),
+    "c08-no-distopt": (1, 16, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16"),
+    "c09-fp16": (1, 16, f"{shape(8, 2048, 16, 1024, 4, 32000)} {FP16} {DISTOPT}"),
+    "c10-llama-gqa": (1, 16, f"{shape(8, 2048, 16, 2048, 2, 32000)} --ffn-hidden-size 5632 --bf16 "
+                             f"{DISTOPT} {LLAMA} {GQA} 4 --untie-embeddings-and-output-weights"),
+    "c11-h3072": (1, 18, f"{shape(6, 3072, 24, 2048, 2, 32000)} --bf16 {DISTOPT}"),
+    "c12-h1536-l16-mbs8": (1, 22, f"{shape(16, 1536, 12, 1024, 8, 32000)} --bf16 {DISTOPT}"),
+    "c13-tiny": (1, 3, f"{shape(4, 1024, 8, 1024, 1, 32000)} --bf16 {DISTOPT}"),
+    "c14-opt075": (1, 10, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} {OFFLOAD} 0.75"),
+    "h01-h3072-opt050": (1, 14, f"{shape(6, 3072, 24, 2048, 2, 32000)} --bf16 {DISTOPT} {OFFLOAD} 0.5"),
+    "h02-gqa-s3072": (1, 22, f"{shape(8, 2560, 20, 3072, 1, 64000)} --ffn-hidden-size 6912 --bf16 "
+                             f"{DISTOPT} {LLAMA} {GQA} 4"),
+    "h03-h4096-s4096-v128k": (1, 34, f"{shape(2, 4096, 32, 4096, 2, 128256)} --ffn-hidden-size 11008 "
+                                     f"--bf16 {DISTOPT} {LLAMA} {GQA} 8 --untie-embeddings-and-output-weights"),
+    "h04-v64k-s2048": (1, 12, f"{shape(4, 2048, 16, 2048, 2, 64000)} --bf16 {DISTOPT}"),
+    "h05-l24-h1024": (1, 12, f"{shape(24, 1024, 16, 1024, 4, 32000)} --bf16 {DISTOPT}"),
+    "h06-fp16-h1536": (1, 12, f"{shape(12, 1536, 12, 2048, 2, 32000)} {FP16} {DISTOPT}"),
+    "h07-selective-s4096": (1, 20, f"{shape(8, 2048, 16, 4096, 2, 32000)} --bf16 {DISTOPT} {SELECTIVE}"),
+    "h08-full-no-distopt": (1, 16, f"{shape(6, 3072, 24, 2048, 4, 32000)} --bf16 {FULL}"),
+    "h09-mbs1-opt100": (1, 6, f"{shape(8, 2048, 16, 1024, 1, 32000)} --bf16 {DISTOPT} {OFFLOAD} 1.0"),
+    "h10-h1024-mbs8-s2048": (1, 18, f"{shape(8, 1024, 16, 2048, 8, 32000)} --bf16 {DISTOPT}"),
+    # Two GPUs: TP, PP (1F1B with 4 micro-batches) and DP with the distributed optimizer.
+    "m01-tp2-sp": (2, 0, f"{shape(8, 2048, 16, 2048, 2, 32000)} --bf16 {DISTOPT} "
+                         "--tensor-model-parallel-size 2 --sequence-parallel"),
+    "m02-pp2": (2, 0, f"{shape(8, 2048, 16, 1024, 4, 32000, gbs=16)} --bf16 {DISTOPT} "
+                      "--pipeline-model-parallel-size 2"),
+    "m03-dp2": (2, 0, f"{shape(8, 2048, 16, 1024, 4, 32000, gbs=16)} --bf16 {DISTOPT}"),
+    "h11-tp2-no-sp": (2, 0, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} "
+                            "--tensor-model-parallel-size 2"),
+    "h12-pp2-dp1-opt050": (2, 0, f"{shape(8, 2048, 16, 1024, 2, 32000, gbs=8)} --bf16 {DISTOPT} "
+                                 f"--pipeline-model-parallel-size 2 {OFFLOAD} 0.5"),
+    # Recorded after the model was frozen (commit 23e1289): a second, clean hold-out set.
+    "n01-selective-v50k": (1, 24, f"{shape(10, 2560, 20, 2048, 2, 50257)} --bf16 {DISTOPT} {SELECTIVE}"),
+    "n02-block-recompute-s4096": (1, 30, f"{shape(16, 1024, 16, 4096, 1, 32000)} --bf16 {DISTOPT} "
+                                         "--recompute-granularity full --recompute-method block "
+                                         "--recompute-num-layers 4"),
+    "n03-opt030": (1, 18, f"{shape(12, 2048, 16, 2048, 4, 32000)} --bf16 {DISTOPT} {OFFLOAD} 0.3"),
+    "n04-fp16-gqa": (1, 22, f"{shape(8, 3072, 24, 1024, 2, 32000)} --ffn-hidden-size 8192 {FP16} {DISTOPT} "
+                            f"{LLAMA} {GQA} 8"),
+    "n05-mbs16-v128k-untied": (1, 32, f"{shape(6, 1536, 12, 1024, 16, 128256)} --bf16 {DISTOPT} "
+                                      "--untie-embeddings-and-output-weights"),
+    "n06-no-dropout-hd64": (1, 16, f"{shape(8, 2048, 32, 2048, 2, 32000)} --bf16 {DISTOPT} "
+                                   "--attention-dropout 0.0 --hidden-dropout 0.0"),
+    "n07-h4096-no-distopt": (1, 20, f"{shape(3, 4096, 32, 2048, 1, 32000)} --bf16"),
+    "n08-full-chunk2": (1, 14, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} "
+                               "--recompute-granularity full --recompute-method uniform --recompute-num-layers 2"),
+    "n09-opt100-overlap": (1, 10, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} {OFFLOAD} 1.0 "
+                                  "--overlap-cpu-optimizer-d2h-h2d"),
+    "n11-pp2-vpp2": (2, 0, f"{shape(8, 2048, 16, 1024, 2, 32000, gbs=16)} --bf16 {DISTOPT} "
+                           "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2"),
+    "n12-dp2-no-distopt": (2, 0, f"{shape(8, 2048, 16, 1024, 4, 32000, gbs=16)} --bf16"),
+    "n13-tp2-gqa": (2, 0, f"{shape(8, 2048, 16, 2048, 2, 32000)} --ffn-hidden-size 5632 --bf16 {DISTOPT} "
+                          f"{LLAMA} {GQA} 4 --tensor-model-parallel-size 2"),
+    "n14-pp2-mbs1-s4096": (2, 0, f"{shape(8, 2048, 16, 4096, 1, 32000, gbs=8)} --bf16 {DISTOPT} "
+                                 "--pipeline-model-parallel-size 2"),
+    # Meant to run out of memory on an 80 GB H100 (the estimate: ~93 GiB): a real OOM with its arguments block.
+    "oom-h4096-s4096": (1, 80, f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT}"),
+}
+# Shares one GPU; the runs are packed under this many GB at once.
+GPU_BUDGET_GB = 70
+PARALLEL = 4
+
+
+class SmiPoller(threading.Thread):
+    """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak: dict[str, int] = {}
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            out = subprocess.run(
+                ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                try:
+                    pid, used = (int(x) for x in line.split(","))
+                    env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                except (ValueError, OSError):
+                    continue
+                for item in env:
+                    if item.startswith(b"ODR_RUN="):
+                        name = item[8:].decode()
+                        self.peak[name] = max(self.peak.get(name, 0), used)
+            time.sleep(0.3)
+
+
+def launch(name, gpus, args, port, outdir):
+    cmd = (f"python3 -m torch.distributed.run --nproc-per-node {gpus} --master-port {port} "
+           f"tools/compare_family_pretrain_gpt.py {COMMON} {args}")
+    (outdir / f"{name}.cmd").write_text(cmd + "\n")
+    log = open(outdir / f"{name}.raw.log", "w")  # noqa: SIM115 - the child writes it for as long as it runs
+    env = dict(os.environ, ODR_RUN=name)
+    return subprocess.Popen(cmd.split(), stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def main():
+    outdir = Path(sys.argv[1])
+    group = sys.argv[2] if len(sys.argv) > 2 else "single"
+    names = [n for n, (g, _, _) in RUNS.items() if (g == 1) == (group == "single")]
+    if len(sys.argv) > 3:  # a comma-separated subset (re-runs)
+        names = [n for n in names if n in sys.argv[3].split(",")]
+    raw = outdir / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    meta = subprocess.run(  # noqa: S602 - a fixed command line, no input in it
+        "echo date=$(date -u +%FT%TZ); echo torch=$(python3 -c 'import torch; print(torch.__version__, "
+        "torch.version.cuda)'); echo megatron_core=$(python3 -c 'import megatron.core.package_info as p; "
+        "print(p.__version__)'); echo gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version "
+        "--format=csv,noheader | head -1); echo gpus=$(nvidia-smi -L | wc -l)",
+        shell=True, capture_output=True, text=True).stdout
+    poller = SmiPoller()
+    poller.start()
+    pending = sorted(names, key=lambda n: -RUNS[n][1])
+    running: dict[str, tuple[subprocess.Popen, float]] = {}
+    port = 29500
+    results = []
+    while pending or running:
+        for name, (proc, t0) in list(running.items()):
+            if proc.poll() is not None:
+                results.append(f"{name} rc={proc.returncode} wall_s={time.time() - t0:.0f}")
+                print(results[-1], flush=True)
+                del running[name]
+        load = sum(RUNS[n][1] for n in running)
+        for name in list(pending):
+            gpus, gb, args = RUNS[name]
+            fits = (gpus == 1 and len(running) < PARALLEL and load + gb <= GPU_BUDGET_GB) or not running
+            if fits:
+                pending.remove(name)
+                port += 1
+                running[name] = (launch(name, gpus, args, port, raw), time.time())
+                load += gb
+            if gpus > 1:
+                break
+        time.sleep(1)
+    poller.stop.set()
+    poller.join()
+    for name in names:
+        (raw / f"{name}.smi").write_text(f"{poller.peak.get(name, 0)}\n")
+    (raw / f"meta-{group}.txt").write_text(meta + "\n".join(results) + "\n")
+    with tarfile.open(outdir / f"raw-{group}.tar.gz", "w:gz") as tar:
+        tar.add(raw, arcname=f"raw-{group}")
+    print(meta)
+    for name in names:
+        text = (raw / f"{name}.raw.log").read_text(errors="replace")
+        peaks = [line.split("max allocated: ")[1].split(" ")[0] for line in text.splitlines()
+                 if "max allocated: " in line]
+        theo = [line for line in text.splitlines() if line.startswith("Theoretical memory")]
+        print(f"{name}: max_alloc={peaks[-1] if peaks else None} smi={poller.peak.get(name)} "
+              f"{theo[0][29:] if theo else ''}")
+        if not peaks:
+            print("   " + "\n   ".join(text.splitlines()[-6:]))
+
+
+if __name__ == "__main__":
+    main()
