@@ -150,8 +150,6 @@ def check(
     """Validate a config before launch against every preflight constraint of the catalogue. Keys the
     config leaves out take megatron-core's defaults unless `use_defaults` is False. With `gpu`/`gpu_memory` the
     memory model's estimate is checked too (`memory-exceeds-capacity`)."""
-    from offloaddoctor.analysis.estimate_report import attach_memory, memory_summary
-
     if not config_paths and not overrides:
         raise UserError("nothing to check: pass a config file and/or --set KEY=VALUE items")
     catalog = catalog or load_catalog()
@@ -159,6 +157,7 @@ def check(
     memory = None
     memory_note = None
     if gpu or gpu_memory:
+        from offloaddoctor.analysis.estimate_report import memory_summary
         from offloaddoctor.memory import MissingKeys
 
         try:
@@ -174,6 +173,8 @@ def check(
 
     report = check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)
     if memory is not None:
+        from offloaddoctor.analysis.estimate_report import attach_memory
+
         attach_memory(report, memory)
     if memory_note:
         report.notes.append(memory_note)

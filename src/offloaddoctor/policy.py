@@ -16,13 +16,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.errors import UserError
 from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
+if TYPE_CHECKING:  # annotations only: typing, and the findings (with the scanner), cost start-up time
     from typing import Any
+
+    from offloaddoctor.analysis.findings import Finding, Report
 
 FAIL_ON = ("error", "warning", "unknown", "never")
 # `unknown`: errors, and also a failure line no signature explains (the caller checks the report for it).

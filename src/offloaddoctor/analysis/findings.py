@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from offloaddoctor.analysis.scanner import Evidence
+from offloaddoctor.analysis.evidence import Evidence
 from offloaddoctor.catalog.model import Signature
 
 TYPE_CHECKING = False
