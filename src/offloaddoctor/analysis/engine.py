@@ -15,7 +15,6 @@ from offloaddoctor.analysis.failure_lines import says_only_that_a_rank_failed
 from offloaddoctor.analysis.oom import apply_close_calls
 from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
 from offloaddoctor.analysis.evidence import Aggregate, Evidence, keep_evidence
-from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS, Matcher, ScanResult
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import Predicate, evaluate, missing, names_in
 from offloaddoctor.config.derived import SUGGESTED, fix_values
@@ -25,6 +24,8 @@ from offloaddoctor.lazy_pattern import lazy_compile
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
+
+    from offloaddoctor.analysis.scanner import Matcher, ScanResult
     from collections.abc import Sequence
 
 _PLACEHOLDER = lazy_compile(r"\{([\w.]+)\}")
@@ -278,6 +279,8 @@ def _unexplained_failure(
 ) -> Evidence | None:
     """The most likely failure line (last exception of the last traceback, else the last error line, or a
     line a signature matched although its condition did not hold), unless a finding already explains it."""
+    from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS  # here: `check` reads no logs
+
     candidates = [e for e in scan.exceptions if not any(w in e.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)]
     candidate = candidates[-1] if candidates else scan.last_error_line
     for line in unclaimed if not candidates else ():

@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from offloaddoctor.analysis.evidence import Evidence
-from offloaddoctor.analysis.scanner import ScanResult
-from offloaddoctor.metrics.iteration_lines import median_of, steady_state
-from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.coerce import boolean
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: `check` builds RunFacts without reading a log
+    from offloaddoctor.analysis.scanner import ScanResult
+    from offloaddoctor.metrics.model import IterationMetrics
 
 
 @dataclass
@@ -23,6 +25,8 @@ def _cite(record: IterationMetrics) -> Evidence:
 
 
 def compute_run_facts(scan: ScanResult) -> RunFacts:
+    from offloaddoctor.metrics.iteration_lines import median_of, steady_state  # here: `check` reads no log
+
     facts = RunFacts()
     segments = [(key, records) for key, records in scan.iterations.items() if records]
     if not segments:
@@ -48,6 +52,8 @@ def _offload_on(scan: ScanResult, path: str, segment: int) -> bool | None:
 
 
 def _slowdown_between_segments(scan: ScanResult, segments, facts: RunFacts) -> None:
+    from offloaddoctor.metrics.iteration_lines import median_of, steady_state
+
     medians = []
     for (path, segment), records in segments:
         found = median_of(steady_state(records), "elapsed_ms")
