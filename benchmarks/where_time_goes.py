@@ -22,9 +22,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def count(patterns: Path, path: Path) -> int:
-    command = f"gzip -cd '{path}' | grep -c -F -f '{patterns}'" if path.suffix == ".gz" else \
-        f"grep -c -F -f '{patterns}' '{path}'"
-    done = subprocess.run(command, shell=True, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+    grep = ["grep", "-c", "-F", "-f", str(patterns)]
+    env = {**os.environ, "LC_ALL": "C"}
+    if path.suffix == ".gz":
+        gunzip = subprocess.Popen(["gzip", "-cd", str(path)], stdout=subprocess.PIPE)
+        done = subprocess.run(grep, stdin=gunzip.stdout, capture_output=True, text=True, env=env)
+        gunzip.stdout.close()
+        gunzip.wait()
+    else:
+        done = subprocess.run([*grep, str(path)], capture_output=True, text=True, env=env)
     return int(done.stdout.strip() or 0)
 
 
@@ -79,7 +85,7 @@ def main() -> int:
 
 
 def _name(key) -> str:
-    filename, line, function = key
+    filename, _line, function = key
     if filename == "~":
         return function.strip("<>").replace("method ", "")
     return f"{Path(filename).stem}.{function}"

@@ -134,7 +134,7 @@ def test_iteration_sampler_keeps_an_even_sample():
             continue
         sampler.feed(Line("x", number, None, text, text, True))
     kept = [r.iteration for r in records[("x", 0)]]
-    assert kept[0] == 1 and len(kept) <= 8 and len(set(b - a for a, b in zip(kept[1:], kept[2:]))) == 1
+    assert kept[0] == 1 and len(kept) <= 8 and len({b - a for a, b in zip(kept[1:], kept[2:])}) == 1
 
 
 def test_compare_reads_each_log_once(monkeypatch):

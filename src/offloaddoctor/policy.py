@@ -51,7 +51,7 @@ class Policy:
             if fail_on not in FAIL_ON:
                 raise UserError(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
             self.fail_on = fail_on
-        self.ignore.update({i: "--ignore on the command line" for i in ignore})
+        self.ignore.update(dict.fromkeys(ignore, "--ignore on the command line"))
         return self
 
     def unknown_ids(self, catalog) -> list[str]:

@@ -29,13 +29,7 @@ def scan_sources(
     """`progress(done, total)` in bytes: per block read serially, per run of files finished in parallel."""
     sizes = [_size(source) for source in sources]
     total = sum(sizes)
-    on_bytes = None
-    if progress is not None:
-        done = [0]
-
-        def on_bytes(count: int) -> None:
-            done[0] += count
-            progress(done[0], total)
+    on_bytes = None if progress is None else _progress_counter(progress, total)
 
     workers = min(workers or _cores(), len(sources))
     if (workers < 2 or any(s.path == "-" for s in sources)
@@ -49,11 +43,21 @@ def scan_sources(
     runs = _runs(list(sources), sizes, workers * TASKS_PER_WORKER)
     results = []
     with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
-        for (run, run_bytes), result in zip(runs, pool.map(_scan_run, [run for run, _ in runs])):
+        for (_, run_bytes), result in zip(runs, pool.map(_scan_run, [run for run, _ in runs])):
             results.append(result)
             if on_bytes is not None:
                 on_bytes(run_bytes)
     return Scanner(matchers).merge(results)
+
+
+def _progress_counter(progress: Callable[[int, int], None], total: int) -> Callable[[int], None]:
+    done = [0]
+
+    def on_bytes(count: int) -> None:
+        done[0] += count
+        progress(done[0], total)
+
+    return on_bytes
 
 
 def _runs(sources: list[LogSource], sizes: list[int], count: int) -> list[tuple[list[LogSource], int]]:

@@ -20,7 +20,7 @@ class Line:
     """One delivered line. `candidate`: it holds one of the pass's literals (a line delivered only because
     a handler asked for every line has it False)."""
 
-    __slots__ = ("path", "number", "rank", "text", "raw", "candidate")
+    __slots__ = ("candidate", "number", "path", "rank", "raw", "text")
 
     def __init__(self, path: str, number: int, rank: int | None, text: str, raw: str, candidate: bool):
         self.path, self.number, self.rank, self.text, self.raw, self.candidate = path, number, rank, text, raw, candidate
@@ -67,7 +67,7 @@ class LinePass:
         self._gate_literals = tuple(sorted(self.literals))
         self.warnings = warnings
         self.on_bytes = on_bytes
-        self._reader_literals = None  # the deduplicated byte literals, computed on the first source
+        self._reader_literals: list[bytes] | None = None  # deduplicated byte literals, on the first source
 
     def read_source(self, source: LogSource, *handler_sets: Sequence[LineHandler]) -> int:
         """Lines in the source (0 when a listed log vanished, which is noted in `warnings`). Each handler set
