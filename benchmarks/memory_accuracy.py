@@ -25,6 +25,7 @@ from offloaddoctor.api import estimate  # noqa: E402
 
 MEMORY = re.compile(r"\[Rank \d+\] \(after \d+ iterations\) memory \(MB\) \| allocated: [\d.]+ \| "
                     r"max allocated: ([\d.]+)")
+RESERVED = re.compile(r"max reserved: ([\d.]+)")
 THEORY = re.compile(r"Theoretical memory footprints: .* total=([\d.]+) MB")
 
 
@@ -38,8 +39,15 @@ def runs():
         yield f"cf-{path.stem}", path, path.read_text()
 
 
+def nvidia_smi_peaks() -> dict[str, float]:
+    table = ROOT / "fixtures" / "memory-calibration" / "runs.tsv"
+    rows = [line.split("\t") for line in table.read_text().splitlines()[1:]]
+    return {row[0]: float(row[3]) for row in rows if float(row[3]) > 0}
+
+
 def measure():
     rows = []
+    smi = nvidia_smi_peaks()
     for name, path, text in runs():
         peaks = [float(m) for m in MEMORY.findall(text)]
         theory = THEORY.search(text)
@@ -52,8 +60,14 @@ def measure():
             "megatron": float(theory.group(1)) if theory else None,
             "megatron_error": 100 * (float(theory.group(1)) - measured) / measured if theory else None,
             "phase": result.estimate.most_loaded.phase,
+            "reserved_error": _error(result.estimate.reserved_bytes[0] / 2**20, max(float(m) for m in RESERVED.findall(text))),
+            "smi_error": _error(result.estimate.nvidia_smi_bytes[0] / 2**20, smi[name]) if name in smi else None,
         })
     return rows
+
+
+def _error(ours: float, measured: float) -> float:
+    return 100 * (ours - measured) / measured
 
 
 def summary(rows, key):
@@ -87,6 +101,8 @@ def main() -> int:
                           ("all", rows)):
         print(f"{label:12} ({len(subset):2} runs)  ours: {summary(subset, 'ours_error')}")
         print(f"{'':12} {'':10} Megatron: {summary(subset, 'megatron_error')}")
+        print(f"{'':12} {'':10} reserved: {summary(subset, 'reserved_error')}")
+        print(f"{'':12} {'':10} nvidia-smi: {summary(subset, 'smi_error')}")
     return 0
 
 
