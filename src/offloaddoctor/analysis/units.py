@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import math
 
+from offloaddoctor.byte_units import STANDARD
 from offloaddoctor.lazy_pattern import lazy_compile
 
-_FACTORS = {
-    "b": 1, "byte": 1, "bytes": 1,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
-    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
-}
+_FACTORS = STANDARD  # the unit as printed: PyTorch says MiB/GiB where it means them
 QUANTITY = r"(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(bytes?|[KMGT]i?B|B)\b"
 _QUANTITY = lazy_compile(QUANTITY)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from offloaddoctor.byte_units import STANDARD as _UNITS
 from offloaddoctor.errors import UserError
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -18,8 +19,6 @@ GPUS: dict[str, tuple[int, str]] = {
     "B200": (183359, "nvidia-smi total of a B200 as publicly reported (not measured here; pass --gpu-memory to be exact)"),
     "GB200": (189471, "nvidia-smi total of a GB200 as publicly reported (not measured here; pass --gpu-memory to be exact)"),
 }
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 _SIZE = lazy_compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*$")
 
 

@@ -12,14 +12,13 @@ import math
 import re
 from collections.abc import Mapping
 
-MIB = 1024**2
-GIB = 1024**3
+from offloaddoctor.byte_units import BRIDGE_REPORT, MEGATRON, MIB
 _NUMBER = re.compile(r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)", re.IGNORECASE)
 
-# Bytes per printed unit on Megatron/Bridge lines (see the module docstring for the "MB" that is a MiB).
-MEGATRON_UNIT_BYTES = {"mb": MIB, "mib": MIB, "gb": GIB, "gib": GIB, "kb": 1024, "kib": 1024, "b": 1, "bytes": 1}
+# Bytes per printed unit on Megatron/Bridge lines (byte_units.py: the "MB" that is a MiB).
+MEGATRON_UNIT_BYTES = MEGATRON
 # Bridge's `report_memory`: bytes / 1e9 under the name "GB" / "<metric>-gigabytes".
-BRIDGE_REPORT_UNIT_BYTES = {**MEGATRON_UNIT_BYTES, "gb": 1e9, "gigabytes": 1e9, "megabytes": MIB}
+BRIDGE_REPORT_UNIT_BYTES = BRIDGE_REPORT
 
 
 def parse_number(text: str) -> float | None:
