@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offloaddoctor.analysis.oom import parse_oom
+from offloaddoctor.analysis.oom import fragmentation_suspected, parse_oom
 from offloaddoctor.analysis.units import format_bytes, parse_quantity
 
 GIB, MIB = 1024**3, 1024**2
@@ -88,3 +92,24 @@ def test_scientific_notation_and_decimal_units():
     assert parse_quantity("1.5e3 MB") == 1_500_000_000
     assert format_bytes(3 * GIB) == "3.00 GiB"
     assert format_bytes(None) == "?"
+
+
+SMALL_GPU = Path(__file__).resolve().parents[1] / "fixtures" / "oom-small-gpu-recorded"
+
+
+@pytest.mark.parametrize("name,fragmentation", [
+    ("job.log", True), ("more/frag-16g-close.log", True), ("more/capacity-16g.log", False)])
+def test_a_process_limited_by_a_memory_fraction_is_judged_against_its_limit(name, fragmentation):
+    message = next(line for line in (SMALL_GPU / name).read_text().splitlines() if "OutOfMemoryError" in line)
+    facts = parse_oom(message)
+    assert facts["allowed_bytes"] == 16 * 2**30 and facts["total_capacity_bytes"] > 79 * 2**30
+    assert facts["fragmentation_suspected"] is fragmentation
+    # Against the card alone, the two fragmented cases (2-3 % of 79 GiB) would not be called fragmentation.
+    card_only = {k: v for k, v in facts.items() if k != "allowed_bytes"}
+    assert fragmentation_suspected(card_only) is False
+
+
+def test_expandable_segments_served_the_same_requests():
+    for name in ("frag-16g-wide-expandable.log", "frag-16g-close-expandable.log"):
+        text = (SMALL_GPU / "more" / name).read_text()
+        assert text.startswith("# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") and "request served" in text

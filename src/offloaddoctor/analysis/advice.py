@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from offloaddoctor.analysis.findings import Finding
+from offloaddoctor.analysis.oom import usable_capacity
 from offloaddoctor.coerce import boolean, number
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts
@@ -98,12 +99,13 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
             f"PyTorch had {allocated / 2**30:.2f} GiB allocated, {allocated / model['estimated_peak_allocated_bytes']:.1f}x "
             "the memory model's peak for this config: more is on the GPU than the config explains (a config from "
             "another run, tensors kept across steps, or a bigger batch than configured)")
-    whole_run = _whole_run_shortfall(model, facts.get("total_capacity_bytes"))
+    capacity = usable_capacity(facts)
+    whole_run = _whole_run_shortfall(model, capacity)
     needed = current + max(shortfall, whole_run) / state
     if whole_run > shortfall:
         # The request that failed is only the first one that did not fit: the model sees the whole step.
         model["whole_step_shortfall_bytes"] = int(whole_run)
-        change = _cheapest_change(store, facts["total_capacity_bytes"])
+        change = _cheapest_change(store, capacity)
         if change:
             model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
     advice: dict[str, Any] = {

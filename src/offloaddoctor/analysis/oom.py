@@ -10,6 +10,11 @@ Between the two lies a close call: the slack could have served the request but i
 (FRAGMENTATION_CLOSE_CALL_SHARE). Real OOMs on 16 GB and 32 GB cards sit there (736.86 MiB slack for a
 546 MiB request; 1.15 GiB for 786 MiB), and in one of those threads expandable segments were the fix. It
 stays a capacity finding, marked `fragmentation_close_call`, and its fix starts with the zero-cost setting.
+
+A process limited by `torch.cuda.set_per_process_memory_fraction` gets a message that says so ("16.00 GiB
+allowed;", recorded on an H100 capped at 16 GiB: fixtures/oom-small-gpu-recorded). Its capacity is the limit,
+not the card: 2.50 GiB of slack is 3 % of the 79 GiB card but 16 % of what the process may use, and
+expandable segments served the same request there.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ _FIELDS = {
     "total_capacity_bytes": (rf"total capac\w*\s+of\s+{QUANTITY}", rf"{QUANTITY}\s+total capacity"),
     "free_bytes": (rf"of which\s+{QUANTITY}\s+is free", rf"{QUANTITY}\s+free\b"),
     "in_use_bytes": (rf"this process has\s+{QUANTITY}\s+memory in use",),
+    "allowed_bytes": (rf"memory in use\.\s+{QUANTITY}\s+allowed",),
     "allocated_bytes": (rf"{QUANTITY}\s+is allocated by PyTorch", rf"{QUANTITY}\s+already allocated"),
     "reserved_unallocated_bytes": (rf"{QUANTITY}\s+is reserved by PyTorch but unallocated",),
     "reserved_bytes": (rf"{QUANTITY}\s+reserved in total by PyTorch", rf"{QUANTITY}\s+cached\b"),
@@ -58,17 +64,25 @@ def parse_oom(text: str) -> dict[str, int | float | bool]:
         facts["fragmentation_suspected"] = suspected
         if not suspected and fragmentation_close_call(facts):
             facts["fragmentation_close_call"] = True
-    capacity = facts.get("total_capacity_bytes")
+    capacity = usable_capacity(facts)
     if capacity and "reserved_unallocated_bytes" in facts:
         facts["reserved_unallocated_share"] = round(facts["reserved_unallocated_bytes"] / capacity, 4)
     return facts
+
+
+def usable_capacity(facts: dict):
+    """What the process may use: the card, or less when a per-process memory fraction caps it."""
+    total, allowed = facts.get("total_capacity_bytes"), facts.get("allowed_bytes")
+    if total and allowed:
+        return min(total, allowed)
+    return total or allowed
 
 
 def fragmentation_suspected(facts: dict) -> bool | None:
     slack, requested = facts.get("reserved_unallocated_bytes"), facts.get("requested_bytes")
     if slack is None or requested is None:
         return None
-    capacity = facts.get("total_capacity_bytes")
+    capacity = usable_capacity(facts)
     floor = capacity * FRAGMENTATION_MIN_SHARE if capacity else FRAGMENTATION_MIN_BYTES_WITHOUT_CAPACITY
     return slack >= requested and slack >= floor
 
@@ -78,14 +92,15 @@ def fragmentation_close_call(facts: dict) -> bool:
     slack, requested = facts.get("reserved_unallocated_bytes"), facts.get("requested_bytes")
     if slack is None or requested is None or slack < requested:
         return False
-    capacity = facts.get("total_capacity_bytes")
+    capacity = usable_capacity(facts)
     floor = capacity * FRAGMENTATION_CLOSE_CALL_SHARE if capacity else FRAGMENTATION_CLOSE_CALL_MIN_BYTES_WITHOUT_CAPACITY
     return slack >= floor
 
 
 def close_call_wording(facts: dict) -> str:
     share = facts.get("reserved_unallocated_share")
-    of_gpu = f" ({share * 100:.1f} % of the GPU)" if share is not None else ""
+    where = "what the process may use" if facts.get("allowed_bytes") else "the GPU"
+    of_gpu = f" ({share * 100:.1f} % of {where})" if share is not None else ""
     return (
         f"{format_bytes(facts['reserved_unallocated_bytes'])} reserved but unallocated{of_gpu} could have served "
         f"the {format_bytes(facts['requested_bytes'])} request: fragmentation or capacity. Try expandable "

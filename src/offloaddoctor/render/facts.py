@@ -14,10 +14,11 @@ _LABELS = {
     "total_capacity_bytes": "GPU capacity",
     "free_bytes": "free",
     "in_use_bytes": "in use by this process",
+    "allowed_bytes": "allowed for this process (per-process memory fraction)",
     "allocated_bytes": "allocated by PyTorch",
     "reserved_bytes": "reserved by PyTorch",
     "reserved_unallocated_bytes": "reserved but unallocated",
-    "reserved_unallocated_share": "reserved-unallocated share of the GPU",
+    "reserved_unallocated_share": "reserved-unallocated share of the GPU",  # of the limit when one is printed
     "fragmentation_suspected": "fragmentation suspected",
     "fragmentation_close_call": "close call",
     "allocator_figures": "allocator figures",
