@@ -7,7 +7,8 @@ For every recorded run (fixtures/memory-calibration/*.log.gz and fixtures/compar
 peak (`max allocated` of Megatron's memory report, the largest over ranks and iterations), our estimate made
 from the log's own arguments block (nothing else), and Megatron's "Theoretical memory footprints" line. Runs
 whose name starts with "h" were held out of calibration (memory/calibration.py); runs starting with "n" were
-recorded after the model was frozen (commit 23e1289) and never used to change it. Each set is reported apart.
+recorded after the model was frozen (commit 23e1289) and never used to change it; runs starting with "e" are
+MoE runs recorded after the MoE formulas were written, never used to change them. Each set is reported apart.
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def measure():
         ours = result.estimate.peak_allocated_bytes / 2**20
         measured = max(peaks)
         rows.append({
-            "run": name, "held_out": name[0] in "hn", "set": {"h": "held out", "n": "after freeze"}.get(name[0], "calibration"), "measured": measured, "ours": ours,
+            "run": name, "held_out": name[0] in "hne",
+            "set": {"h": "held out", "n": "after freeze", "e": "MoE"}.get(name[0], "calibration"), "measured": measured, "ours": ours,
             "ours_error": 100 * (ours - measured) / measured,
             "megatron": float(theory.group(1)) if theory else None,
             "megatron_error": 100 * (float(theory.group(1)) - measured) / measured if theory else None,
@@ -98,6 +100,7 @@ def main() -> int:
     for label, subset in (("calibration", [r for r in rows if r["set"] == "calibration"]),
                           ("held out", [r for r in rows if r["set"] == "held out"]),
                           ("after freeze", [r for r in rows if r["set"] == "after freeze"]),
+                          ("MoE", [r for r in rows if r["set"] == "MoE"]),
                           ("all", rows)):
         print(f"{label:12} ({len(subset):2} runs)  ours: {summary(subset, 'ours_error')}")
         print(f"{'':12} {'':10} Megatron: {summary(subset, 'megatron_error')}")

@@ -6,7 +6,7 @@
 Each RAW_DIR holds NAME.raw.log, NAME.cmd, NAME.smi and meta-GROUP.txt. Writes NAME.log.gz (gzip with a fixed
 timestamp, so re-running gives the same bytes) and runs.tsv: one line per run with its launch command, the
 machine, the peak nvidia-smi reading, and whether it is held out of calibration (names starting with "h",
-or "n": recorded after the model was frozen).
+"n" or "e": recorded after the model was frozen; "e" are MoE).
 The only rewrite is the wheel's install folder on the GPU machine ($SITE as megatron_wheel_setup.sh takes it,
 default `/tmp/site/`) into
 `/usr/local/lib/python3.12/dist-packages/`, as in fixtures/compare-family. Runs that did not finish are skipped.
@@ -52,7 +52,7 @@ def main(folders: list[str]) -> int:
             out.write(text.encode())
         command = (folder / f"{run}.cmd").read_text().strip()
         smi = (folder / f"{run}.smi").read_text().strip()
-        rows.append(f"{run}\t{where}\t{'yes' if run[0] in 'hn' else 'no'}\t{smi}\t{command}")
+        rows.append(f"{run}\t{where}\t{'yes' if run[0] in 'hne' else 'no'}\t{smi}\t{command}")
     (DEST / "runs.tsv").write_text("\n".join(rows) + "\n")
     print(f"{len(runs)} runs written to {DEST}")
     return 0

@@ -111,6 +111,19 @@ RUNS = {
                           f"{LLAMA} {GQA} 4 --tensor-model-parallel-size 2"),
     "n14-pp2-mbs1-s4096": (2, 0, f"{shape(8, 2048, 16, 4096, 1, 32000, gbs=8)} --bf16 {DISTOPT} "
                                  "--pipeline-model-parallel-size 2"),
+    # MoE (local experts, SequentialMLP), recorded after the model's MoE formulas were written. Expert biases
+    # are off: with them megatron-core 0.19's local experts add the bias in place on a view, which autograd
+    # refuses ("Output 0 of _ReduceFromModelParallelRegionBackward is a view and is being modified inplace").
+    "e01-moe8-top2": (1, 16, f"{shape(8, 1024, 16, 1024, 4, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+                             "--moe-router-topk 2 --moe-ffn-hidden-size 2816"),
+    "e02-moe16-shared-gqa": (1, 20, f"{shape(8, 2048, 16, 1024, 2, 32000)} --bf16 {DISTOPT} {LLAMA} {GQA} 4 "
+                                    "--num-experts 16 --moe-router-topk 2 --moe-ffn-hidden-size 1408 "
+                                    "--moe-shared-expert-intermediate-size 2816"),
+    "e03-moe4-top1-s2048": (1, 24, f"{shape(4, 2048, 16, 2048, 2, 32000)} --bf16 {DISTOPT} --disable-bias-linear "
+                                   "--num-experts 4 --moe-router-topk 1 --moe-router-pre-softmax "
+                                   "--moe-ffn-hidden-size 8192"),
+    "e04-moe8-top4-mbs8": (1, 20, f"{shape(6, 1536, 12, 1024, 8, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+                                  "--moe-router-topk 4 --moe-ffn-hidden-size 1536"),
     # Meant to run out of memory on an 80 GB H100 (the estimate: ~93 GiB): a real OOM with its arguments block.
     "oom-h4096-s4096": (1, 80, f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT}"),
 }
