@@ -124,6 +124,9 @@ RUNS = {
                                    "--moe-ffn-hidden-size 8192"),
     "e04-moe8-top4-mbs8": (1, 20, f"{shape(6, 1536, 12, 1024, 8, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
                                   "--moe-router-topk 4 --moe-ffn-hidden-size 1536"),
+    "e05-moe8-ep2": (2, 0, f"{shape(8, 1024, 16, 1024, 4, 32000, gbs=16)} --bf16 {DISTOPT} --disable-bias-linear "
+                           "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 "
+                           "--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"),
     # Meant to run out of memory on an 80 GB H100 (the estimate: ~93 GiB): a real OOM with its arguments block.
     "oom-h4096-s4096": (1, 80, f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT}"),
 }
