@@ -1,6 +1,9 @@
 """Numbers for the fix: how much optimizer offloading would free, and what it costs in time.
 
-All of it is an estimate and says so (`estimate_basis`): the offloadable optimizer state per GPU is taken as
+All of it is an estimate and says so (`estimate_basis`). When the run's config (its arguments block, or
+--config) gives the memory model what it needs, the offloadable optimizer state per GPU is the model's bytes per
+parameter (precision, sharding) times the parameters the log printed, the shortfall is the whole step's (the
+model's peak against the GPU), and the fix leads with the model's cheapest change that fits. Otherwise it is
 12 bytes per parameter (fp32 master weight + Adam exp_avg + exp_avg_sq), divided by the data-parallel size
 when the distributed optimizer shards it; the bundled real H100 runs (fixtures/compare-family) save exactly
 that (5384 MiB for 0.47B parameters at fraction 1.0). Slowdown is interpolated between two measured
@@ -26,8 +29,8 @@ FRACTION_STEP = 0.05
 # (fraction, iteration-time ratio) measured: small dense model on an H100, and the guide's MoE model.
 SMALL_MODEL = ((0.0, 1.0), (0.25, 1.21), (0.5, 1.42), (1.0, 2.07))
 GUIDE_MODEL = ((0.0, 1.0), (0.25, 1.9), (1.0, 4.2))
-_NO_ADVICE = {"oom-fragmentation"}
-CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown  # its fix is the allocator setting, not less optimizer state
+_NO_ADVICE = {"oom-fragmentation"}  # its fix is the allocator setting, not less optimizer state
+CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
 
 
 def add_advice(findings: list[Finding], store: ConfigStore, parameters: ParameterCounts) -> None:
