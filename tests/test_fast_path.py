@@ -152,6 +152,25 @@ def test_the_installed_command_takes_the_fast_road_without_typer_or_typing(tmp_p
     assert '"id": "pp-cpu-offload"' in result.stdout
 
 
+def test_check_of_a_yaml_config_loads_neither_the_log_readers_nor_the_text_renderer(tmp_path):
+    """Start-up of `check` (docs/performance.md): a config check reads no log, so the scanner, the line pass,
+    the log-config collector and source resolution (gzip) stay unloaded, and JSON output skips the plain
+    renderer (textwrap)."""
+    config = tmp_path / "cfg.yaml"
+    config.write_text("model:\n  num_layers: 16\n")
+    unwanted = ("offloaddoctor.analysis.scanner", "offloaddoctor.logs.line_pass", "offloaddoctor.logs.sources",
+                "offloaddoctor.config.from_log", "offloaddoctor.render.plain", "gzip", "textwrap", "typer")
+    probe = ("import sys; sys.argv = ['offloaddoctor', 'check', %r, '-f', 'json']\n"
+             "from offloaddoctor.cli import main\n"
+             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "unwanted = %r\n"
+             "sys.stderr.write(f'{code} {sorted(m for m in unwanted if m in sys.modules)}')") % (str(config), unwanted)
+    result = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+                            capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert result.stderr == "0 []"
+    assert '"violations": []' in result.stdout
+
+
 def test_a_closed_pipe_ends_quietly_on_both_roads():
     for args in (["diagnose", PP_LOG, "-f", "json"], ["diagnose", PP_LOG, "-f", "json", "-rf", "json"]):
         process = subprocess.Popen([sys.executable, "-m", "offloaddoctor", *args], stdout=subprocess.PIPE,

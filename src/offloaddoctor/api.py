@@ -13,7 +13,6 @@ from offloaddoctor.config.keys import canonical_key
 from offloaddoctor.config.loading import build_store, explicit_config
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
-from offloaddoctor.logs.sources import first_not_text, resolve_sources
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -71,6 +70,8 @@ def diagnose(
     unknown = policy.unknown_ids(catalog)
     if unknown:
         raise UserError(f"--ignore: unknown signature id {unknown[0]!r}{did_you_mean(unknown[0], catalog)}")
+    from offloaddoctor.logs.sources import first_not_text, resolve_sources  # not for `check`: start-up
+
     sources = resolve_sources(paths, recursive)
     from offloaddoctor.config.mixups import refuse_configs_as_logs
 
@@ -237,6 +238,8 @@ def compare(
     unknown = [p for p in (run_configs or {}) if p not in paths]
     if unknown:
         raise UserError(f"--run-config {unknown[0]}=…: {unknown[0]} is not one of the logs being compared")
+    from offloaddoctor.logs.sources import resolve_sources
+
     resolve_sources(paths)  # every path is checked before any is read
     catalog = catalog or load_catalog()
     matchers = build_matchers(catalog)
@@ -272,6 +275,7 @@ def _measure_and_diagnose(path: str, catalog: Catalog, matchers) -> tuple[Any, R
     from offloaddoctor.analysis.engine import build_report
     from offloaddoctor.analysis.scanner import Scanner
     from offloaddoctor.logs.line_pass import LinePass
+    from offloaddoctor.logs.sources import resolve_sources
     from offloaddoctor.metrics.reader import RunReader
     from offloaddoctor.metrics.summary import summarise
 

@@ -6,7 +6,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from offloaddoctor.config.derived import add_derived_values
-from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.errors import UserError
@@ -42,6 +41,8 @@ def load_log_config(path: str) -> list[ConfigValue]:
     import gzip
     import itertools
 
+    from offloaddoctor.config.from_log import LogConfigCollector
+
     collector = LogConfigCollector(path, origin="log")
     opener = gzip.open if path.endswith(".gz") else open
     try:
@@ -62,6 +63,8 @@ def _load_launch_script(path: str) -> list[ConfigValue]:
 
 
 def _parse_launch_script(text: str, path: str) -> list[ConfigValue]:
+    from offloaddoctor.config.from_log import LogConfigCollector  # the log readers: not for a YAML config
+
     collector = LogConfigCollector(path, origin="config")
     for number, line in enumerate(text.splitlines(), start=1):
         collector.feed_script_line(line, number)

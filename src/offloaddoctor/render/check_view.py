@@ -7,7 +7,6 @@ import json
 from offloaddoctor import __version__
 from offloaddoctor.analysis.preflight import CheckReport
 from offloaddoctor.render.json_report import SCHEMA_VERSION, finding_to_dict
-from offloaddoctor.render.plain import finding_blocks
 from offloaddoctor.render.text_safety import inert_json, safe_text
 
 TYPE_CHECKING = False
@@ -37,6 +36,8 @@ def unchecked_lines(report: CheckReport) -> list[str]:
 
 
 def render_check_plain(report: CheckReport) -> str:
+    from offloaddoctor.render.plain import finding_blocks  # textwrap and the plain renderer: not for JSON
+
     out = [check_headline(report), "", *finding_blocks(report.violations)]
     out.extend(unchecked_lines(report))
     out.extend(f"note: {safe_text(note)}" for note in report.notes)

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from offloaddoctor import __version__
 from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.analysis.ranks import format_ranks
-from offloaddoctor.analysis.scanner import Evidence
+from offloaddoctor.analysis.evidence import Evidence  # not the scanner's re-export: `check` never loads the scanner
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
