@@ -90,6 +90,12 @@ class CandidateReader:
                     stream.close()
                     yield from self._spooled(spool)
                     return
+            if size_at_open is not None and size_at_open < min(GREP_MIN_BYTES, COVER_MIN_BYTES) and type(stream) is io.BufferedReader:
+                # A small regular file (20,000 rank logs): neither a cover nor grep would be chosen for it, so
+                # skip asking (a stat or two each).
+                yield from self._lines(stream)
+                self._note_shrinking(stream, size_at_open)
+                return
             self.patterns = self._patterns_for(stream)
             if self._grep_suits(stream):
                 from offloaddoctor.logs.grep_prefilter import grep_lines
@@ -227,7 +233,8 @@ class CandidateReader:
                     continue
                 leftover = block
                 continue
-            line_number = yield from self._block_lines(block, end, line_number)
+            if end:  # not the empty read that ends a file
+                line_number = yield from self._block_lines(block, end, line_number)
             leftover = block[end:]
             if at_end:
                 break
