@@ -55,7 +55,7 @@ class Finding:
         return (self.signature.severity_rank, self.trigger == "config", -self.signature.priority, self.first_seen)
 
 
-@dataclass
+@dataclass(slots=True)  # one per log read: 200,000 rank logs
 class SourceSummary:
     path: str
     lines: int

@@ -317,6 +317,7 @@ class Scanner:
         self.failures = FailureMatcher(matchers, self.result)
         self.literals = pass_literals(self.handlers_for(LogConfigCollector("<literals>")))
         self.line_pass = LinePass(self.literals, self.result.warnings, on_bytes)
+        self._uncitable: dict[int, IterationMetrics] = {}  # iteration number -> its shared stand-in record
 
     def handlers_for(self, collector: LogConfigCollector) -> list[LineHandler]:
         """The handler set for one log (the collector and open blocks are per log, findings per scan)."""
@@ -345,16 +346,23 @@ class Scanner:
     def _source_done(self, path: str) -> None:
         """Keep memory bounded by the findings, not the file count (200,000 rank logs): a collector that
         collected nothing is dropped, and a segment's iteration records that can never be cited (no steady
-        state: run_facts cites only steady-state records) keep no text."""
+        state: run_facts cites only steady-state records, and reads of the others only how many there are
+        and their iteration numbers) become stand-ins shared by every log, one per iteration number."""
         result = self.result
         collector = result.collectors[-1]
         for segment in range(len(collector.segment_starts)):
-            records = result.iterations.get((path, segment))
+            key = (path, segment)
+            records = result.iterations.get(key)
             if records and not steady_state(records):
-                for record in records:
-                    record.text = ""
+                result.iterations[key] = [self._stand_in(record.iteration) for record in records]
         if not collector.values and len(collector.segment_starts) == 1:
             result.collectors.pop()
+
+    def _stand_in(self, iteration: int) -> IterationMetrics:
+        record = self._uncitable.get(iteration)
+        if record is None:
+            record = self._uncitable[iteration] = IterationMetrics("", 0, None, 0, iteration)
+        return record
 
     def scan_lines(self, name: str, lines: Iterable[str]) -> ScanResult:
         """Scan in-memory text (signature examples, tests) through the same path as files."""

@@ -27,7 +27,7 @@ _GLOB = lazy_compile(r"[*?\[]")
 _RANK_IN_NAME = lazy_compile(r"rank[-_.]?(\d{1,6})", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: 200,000 rank logs are 200,000 of these
 class LogSource:
     """One log to read: a file path, or standard input when `path` is `-`. `listed`: found by listing a
     directory or expanding a pattern, not named by the user: if it is gone by the time it is read (logs

@@ -14,19 +14,26 @@ from offloaddoctor.analysis.evidence import Evidence  # not the scanner's re-exp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from collections.abc import Iterable, Iterator
     from typing import Any
 
 SCHEMA_VERSION = 1
 
 
 def report_to_dict(report: Report) -> dict[str, Any]:
+    return _document(report, list(_source_entries(report)))
+
+
+def _source_entries(report: Report) -> Iterator[dict[str, Any]]:
+    for s in report.sources:
+        yield {"path": s.path, "lines": s.lines, "findings": [f.id for f in report.findings if s.path in f.files]}
+
+
+def _document(report: Report, sources: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "offloaddoctor", "version": __version__},
-        "sources": [
-            {"path": s.path, "lines": s.lines, "findings": [f.id for f in report.findings if s.path in f.files]}
-            for s in report.sources
-        ],
+        "sources": sources,
         "findings": [finding_to_dict(f) for f in report.findings],
         "unmatched": _evidence(report.unmatched) if report.unmatched else None,
         "run": dict(report.run_facts),
@@ -85,4 +92,54 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
 
 
 def render_json(report: Report) -> str:
-    return inert_json(json.dumps(report_to_dict(report), indent=2, ensure_ascii=False, default=str)) + "\n"
+    return "".join(json_parts(report))
+
+
+def json_parts(report: Report) -> list[str]:
+    """`render_json`'s text in parts, for writing without one more copy of it all (200,000 rank logs). The
+    sources, one entry per log, are encoded one at a time into the place of an empty list: a dict for each of
+    200,000 rank logs at once was ~60 MB. The text is the same as encoding them in place; `inert_json` is
+    applied per part, which is the same (it rewrites single characters and `##[`, and no part ends inside a
+    `##[`: each ends at a `[`, `}` or `]` of the document's structure or at the separators between them)."""
+    text = _indented(_document(report, []))
+    empty = '\n  "sources": [],\n'
+    at = text.index(empty) + len(empty) - 4  # the empty list's `[`
+    return [inert_json(text[:at]), *_indented_list(_source_entries(report)), inert_json(text[at + 2:]) + "\n"]
+
+
+JOIN_CHUNKS = 1 << 16
+JOIN_ITEMS = 4096
+
+
+def _indented_list(items: Iterable[Any]) -> list[str]:
+    """`_indented`'s text for a list of `items` at the second level of the document, in parts (made inert),
+    encoding the items one by one."""
+    encoder = json.JSONEncoder(ensure_ascii=False, indent=2, default=str)
+    parts, batch = ["[\n"], []
+    for item in items:
+        batch.append("    " + encoder.encode(item).replace("\n", "\n    "))
+        if len(batch) == JOIN_ITEMS:
+            parts += [inert_json(",\n".join(batch)), ",\n"]
+            batch = []
+    if batch:
+        parts += [inert_json(",\n".join(batch)), ",\n"]
+    if len(parts) == 1:
+        return ["[]"]
+    parts[-1] = "\n  ]"
+    return parts
+
+
+def _indented(document: dict[str, Any]) -> str:
+    """`json.dumps(document, indent=2, ensure_ascii=False, default=str)`, joined a batch of chunks at a time:
+    dumps holds every chunk at once (~15 small strings per source: 200,000 rank logs made it ~180 MB)."""
+    from itertools import islice
+
+    chunks = json.JSONEncoder(ensure_ascii=False, indent=2, default=str).iterencode(document)
+    del document  # the generator holds it until it is done: then it goes before the final join
+    pieces = []
+    while True:
+        batch = list(islice(chunks, JOIN_CHUNKS))
+        pieces.append("".join(batch))
+        if len(batch) < JOIN_CHUNKS:
+            del batch, chunks
+            return "".join(pieces)

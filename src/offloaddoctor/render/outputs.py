@@ -51,6 +51,12 @@ def emit(report: Report, output_format: str, catalog: Catalog, policy: Policy, d
     """Standard output's share, through `write`. For `github` also the job summary, appended to
     $GITHUB_STEP_SUMMARY when the runner sets it, after the annotations are out (a `--output github=FILE`
     gets the annotations only)."""
+    if output_format == "json":  # in parts: no copy of the whole text (200,000 rank logs: docs/performance.md)
+        from offloaddoctor.render.json_report import json_parts
+
+        for part in json_parts(report):
+            write(part)
+        return
     if output_format != "github":
         write(render(report, output_format, catalog, policy, details))
         return

@@ -1,0 +1,45 @@
+"""`--format json` is rendered in pieces (200,000 rank logs: docs/performance.md); the text must be exactly
+what encoding the whole document at once gives."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offloaddoctor.analysis.findings import SourceSummary
+from offloaddoctor.api import diagnose
+from offloaddoctor.policy import Policy
+from offloaddoctor.render import json_report
+from offloaddoctor.render.text_safety import inert_json
+
+from .conftest import FIXTURES
+
+VALUES = st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(),
+                      lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner), max_leaves=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(), VALUES))
+def test_indented_in_batches_is_json_dumps(document):
+    expected = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    original = json_report.JOIN_CHUNKS
+    try:
+        json_report.JOIN_CHUNKS = 3  # many batches, and a batch boundary anywhere
+        assert json_report._indented(document) == expected
+    finally:
+        json_report.JOIN_CHUNKS = original
+
+
+@pytest.mark.parametrize("sources", [0, 1, 7])
+def test_sources_encoded_one_by_one_give_the_document_encoded_at_once(monkeypatch, sources):
+    report = diagnose([str(FIXTURES / "oom-fragmentation-multirank" / "job.log")], policy=Policy())
+    # Paths that need escaping, and more entries than one batch holds.
+    extra = [SourceSummary(f'rank{i}\n"##[x]"\u2028\u00e9.log', i) for i in range(sources)]
+    report.sources = [*report.sources, *extra] if sources else []
+    monkeypatch.setattr(json_report, "JOIN_ITEMS", 2)
+    monkeypatch.setattr(json_report, "JOIN_CHUNKS", 5)
+    whole = inert_json(json.dumps(json_report.report_to_dict(report), indent=2, ensure_ascii=False, default=str)) + "\n"
+    assert json_report.render_json(report) == whole
