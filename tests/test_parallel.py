@@ -121,3 +121,28 @@ def test_runs_are_contiguous_and_balanced_by_bytes():
     runs = parallel._runs(sources, sizes, 4)
     assert [s for run, _ in runs for s in run] == sources
     assert runs[0] == ([sources[0]], 10 << 20) and sum(b for _, b in runs) == sum(sizes)
+
+
+def test_rank_logs_without_steady_state_keep_shared_stand_ins_with_the_same_facts(tmp_path, monkeypatch):
+    """200,000 rank logs (docs/performance.md): a log whose iteration records can never be cited keeps, per
+    record, a stand-in shared by every log at that iteration; run facts and findings are unchanged."""
+    line = ("[rank{r}]:  iteration        {i}/ 1000 | consumed samples: 32 | elapsed time per iteration (ms): "
+            "{ms} | throughput per GPU (TFLOP/s/GPU): 200.0 | lm loss: 8.1E+00 |\n")
+    for rank in range(600):
+        text = line.format(r=rank, i=1, ms=400.0) + line.format(r=rank, i=2, ms=401.0)
+        if rank == 599:  # the last log has a steady state: its records are real and cited
+            text += "".join(line.format(r=rank, i=i, ms=300.0 + i) for i in range(3, 9))
+        (tmp_path / f"rank{rank:04d}.log").write_text(text)
+    sources = resolve_sources([str(tmp_path)])
+    serial = parallel.scan_sources(MATCHERS, sources, workers=1)
+    records = [serial.iterations[(s.path, 0)] for s in sources]
+    assert records[0][0] is records[1][0] and records[0][1] is records[598][1]  # shared, one per iteration number
+    assert [r.iteration for r in records[0]] == [1, 2]
+    assert records[599][-1].text and records[599][-1].path == sources[599].path  # real, citable
+    from offloaddoctor.analysis.run_facts import compute_run_facts
+
+    facts = compute_run_facts(serial)
+    assert facts.values["iterations_logged"] == 599 * 2 + 8
+    assert facts.values["median_iteration_ms"] == 306.0
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    assert summary(parallel.scan_sources(MATCHERS, sources, workers=2)) == summary(serial)
