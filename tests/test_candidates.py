@@ -75,6 +75,19 @@ def test_candidates_are_exactly_the_lines_with_a_literal(tmp_path_factory, lines
     assert reader.lines_read == len(list(iter_raw_lines(source, [])))
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(line_text, max_size=60), st.booleans(), st.integers(MAX_LINE_BYTES + 1, MAX_LINE_BYTES + 300),
+       st.sampled_from([b"Error", b"CUDA out of memory", b"\xc3\xa9", b"absent"]))
+def test_a_sampled_literal_searched_first_finds_the_same_lines(tmp_path_factory, lines, final_newline, block, sampled):
+    """The reader looks for the sampled literal (iteration lines) first and for the others only in the lines
+    left: the candidates are still exactly the lines holding any literal."""
+    source = write(tmp_path_factory.mktemp("c"), lines, final_newline)
+    expected = [(n, text) for n, text in iter_raw_lines(source, []) if any(lit in text for lit in LITERALS)]
+    reader = CandidateReader(source, LITERALS, [], block_bytes=block)
+    reader.sampled = (sampled, lambda m: None)  # as LinePass sets it; `keep` is the grep road's, unused here
+    assert list(reader) == expected
+
+
 def test_every_line_mode_gives_every_line_across_blocks(tmp_path):
     lines = [f"line {i} " + ("x" * (i * 997 % 5000)) + (" Error" if i % 50 == 0 else "") for i in range(400)]
     source = write(tmp_path, lines, final_newline=False)

@@ -269,8 +269,28 @@ class CandidateReader:
 
     def _hit_line_starts(self, block: bytes, end: int) -> list[int]:
         starts: set[int] = set()
+        haystack = block
+        sampled = self.sampled[0] if self.sampled is not None else None
+        if sampled is not None and sampled in self.patterns:
+            # The sampled literal (iteration lines: the common candidates) first; the other patterns are then
+            # looked for only in the rest of the block: a line already a hit needs no second literal. (Joining
+            # whole lines makes no false hit across a seam that matters: a pattern holds no newline, as the
+            # line gate tests it within one line; and a false presence only costs a search of the block.)
+            rest = []
+            pos = 0
+            found = block.find(sampled, 0, end)
+            while found != -1:
+                start = block.rfind(b"\n", 0, found) + 1
+                starts.add(start)
+                rest.append(block[pos:start])
+                newline = block.find(b"\n", found, end)
+                pos = end if newline == -1 else newline + 1
+                found = -1 if newline == -1 else block.find(sampled, pos, end)
+            if rest:
+                rest.append(block[pos:end])
+                haystack = b"".join(rest)
         # Which patterns occur at all, in one comprehension: most blocks of a healthy log hold none or few.
-        present = [literal for literal in self.patterns if literal in block]
+        present = [literal for literal in self.patterns if literal in haystack and literal != sampled]
         for literal in present:
             found = block.find(literal, 0, end)
             while found != -1:
