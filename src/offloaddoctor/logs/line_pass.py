@@ -65,9 +65,18 @@ class LinePass:
     def __init__(self, literals: Iterable[str], warnings: list[str], on_bytes: Callable[[int], None] | None = None):
         self.literals = frozenset(literals)
         self._gate_literals = tuple(sorted(self.literals))
+        self._gates: dict[bytes, tuple[str, ...]] = {}  # the gate with a sampled literal first, by that literal
         self.warnings = warnings
         self.on_bytes = on_bytes
         self._reader_literals: list[bytes] | None = None  # deduplicated byte literals, on the first source
+
+    def _gate_first(self, literal: bytes) -> tuple[str, ...]:
+        gate = self._gates.get(literal)
+        if gate is None:
+            first = literal.decode("utf-8", "surrogateescape")
+            rest = tuple(g for g in self._gate_literals if g != first)
+            gate = self._gates[literal] = (first, *rest) if len(rest) < len(self._gate_literals) else self._gate_literals
+        return gate
 
     def read_source(self, source: LogSource, *handler_sets: Sequence[LineHandler]) -> int:
         """Lines in the source (0 when a listed log vanished, which is noted in `warnings`). Each handler set
@@ -98,9 +107,12 @@ class LinePass:
         declined: list = [None, ()]  # a line delivered although some handlers declined it: [number, handlers]
         skippers = [h for h in every_handler if h.skip is not None]
         skip = _combined_skip([(h, h.skip) for h in skippers], declined)
+        sampled = skippers[0].sampled if len(skippers) == 1 else None
         if reader is not None:
             reader.skip = skip
-            reader.sampled = skippers[0].sampled if len(skippers) == 1 else None
+            reader.sampled = sampled
+        if sampled is not None:  # the sampled literal's lines are the common candidates: test it first
+            gate_literals = self._gate_first(sampled[0])
         every = False
         number = 0
         for number, raw in numbered:
