@@ -511,7 +511,7 @@ def test_a_directory_that_cannot_be_listed_is_one_line(tmp_path, monkeypatch):
 
 def test_a_listed_log_that_is_gone_when_read_is_a_note_and_the_run_goes_on(tmp_path, monkeypatch):
     """Found by listing the directory, removed before its turn (logrotate, a job cleaning up)."""
-    import offloaddoctor.api
+    import offloaddoctor.logs.sources
     from offloaddoctor.logs.sources import LogSource, resolve_sources
 
     shutil.copy(PP_LOG, tmp_path / "rank0.log")
@@ -520,7 +520,8 @@ def test_a_listed_log_that_is_gone_when_read_is_a_note_and_the_run_goes_on(tmp_p
     def listing_then_removal(paths, recursive=False):
         return [*resolve_sources(paths, recursive), LogSource(str(gone), listed=True)]
 
-    monkeypatch.setattr(offloaddoctor.api, "resolve_sources", listing_then_removal)
+    # `api.diagnose` imports resolve_sources when it runs (start-up of `check`): patch it where it lives
+    monkeypatch.setattr(offloaddoctor.logs.sources, "resolve_sources", listing_then_removal)
     result = RUNNER.invoke(app, ["diagnose", str(tmp_path), "-f", "json"])
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)
