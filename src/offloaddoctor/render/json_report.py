@@ -113,16 +113,18 @@ JOIN_ITEMS = 4096
 
 def _indented_list(items: Iterable[Any]) -> list[str]:
     """`_indented`'s text for a list of `items` at the second level of the document, in parts (made inert),
-    encoding the items one by one."""
+    encoding a batch of items at a time: a list encoded alone, its lines indented one level more, is the same
+    list's text inside the document."""
+    from itertools import islice
+
     encoder = json.JSONEncoder(ensure_ascii=False, indent=2, default=str)
-    parts, batch = ["[\n"], []
-    for item in items:
-        batch.append("    " + encoder.encode(item).replace("\n", "\n    "))
-        if len(batch) == JOIN_ITEMS:
-            parts += [inert_json(",\n".join(batch)), ",\n"]
-            batch = []
-    if batch:
-        parts += [inert_json(",\n".join(batch)), ",\n"]
+    parts, items = ["[\n"], iter(items)
+    while True:
+        batch = list(islice(items, JOIN_ITEMS))
+        if not batch:
+            break
+        text = encoder.encode(batch).replace("\n", "\n  ")  # "[\n    {…},\n    {…}\n  ]"
+        parts += [inert_json(text[2:-4]), ",\n"]
     if len(parts) == 1:
         return ["[]"]
     parts[-1] = "\n  ]"
