@@ -34,7 +34,7 @@ def test_indented_in_batches_is_json_dumps(document):
 
 
 @pytest.mark.parametrize("sources", [0, 1, 7])
-def test_sources_encoded_one_by_one_give_the_document_encoded_at_once(monkeypatch, sources):
+def test_sources_encoded_in_batches_give_the_document_encoded_at_once(monkeypatch, sources):
     report = diagnose([str(FIXTURES / "oom-fragmentation-multirank" / "job.log")], policy=Policy())
     # Paths that need escaping, and more entries than one batch holds.
     extra = [SourceSummary(f'rank{i}\n"##[x]"\u2028\u00e9.log', i) for i in range(sources)]

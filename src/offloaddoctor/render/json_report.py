@@ -97,7 +97,7 @@ def render_json(report: Report) -> str:
 
 def json_parts(report: Report) -> list[str]:
     """`render_json`'s text in parts, for writing without one more copy of it all (200,000 rank logs). The
-    sources, one entry per log, are encoded one at a time into the place of an empty list: a dict for each of
+    sources, one entry per log, are encoded a batch at a time into the place of an empty list: a dict for each of
     200,000 rank logs at once was ~60 MB. The text is the same as encoding them in place; `inert_json` is
     applied per part, which is the same (it rewrites single characters and `##[`, and no part ends inside a
     `##[`: each ends at a `[`, `}` or `]` of the document's structure or at the separators between them)."""
