@@ -51,11 +51,15 @@ def main() -> int:
             if matrix:  # the fixtures are ~1,000 lines of start-up: 0.1 % of them is one line
                 worst[literal] = max(worst.get(literal, 0.0), share)
         loud = sorted(((c / len(lines), lit) for lit, c in hits.items() if c / len(lines) > LIMIT), reverse=True)
-        print(f"{log.relative_to(ROOT) if ROOT in log.parents else log}: {len(lines)} lines; over {LIMIT:.1%}: "
-              + (", ".join(f"{lit!r} {share:.2%}" for share, lit in loud) or "none"))
+        print(
+            f"{log.relative_to(ROOT) if ROOT in log.parents else log}: {len(lines)} lines; over {LIMIT:.1%}: "
+            + (", ".join(f"{lit!r} {share:.2%}" for share, lit in loud) or "none")
+        )
     flagged = [lit for lit, share in worst.items() if share > LIMIT and lit != ITERATION_LITERAL]
-    print(f"\n{len(found)} literals; over {LIMIT:.1%} of a long healthy log's lines (iteration lines excepted): "
-          + (", ".join(f"{lit!r} ({worst[lit]:.2%})" for lit in sorted(flagged)) or "none"))
+    print(
+        f"\n{len(found)} literals; over {LIMIT:.1%} of a long healthy log's lines (iteration lines excepted): "
+        + (", ".join(f"{lit!r} ({worst[lit]:.2%})" for lit in sorted(flagged)) or "none")
+    )
     return 1 if flagged else 0
 
 

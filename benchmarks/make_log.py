@@ -37,13 +37,27 @@ def main() -> int:
             iteration += 10
             lines = []
             for rank in range(ranks):
-                values = {"node": rank // 8, "pid": 4000 + rank, "local": rank % 8, "rank": rank, "ranks": ranks,
-                          "nodes": max(1, ranks // 8), "peer": (rank + 1) % ranks, "peer_local": (rank + 1) % 8,
-                          "channel": iteration % 32}
+                values = {
+                    "node": rank // 8,
+                    "pid": 4000 + rank,
+                    "local": rank % 8,
+                    "rank": rank,
+                    "ranks": ranks,
+                    "nodes": max(1, ranks // 8),
+                    "peer": (rank + 1) % ranks,
+                    "peer_local": (rank + 1) % 8,
+                    "channel": iteration % 32,
+                }
                 lines += [f"[rank{rank}]:" + template.format(**values) for template in NCCL]
                 if rank == ranks - 1:  # Megatron prints the iteration line on the last rank only
-                    lines.append(f"[rank{rank}]:" + re.sub(r"iteration\s+10/\s+10", f"iteration {iteration:>8}/ 1000000", ITERATION))
-                lines.append(f"[rank{rank}]:" + MEMORY.replace("[Rank 0]", f"[Rank {rank}]").replace("after 10", f"after {iteration}"))
+                    lines.append(
+                        f"[rank{rank}]:"
+                        + re.sub(r"iteration\s+10/\s+10", f"iteration {iteration:>8}/ 1000000", ITERATION)
+                    )
+                lines.append(
+                    f"[rank{rank}]:"
+                    + MEMORY.replace("[Rank 0]", f"[Rank {rank}]").replace("after 10", f"after {iteration}")
+                )
             chunk = "\n".join(lines) + "\n"
             handle.write(chunk)
             written += len(chunk)

@@ -46,20 +46,29 @@ NCCL = [
 # Printed on every step in recompute runs (torch.utils.checkpoint) and by data loaders: path, line, category,
 # message, then the source line Python shows.
 WARNINGS = [
-    ("/usr/local/lib/python3.12/dist-packages/torch/utils/checkpoint.py:86: UserWarning: None of the inputs have "
-     "requires_grad=True. Gradients will be None", "  warnings.warn("),
-    ("/usr/local/lib/python3.12/dist-packages/torch/_dynamo/eval_frame.py:632: FutureWarning: "
-     "`torch.cuda.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cuda', args...)` instead.",
-     "  return fn(*args, **kwargs)"),
-    ("/usr/local/lib/python3.12/dist-packages/torch/autograd/graph.py:825: UserWarning: c10d::broadcast_: an "
-     "autograd kernel was not registered to the Autograd key(s) but we are trying to backprop through it.",
-     "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass"),
+    (
+        "/usr/local/lib/python3.12/dist-packages/torch/utils/checkpoint.py:86: UserWarning: None of the inputs have "
+        "requires_grad=True. Gradients will be None",
+        "  warnings.warn(",
+    ),
+    (
+        "/usr/local/lib/python3.12/dist-packages/torch/_dynamo/eval_frame.py:632: FutureWarning: "
+        "`torch.cuda.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cuda', args...)` instead.",
+        "  return fn(*args, **kwargs)",
+    ),
+    (
+        "/usr/local/lib/python3.12/dist-packages/torch/autograd/graph.py:825: UserWarning: c10d::broadcast_: an "
+        "autograd kernel was not registered to the Autograd key(s) but we are trying to backprop through it.",
+        "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass",
+    ),
 ]
 TQDM_UNIT = "\rvalidation step: {pct:3d}%|{bar:<10}| {done}/{total} [00:{sec:02d}<00:{left:02d},  3.61it/s]"
-BRIDGE_MEMORY = ("[Rank {rank}] (after {it} iterations) memory (GB) | mem-allocated-gigabytes: 8.6712 | "
-                 "mem-active-gigabytes: 8.6712 | mem-inactive-gigabytes: 0.52 | mem-reserved-gigabytes: 11.264 | "
-                 "mem-max-allocated-gigabytes: 14.47 | mem-max-active-gigabytes: 14.47 | mem-max-inactive-gigabytes: "
-                 "2.1 | mem-max-reserved-gigabytes: 15.088 | mem-alloc-retires: 0 | mem-allocated-count: 1234")
+BRIDGE_MEMORY = (
+    "[Rank {rank}] (after {it} iterations) memory (GB) | mem-allocated-gigabytes: 8.6712 | "
+    "mem-active-gigabytes: 8.6712 | mem-inactive-gigabytes: 0.52 | mem-reserved-gigabytes: 11.264 | "
+    "mem-max-allocated-gigabytes: 14.47 | mem-max-active-gigabytes: 14.47 | mem-max-inactive-gigabytes: "
+    "2.1 | mem-max-reserved-gigabytes: 15.088 | mem-alloc-retires: 0 | mem-allocated-count: 1234"
+)
 BRIDGE_TIMERS = [
     "Step Time : {ms:.2f}s GPU utilization: {tf:.1f}MODEL_TFLOP/s/GPU",
     "    forward-backward ...............................: ({ms:.2f}, {ms:.2f})",
@@ -74,9 +83,18 @@ def iteration_line(iteration: int, total: int = 1_000_000) -> str:
 
 
 def nccl(rank: int, ranks: int, step: int, which: int) -> str:
-    values = {"node": rank // 8, "pid": 4000 + rank, "local": rank % 8, "rank": rank, "ranks": ranks,
-              "nodes": max(1, ranks // 8), "peer": (rank + 1) % ranks, "peer_local": (rank + 1) % 8,
-              "channel": step % 32, "op": step}
+    values = {
+        "node": rank // 8,
+        "pid": 4000 + rank,
+        "local": rank % 8,
+        "rank": rank,
+        "ranks": ranks,
+        "nodes": max(1, ranks // 8),
+        "peer": (rank + 1) % ranks,
+        "peer_local": (rank + 1) % 8,
+        "channel": step % 32,
+        "op": step,
+    }
     return NCCL[which % len(NCCL)].format(**values)
 
 
@@ -87,7 +105,9 @@ def chunks_nccl_info(step: int) -> list[str]:
         lines += [f"[rank{rank}]:" + nccl(rank, 8, step, k) for k in range(4)]
         if rank == 7:
             lines.append("[rank7]:" + iteration_line(step * 10))
-        lines.append(f"[rank{rank}]:" + MEMORY.replace("[Rank 0]", f"[Rank {rank}]").replace("after 10", f"after {step * 10}"))
+        lines.append(
+            f"[rank{rank}]:" + MEMORY.replace("[Rank 0]", f"[Rank {rank}]").replace("after 10", f"after {step * 10}")
+        )
     return lines
 
 
@@ -122,8 +142,17 @@ def chunks_slurm_label(step: int) -> list[str]:
 
 def chunks_tqdm(step: int) -> list[str]:
     total = 40
-    updates = "".join(TQDM_UNIT.format(pct=100 * done // total, bar="#" * (10 * done // total), done=done, total=total,
-                                       sec=done % 60, left=(total - done) % 60) for done in range(total + 1))
+    updates = "".join(
+        TQDM_UNIT.format(
+            pct=100 * done // total,
+            bar="#" * (10 * done // total),
+            done=done,
+            total=total,
+            sec=done % 60,
+            left=(total - done) % 60,
+        )
+        for done in range(total + 1)
+    )
     return [iteration_line(step), updates, nccl(0, 8, step, step)]
 
 
@@ -184,7 +213,9 @@ def write_small_files(directory: Path, count: int) -> None:
     for rank in range(count):
         lines = [f"[rank{rank}]: " + nccl(rank % 8, count, 1, 1), f"[rank{rank}]: " + nccl(rank % 8, count, 1, 2)]
         if rank == failing:
-            lines.append(f"[rank{rank}]: " + next(line for line in OOM if "CUDA out of memory" in line).split(":", 1)[1].lstrip())
+            lines.append(
+                f"[rank{rank}]: " + next(line for line in OOM if "CUDA out of memory" in line).split(":", 1)[1].lstrip()
+            )
         else:
             lines.append(f"[rank{rank}]: " + iteration_line(1))
         (partial / f"rank{rank:06d}.log").write_text("\n".join(lines) + "\n")

@@ -10,6 +10,7 @@ whose name starts with "h" were held out of calibration (memory/calibration.py);
 recorded after the model was frozen (commit 23e1289) and never used to change it; runs starting with "e" are
 MoE runs recorded after the MoE formulas were written, never used to change them. Each set is reported apart.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,10 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from offloaddoctor.api import estimate  # noqa: E402
 
-MEMORY = re.compile(r"\[Rank \d+\] \(after \d+ iterations\) memory \(MB\) \| allocated: [\d.]+ \| "
-                    r"max allocated: ([\d.]+)")
+MEMORY = re.compile(
+    r"\[Rank \d+\] \(after \d+ iterations\) memory \(MB\) \| allocated: [\d.]+ \| "
+    r"max allocated: ([\d.]+)"
+)
 RESERVED = re.compile(r"max reserved: ([\d.]+)")
 THEORY = re.compile(r"Theoretical memory footprints: .* total=([\d.]+) MB")
 
@@ -55,16 +58,23 @@ def measure():
         result = estimate([str(path)])
         ours = result.estimate.peak_allocated_bytes / 2**20
         measured = max(peaks)
-        rows.append({
-            "run": name, "held_out": name[0] in "hne",
-            "set": {"h": "held out", "n": "after freeze", "e": "MoE"}.get(name[0], "calibration"), "measured": measured, "ours": ours,
-            "ours_error": 100 * (ours - measured) / measured,
-            "megatron": float(theory.group(1)) if theory else None,
-            "megatron_error": 100 * (float(theory.group(1)) - measured) / measured if theory else None,
-            "phase": result.estimate.most_loaded.phase,
-            "reserved_error": _error(result.estimate.reserved_bytes[0] / 2**20, max(float(m) for m in RESERVED.findall(text))),
-            "smi_error": _error(result.estimate.nvidia_smi_bytes[0] / 2**20, smi[name]) if name in smi else None,
-        })
+        rows.append(
+            {
+                "run": name,
+                "held_out": name[0] in "hne",
+                "set": {"h": "held out", "n": "after freeze", "e": "MoE"}.get(name[0], "calibration"),
+                "measured": measured,
+                "ours": ours,
+                "ours_error": 100 * (ours - measured) / measured,
+                "megatron": float(theory.group(1)) if theory else None,
+                "megatron_error": 100 * (float(theory.group(1)) - measured) / measured if theory else None,
+                "phase": result.estimate.most_loaded.phase,
+                "reserved_error": _error(
+                    result.estimate.reserved_bytes[0] / 2**20, max(float(m) for m in RESERVED.findall(text))
+                ),
+                "smi_error": _error(result.estimate.nvidia_smi_bytes[0] / 2**20, smi[name]) if name in smi else None,
+            }
+        )
     return rows
 
 
@@ -77,8 +87,10 @@ def summary(rows, key):
     if not errors:
         return "no runs"
     within = sum(e <= 10 for e in errors)
-    return (f"median |error| {statistics.median(errors):.2f} %, max {max(errors):.1f} %, "
-            f"within ±10 %: {within}/{len(errors)} ({100 * within / len(errors):.0f} %)")
+    return (
+        f"median |error| {statistics.median(errors):.2f} %, max {max(errors):.1f} %, "
+        f"within ±10 %: {within}/{len(errors)} ({100 * within / len(errors):.0f} %)"
+    )
 
 
 def main() -> int:
@@ -90,18 +102,26 @@ def main() -> int:
         print("| run | held out | measured MiB | ours MiB | ours error | Megatron MiB | Megatron error |")
         print("|---|---|---:|---:|---:|---:|---:|")
         for r in rows:
-            print(f"| {r['run']} | {'yes' if r['held_out'] else 'no'} | {r['measured']:,.0f} | {r['ours']:,.0f} | "
-                  f"{r['ours_error']:+.2f} % | {r['megatron'] or 0:,.0f} | {r['megatron_error'] or 0:+.1f} % |")
+            print(
+                f"| {r['run']} | {'yes' if r['held_out'] else 'no'} | {r['measured']:,.0f} | {r['ours']:,.0f} | "
+                f"{r['ours_error']:+.2f} % | {r['megatron'] or 0:,.0f} | {r['megatron_error'] or 0:+.1f} % |"
+            )
     else:
-        print(f"{'run':26} {'held':4} {'measured':>9} {'ours':>9} {'error':>8} {'megatron':>9} {'error':>8}  peak during")
+        print(
+            f"{'run':26} {'held':4} {'measured':>9} {'ours':>9} {'error':>8} {'megatron':>9} {'error':>8}  peak during"
+        )
         for r in rows:
-            print(f"{r['run']:26} {'yes' if r['held_out'] else 'no':4} {r['measured']:9.0f} {r['ours']:9.0f} "
-                  f"{r['ours_error']:+7.2f}% {r['megatron'] or 0:9.0f} {r['megatron_error'] or 0:+7.1f}%  {r['phase']}")
-    for label, subset in (("calibration", [r for r in rows if r["set"] == "calibration"]),
-                          ("held out", [r for r in rows if r["set"] == "held out"]),
-                          ("after freeze", [r for r in rows if r["set"] == "after freeze"]),
-                          ("MoE", [r for r in rows if r["set"] == "MoE"]),
-                          ("all", rows)):
+            print(
+                f"{r['run']:26} {'yes' if r['held_out'] else 'no':4} {r['measured']:9.0f} {r['ours']:9.0f} "
+                f"{r['ours_error']:+7.2f}% {r['megatron'] or 0:9.0f} {r['megatron_error'] or 0:+7.1f}%  {r['phase']}"
+            )
+    for label, subset in (
+        ("calibration", [r for r in rows if r["set"] == "calibration"]),
+        ("held out", [r for r in rows if r["set"] == "held out"]),
+        ("after freeze", [r for r in rows if r["set"] == "after freeze"]),
+        ("MoE", [r for r in rows if r["set"] == "MoE"]),
+        ("all", rows),
+    ):
         print(f"{label:12} ({len(subset):2} runs)  ours: {summary(subset, 'ours_error')}")
         print(f"{'':12} {'':10} Megatron: {summary(subset, 'megatron_error')}")
         print(f"{'':12} {'':10} reserved: {summary(subset, 'reserved_error')}")

@@ -74,12 +74,16 @@ def bench(path: Path, patterns: Path, runs: int, scratch: Path, env_python: str)
             grep_s, grep_rc, _, grep_cpu = timed(command, sink, shell, GREP_ENV)
         with open(scratch / "ours.json", "wb") as sink:
             ours_s, ours_rc, peak, ours_cpu = timed(
-                [env_python, "-m", "offloaddoctor", "diagnose", str(path), "--format", "json"], sink)
+                [env_python, "-m", "offloaddoctor", "diagnose", str(path), "--format", "json"], sink
+            )
         # Not json.loads: 200,000 sources make a large report, and a big parent inflates every later child's
         # peak RSS (Linux keeps the high-water mark across fork and exec).
         text = (scratch / "ours.json").read_text()
-        report = {"findings": [{"id": i} for i in re.findall(r'^    \{\n      "id": "([^"]+)"', text, re.M)]} \
-            if '"findings": [' in text else {}
+        report = (
+            {"findings": [{"id": i} for i in re.findall(r'^    \{\n      "id": "([^"]+)"', text, re.M)]}
+            if '"findings": [' in text
+            else {}
+        )
         if grep_rc not in (0, 1) or ours_rc not in (0, 1) or "findings" not in report:
             return f"{path.name}: a run failed (grep exit {grep_rc}, offloaddoctor exit {ours_rc})"
         ratios.append(ours_s / grep_s)
@@ -90,9 +94,11 @@ def bench(path: Path, patterns: Path, runs: int, scratch: Path, env_python: str)
     mb = size_of(path) / 1e6
     ours_s, grep_s = statistics.median(ours), statistics.median(greps)
     findings = ",".join(f["id"] for f in report["findings"])
-    return (f"| {path.name} | {mb:.0f} | {grep_s:.2f} | {ours_s:.2f} | **{statistics.median(ratios):.2f}x** "
-            f"({', '.join(f'{r:.2f}' for r in ratios)}) | {statistics.median(cpu_ratios):.2f}x | {max(peaks):.0f} "
-            f"| {findings} |")
+    return (
+        f"| {path.name} | {mb:.0f} | {grep_s:.2f} | {ours_s:.2f} | **{statistics.median(ratios):.2f}x** "
+        f"({', '.join(f'{r:.2f}' for r in ratios)}) | {statistics.median(cpu_ratios):.2f}x | {max(peaks):.0f} "
+        f"| {findings} |"
+    )
 
 
 def startup(runs: int, env_python: str, scratch: Path) -> list[str]:
@@ -109,7 +115,9 @@ def startup(runs: int, env_python: str, scratch: Path) -> list[str]:
     }
     for command in commands.values():  # warm: the catalogue cache, the page cache
         timed(command, subprocess.DEVNULL)
-    times = {name: statistics.median(timed(c, subprocess.DEVNULL)[0] for _ in range(runs)) for name, c in commands.items()}
+    times = {
+        name: statistics.median(timed(c, subprocess.DEVNULL)[0] for _ in range(runs)) for name, c in commands.items()
+    }
     bare = times["python -c pass"]
     return [f"| {name} | {seconds * 1000:.0f} ms | {seconds / bare:.1f}x |" for name, seconds in times.items()]
 
@@ -130,7 +138,9 @@ def main() -> int:
         patterns = scratch / "patterns.txt"
         found = literals()
         patterns.write_text("\n".join(found) + "\n")
-        print(f"grep -F -f (LC_ALL=C) with the {len(found)} literals diagnose searches for; {args.runs} runs each, alternating")
+        print(
+            f"grep -F -f (LC_ALL=C) with the {len(found)} literals diagnose searches for; {args.runs} runs each, alternating"
+        )
         print(f"cores: {len(os.sched_getaffinity(0))}, load average at start: {os.getloadavg()[0]:.2f}\n")
         print("| log | MB | grep -F -f (s) | diagnose (s) | wall ratio (runs) | CPU ratio | peak RSS (MB) | findings |")
         print("|---|---:|---:|---:|---|---:|---:|---|")

@@ -51,7 +51,9 @@ def main() -> int:
                 with open(Path(scratch) / "grep.out", "wb") as sink:
                     grep_s, grep_rc, _ = run(["grep", "-F", "-f", str(patterns), str(log)], sink)
                 with open(Path(scratch) / "ours.json", "wb") as sink:
-                    ours_s, ours_rc, peak = run([sys.executable, "-m", "offloaddoctor", "diagnose", str(log), "--format", "json"], sink)
+                    ours_s, ours_rc, peak = run(
+                        [sys.executable, "-m", "offloaddoctor", "diagnose", str(log), "--format", "json"], sink
+                    )
                 report = json.loads((Path(scratch) / "ours.json").read_text())
                 if grep_rc not in (0, 1) or ours_rc not in (0, 1) or "findings" not in report:
                     print(f"{log}: a run failed (grep exit {grep_rc}, offloaddoctor exit {ours_rc})", file=sys.stderr)
@@ -61,10 +63,12 @@ def main() -> int:
                 grep_times.append(grep_s)
                 peaks.append(peak)
             ours_s, grep_s = statistics.median(ours_times), statistics.median(grep_times)
-            print(f"log {size:.0f} MB | grep -F -f: {grep_s:.2f} s | offloaddoctor: {ours_s:.2f} s "
-                  f"({size / ours_s:.0f} MB/s) | ratio {statistics.median(ratios):.2f}x grep "
-                  f"(runs: {', '.join(f'{r:.2f}' for r in ratios)}) | peak RSS {max(peaks):.0f} MB "
-                  f"| {len(report['findings'])} findings")
+            print(
+                f"log {size:.0f} MB | grep -F -f: {grep_s:.2f} s | offloaddoctor: {ours_s:.2f} s "
+                f"({size / ours_s:.0f} MB/s) | ratio {statistics.median(ratios):.2f}x grep "
+                f"(runs: {', '.join(f'{r:.2f}' for r in ratios)}) | peak RSS {max(peaks):.0f} MB "
+                f"| {len(report['findings'])} findings"
+            )
     return 0
 
 

@@ -41,7 +41,9 @@ def main() -> int:
         script = Path(sys.executable).with_name("offloaddoctor")
         entry = [sys.executable, str(script)] if script.is_file() else [sys.executable, "-m", "offloaddoctor"]
         diagnose = [*entry, "diagnose", str(log), "--format", "json"]
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], stdout=subprocess.DEVNULL, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], stdout=subprocess.DEVNULL, check=True
+        )
         warm = subprocess.run(diagnose, capture_output=True, text=True, check=False, cwd=empty)
         if '"id"' not in warm.stdout:
             print(f"the 1 KB log gave no finding (exit {warm.returncode}): not the case this measures", file=sys.stderr)
@@ -62,14 +64,19 @@ def main() -> int:
         for name in ("diagnose", "diagnose in repo", "typer"):
             mine = [t[index] for t in times[name]]
             ratios = sorted(t / b for t, b in zip(mine, bare))
-            print(f"  {LABELS[name]}: {statistics.median(mine) * 1000:.0f} ms, median ratio {statistics.median(ratios):.1f}x "
-                  f"(middle half of rounds {ratios[len(ratios) // 4]:.1f}–{ratios[(3 * len(ratios)) // 4]:.1f}x); "
-                  f"fastest runs {min(mine) * 1000:.0f} vs {min(bare) * 1000:.0f} ms: {min(mine) / min(bare):.1f}x")
+            print(
+                f"  {LABELS[name]}: {statistics.median(mine) * 1000:.0f} ms, median ratio {statistics.median(ratios):.1f}x "
+                f"(middle half of rounds {ratios[len(ratios) // 4]:.1f}–{ratios[(3 * len(ratios)) // 4]:.1f}x); "
+                f"fastest runs {min(mine) * 1000:.0f} vs {min(bare) * 1000:.0f} ms: {min(mine) / min(bare):.1f}x"
+            )
     return 0
 
 
-LABELS = {"typer": "import typer", "diagnose": "diagnose --format json on 1 KB, no project file",
-          "diagnose in repo": "the same from this repository (pyproject.toml parsed)"}
+LABELS = {
+    "typer": "import typer",
+    "diagnose": "diagnose --format json on 1 KB, no project file",
+    "diagnose in repo": "the same from this repository (pyproject.toml parsed)",
+}
 
 
 if __name__ == "__main__":

@@ -62,8 +62,10 @@ def main() -> int:
         patterns, iteration = Path(scratch) / "patterns.txt", Path(scratch) / "iteration.txt"
         patterns.write_text("\n".join(literals) + "\n")
         iteration.write_text(LITERAL + "\n")
-        print("| log | candidate lines | iteration lines | lines reaching the handlers | diagnose in-process (s) "
-              "| largest costs (cProfile, own time) |")
+        print(
+            "| log | candidate lines | iteration lines | lines reaching the handlers | diagnose in-process (s) "
+            "| largest costs (cProfile, own time) |"
+        )
         print("|---|---:|---:|---:|---:|---|")
         for path in sorted(p for p in args.dir.iterdir() if p.suffix in (".log", ".gz")):
             if wanted and path.name not in wanted and path.name.split(".")[0] not in wanted:
@@ -80,7 +82,9 @@ def main() -> int:
             total = sum(row[2] for row in stats.stats.values())
             top = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:4]
             costs = "; ".join(f"{_name(key)} {row[2] / total:.0%}" for key, row in top)
-            print(f"| {path.name} | {candidates:,} | {iterations:,} | {reached:,} | {seconds:.2f} | {costs} |", flush=True)
+            print(
+                f"| {path.name} | {candidates:,} | {iterations:,} | {reached:,} | {seconds:.2f} | {costs} |", flush=True
+            )
     return 0
 
 

@@ -7,9 +7,15 @@ import os
 import subprocess
 from pathlib import Path
 
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "Ada Tester", "GIT_AUTHOR_EMAIL": "ada@example.com",
-       "GIT_COMMITTER_NAME": "Ada Tester", "GIT_COMMITTER_EMAIL": "ada@example.com",
-       "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "Ada Tester",
+    "GIT_AUTHOR_EMAIL": "ada@example.com",
+    "GIT_COMMITTER_NAME": "Ada Tester",
+    "GIT_COMMITTER_EMAIL": "ada@example.com",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
@@ -54,7 +60,9 @@ def fingerprint(repo: Path) -> dict[str, object]:
         "refs": git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
         "stash": git(repo, "stash", "list"),
         "worktrees": git(repo, "worktree", "list", "--porcelain"),
-        "worktree_admin": sorted(p.name for p in (git_dir / "worktrees").iterdir()) if (git_dir / "worktrees").exists() else [],
+        "worktree_admin": sorted(p.name for p in (git_dir / "worktrees").iterdir())
+        if (git_dir / "worktrees").exists()
+        else [],
         "bisect": bisect_files,
     }
 

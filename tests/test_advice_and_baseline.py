@@ -13,15 +13,21 @@ from offloaddoctor.cli import app
 from .conftest import FIXTURES, RUNNER
 
 FAMILY = FIXTURES / "compare-family"
-OOM = ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-       "79.18 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.66 GiB memory in use. "
-       "Of the allocated memory 77.90 GiB is allocated by PyTorch, and 200.00 MiB is reserved by PyTorch but unallocated.")
+OOM = (
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "79.18 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.66 GiB memory in use. "
+    "Of the allocated memory 77.90 GiB is allocated by PyTorch, and 200.00 MiB is reserved by PyTorch but unallocated."
+)
 PARAMS = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 7000000000\n"
 
 
 def test_oom_advice_says_which_fraction_frees_enough():
-    config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.25,
-              "optimizer.use_distributed_optimizer": True, "data_parallel_size": 8}
+    config = {
+        "optimizer.optimizer_cpu_offload": True,
+        "optimizer.optimizer_offload_fraction": 0.25,
+        "optimizer.use_distributed_optimizer": True,
+        "data_parallel_size": 8,
+    }
     finding = diagnose_text(PARAMS + OOM, config).findings[0]
     assert finding.id == "oom-partial-optimizer-offload"
     facts = finding.facts
@@ -36,15 +42,26 @@ def test_oom_advice_says_which_fraction_frees_enough():
 
 def test_oom_advice_is_honest_when_offload_cannot_be_enough():
     config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9}
-    facts = diagnose_text(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM,
-                          config).findings[0].facts
+    facts = (
+        diagnose_text(
+            " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM, config
+        )
+        .findings[0]
+        .facts
+    )
     assert str(facts["offload_fraction_needed"]).startswith("more than 1.0")
     assert "unknown: not divided" in facts["estimate_basis"]
 
 
 def test_no_advice_without_a_parameter_count_or_for_fragmentation():
-    assert "offload_fraction_needed" not in diagnose_text(OOM, {"optimizer.optimizer_cpu_offload": True,
-                                                                "optimizer.optimizer_offload_fraction": 0.25}).findings[0].facts
+    assert (
+        "offload_fraction_needed"
+        not in diagnose_text(
+            OOM, {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.25}
+        )
+        .findings[0]
+        .facts
+    )
     fragmented = OOM.replace("200.00 MiB is reserved", "6.00 GiB is reserved")
     finding = diagnose_text(PARAMS + fragmented).findings[0]
     assert finding.id == "oom-fragmentation" and "offload_fraction_needed" not in finding.facts
@@ -58,8 +75,16 @@ def test_expected_slowdown_interpolates_both_measured_curves(fraction, low, high
 
 def scaled(tmp_path, factor: float):
     text = (FAMILY / "opt100.log").read_text()
-    text = re.sub(r"(elapsed time per iteration \(ms\): )([\d.]+)", lambda m: f"{m.group(1)}{float(m.group(2)) * factor:.1f}", text)
-    text = re.sub(r"(throughput per GPU \(TFLOP/s/GPU\): )([\d.]+)", lambda m: f"{m.group(1)}{float(m.group(2)) / factor:.1f}", text)
+    text = re.sub(
+        r"(elapsed time per iteration \(ms\): )([\d.]+)",
+        lambda m: f"{m.group(1)}{float(m.group(2)) * factor:.1f}",
+        text,
+    )
+    text = re.sub(
+        r"(throughput per GPU \(TFLOP/s/GPU\): )([\d.]+)",
+        lambda m: f"{m.group(1)}{float(m.group(2)) / factor:.1f}",
+        text,
+    )
     path = tmp_path / "slow.log"
     path.write_text(text)
     return str(path)
@@ -85,16 +110,25 @@ def test_baseline_overrules_the_throughput_heuristic(tmp_path):
 def test_bad_baselines_are_one_line_errors(tmp_path):
     empty = tmp_path / "empty.log"
     empty.write_text("no iterations here\n")
-    for baseline, fragment in [(str(tmp_path / "missing.log"), "no such file"), (str(empty), "no steady-state iteration time")]:
+    for baseline, fragment in [
+        (str(tmp_path / "missing.log"), "no such file"),
+        (str(empty), "no steady-state iteration time"),
+    ]:
         result = RUNNER.invoke(app, ["diagnose", str(FAMILY / "opt100.log"), "--baseline", baseline])
         assert result.exit_code == 2 and fragment in result.stderr, result.stderr
 
 
 def test_the_fix_uses_the_estimated_fraction():
-    config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.25,
-              "optimizer.use_distributed_optimizer": True, "data_parallel_size": 8}
+    config = {
+        "optimizer.optimizer_cpu_offload": True,
+        "optimizer.optimizer_offload_fraction": 0.25,
+        "optimizer.use_distributed_optimizer": True,
+        "data_parallel_size": 8,
+    }
     finding = diagnose_text(PARAMS + OOM, config).findings[0]
     assert "optimizer.optimizer_offload_fraction=0.45" in finding.overrides
-    short = diagnose_text(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM,
-                          {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9})
+    short = diagnose_text(
+        " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM,
+        {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9},
+    )
     assert "optimizer.optimizer_offload_fraction=1" in short.findings[0].overrides

@@ -30,6 +30,7 @@ from .git_repos import ENV, dirty_up, fingerprint, git, make_repo
 CATALOG = load_catalog()
 PP_ERROR = "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading"
 
+
 def config(iters: int, offload: bool = False, recompute: bool = False) -> str:
     text = "model:\n  num_layers: 8\n  pipeline_model_parallel_size: 4\n"
     if offload:
@@ -77,13 +78,16 @@ def test_config_mode_finds_the_commit_and_the_key(history):
 
 
 def test_config_mode_reports_skipped_commits_and_unrelated_changes_unmarked(tmp_path):
-    repo, shas = make_repo(tmp_path, [
-        ({"cfg.yaml": config(100)}, "a"),
-        ({"cfg.yaml": "model: [\n"}, "broken"),
-        ({"other.txt": "x"}, "unrelated"),
-        ({"cfg.yaml": None}, "config deleted"),
-        ({"cfg.yaml": config(900, offload=True)}, "back, offloading and longer"),
-    ])
+    repo, shas = make_repo(
+        tmp_path,
+        [
+            ({"cfg.yaml": config(100)}, "a"),
+            ({"cfg.yaml": "model: [\n"}, "broken"),
+            ({"other.txt": "x"}, "unrelated"),
+            ({"cfg.yaml": None}, "config deleted"),
+            ({"cfg.yaml": config(900, offload=True)}, "back, offloading and longer"),
+        ],
+    )
     result = bisect_config(str(repo), shas[0], shas[-1], "cfg.yaml", CATALOG)
     skipped = {t.commit.sha: t.outcome.reason for t in result.skipped}
     assert shas[3] in skipped and "not in this commit" in skipped[shas[3]]
@@ -138,7 +142,9 @@ def test_user_state_is_untouched_by_config_and_run_modes(history):
 def test_run_mode_diagnoses_each_commit_in_a_worktree(history):
     repo, shas = history
     steps = []
-    result = bisect_run(str(repo), shas[0], shas[-1], "sh run.sh", CATALOG, config_path="cfg.yaml", progress=steps.append)
+    result = bisect_run(
+        str(repo), shas[0], shas[-1], "sh run.sh", CATALOG, config_path="cfg.yaml", progress=steps.append
+    )
     assert result.first_bad.sha == shas[4]
     assert result.failing == ("pp-cpu-offload",)
     assert any(c.key == "model.cpu_offloading" and c.read_by_failing_rule for c in result.changes)
@@ -147,12 +153,15 @@ def test_run_mode_diagnoses_each_commit_in_a_worktree(history):
 
 def test_run_mode_log_path_timeouts_and_kills_are_skips(tmp_path):
     writes_log = "#!/bin/sh\nmkdir -p out\n" + RUN_SH.replace("echo '", "echo >>out/train.log '", 2).split("\n", 1)[1]
-    repo, shas = make_repo(tmp_path, [
-        ({"cfg.yaml": config(1), "run.sh": "#!/bin/sh\nmkdir -p out; : > out/train.log\n"}, "good"),
-        ({"run.sh": "#!/bin/sh\nsleep 30\n"}, "hangs"),
-        ({"run.sh": "#!/bin/sh\nkill -9 $$\n"}, "killed"),
-        ({"cfg.yaml": config(1, offload=True), "run.sh": writes_log}, "offload"),
-    ])
+    repo, shas = make_repo(
+        tmp_path,
+        [
+            ({"cfg.yaml": config(1), "run.sh": "#!/bin/sh\nmkdir -p out; : > out/train.log\n"}, "good"),
+            ({"run.sh": "#!/bin/sh\nsleep 30\n"}, "hangs"),
+            ({"run.sh": "#!/bin/sh\nkill -9 $$\n"}, "killed"),
+            ({"cfg.yaml": config(1, offload=True), "run.sh": writes_log}, "offload"),
+        ],
+    )
     result = bisect_run(str(repo), shas[0], shas[-1], "sh run.sh", CATALOG, log_path="out/train.log", timeout=2)
     reasons = {t.commit.subject: t.outcome.reason for t in result.tested}
     assert "timed out after 2 s" in reasons["hangs"]
@@ -167,9 +176,24 @@ def test_interrupted_run_mode_leaves_nothing_behind(history, signum):
     before = fingerprint(repo)
     temp_before = set(Path(tempfile.gettempdir()).glob(PREFIX + "*"))
     process = subprocess.Popen(
-        [sys.executable, "-m", "offloaddoctor", "bisect", "--good", shas[0], "--bad", shas[-1],
-         "--run", "sleep 30", "--repo", str(repo)],
-        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "offloaddoctor",
+            "bisect",
+            "--good",
+            shas[0],
+            "--bad",
+            shas[-1],
+            "--run",
+            "sleep 30",
+            "--repo",
+            str(repo),
+        ],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 30
     while not list(Path(tempfile.gettempdir()).glob(PREFIX + "*")) or not (repo / ".git" / "worktrees").exists():
@@ -252,7 +276,9 @@ def test_search_with_skips_names_every_candidate():
 def test_cli_json_and_bad_usage(history, monkeypatch):
     repo, shas = history
     monkeypatch.chdir(repo)
-    result = RUNNER.invoke(app, ["bisect", "--good", shas[0], "--bad", shas[-1], "--config", "cfg.yaml", "--format", "json", "-q"])
+    result = RUNNER.invoke(
+        app, ["bisect", "--good", shas[0], "--bad", shas[-1], "--config", "cfg.yaml", "--format", "json", "-q"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["schema_version"] == 1 and data["first_bad"]["sha"] == shas[4]
@@ -262,7 +288,10 @@ def test_cli_json_and_bad_usage(history, monkeypatch):
         (["bisect", "--good", shas[0], "--bad", shas[-1]], "--config"),
         (["bisect", "--good-config", "a.yaml"], "two-config"),
         (["bisect", "--good", shas[0], "--bad", shas[-1], "--config", "/etc/hostname"], "not inside the repository"),
-        (["bisect", "--good", shas[0], "--bad", shas[-1], "--config", "cfg.yaml", "--repo", "/"], "not a git repository"),
+        (
+            ["bisect", "--good", shas[0], "--bad", shas[-1], "--config", "cfg.yaml", "--repo", "/"],
+            "not a git repository",
+        ),
     ]:
         bad = RUNNER.invoke(app, args)
         assert bad.exit_code == 2, (args, bad.output)

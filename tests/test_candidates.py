@@ -14,11 +14,18 @@ from offloaddoctor.errors import UserError
 from offloaddoctor.logs import candidates
 from offloaddoctor.logs.candidates import CandidateReader
 from offloaddoctor.logs.sources import (
-    MAX_LINE_BYTES, LogSource, describe_read_error, not_text_error, not_text_reason, open_binary,
+    MAX_LINE_BYTES,
+    LogSource,
+    describe_read_error,
+    not_text_error,
+    not_text_reason,
+    open_binary,
 )
 
 LITERALS = ["Error", "CUDA out of memory", "é"]
-line_text = st.lists(st.sampled_from(list("ab \t:[]é\r") + ["Error", "CUDA out of memory", "Err", "CUDA"]), max_size=12).map("".join)
+line_text = st.lists(
+    st.sampled_from(list("ab \t:[]é\r") + ["Error", "CUDA out of memory", "Err", "CUDA"]), max_size=12
+).map("".join)
 
 
 # The reference reader the candidate readers are checked against: every line, one `readline` at a time.
@@ -76,8 +83,12 @@ def test_candidates_are_exactly_the_lines_with_a_literal(tmp_path_factory, lines
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(line_text, max_size=60), st.booleans(), st.integers(MAX_LINE_BYTES + 1, MAX_LINE_BYTES + 300),
-       st.sampled_from([b"Error", b"CUDA out of memory", b"\xc3\xa9", b"absent"]))
+@given(
+    st.lists(line_text, max_size=60),
+    st.booleans(),
+    st.integers(MAX_LINE_BYTES + 1, MAX_LINE_BYTES + 300),
+    st.sampled_from([b"Error", b"CUDA out of memory", b"\xc3\xa9", b"absent"]),
+)
 def test_a_sampled_literal_searched_first_finds_the_same_lines(tmp_path_factory, lines, final_newline, block, sampled):
     """The reader looks for the sampled literal (iteration lines) first and for the others only in the lines
     left: the candidates are still exactly the lines holding any literal."""
@@ -141,7 +152,9 @@ def read_with_toggles(source, use_grep, toggle_every=7):
 @needs_grep
 @settings(max_examples=60, deadline=None)
 @given(st.lists(line_text, max_size=60), st.booleans(), st.integers(2, 9))
-def test_grep_prefilter_agrees_with_the_block_reader(tmp_path_factory, monkeypatch_module, lines, final_newline, toggle):
+def test_grep_prefilter_agrees_with_the_block_reader(
+    tmp_path_factory, monkeypatch_module, lines, final_newline, toggle
+):
     source = write(tmp_path_factory.mktemp("g"), lines, final_newline)
     assert read_with_toggles(source, True, toggle) == read_with_toggles(source, False, toggle)
 
@@ -151,7 +164,9 @@ def test_grep_that_runs_out_of_memory_hands_over_to_the_block_reader(tmp_path, m
     monkeypatch_module.setattr(grep_prefilter, "GREP_MEMORY_BYTES", 64 * 2**20)
     path = tmp_path / "giant.log"
     with path.open("wb") as handle:
-        handle.write(b"Error one\nfine\n" + b"Error " + b"y" * (200 * 2**20) + b"\nError three\nlast CUDA out of memory\n")
+        handle.write(
+            b"Error one\nfine\n" + b"Error " + b"y" * (200 * 2**20) + b"\nError three\nlast CUDA out of memory\n"
+        )
     via_grep = read_with_toggles(LogSource(str(path)), True)
     assert via_grep == read_with_toggles(LogSource(str(path)), False)
     assert [n for n, _ in via_grep[0]] == [1, 3, 4, 5]
@@ -160,7 +175,9 @@ def test_grep_that_runs_out_of_memory_hands_over_to_the_block_reader(tmp_path, m
 @needs_grep
 @settings(max_examples=40, deadline=None)
 @given(st.lists(line_text, max_size=80), st.booleans(), st.integers(2, 9))
-def test_a_file_split_between_two_greps_reads_like_one_pass(tmp_path_factory, monkeypatch_module, lines, final_newline, toggle):
+def test_a_file_split_between_two_greps_reads_like_one_pass(
+    tmp_path_factory, monkeypatch_module, lines, final_newline, toggle
+):
     monkeypatch_module.setattr(grep_prefilter, "SPLIT_MIN_BYTES", 0)
     monkeypatch_module.setattr(grep_prefilter, "_cores", lambda: 2)
     source = write(tmp_path_factory.mktemp("s"), lines, final_newline)
@@ -169,7 +186,7 @@ def test_a_file_split_between_two_greps_reads_like_one_pass(tmp_path_factory, mo
 
 def _fake_grep(directory, real_grep: str, fail_when: str) -> str:
     script = directory / "grep"
-    script.write_text(f"#!/bin/sh\n{real_grep} \"$@\"\nstatus=$?\n{fail_when} && exit 2\nexit $status\n")
+    script.write_text(f'#!/bin/sh\n{real_grep} "$@"\nstatus=$?\n{fail_when} && exit 2\nexit $status\n')
     script.chmod(0o755)
     return str(script)
 
@@ -208,10 +225,19 @@ def test_skipped_candidates_are_not_handed_out_by_either_reader(tmp_path, monkey
 def test_a_large_file_reads_the_same_through_the_literal_cover(tmp_path, monkeypatch):
     monkeypatch.setattr(candidates, "COVER_MIN_BYTES", 0)
     monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
-    literals = ["optimizer cpu offload must be used", "offload_optimizer_states", "use-precision-aware-optimizer only",
-                "CUDA out of memory"]
-    lines = ["the optimizer is adam"] + ["iteration 1", "offload_optimizer_states=True", "optimizer cpu offload must be used x",
-                                         "a CUDA out of memory", "nothing"] * 5
+    literals = [
+        "optimizer cpu offload must be used",
+        "offload_optimizer_states",
+        "use-precision-aware-optimizer only",
+        "CUDA out of memory",
+    ]
+    lines = ["the optimizer is adam"] + [
+        "iteration 1",
+        "offload_optimizer_states=True",
+        "optimizer cpu offload must be used x",
+        "a CUDA out of memory",
+        "nothing",
+    ] * 5
     source = write(tmp_path, lines, final_newline=True)
     for use_grep in (False, True):
         reader = CandidateReader(source, literals, [], use_grep=use_grep)

@@ -34,8 +34,9 @@ def test_second_load_comes_from_the_cache_and_equals_a_fresh_parse(cache, monkey
     cached = load_catalog()
     assert cached == fresh
     line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."
-    assert [s.id for s in cached.signatures if s.match and any(p.search(line) for p in s.match.patterns)] == \
-           [s.id for s in fresh.signatures if s.match and any(p.search(line) for p in s.match.patterns)]
+    assert [s.id for s in cached.signatures if s.match and any(p.search(line) for p in s.match.patterns)] == [
+        s.id for s in fresh.signatures if s.match and any(p.search(line) for p in s.match.patterns)
+    ]
 
 
 def test_an_edited_signature_file_is_parsed_again(cache, tmp_path):

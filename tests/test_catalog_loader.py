@@ -31,8 +31,11 @@ def test_every_signature_file_satisfies_the_published_json_schema(path):
 def test_all_problems_are_reported_at_once(tmp_path):
     write(tmp_path, "broken-one", "id: broken-one\ntitle: x\nseverity: fatal\npriority: 500\n")
     write(tmp_path, "broken-two", GOOD.replace("id: recompute-cpu-offload", "id: wrong-name"))
-    write(tmp_path, "broken-three", GOOD.replace("id: recompute-cpu-offload", "id: broken-three")
-          .replace("'CPU\\s+offloading", "'(CPU"))
+    write(
+        tmp_path,
+        "broken-three",
+        GOOD.replace("id: recompute-cpu-offload", "id: broken-three").replace("'CPU\\s+offloading", "'(CPU"),
+    )
     with pytest.raises(CatalogError) as caught:
         load_catalog([tmp_path], include_builtin=False)
     text = str(caught.value)
@@ -47,8 +50,13 @@ def test_all_problems_are_reported_at_once(tmp_path):
 
 
 def test_unknown_config_key_is_a_problem(tmp_path):
-    write(tmp_path, "typo", GOOD.replace("id: recompute-cpu-offload", "id: typo")
-          .replace("{key: model.cpu_offloading, eq: true}", "{key: model.cpu_ofloading, eq: true}"))
+    write(
+        tmp_path,
+        "typo",
+        GOOD.replace("id: recompute-cpu-offload", "id: typo").replace(
+            "{key: model.cpu_offloading, eq: true}", "{key: model.cpu_ofloading, eq: true}"
+        ),
+    )
     with pytest.raises(CatalogError, match=r"unknown config key 'model\.cpu_ofloading'"):
         load_catalog([tmp_path], include_builtin=False)
 
@@ -60,7 +68,9 @@ def test_duplicate_id_across_directories_is_a_clear_error(tmp_path):
     message = str(caught.value)
     assert "\n" not in message  # one problem, one line
     assert message.startswith(f"{tmp_path / 'recompute-cpu-offload.yaml'}: id: duplicate id 'recompute-cpu-offload'")
-    assert f"also defined in {builtin_signature_dir() / 'recompute-cpu-offload.yaml'} (the built-in catalogue)" in message
+    assert (
+        f"also defined in {builtin_signature_dir() / 'recompute-cpu-offload.yaml'} (the built-in catalogue)" in message
+    )
 
 
 def test_duplicate_id_between_two_team_directories_names_both_files(tmp_path):
@@ -99,8 +109,13 @@ def test_not_yaml_and_not_a_mapping(tmp_path):
 
 
 def test_predicate_errors_name_the_field(tmp_path):
-    write(tmp_path, "bad-pred", GOOD.replace("id: recompute-cpu-offload", "id: bad-pred")
-          .replace("{key: model.cpu_offloading, eq: true}", "{key: model.cpu_offloading, eq: true, gt: 1}"))
+    write(
+        tmp_path,
+        "bad-pred",
+        GOOD.replace("id: recompute-cpu-offload", "id: bad-pred").replace(
+            "{key: model.cpu_offloading, eq: true}", "{key: model.cpu_offloading, eq: true, gt: 1}"
+        ),
+    )
     with pytest.raises(CatalogError, match="exactly one operator"):
         load_catalog([tmp_path], include_builtin=False)
 

@@ -75,8 +75,12 @@ def test_reference_bridge_config_passes_every_constraint():
     "config",
     [
         {"num_layers": 8, "pipeline_model_parallel_size": 4, "cpu_offloading_num_layers": 0},  # Megatron-LM flat
-        {"model.num_layers": 8, "model.pipeline_model_parallel_size": 4,
-         "model.cpu_offloading": False, "model.activation_offload_layers": 0},  # Bridge, the #2992 trap
+        {
+            "model.num_layers": 8,
+            "model.pipeline_model_parallel_size": 4,
+            "model.cpu_offloading": False,
+            "model.activation_offload_layers": 0,
+        },  # Bridge, the #2992 trap
     ],
 )
 def test_zero_offloaded_layers_means_off(config):
@@ -84,8 +88,9 @@ def test_zero_offloaded_layers_means_off(config):
 
 
 def test_megatron_lm_layer_count_above_zero_turns_offloading_on():
-    report = check_store(CATALOG, store_of({"num_layers": 8, "pipeline_model_parallel_size": 4,
-                                            "cpu_offloading_num_layers": 2}))
+    report = check_store(
+        CATALOG, store_of({"num_layers": 8, "pipeline_model_parallel_size": 4, "cpu_offloading_num_layers": 2})
+    )
     assert [v.id for v in report.violations] == ["pp-cpu-offload"]
 
 
@@ -99,8 +104,16 @@ def test_defaults_fill_unset_keys_and_can_be_turned_off(tmp_path):
 
 
 def test_null_vpp_is_off_not_unknown():
-    report = check_store(CATALOG, store_of({"model.num_layers": 6, "model.pipeline_model_parallel_size": 2,
-                                            "model.virtual_pipeline_model_parallel_size": None}))
+    report = check_store(
+        CATALOG,
+        store_of(
+            {
+                "model.num_layers": 6,
+                "model.pipeline_model_parallel_size": 2,
+                "model.virtual_pipeline_model_parallel_size": None,
+            }
+        ),
+    )
     assert "vpp-layer-divisibility" in report.passed
 
 
@@ -130,9 +143,21 @@ def test_cli_exit_codes_and_json():
     assert data["schema_version"] == 1
     assert {v["id"] for v in data["violations"]} >= {"pp-cpu-offload", "state-offload-conflict"}
     assert all(v["config"]["verdict"] == "confirmed" for v in data["violations"])
-    fixed = RUNNER.invoke(app, ["check", MANY, "--set", "model.pipeline_model_parallel_size=1",
-                                "--set", "model.recompute_granularity=null", "--set", "optimizer.offload_optimizer_states=false",
-                                "--set", "optimizer.optimizer_offload_fraction=0.5"])
+    fixed = RUNNER.invoke(
+        app,
+        [
+            "check",
+            MANY,
+            "--set",
+            "model.pipeline_model_parallel_size=1",
+            "--set",
+            "model.recompute_granularity=null",
+            "--set",
+            "optimizer.offload_optimizer_states=false",
+            "--set",
+            "optimizer.optimizer_offload_fraction=0.5",
+        ],
+    )
     assert fixed.exit_code == 0, fixed.stdout
 
 

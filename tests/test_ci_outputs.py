@@ -25,11 +25,25 @@ CATALOG = load_catalog()
 PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
 MULTI = FIXTURES / "oom-fragmentation-multirank" / "job.log"
 HOSTILE = [
-    "::error::pwned", "  ::add-mask::secret", "##[set-output name=x;]y", "%0A::warning::z", "\x1b]8;;http://x\x07link",
-    "\x1b[31mred[/]", "[bold red]markup[/bold red]", "a\rb::error::c",
+    "::error::pwned",
+    "  ::add-mask::secret",
+    "##[set-output name=x;]y",
+    "%0A::warning::z",
+    "\x1b]8;;http://x\x07link",
+    "\x1b[31mred[/]",
+    "[bold red]markup[/bold red]",
+    "a\rb::error::c",
     # C1 controls (0x9b is CSI, 0x9d OSC to some terminals), OSC ended by ST, BEL, Unicode line breaks, bidi overrides
-    "\x9b31mc1-csi", "\x9d0;title\x9c", "\x1b]0;title\x1b\\st", "bell\x07", "\u2028::error::ls", "\x85::error::nel",
-    "\x0b::error::vt", "\x0c::error::ff", "\u202eevil\u202c", "\t::error::tab",
+    "\x9b31mc1-csi",
+    "\x9d0;title\x9c",
+    "\x1b]0;title\x1b\\st",
+    "bell\x07",
+    "\u2028::error::ls",
+    "\x85::error::nel",
+    "\x0b::error::vt",
+    "\x0c::error::ff",
+    "\u202eevil\u202c",
+    "\t::error::tab",
 ]
 COMMAND = re.compile(r"^\s*::")
 # Raw characters that act on a terminal or could end a line for some reader: everything but tab and newline.
@@ -37,8 +51,10 @@ _ACTING = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u20
 
 
 def hostile_log(tmp_path):
-    lines = [f"[rank0]: ValueError: Currently there is no support for Pipeline parallelism with CPU offloading {h}"
-             for h in HOSTILE]
+    lines = [
+        f"[rank0]: ValueError: Currently there is no support for Pipeline parallelism with CPU offloading {h}"
+        for h in HOSTILE
+    ]
     lines += ["Traceback (most recent call last):", f"RuntimeError: unknown failure {HOSTILE[0]} {HOSTILE[2]}"]
     path = tmp_path / "hostile.log"
     path.write_bytes("\n".join(lines).encode() + b"\n")
@@ -90,8 +106,9 @@ def test_auto_is_github_under_actions_and_writes_the_step_summary(tmp_path, monk
 
 def test_junit_has_a_case_per_signature_and_failures_with_evidence(tmp_path):
     out = tmp_path / "junit.xml"
-    result = RUNNER.invoke(app, ["diagnose", str(MULTI), "--format", "text", "--output", str(out),
-                                 "--ignore", "nccl-collective-failure"])
+    result = RUNNER.invoke(
+        app, ["diagnose", str(MULTI), "--format", "text", "--output", str(out), "--ignore", "nccl-collective-failure"]
+    )
     assert result.exit_code == 1
     root = ET.parse(out).getroot()
     assert root.tag == "testsuites"
@@ -120,7 +137,9 @@ def test_markdown_keeps_log_text_in_fences(tmp_path):
 
 def test_several_outputs_in_one_run(tmp_path):
     report_json, report_md = tmp_path / "r.json", tmp_path / "r.md"
-    result = RUNNER.invoke(app, ["diagnose", str(PP_LOG), "-f", "text", "-o", f"json={report_json}", "-o", str(report_md)])
+    result = RUNNER.invoke(
+        app, ["diagnose", str(PP_LOG), "-f", "text", "-o", f"json={report_json}", "-o", str(report_md)]
+    )
     assert result.exit_code == 1 and result.stdout.startswith("offloaddoctor ")
     assert json.loads(report_json.read_text())["findings"][0]["id"] == "pp-cpu-offload"
     assert report_md.read_text().startswith("## offloaddoctor")
@@ -151,17 +170,24 @@ def test_warning_fails_only_with_fail_on_warning(tmp_path):
 def test_project_file_sets_defaults_and_suppressions(tmp_path, monkeypatch, kind):
     if kind == "yaml":
         (tmp_path / ".offloaddoctor.yaml").write_text(
-            "fail_on: never\nignore:\n  - {id: pp-cpu-offload, reason: 'known issue #12'}\n")
+            "fail_on: never\nignore:\n  - {id: pp-cpu-offload, reason: 'known issue #12'}\n"
+        )
     else:
         (tmp_path / "pyproject.toml").write_text(
             '[project]\nname = "x"\n[tool.offloaddoctor]\nfail_on = "never"\n'
-            'ignore = [{id = "pp-cpu-offload", reason = "known issue #12"}]\n')
+            'ignore = [{id = "pp-cpu-offload", reason = "known issue #12"}]\n'
+        )
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")  # found by walking up
     result = RUNNER.invoke(app, ["diagnose", str(PP_LOG), "-f", "json"])
     assert result.exit_code == 0
     assert json.loads(result.stdout)["suppressed"] == [{"id": "pp-cpu-offload", "reason": "known issue #12"}]
-    assert RUNNER.invoke(app, ["diagnose", str(PP_LOG), "-f", "json", "--fail-on", "error", "--ignore", "oom-capacity"]).exit_code == 0
+    assert (
+        RUNNER.invoke(
+            app, ["diagnose", str(PP_LOG), "-f", "json", "--fail-on", "error", "--ignore", "oom-capacity"]
+        ).exit_code
+        == 0
+    )
 
 
 @pytest.mark.parametrize(
@@ -193,7 +219,9 @@ def test_terminal_panels_show_markup_and_escapes_as_text(tmp_path):
 
     for index, hostile in enumerate(HOSTILE):
         log = tmp_path / f"{index}.log"
-        log.write_text(f"[rank0]: ValueError: Currently there is no support for Pipeline parallelism with CPU offloading {hostile}\n")
+        log.write_text(
+            f"[rank0]: ValueError: Currently there is no support for Pipeline parallelism with CPU offloading {hostile}\n"
+        )
         buffer = io.StringIO()
         render_terminal(diagnose([str(log)]), Console(file=buffer, width=400, color_system=None))
         shown = buffer.getvalue()
@@ -205,8 +233,10 @@ def test_terminal_panels_show_markup_and_escapes_as_text(tmp_path):
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_check_output_is_inert(tmp_path, fmt):
     config = tmp_path / "cfg.yaml"
-    config.write_text('model:\n  pipeline_model_parallel_size: 4\n  cpu_offloading: true\n'
-                      '  recompute_granularity: "::error::x ##[set-output] \\e[31m [bold]"\n')
+    config.write_text(
+        "model:\n  pipeline_model_parallel_size: 4\n  cpu_offloading: true\n"
+        '  recompute_granularity: "::error::x ##[set-output] \\e[31m [bold]"\n'
+    )
     result = RUNNER.invoke(app, ["check", str(config), "-f", fmt])
     assert result.exit_code == 1
     assert_inert(result.stdout)
@@ -233,10 +263,12 @@ def hostile_tree(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
     trailer = " ".join(h for h in HOSTILE if "\r" not in h)  # a `\r` redraws the line: the text before it is gone
-    iteration = ("[2026-11-22 10:50:4{i}.0] iteration        {i}/      10 | consumed samples: {s} | elapsed time per "
-                 "iteration (ms): 460.9 | throughput per GPU (TFLOP/s/GPU): 206.9 | learning rate: 1.0E-05 | global "
-                 "batch size:    32 | lm loss: 8.141713E+00 | loss scale: 1.0 | grad norm: 6.424 | number of skipped "
-                 "iterations:   0 | number of nan iterations:   0 |")
+    iteration = (
+        "[2026-11-22 10:50:4{i}.0] iteration        {i}/      10 | consumed samples: {s} | elapsed time per "
+        "iteration (ms): 460.9 | throughput per GPU (TFLOP/s/GPU): 206.9 | learning rate: 1.0E-05 | global "
+        "batch size:    32 | lm loss: 8.141713E+00 | loss scale: 1.0 | grad norm: 6.424 | number of skipped "
+        "iterations:   0 | number of nan iterations:   0 |"
+    )
     lines = [
         "------------------------ arguments ------------------------",
         "  pipeline_model_parallel_size .................... 4",
@@ -248,11 +280,15 @@ def hostile_tree(tmp_path):
         "-------------------- end of arguments ---------------------",
         "+ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True##[x]\u202e::error::env",
         *(iteration.format(i=i, s=32 * i) for i in range(1, 10)),
-        ("[Rank 0] (after 5 iterations) memory (MB) | allocated: 8269.31 | max allocated: 13800.10 | reserved: "
-         "14388.00 | max reserved: 14388.00 ::error::mem"),
+        (
+            "[Rank 0] (after 5 iterations) memory (MB) | allocated: 8269.31 | max allocated: 13800.10 | reserved: "
+            "14388.00 | max reserved: 14388.00 ::error::mem"
+        ),
         *(f"[rank{rank}]: {PP_MESSAGE} {h}" for rank, h in enumerate(HOSTILE)),
-        (f"[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total "
-         f"capacity of 79.18 GiB of which 680.19 MiB is free. {trailer}"),
+        (
+            f"[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total "
+            f"capacity of 79.18 GiB of which 680.19 MiB is free. {trailer}"
+        ),
         "Error: " + "##[x]" * 20000,  # longer than a line may be: cut, with a note naming the file
         "Traceback (most recent call last):",
         f"RuntimeError: unknown failure {trailer}",
@@ -261,7 +297,7 @@ def hostile_tree(tmp_path):
     (logs / f"{EVIL_NAME}.log").write_text(f"{PP_MESSAGE} {trailer}\n")
     config = tmp_path / f"cfg{EVIL_NAME}.yaml"
     config.write_text(
-        'model:\n  pipeline_model_parallel_size: 4\n  cpu_offloading: true\n'
+        "model:\n  pipeline_model_parallel_size: 4\n  cpu_offloading: true\n"
         '  recompute_granularity: "::error::x ##[set-output] \\e[31m \\x9b1m \\u2028::warning::y [bold]"\n'
         '  "::error::key ##[k]": 1\n'
     )
@@ -284,8 +320,9 @@ def test_every_diagnose_format_is_inert_with_hostile_names_config_and_log_text(t
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     result = RUNNER.invoke(app, ["diagnose", str(logs), "--config", str(config), *overrides, "--format", fmt])
     assert result.exit_code == 1, result.output
-    assert_all_inert(result, MAX_ANNOTATIONS if fmt == "github" else 0,
-                     summary.read_text() if fmt == "github" else None)
+    assert_all_inert(
+        result, MAX_ANNOTATIONS if fmt == "github" else 0, summary.read_text() if fmt == "github" else None
+    )
     if fmt == "json":
         data = json.loads(result.stdout)
         ids = {f["id"] for f in data["findings"]}

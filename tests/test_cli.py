@@ -93,8 +93,10 @@ def test_gzip_directory_and_stdin_give_the_same_finding(tmp_path):
 
 def test_crlf_and_invalid_utf8_are_tolerated(tmp_path):
     path = tmp_path / "job.log"
-    path.write_bytes(b"\xff\xfe junk\r\n[rank0]: ValueError: CPU offloading does not work when activation "
-                     b"recomputation is enabled\r\n")
+    path.write_bytes(
+        b"\xff\xfe junk\r\n[rank0]: ValueError: CPU offloading does not work when activation "
+        b"recomputation is enabled\r\n"
+    )
     data = json.loads(run("diagnose", str(path), "-f", "json").stdout)
     assert [f["id"] for f in data["findings"]] == ["recompute-cpu-offload"]
     assert data["findings"][0]["evidence"][0]["text"].endswith("enabled")
@@ -111,16 +113,22 @@ def test_signatures_and_explain():
 
 def test_markup_in_logs_is_not_interpreted_by_the_terminal_renderer(tmp_path):
     path = tmp_path / "job.log"
-    path.write_text("ValueError: Currently there is no support for Pipeline parallelism with CPU offloading "
-                    "[bold red]boom[/bold red] \x1b]0;pwned\x07\n")
+    path.write_text(
+        "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading "
+        "[bold red]boom[/bold red] \x1b]0;pwned\x07\n"
+    )
     result = run("diagnose", str(path), "-f", "terminal", "--details")  # the whole evidence line
     assert "[bold red]boom[/bold red]" in result.stdout
     assert "\x1b]0;" not in result.stdout
 
 
 def test_installed_entry_point_runs_without_a_traceback():
-    result = subprocess.run([sys.executable, "-m", "offloaddoctor", "diagnose", "/definitely/missing.log"],
-                            capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "offloaddoctor", "diagnose", "/definitely/missing.log"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == "offloaddoctor: error: /definitely/missing.log: no such file or directory"
 
@@ -145,8 +153,9 @@ def test_an_internal_error_is_one_line_and_its_own_exit_code(argv, monkeypatch):
     monkeypatch.setattr("offloaddoctor.analysis.engine.build_report", broken)
     result = run(*argv)
     assert result.exit_code == 3
-    assert result.stderr == ("offloaddoctor: internal error, please report: KeyError: 'evidence'; "
-                             "run again with --debug for the traceback\n")
+    assert result.stderr == (
+        "offloaddoctor: internal error, please report: KeyError: 'evidence'; run again with --debug for the traceback\n"
+    )
     assert result.stdout == ""
 
 
@@ -158,14 +167,19 @@ def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch):
     result = run("--debug", "diagnose", str(PP_LOG))
     assert result.exit_code == 3
     assert "Traceback (most recent call last)" in result.stderr and "ZeroDivisionError" in result.stderr
-    assert result.stderr.splitlines()[-1] == "offloaddoctor: internal error, please report: ZeroDivisionError: division by zero"
+    assert (
+        result.stderr.splitlines()[-1]
+        == "offloaddoctor: internal error, please report: ZeroDivisionError: division by zero"
+    )
 
 
 def test_the_installed_command_reports_an_internal_error_with_exit_3(tmp_path):
-    probe = ("import sys; sys.argv = ['offloaddoctor', 'diagnose', %r]\n"
-             "import offloaddoctor.analysis.engine as engine\n"
-             "engine.build_report = lambda *a, **k: {}['boom']\n"
-             "from offloaddoctor.cli import main\nmain()\n") % str(PP_LOG)
+    probe = (
+        "import sys; sys.argv = ['offloaddoctor', 'diagnose', %r]\n"
+        "import offloaddoctor.analysis.engine as engine\n"
+        "engine.build_report = lambda *a, **k: {}['boom']\n"
+        "from offloaddoctor.cli import main\nmain()\n"
+    ) % str(PP_LOG)
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 3 and "Traceback" not in result.stderr
     assert result.stderr.startswith("offloaddoctor: internal error, please report: KeyError: 'boom'")

@@ -58,8 +58,17 @@ def test_cli_json_and_exit_codes(monkeypatch):
     data = json.loads(result.stdout)
     assert data["schema_version"] == 1 and data["baseline"]["path"] == "baseline.log"
     run = data["runs"][0]
-    for key in ("path", "offload_fraction", "median_iteration_ms", "iteration_time_ratio", "peak_allocated_mb",
-                "memory_saving_mb", "max_abs_loss_delta", "verdict", "reasons"):
+    for key in (
+        "path",
+        "offload_fraction",
+        "median_iteration_ms",
+        "iteration_time_ratio",
+        "peak_allocated_mb",
+        "memory_saving_mb",
+        "max_abs_loss_delta",
+        "verdict",
+        "reasons",
+    ):
         assert key in run
     relaxed = RUNNER.invoke(app, ["compare", "baseline.log", "opt025.log", "opt100.log", "--loss-tolerance", "0.002"])
     assert relaxed.exit_code == 0, relaxed.stdout
@@ -92,14 +101,18 @@ def test_bad_input(monkeypatch, args, fragment):
 
 
 # The verdict logic at its edges, on small synthetic logs in Megatron-LM's format.
-ARGS = ("------------------------ arguments ------------------------\n"
-        "  optimizer_cpu_offload ........................... {offload}\n"
-        "  optimizer_offload_fraction ...................... {fraction}\n"
-        "-------------------- end of arguments ---------------------\n"
-        "> number of parameters on (tensor, pipeline) model parallel rank (0, 0): 1048576\n")
-LINE = (" [2026-01-01 00:00:00.000000] iteration {i:8d}/      10 | consumed samples: {i} | elapsed time per iteration (ms): "
-        "{ms} | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | "
-        "number of nan iterations:   0 |\n")
+ARGS = (
+    "------------------------ arguments ------------------------\n"
+    "  optimizer_cpu_offload ........................... {offload}\n"
+    "  optimizer_offload_fraction ...................... {fraction}\n"
+    "-------------------- end of arguments ---------------------\n"
+    "> number of parameters on (tensor, pipeline) model parallel rank (0, 0): 1048576\n"
+)
+LINE = (
+    " [2026-01-01 00:00:00.000000] iteration {i:8d}/      10 | consumed samples: {i} | elapsed time per iteration (ms): "
+    "{ms} | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 | "
+    "number of nan iterations:   0 |\n"
+)
 MEMORY = "[Rank 0] (after {i} iterations) memory (MB) | allocated: 1.0 | max allocated: {peak} | reserved: 2.0 | max reserved: 2.0\n"
 
 
@@ -114,7 +127,8 @@ STATE = 1048576 * 12 / 2**20  # 12 MiB
 
 
 @pytest.mark.parametrize(
-    ("shift", "verdict"), [(0.0, PASS), (0.000999, PASS), (0.001, FAIL), (-0.0015, FAIL)],
+    ("shift", "verdict"),
+    [(0.0, PASS), (0.000999, PASS), (0.001, FAIL), (-0.0015, FAIL)],
 )
 def test_loss_delta_edge(shift, verdict):
     base = synthetic("base", "False", 1.0, 1000.0)
@@ -124,7 +138,12 @@ def test_loss_delta_edge(shift, verdict):
 
 @pytest.mark.parametrize(
     ("saving", "verdict"),
-    [(STATE * 0.5, PASS), (STATE * 0.5 * 1.25 + 256 - 0.01, PASS), (STATE * 0.5 * 1.25 + 256 + 0.5, FAIL), (-300.0, FAIL)],
+    [
+        (STATE * 0.5, PASS),
+        (STATE * 0.5 * 1.25 + 256 - 0.01, PASS),
+        (STATE * 0.5 * 1.25 + 256 + 0.5, FAIL),
+        (-300.0, FAIL),
+    ],
 )
 def test_memory_proportionality_edge(saving, verdict):
     base = synthetic("base", "False", 1.0, 2000.0)
@@ -164,7 +183,8 @@ def test_plot_without_matplotlib_is_one_clear_line(monkeypatch):
     # The comparison is printed first and decides the exit code; the missing plot is one line after it.
     assert result.exit_code == 0 and "opt025.log" in result.stdout
     assert result.stderr.strip().splitlines() == [
-        "offloaddoctor: no plot: --plot needs matplotlib: pip install 'offloaddoctor[plot]'"]
+        "offloaddoctor: no plot: --plot needs matplotlib: pip install 'offloaddoctor[plot]'"
+    ]
 
 
 def test_plot_says_where_it_went_and_marks_the_failing_run(family, tmp_path, monkeypatch):
@@ -186,7 +206,9 @@ def test_predicted_saving_comes_from_the_memory_model():
     from offloaddoctor.api import compare
 
     root = Path(__file__).resolve().parents[1] / "fixtures"
-    comparison = compare(str(root / "compare-family/baseline.log"), [str(root / "memory-calibration/c14-opt075.log.gz")])
+    comparison = compare(
+        str(root / "compare-family/baseline.log"), [str(root / "memory-calibration/c14-opt075.log.gz")]
+    )
     assert comparison.state_basis.startswith("optimizer state per GPU from the memory model")
     run = comparison.runs[0]
     assert run.expected_saving_mb == pytest.approx(0.75 * 470_503_424 * 12 / 2**20, abs=1)

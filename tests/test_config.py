@@ -51,11 +51,14 @@ def test_override_file_then_set_precedence_and_disagreements():
 
 def test_explicit_config_beats_the_log_and_the_disagreement_is_noted():
     collector = LogConfigCollector("job.log")
-    for number, line in enumerate([
-        "------------------------ arguments ------------------------",
-        "  pipeline_model_parallel_size .................... 2",
-        "-------------------- end of arguments ---------------------",
-    ], start=1):
+    for number, line in enumerate(
+        [
+            "------------------------ arguments ------------------------",
+            "  pipeline_model_parallel_size .................... 2",
+            "-------------------- end of arguments ---------------------",
+        ],
+        start=1,
+    ):
         collector.feed(line, number)
     store = build_store(collector.values, parse_overrides(["model.pipeline_model_parallel_size=1"]))
     assert store.resolve("model.pipeline_model_parallel_size").value == 1
@@ -110,11 +113,14 @@ def test_log_lines_that_carry_config():
 
 def test_a_second_arguments_block_starts_a_new_segment():
     collector = LogConfigCollector("job.log")
-    block = ["------------------------ arguments ------------------------",
-             "  optimizer_cpu_offload ........................... {}",
-             "-------------------- end of arguments ---------------------"]
-    for number, line in enumerate([*block[:1], block[1].format(False), block[2], "restart",
-                                   block[0], block[1].format(True), block[2]], start=1):
+    block = [
+        "------------------------ arguments ------------------------",
+        "  optimizer_cpu_offload ........................... {}",
+        "-------------------- end of arguments ---------------------",
+    ]
+    for number, line in enumerate(
+        [*block[:1], block[1].format(False), block[2], "restart", block[0], block[1].format(True), block[2]], start=1
+    ):
         collector.feed(line, number)
     assert collector.segment == 1
     assert [v.value for v in collector.segment_values(0)] == [False]
@@ -123,7 +129,9 @@ def test_a_second_arguments_block_starts_a_new_segment():
 
 def test_yaml_tags_are_read_as_data_never_executed(tmp_path):
     path = tmp_path / "evil.yaml"
-    path.write_text("model:\n  init: !!python/object/apply:os.system ['touch pwned']\n  hook: !!python/name:os.system\n")
+    path.write_text(
+        "model:\n  init: !!python/object/apply:os.system ['touch pwned']\n  hook: !!python/name:os.system\n"
+    )
     store = build_store(load_yaml_config(str(path)))
     assert store.resolve("model.init").value == ["touch pwned"]
     assert store.resolve("model.hook").value == "!!python/name:os.system"
@@ -132,18 +140,24 @@ def test_yaml_tags_are_read_as_data_never_executed(tmp_path):
 
 def test_alias_bomb_is_bounded(tmp_path):
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
-    lines += [f"a{i}: &a{i} [*a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}]" for i in range(1, 9)]
+    lines += [
+        f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]"
+        for i in range(1, 9)
+    ]
     path = tmp_path / "bomb.yaml"
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(UserError, match="alias bomb"):
         load_yaml_config(str(path))
 
 
-@pytest.mark.parametrize("text,message", [
-    ("model: [unclosed\n", "invalid YAML"),
-    ("- a\n- b\n", "must be a mapping"),
-    ("", "config is empty"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("model: [unclosed\n", "invalid YAML"),
+        ("- a\n- b\n", "must be a mapping"),
+        ("", "config is empty"),
+    ],
+)
 def test_bad_yaml_is_one_clear_line(tmp_path, text, message):
     path = tmp_path / "cfg.yaml"
     path.write_text(text)
@@ -156,7 +170,9 @@ def test_duplicate_keys_are_an_error_as_in_omegaconf(tmp_path):
     # Bridge loads configs with OmegaConf, which refuses duplicate keys; PyYAML would silently keep the last.
     path = tmp_path / "dup.yaml"
     path.write_text("model:\n  pipeline_model_parallel_size: 2\n  pipeline_model_parallel_size: 4\n")
-    with pytest.raises(UserError, match=r"dup.yaml:3: duplicate key 'pipeline_model_parallel_size' \(first at line 2\)"):
+    with pytest.raises(
+        UserError, match=r"dup.yaml:3: duplicate key 'pipeline_model_parallel_size' \(first at line 2\)"
+    ):
         load_yaml_config(str(path))
 
 
@@ -167,14 +183,38 @@ def test_bad_overrides(item):
 
 
 def test_override_values_are_typed_like_hydra():
-    values = {v.key: v.value for v in parse_overrides(
-        ["a.b=True", "a.c=null", "a.d=0.5", "a.e=[1,2]", "a.f=none", "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"])}
-    assert values == {"a.b": True, "a.c": None, "a.d": 0.5, "a.e": [1, 2], "a.f": None,
-                      "env.PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    values = {
+        v.key: v.value
+        for v in parse_overrides(
+            [
+                "a.b=True",
+                "a.c=null",
+                "a.d=0.5",
+                "a.e=[1,2]",
+                "a.f=none",
+                "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+            ]
+        )
+    }
+    assert values == {
+        "a.b": True,
+        "a.c": None,
+        "a.d": 0.5,
+        "a.e": [1, 2],
+        "a.f": None,
+        "env.PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    }
 
 
-@given(st.one_of(st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none(),
-                 st.lists(st.integers(), max_size=5)))
+@given(
+    st.one_of(
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.booleans(),
+        st.none(),
+        st.lists(st.integers(), max_size=5),
+    )
+)
 def test_printed_python_values_parse_back(value):
     assert parse_printed(repr(value)) == value
 
@@ -184,11 +224,21 @@ def test_printed_parser_never_raises(text):
     parse_printed(text)
 
 
-_NAME = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(lambda n: n not in ("y", "n", "on", "off", "yes", "no", "null", "true", "false"))
-_LEAF = st.one_of(st.integers(-10**6, 10**6), st.booleans(), st.none(), st.text(alphabet="abc xyz:=,", max_size=12),
-                  st.floats(-1e6, 1e6, allow_nan=False))
-_TREE = st.recursive(st.dictionaries(_NAME, _LEAF, min_size=1, max_size=4),
-                     lambda inner: st.dictionaries(_NAME, inner, min_size=1, max_size=3), max_leaves=12)
+_NAME = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(
+    lambda n: n not in ("y", "n", "on", "off", "yes", "no", "null", "true", "false")
+)
+_LEAF = st.one_of(
+    st.integers(-(10**6), 10**6),
+    st.booleans(),
+    st.none(),
+    st.text(alphabet="abc xyz:=,", max_size=12),
+    st.floats(-1e6, 1e6, allow_nan=False),
+)
+_TREE = st.recursive(
+    st.dictionaries(_NAME, _LEAF, min_size=1, max_size=4),
+    lambda inner: st.dictionaries(_NAME, inner, min_size=1, max_size=3),
+    max_leaves=12,
+)
 
 
 def _leaves(tree, prefix=""):
@@ -224,7 +274,7 @@ def test_overrides_parse_or_refuse_in_one_line(item):
         assert len(values) == 1 and values[0].origin == "set"
 
 
-@given(_NAME, st.one_of(st.integers(-10**9, 10**9), st.booleans(), st.floats(-1e6, 1e6, allow_nan=False)))
+@given(_NAME, st.one_of(st.integers(-(10**9), 10**9), st.booleans(), st.floats(-1e6, 1e6, allow_nan=False)))
 def test_override_scalars_round_trip(name, value):
     text = str(value).lower() if isinstance(value, bool) else repr(value)
     (parsed,) = parse_overrides([f"optimizer.{name}={text}"])

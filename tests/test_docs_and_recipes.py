@@ -49,7 +49,12 @@ def test_gitlab_job_shape():
 def test_slurm_epilog_is_valid_bash_and_never_fails(tmp_path):
     script = RECIPES / "slurm-epilog.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
-    assert subprocess.run(["bash", str(script)], env={"LOG_ROOT": str(tmp_path), "SLURM_JOB_ID": "42", "PATH": "/usr/bin:/bin"}).returncode == 0
+    assert (
+        subprocess.run(
+            ["bash", str(script)], env={"LOG_ROOT": str(tmp_path), "SLURM_JOB_ID": "42", "PATH": "/usr/bin:/bin"}
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
@@ -82,8 +87,13 @@ def test_recipe_commands_run(command, tmp_path, monkeypatch):
     (tmp_path / "logs").mkdir()
     shutil.copy(FIXTURES / "pp-cpu-offload" / "job.log", tmp_path / "logs" / "job.log")
     (tmp_path / "configs").mkdir()
-    shutil.copy(FIXTURES / "configs" / "bridge-run-config-optimizer-offload.yaml", tmp_path / "configs" / "run_config.yaml")
+    shutil.copy(
+        FIXTURES / "configs" / "bridge-run-config-optimizer-offload.yaml", tmp_path / "configs" / "run_config.yaml"
+    )
     monkeypatch.chdir(tmp_path)
-    words = [w.replace('"$job_dir"', "logs").replace("$job_dir", "logs") for w in shlex.split(command.split(">")[0].replace('"$job_dir"', "logs"))]
+    words = [
+        w.replace('"$job_dir"', "logs").replace("$job_dir", "logs")
+        for w in shlex.split(command.split(">")[0].replace('"$job_dir"', "logs"))
+    ]
     result = RUNNER.invoke(app, words)
     assert result.exit_code == (0 if "--fail-on never" in command else 1), result.output  # the log has an error

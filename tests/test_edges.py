@@ -38,8 +38,9 @@ def test_an_unreadable_rank_file_is_skipped_with_a_note_and_the_rest_diagnosed(t
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)
     assert "oom-fragmentation" in [f["id"] for f in report["findings"]]
-    assert any(note.startswith(f"{tmp_path / 'rank1.log'}: {named}") and note.endswith("; skipped")
-               for note in report["notes"]), report["notes"]
+    assert any(
+        note.startswith(f"{tmp_path / 'rank1.log'}: {named}") and note.endswith("; skipped") for note in report["notes"]
+    ), report["notes"]
 
 
 def test_metrics_skip_an_unreadable_rank_file_too(tmp_path):
@@ -56,7 +57,10 @@ def test_a_directory_of_nothing_but_compressed_files_is_still_an_error(tmp_path)
     for command in ("diagnose", "metrics"):
         result = RUNNER.invoke(app, [command, str(tmp_path)])
         assert result.exit_code == 2, result.output
-        assert result.stderr.strip() == f"offloaddoctor: error: {tmp_path / 'rank0.log'}: zstd-compressed; decompress first (zstd -d)"
+        assert (
+            result.stderr.strip()
+            == f"offloaddoctor: error: {tmp_path / 'rank0.log'}: zstd-compressed; decompress first (zstd -d)"
+        )
 
 
 def test_a_named_compressed_file_is_an_error_that_names_the_format(tmp_path):
@@ -80,7 +84,11 @@ def test_a_log_truncated_while_it_is_read_gives_a_note(tmp_path):
             handle.truncate(1000)
 
     warnings: list[str] = []
-    list(CandidateReader(LogSource(str(path)), ["iteration"], warnings, block_bytes=1 << 17, on_bytes=rotate, use_grep=False))
+    list(
+        CandidateReader(
+            LogSource(str(path)), ["iteration"], warnings, block_bytes=1 << 17, on_bytes=rotate, use_grep=False
+        )
+    )
     assert any("shrank from 680,000 to 1,000 bytes while it was read" in w for w in warnings), warnings
 
 
@@ -97,7 +105,9 @@ def test_a_log_that_keeps_its_size_gives_no_such_note(tmp_path):
 
 # ---- check: a value it cannot read is "not checkable", never "passed" ----------------------------------
 
-VIOLATING = "optimizer:\n  optimizer_cpu_offload: true\n  use_distributed_optimizer: false\n  optimizer_offload_fraction: 0.5\n"
+VIOLATING = (
+    "optimizer:\n  optimizer_cpu_offload: true\n  use_distributed_optimizer: false\n  optimizer_offload_fraction: 0.5\n"
+)
 
 
 def check_json(tmp_path, *sets):
@@ -119,15 +129,21 @@ def test_a_value_invalid_for_its_key_makes_the_constraint_not_checkable(tmp_path
     before, _ = check_json(tmp_path)
     assert before.exit_code == 1
     # In a config file: not checkable, with a note. Given with --set it is a usage error (test_first_screen).
-    _, report = check_json_with(tmp_path, VIOLATING.replace("optimizer_cpu_offload: true", "optimizer_cpu_offload: maybe"))
+    _, report = check_json_with(
+        tmp_path, VIOLATING.replace("optimizer_cpu_offload: true", "optimizer_cpu_offload: maybe")
+    )
     assert "optimizer-offload-requires-distributed-optimizer" not in report["passed"]
     unchecked = {u["id"]: u for u in report["unchecked"]}
-    assert unchecked["optimizer-offload-requires-distributed-optimizer"]["invalid"] == ["optimizer.optimizer_cpu_offload"]
+    assert unchecked["optimizer-offload-requires-distributed-optimizer"]["invalid"] == [
+        "optimizer.optimizer_cpu_offload"
+    ]
     assert any("optimizer.optimizer_cpu_offload = 'maybe'" in n and "not a valid value" in n for n in report["notes"])
 
 
 def test_the_text_summary_counts_an_unreadable_value_as_not_checkable(tmp_path):
-    (tmp_path / "base.yaml").write_text(VIOLATING.replace("optimizer_cpu_offload: true", "optimizer_cpu_offload: maybe"))
+    (tmp_path / "base.yaml").write_text(
+        VIOLATING.replace("optimizer_cpu_offload: true", "optimizer_cpu_offload: maybe")
+    )
     result = RUNNER.invoke(app, ["check", str(tmp_path / "base.yaml")])
     assert "0 not checkable" not in result.stdout
     assert "needs a valid optimizer.optimizer_cpu_offload" in result.stdout
@@ -162,8 +178,13 @@ def test_predicates_read_an_unreadable_value_as_unknown():
     def lookup(_kind, name):
         return values.get(name, missing())
 
-    for raw in ({"key": "x", "eq": True}, {"key": "x", "ne": True}, {"key": "n", "eq": 2}, {"key": "n", "in": [1, 2]},
-                {"key": "x", "not_in": [True]}):
+    for raw in (
+        {"key": "x", "eq": True},
+        {"key": "x", "ne": True},
+        {"key": "n", "eq": 2},
+        {"key": "n", "in": [1, 2]},
+        {"key": "x", "not_in": [True]},
+    ):
         assert evaluate(parse_predicate(raw, "t"), lookup) is None, raw
     assert evaluate(parse_predicate({"key": "x", "eq": "maybe"}, "t"), lookup) is True
     assert evaluate(parse_predicate({"key": "n", "in": ["abc", 2]}, "t"), lookup) is True
@@ -181,10 +202,13 @@ def test_bisect_follows_the_config_across_a_rename(tmp_path):
 
     from .git_repos import git, make_repo
 
-    repo, shas = make_repo(tmp_path, [
-        ({"conf/old.yaml": SAFE}, "first"),
-        ({"conf/old.yaml": SAFE + "# tuned\n"}, "tune"),
-    ])
+    repo, shas = make_repo(
+        tmp_path,
+        [
+            ({"conf/old.yaml": SAFE}, "first"),
+            ({"conf/old.yaml": SAFE + "# tuned\n"}, "tune"),
+        ],
+    )
     git(repo, "mv", "conf/old.yaml", "conf/new.yaml")
     git(repo, "commit", "-q", "-m", "rename the config")
     (repo / "conf" / "new.yaml").write_text(BROKEN + "# tuned\n")
@@ -203,11 +227,14 @@ def test_bisect_names_the_commit_that_created_the_config_when_good_predates_it(t
 
     from .git_repos import make_repo
 
-    repo, shas = make_repo(tmp_path, [
-        ({"README": "x\n"}, "start"),
-        ({"conf/new.yaml": SAFE}, "add the config"),
-        ({"conf/new.yaml": BROKEN}, "distributed optimizer off"),
-    ])
+    repo, shas = make_repo(
+        tmp_path,
+        [
+            ({"README": "x\n"}, "start"),
+            ({"conf/new.yaml": SAFE}, "add the config"),
+            ({"conf/new.yaml": BROKEN}, "distributed optimizer off"),
+        ],
+    )
     with pytest.raises(UserError) as raised:
         bisect_config(str(repo), shas[0], shas[-1], "conf/new.yaml", load_catalog())
     message = str(raised.value)
@@ -222,22 +249,28 @@ needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="nee
 
 
 @needs_dev_full
-@pytest.mark.parametrize("args", [
-    ["diagnose", str(CLEAN_LOG), "--format", "json"],
-    ["diagnose", str(CLEAN_LOG), "--format", "text"],
-    ["diagnose", str(CLEAN_LOG), "--format", "junit", "--fail-on", "never"],  # typer's road
-    ["metrics", str(CLEAN_LOG), "--format", "csv"],
-    ["signatures"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["diagnose", str(CLEAN_LOG), "--format", "json"],
+        ["diagnose", str(CLEAN_LOG), "--format", "text"],
+        ["diagnose", str(CLEAN_LOG), "--format", "junit", "--fail-on", "never"],  # typer's road
+        ["metrics", str(CLEAN_LOG), "--format", "csv"],
+        ["signatures"],
+    ],
+)
 def test_a_full_disk_on_standard_output_is_exit_2_with_one_line(args):
     import subprocess
     import sys
 
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, "-m", "offloaddoctor", *args], stdout=full, stderr=subprocess.PIPE,
-                                text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "offloaddoctor", *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60
+        )
     assert result.returncode == 2, result.stderr
-    assert result.stderr == "offloaddoctor: error: cannot write the output to standard output: No space left on device\n"
+    assert (
+        result.stderr == "offloaddoctor: error: cannot write the output to standard output: No space left on device\n"
+    )
 
 
 @needs_dev_full
@@ -245,15 +278,21 @@ def test_a_full_disk_on_an_output_path_is_exit_2_with_one_line():
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-m", "offloaddoctor", "diagnose", str(CLEAN_LOG), "--output", "json=/dev/full"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "offloaddoctor", "diagnose", str(CLEAN_LOG), "--output", "json=/dev/full"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == ["offloaddoctor: error: --output /dev/full: cannot write: No space left on device"]
+    assert result.stderr.strip().splitlines() == [
+        "offloaddoctor: error: --output /dev/full: cannot write: No space left on device"
+    ]
 
 
 # ---- catalogue text is escaped like log text --------------------------------------------------------------
 
-HOSTILE_SIGNATURE = r'''id: disk-full
+HOSTILE_SIGNATURE = r"""id: disk-full
 title: "T \e]0;TITLE\a \e[2J ::error::x ##[group]g \u202eevil"
 severity: error
 priority: 40
@@ -268,17 +307,20 @@ references: [{doc: "runbook \e]0;ref\a"}]
 examples:
   - {name: "hit \e[2J", expect: match, log: "OSError: [Errno 28] No space left on device"}
   - {expect: no_match, log: "OSError: [Errno 2] No such file or directory"}
-'''
+"""
 
 
-@pytest.mark.parametrize("args", [
-    ["diagnose", "{log}", "--format", "text"],
-    ["diagnose", "{log}", "--format", "terminal"],
-    ["diagnose", "{log}", "--format", "markdown"],
-    ["explain", "disk-full"],
-    ["signatures"],
-    ["signatures", "test", "{team}"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["diagnose", "{log}", "--format", "text"],
+        ["diagnose", "{log}", "--format", "terminal"],
+        ["diagnose", "{log}", "--format", "markdown"],
+        ["explain", "disk-full"],
+        ["signatures"],
+        ["signatures", "test", "{team}"],
+    ],
+)
 def test_strings_from_a_team_catalogue_never_act_on_a_terminal_or_runner(tmp_path, args):
     from .test_ci_outputs import assert_inert
 
@@ -305,7 +347,7 @@ def test_strings_from_a_team_catalogue_never_act_on_a_terminal_or_runner(tmp_pat
 # ---- CSV cells from file names are not spreadsheet formulas -------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["=HYPERLINK(\"http:x\",\"y\")", "+1+cmd", "-2+3", "@SUM(A1)", "\tx=1"])
+@pytest.mark.parametrize("name", ['=HYPERLINK("http:x","y")', "+1+cmd", "-2+3", "@SUM(A1)", "\tx=1"])
 def test_metrics_csv_neutralises_formula_cells_from_file_names(tmp_path, monkeypatch, name):
     import csv
     import io
@@ -326,7 +368,9 @@ def test_metrics_csv_keeps_numbers_and_plain_names_as_they_are(tmp_path, monkeyp
     import io
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "run.log").write_text("[2026] iteration 5/10 | elapsed time per iteration (ms): 100.0 | lm loss: -1.5E+00 |\n")
+    (tmp_path / "run.log").write_text(
+        "[2026] iteration 5/10 | elapsed time per iteration (ms): 100.0 | lm loss: -1.5E+00 |\n"
+    )
     rows = list(csv.reader(io.StringIO(RUNNER.invoke(app, ["metrics", "run.log", "--format", "csv"]).stdout)))
     assert rows[1][0] == "run.log" and rows[1][1] == "run.log"
 
@@ -367,7 +411,9 @@ def test_ambiguous_alternation_under_a_repeat_is_refused(pattern):
     assert "alternation under an unbounded repeat" in catastrophic(pattern)
 
 
-@pytest.mark.parametrize("pattern", [r"(foo|bar)+", r"(?:ab|ac)+", r"(?:ab|a)+c", r"(a|b)+", r"(?:x|\w)+", r"(a|aa){2}b"])
+@pytest.mark.parametrize(
+    "pattern", [r"(foo|bar)+", r"(?:ab|ac)+", r"(?:ab|a)+c", r"(a|b)+", r"(?:x|\w)+", r"(a|aa){2}b"]
+)
 def test_unambiguous_or_bounded_alternation_is_accepted(pattern):
     from offloaddoctor.catalog.regex_safety import catastrophic
 

@@ -49,19 +49,22 @@ def test_exit_codes(in_repo):
     assert invoke(RUN, "--gpu-memory", "16GiB").exit_code == 1
 
 
-@pytest.mark.parametrize("args,message", [
-    ([], "nothing to estimate"),
-    (["missing.yaml"], "missing.yaml"),
-    ([RUN, "--gpu", "H42"], "unknown GPU"),
-    ([RUN, "--gpu-memory", "80"], "with a unit"),
-    ([RUN, "--gpu", "H100", "--gpu-memory", "80GiB"], "pick one"),
-    ([RUN, "--target", "lots"], "--target"),
-    ([RUN, "--world-size", "0"], "at least 1"),
-    (["fixtures/configs/bridge-run-config-optimizer-offload.yaml"], "needs model.seq_length, model.vocab_size"),
-    ([LAUNCH, "--set", "model.hidden_size=wide"], "whole number"),
-    ([LAUNCH, "--world-size", "3"], "not a multiple"),
-    (["README.md"], "invalid YAML"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ([], "nothing to estimate"),
+        (["missing.yaml"], "missing.yaml"),
+        ([RUN, "--gpu", "H42"], "unknown GPU"),
+        ([RUN, "--gpu-memory", "80"], "with a unit"),
+        ([RUN, "--gpu", "H100", "--gpu-memory", "80GiB"], "pick one"),
+        ([RUN, "--target", "lots"], "--target"),
+        ([RUN, "--world-size", "0"], "at least 1"),
+        (["fixtures/configs/bridge-run-config-optimizer-offload.yaml"], "needs model.seq_length, model.vocab_size"),
+        ([LAUNCH, "--set", "model.hidden_size=wide"], "whole number"),
+        ([LAUNCH, "--world-size", "3"], "not a multiple"),
+        (["README.md"], "invalid YAML"),
+    ],
+)
 def test_bad_inputs_are_one_line_and_exit_2(in_repo, args, message):
     result = RUNNER.invoke(app, ["estimate", *args])
     assert result.exit_code == 2, result.output

@@ -48,10 +48,30 @@ def typer_kwargs(argv: list[str], monkeypatch) -> dict | None:
 
 
 LONG_OPTIONS = sorted(name for name in SPEC["options"] if name.startswith("--"))
-VALUES = ["json", "text", "JSON", "github", "bogus", "", "-", "--", "--format", "-c", "a=b", "x.log", "logs/", "error",
-          "never", "Warning", "--recursive", "-r"]
+VALUES = [
+    "json",
+    "text",
+    "JSON",
+    "github",
+    "bogus",
+    "",
+    "-",
+    "--",
+    "--format",
+    "-c",
+    "a=b",
+    "x.log",
+    "logs/",
+    "error",
+    "never",
+    "Warning",
+    "--recursive",
+    "-r",
+]
 TOKENS = st.one_of(
-    st.sampled_from(sorted(SPEC["options"]) + ["--help", "--bogus", "-x", "-rc", "-fjson", "-c=x", "--", "-", "---format"]),
+    st.sampled_from(
+        sorted(SPEC["options"]) + ["--help", "--bogus", "-x", "-rc", "-fjson", "-c=x", "--", "-", "---format"]
+    ),
     st.sampled_from(VALUES),
     st.builds(lambda name, value: f"{name}={value}", st.sampled_from(LONG_OPTIONS), st.sampled_from(VALUES)),
     st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=6),
@@ -70,39 +90,45 @@ def test_fast_road_parses_as_typer_or_steps_aside(tokens, monkeypatch):
     assert typer_kwargs(argv, monkeypatch) == kwargs
 
 
-@pytest.mark.parametrize("argv", [
-    ["diagnose", "job.log"],
-    ["diagnose", "rank0.log", "rank1.log", "--format", "json"],
-    ["diagnose", "job.log", "-f", "json", "-o", "report.xml", "--output=md=summary.md"],
-    ["diagnose", "-r", "logs/", "--fail-on", "warning", "--ignore", "optimizer-offload-slowdown"],
-    ["diagnose", "job.log", "--config", "cfg.yaml", "-s", "model.cpu_offloading=true", "--set=a.b=c"],
-    ["diagnose", "job.log", "--signatures", "team/", "--baseline", "base.log", "--format=github"],
-    ["diagnose", "--", "-odd-name.log"],
-    ["diagnose", "-"],
-    ["check", "cfg.yaml"],
-    ["check", "--set", "model.cpu_offloading=true", "-s", "a=1", "--no-defaults", "-f", "json", "--signature", "x"],
-    ["check", "a.yaml", "b.sh", "--signatures", "team/"],
-    ["metrics", "job.log", "-f", "csv"],
-    ["metrics", "a.log", "logs/", "--format=json"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["diagnose", "job.log"],
+        ["diagnose", "rank0.log", "rank1.log", "--format", "json"],
+        ["diagnose", "job.log", "-f", "json", "-o", "report.xml", "--output=md=summary.md"],
+        ["diagnose", "-r", "logs/", "--fail-on", "warning", "--ignore", "optimizer-offload-slowdown"],
+        ["diagnose", "job.log", "--config", "cfg.yaml", "-s", "model.cpu_offloading=true", "--set=a.b=c"],
+        ["diagnose", "job.log", "--signatures", "team/", "--baseline", "base.log", "--format=github"],
+        ["diagnose", "--", "-odd-name.log"],
+        ["diagnose", "-"],
+        ["check", "cfg.yaml"],
+        ["check", "--set", "model.cpu_offloading=true", "-s", "a=1", "--no-defaults", "-f", "json", "--signature", "x"],
+        ["check", "a.yaml", "b.sh", "--signatures", "team/"],
+        ["metrics", "job.log", "-f", "csv"],
+        ["metrics", "a.log", "logs/", "--format=json"],
+    ],
+)
 def test_ordinary_argv_takes_the_fast_road_with_typers_arguments(argv, monkeypatch):
     parsed = fast_path.parse(argv)
     assert parsed is not None
     assert typer_kwargs(argv, monkeypatch) == parsed[1]
 
 
-@pytest.mark.parametrize("argv", [
-    ["diagnose"],  # typer: missing argument
-    ["diagnose", "--help"],
-    ["diagnose", "job.log", "--format", "yaml"],  # typer names the choices
-    ["diagnose", "job.log", "--format"],
-    ["diagnose", "job.log", "-rf", "json"],  # a short-option cluster
-    ["diagnose", "job.log", "--recursive=yes"],
-    ["--version"],
-    ["compare", "a.log", "b.log"],  # not a fast-road command
-    ["metrics"],  # typer: missing argument
-    ["metrics", "job.log", "-f", "yaml"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["diagnose"],  # typer: missing argument
+        ["diagnose", "--help"],
+        ["diagnose", "job.log", "--format", "yaml"],  # typer names the choices
+        ["diagnose", "job.log", "--format"],
+        ["diagnose", "job.log", "-rf", "json"],  # a short-option cluster
+        ["diagnose", "job.log", "--recursive=yes"],
+        ["--version"],
+        ["compare", "a.log", "b.log"],  # not a fast-road command
+        ["metrics"],  # typer: missing argument
+        ["metrics", "job.log", "-f", "yaml"],
+    ],
+)
 def test_anything_unusual_is_left_to_typer(argv):
     assert fast_path.parse(argv) is None
 
@@ -134,20 +160,29 @@ def test_usage_errors_found_by_the_command_are_the_same_one_line(tmp_path, capsy
 
 def run_module(*args: str, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run([sys.executable, "-m", "offloaddoctor", *args], env=env, capture_output=True, text=True,
-                          check=False, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "offloaddoctor", *args], env=env, capture_output=True, text=True, check=False, **kwargs
+    )
 
 
 def test_the_installed_command_takes_the_fast_road_without_typer_or_typing(tmp_path):
     """Start-up budget (README, benchmarks/startup.py): importing typer costs ~5x a bare Python start and
     typing ~0.5x; modules on diagnose's path keep typing names under `if TYPE_CHECKING:`."""
-    probe = ("import sys; sys.argv = ['offloaddoctor', 'diagnose', %r, '-f', 'json']\n"
-             "from offloaddoctor.cli import main\n"
-             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-             "sys.stderr.write(f'{code} {sorted(m for m in (\"typer\", \"typing\", \"yaml\") if m in sys.modules)}')") % PP_LOG
+    probe = (
+        "import sys; sys.argv = ['offloaddoctor', 'diagnose', %r, '-f', 'json']\n"
+        "from offloaddoctor.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        'sys.stderr.write(f\'{code} {sorted(m for m in ("typer", "typing", "yaml") if m in sys.modules)}\')'
+    ) % PP_LOG
     for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
-        result = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-                                capture_output=True, text=True, check=False, cwd=tmp_path)  # no project file
+        result = subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=tmp_path,
+        )  # no project file
     assert result.stderr == "1 []"
     assert '"id": "pp-cpu-offload"' in result.stdout
 
@@ -158,23 +193,43 @@ def test_check_of_a_yaml_config_loads_neither_the_log_readers_nor_the_text_rende
     renderer (textwrap)."""
     config = tmp_path / "cfg.yaml"
     config.write_text("model:\n  num_layers: 16\n")
-    unwanted = ("offloaddoctor.analysis.scanner", "offloaddoctor.logs.line_pass", "offloaddoctor.logs.sources",
-                "offloaddoctor.config.from_log", "offloaddoctor.render.plain", "gzip", "textwrap", "typer")
-    probe = ("import sys; sys.argv = ['offloaddoctor', 'check', %r, '-f', 'json']\n"
-             "from offloaddoctor.cli import main\n"
-             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-             "unwanted = %r\n"
-             "sys.stderr.write(f'{code} {sorted(m for m in unwanted if m in sys.modules)}')") % (str(config), unwanted)
-    result = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-                            capture_output=True, text=True, check=False, cwd=tmp_path)
+    unwanted = (
+        "offloaddoctor.analysis.scanner",
+        "offloaddoctor.logs.line_pass",
+        "offloaddoctor.logs.sources",
+        "offloaddoctor.config.from_log",
+        "offloaddoctor.render.plain",
+        "gzip",
+        "textwrap",
+        "typer",
+    )
+    probe = (
+        "import sys; sys.argv = ['offloaddoctor', 'check', %r, '-f', 'json']\n"
+        "from offloaddoctor.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "unwanted = %r\n"
+        "sys.stderr.write(f'{code} {sorted(m for m in unwanted if m in sys.modules)}')"
+    ) % (str(config), unwanted)
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
     assert result.stderr == "0 []"
     assert '"violations": []' in result.stdout
 
 
 def test_a_closed_pipe_ends_quietly_on_both_roads():
     for args in (["diagnose", PP_LOG, "-f", "json"], ["diagnose", PP_LOG, "-f", "json", "-rf", "json"]):
-        process = subprocess.Popen([sys.executable, "-m", "offloaddoctor", *args], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+        process = subprocess.Popen(
+            [sys.executable, "-m", "offloaddoctor", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        )
         process.stdout.close()  # before the child writes: its first write meets EPIPE
         stderr = process.stderr.read().decode()
         assert process.wait() == 1

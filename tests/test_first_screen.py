@@ -28,10 +28,12 @@ MULTIRANK = str(FIXTURES / "oom-fragmentation-multirank" / "job.log")
 BRIDGE = FIXTURES / "oom-partial-optimizer-offload-bridge"
 OTHER_RUN_CONFIG = str(FIXTURES / "configs" / "bridge-run-config-optimizer-offload.yaml")
 FAMILY = FIXTURES / "compare-family"
-CAPACITY_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of "
-                "79.18 GiB of which 680.19 MiB is free. Including non-PyTorch memory, this process has 78.51 GiB memory in "
-                "use. Of the allocated memory 76.00 GiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but "
-                "unallocated.")
+CAPACITY_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of "
+    "79.18 GiB of which 680.19 MiB is free. Including non-PyTorch memory, this process has 78.51 GiB memory in "
+    "use. Of the allocated memory 76.00 GiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but "
+    "unallocated."
+)
 
 
 def run(*args: str):
@@ -47,8 +49,10 @@ def test_summary_first_one_line_per_finding_root_cause_first():
     oom = next(i for i, line in enumerate(first) if " oom-fragmentation " in line)
     nccl = next(i for i, line in enumerate(first) if " nccl-collective-failure " in line)
     assert oom < nccl  # the root cause leads the echo on the other ranks
-    assert re.search(r"ERROR\s+oom-fragmentation\s+5\s+unknown\s+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True$",
-                     first[oom])
+    assert re.search(
+        r"ERROR\s+oom-fragmentation\s+5\s+unknown\s+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True$",
+        first[oom],
+    )
     assert re.search(r"nccl-collective-failure\s+0-4,6-7\s", first[nccl])
 
 
@@ -83,7 +87,9 @@ def test_config_notes_only_about_keys_a_finding_reads():
     report = diagnose([str(BRIDGE / "job.log")], [OTHER_RUN_CONFIG])
     text = render_plain(report)
     assert "optimizer.timers" not in text and "Timers object" not in text
-    assert re.search(r"note: \d+ more config values differ between the config and the log, for keys no finding reads", text)
+    assert re.search(
+        r"note: \d+ more config values differ between the config and the log, for keys no finding reads", text
+    )
     assert "optimizer.timers" in render_plain(report, details=True)
     assert sum(1 for line in text.splitlines() if line.startswith("note:")) == 1
 
@@ -133,8 +139,10 @@ def test_verdict_is_unknown_when_no_config_value_is_known():
 
 def test_config_from_another_run_is_said_up_front():
     report = diagnose([str(BRIDGE / "job.log")], [OTHER_RUN_CONFIG])
-    assert report.notes[0].startswith("the config is probably from another run: it disagrees with the log on the model "
-                                      "(config vs log: model.num_layers 48 vs 8, ")
+    assert report.notes[0].startswith(
+        "the config is probably from another run: it disagrees with the log on the model "
+        "(config vs log: model.num_layers 48 vs 8, "
+    )
     lines = render_plain(report).splitlines()
     assert lines[1].startswith("warning: the config is probably from another run")
     assert "confirmed (other run?)" in "\n".join(lines[:6])
@@ -149,15 +157,23 @@ def test_the_fix_follows_the_numbers():
     assert finding.overrides[0] == "model.pipeline_model_parallel_size=2"
     assert finding.overrides[1] == "model.recompute_granularity=selective"
     assert "cannot free enough" in finding.fix_note and "1.13" in finding.fix_note
-    assert json.loads(render_json(diagnose([str(BRIDGE / "job.log")], [str(BRIDGE / "run_config.yaml")])))[
-        "findings"][0]["fix"]["note"] == finding.fix_note
+    assert (
+        json.loads(render_json(diagnose([str(BRIDGE / "job.log")], [str(BRIDGE / "run_config.yaml")])))["findings"][0][
+            "fix"
+        ]["note"]
+        == finding.fix_note
+    )
 
 
 def test_the_fix_keeps_the_fraction_first_when_it_is_enough():
     params = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 7000000000\n"
     oom = CAPACITY_OOM.replace("4.00 GiB. GPU", "2.00 GiB. GPU")
-    config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.25,
-              "optimizer.use_distributed_optimizer": True, "data_parallel_size": 8}
+    config = {
+        "optimizer.optimizer_cpu_offload": True,
+        "optimizer.optimizer_offload_fraction": 0.25,
+        "optimizer.use_distributed_optimizer": True,
+        "data_parallel_size": 8,
+    }
     finding = diagnose_text(params + oom, config).findings[0]
     assert finding.overrides[0].startswith("optimizer.optimizer_offload_fraction=") and not finding.fix_note
 
@@ -185,8 +201,12 @@ def test_fail_on_unknown_fails_on_an_unexplained_traceback():
     assert run("diagnose", log, "-f", "json").exit_code == 0
     assert run("diagnose", log, "-f", "json", "--fail-on", "unknown").exit_code == 1
     assert run("diagnose", str(FIXTURES / "clean-baseline" / "job.log"), "--fail-on", "unknown").exit_code == 0
-    assert subprocess.run([sys.executable, "-m", "offloaddoctor", "diagnose", log, "--fail-on", "unknown"],
-                          capture_output=True).returncode == 1  # the fast road too
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "offloaddoctor", "diagnose", log, "--fail-on", "unknown"], capture_output=True
+        ).returncode
+        == 1
+    )  # the fast road too
 
 
 def test_fail_on_unknown_in_the_project_file(tmp_path, monkeypatch):
@@ -211,8 +231,10 @@ def test_an_empty_log_says_it_is_empty(tmp_path):
 def test_set_key_typo_is_reported_with_did_you_mean():
     many = str(FIXTURES / "check" / "many-violations.yaml")
     report = check([many], ["optimizer.optimizer_ofload_fraction=1.5"])
-    assert report.notes[0] == ("--set optimizer.optimizer_ofload_fraction: no check reads this key and the config does "
-                               "not have it; did you mean optimizer.optimizer_offload_fraction?")
+    assert report.notes[0] == (
+        "--set optimizer.optimizer_ofload_fraction: no check reads this key and the config does "
+        "not have it; did you mean optimizer.optimizer_offload_fraction?"
+    )
     result = run("check", many, "--set", "optimizer.optimizer_ofload_fraction=1.5", "-f", "text")
     assert "did you mean optimizer.optimizer_offload_fraction?" in result.stdout
     diagnosed = diagnose([MULTIRANK], overrides=["optimizer.optimzer_cpu_offload=True"])
@@ -224,17 +246,21 @@ def test_set_key_typo_is_reported_with_did_you_mean():
 def test_set_key_typo_in_estimate():
     from offloaddoctor.api import estimate
 
-    report = estimate([str(BRIDGE / "run_config.yaml")], ["model.hiden_size=4096", "model.seq_length=4096",
-                                                          "model.vocab_size=32000"])
+    report = estimate(
+        [str(BRIDGE / "run_config.yaml")], ["model.hiden_size=4096", "model.seq_length=4096", "model.vocab_size=32000"]
+    )
     assert report.notes[0].startswith("--set model.hiden_size: no check reads this key")
     assert "did you mean model.hidden_size" in report.notes[0]
 
 
-@pytest.mark.parametrize(("item", "fragment"), [
-    ("optimizer.optimizer_offload_fraction=banana", "takes a number, not 'banana'"),
-    ("optimizer.optimizer_cpu_offload=maybe", "takes True or False"),
-    ("model.pipeline_model_parallel_size=2.5", "takes a whole number"),
-])
+@pytest.mark.parametrize(
+    ("item", "fragment"),
+    [
+        ("optimizer.optimizer_offload_fraction=banana", "takes a number, not 'banana'"),
+        ("optimizer.optimizer_cpu_offload=maybe", "takes True or False"),
+        ("model.pipeline_model_parallel_size=2.5", "takes a whole number"),
+    ],
+)
 def test_set_value_of_the_wrong_type_is_an_error(item, fragment):
     for command in (["check"], ["diagnose", MULTIRANK], ["estimate"]):
         result = run(*command, "--set", item)
@@ -245,8 +271,14 @@ def test_set_value_of_the_wrong_type_is_an_error(item, fragment):
 def test_set_null_and_right_types_are_accepted():
     from offloaddoctor.config.overrides import parse_overrides
 
-    values = parse_overrides(["model.virtual_pipeline_model_parallel_size=null", "optimizer.optimizer_offload_fraction=1",
-                              "optimizer.optimizer_cpu_offload=1", "model.num_layers=8"])
+    values = parse_overrides(
+        [
+            "model.virtual_pipeline_model_parallel_size=null",
+            "optimizer.optimizer_offload_fraction=1",
+            "optimizer.optimizer_cpu_offload=1",
+            "model.num_layers=8",
+        ]
+    )
     assert [v.value for v in values] == [None, 1, 1, 8]
 
 
@@ -263,13 +295,16 @@ def test_a_config_value_of_the_wrong_type_makes_its_constraints_not_checkable(tm
 # --- one vocabulary ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("command", "offered"), [
-    (["check"], "<auto|terminal|text|json>"),
-    (["estimate"], "<text|json|markdown>"),  # markdown is implemented there
-    (["compare"], "<text|json>"),
-    (["bisect"], "<text|json>"),
-    (["signatures"], "<text|json>"),
-])
+@pytest.mark.parametrize(
+    ("command", "offered"),
+    [
+        (["check"], "<auto|terminal|text|json>"),
+        (["estimate"], "<text|json|markdown>"),  # markdown is implemented there
+        (["compare"], "<text|json>"),
+        (["bisect"], "<text|json>"),
+        (["signatures"], "<text|json>"),
+    ],
+)
 def test_formats_offered_only_where_implemented(command, offered):
     result = run(*command, "--help")
     assert offered in result.stdout and "junit" not in result.stdout and "github" not in result.stdout
@@ -292,8 +327,12 @@ def test_metavars_and_names():
 
 
 def _main(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "offloaddoctor", *argv], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "100"})
+    return subprocess.run(
+        [sys.executable, "-m", "offloaddoctor", *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100"},
+    )
 
 
 def test_bare_command_prints_help_to_stdout_with_full_summaries():
@@ -305,8 +344,15 @@ def test_bare_command_prints_help_to_stdout_with_full_summaries():
     assert "all violations at once." in " ".join(commands.split())
 
 
-@pytest.mark.parametrize("argv", [["diagnose", "--bogus", "x.log"], ["check", "--format", "junit", "x.yaml"],
-                                  ["compare", "only-one.log"], ["diagnose"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["diagnose", "--bogus", "x.log"],
+        ["check", "--format", "junit", "x.yaml"],
+        ["compare", "only-one.log"],
+        ["diagnose"],
+    ],
+)
 def test_usage_errors_are_one_line_like_every_other_error(argv):
     result = _main(*argv)
     assert result.returncode == 2
@@ -318,8 +364,13 @@ def test_usage_errors_are_one_line_like_every_other_error(argv):
 def test_ctrl_c_exits_130():
     # diagnose on the fast road, diagnose through typer (a short-option cluster), and another command
     for argv in (["diagnose", "-"], ["diagnose", "-", "-rv"], ["metrics", "-"]):
-        process = subprocess.Popen([sys.executable, "-m", "offloaddoctor", *argv], stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "offloaddoctor", *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(2)  # waiting for standard input
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
@@ -347,8 +398,12 @@ def test_readme_headline_example_runs_from_fixtures():
     block = readme.split("```\n$ cd ", 1)[1].split("```", 1)[0].splitlines()
     directory, command, expected = block[0], block[1], block[2:]
     assert command.startswith("$ offloaddoctor diagnose ")
-    result = subprocess.run([sys.executable, "-m", "offloaddoctor", *command[2:].split()[1:], "--format", "text"],
-                            cwd=REPO / directory, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "offloaddoctor", *command[2:].split()[1:], "--format", "text"],
+        cwd=REPO / directory,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1, result.stderr
     output = result.stdout.splitlines()
     # README lines appear in order; consecutive README lines are consecutive output lines; `…` skips lines.

@@ -19,7 +19,9 @@ def store_of(**values) -> ConfigStore:
 
 
 def test_suggestions_are_not_config_keys():
-    assert not is_known("optimizer.suggested_offload_fraction") and not is_known("model.suggested_virtual_pipeline_size")
+    assert not is_known("optimizer.suggested_offload_fraction") and not is_known(
+        "model.suggested_virtual_pipeline_size"
+    )
     store = store_of(optimizer__optimizer_offload_fraction=0.3)
     assert store.resolve("optimizer.suggested_offload_fraction") is None
     assert fix_values(store) == {"suggested.offload_fraction": 0.5}

@@ -109,8 +109,19 @@ def unreadable(tmp_path, case):
     raise AssertionError(case)
 
 
-UNREADABLE = ["binary", "binary-in-gz", "corrupt-gz", "gz-magic-only", "dir-without-logs", "symlink-loop",
-              "dangling-symlink", "fifo", "device", "missing", "glob-of-directories"]
+UNREADABLE = [
+    "binary",
+    "binary-in-gz",
+    "corrupt-gz",
+    "gz-magic-only",
+    "dir-without-logs",
+    "symlink-loop",
+    "dangling-symlink",
+    "fifo",
+    "device",
+    "missing",
+    "glob-of-directories",
+]
 
 
 @pytest.mark.parametrize("case", UNREADABLE)
@@ -161,14 +172,35 @@ def damaged(tmp_path, case):
         return path
     path = tmp_path / "job.log.gz"
     compressed = gzip.compress(real)
-    path.write_bytes({"truncated-gz": compressed[: len(compressed) // 2], "gz-trailing-garbage": compressed + b"garbage\n",
-                      "empty-gz-name": b""}[case])
+    path.write_bytes(
+        {
+            "truncated-gz": compressed[: len(compressed) // 2],
+            "gz-trailing-garbage": compressed + b"garbage\n",
+            "empty-gz-name": b"",
+        }[case]
+    )
     return path
 
 
-DAMAGED = ["empty", "invalid-utf8", "nul-bytes", "crlf-and-progress", "no-final-newline", "binary-tail",
-           "truncated-gz", "gz-trailing-garbage", "empty-gz-name"]
-FINDS_THE_ERROR = {"invalid-utf8", "nul-bytes", "crlf-and-progress", "no-final-newline", "binary-tail", "gz-trailing-garbage"}
+DAMAGED = [
+    "empty",
+    "invalid-utf8",
+    "nul-bytes",
+    "crlf-and-progress",
+    "no-final-newline",
+    "binary-tail",
+    "truncated-gz",
+    "gz-trailing-garbage",
+    "empty-gz-name",
+]
+FINDS_THE_ERROR = {
+    "invalid-utf8",
+    "nul-bytes",
+    "crlf-and-progress",
+    "no-final-newline",
+    "binary-tail",
+    "gz-trailing-garbage",
+}
 
 
 @pytest.mark.parametrize("case", DAMAGED)
@@ -187,8 +219,9 @@ def test_damaged_logs_are_read_as_far_as_valid(tmp_path, case):
 
 
 def test_standard_input_binary_and_invalid_utf8():
-    assert_one_line_error(RUNNER.invoke(app, ["diagnose", "-"], input=os.urandom(2048) + b"\x00" * 2048),
-                          "<stdin>", "binary")
+    assert_one_line_error(
+        RUNNER.invoke(app, ["diagnose", "-"], input=os.urandom(2048) + b"\x00" * 2048), "<stdin>", "binary"
+    )
     result = RUNNER.invoke(app, ["diagnose", "-", "-f", "json"], input=b"\xff\xfe\x80" + PP_LOG.read_bytes())
     assert result.exit_code == 1 and json.loads(result.stdout)["findings"][0]["id"] == "pp-cpu-offload"
 
@@ -289,9 +322,28 @@ def bad_config(tmp_path, case):
     raise AssertionError(case)
 
 
-BAD_CONFIGS = ["alias-bomb", "list-top-level", "scalar-top-level", "duplicate-key", "invalid-yaml", "empty",
-               "deep-lists", "deep-mappings", "deep-block-sequences", "nul-character", "invalid-utf8", "binary", "too-large", "directory",
-               "fifo", "fifo-script", "device", "symlink-loop", "missing", "script-without-flags"]
+BAD_CONFIGS = [
+    "alias-bomb",
+    "list-top-level",
+    "scalar-top-level",
+    "duplicate-key",
+    "invalid-yaml",
+    "empty",
+    "deep-lists",
+    "deep-mappings",
+    "deep-block-sequences",
+    "nul-character",
+    "invalid-utf8",
+    "binary",
+    "too-large",
+    "directory",
+    "fifo",
+    "fifo-script",
+    "device",
+    "symlink-loop",
+    "missing",
+    "script-without-flags",
+]
 
 
 @pytest.mark.parametrize("case", BAD_CONFIGS)
@@ -308,7 +360,9 @@ def test_bad_configs_are_one_line_errors_everywhere(tmp_path, case):
 def test_duplicate_keys_name_both_lines(tmp_path):
     # Refused, as OmegaConf (which Megatron-Bridge loads configs with) refuses them; PyYAML would keep the last.
     config = tmp_path / "dup.yaml"
-    config.write_text("model:\n  pipeline_model_parallel_size: 2\n  cpu_offloading: true\n  pipeline_model_parallel_size: 1\n")
+    config.write_text(
+        "model:\n  pipeline_model_parallel_size: 2\n  cpu_offloading: true\n  pipeline_model_parallel_size: 1\n"
+    )
     one_line_error(["check", config], "dup.yaml:4: duplicate key 'pipeline_model_parallel_size' (first at line 2)")
 
 
@@ -335,7 +389,11 @@ def test_set_without_equals():
 @pytest.mark.parametrize(
     ("name", "text", "fragment"),
     [
-        (".offloaddoctor.yaml", 'fail_on: !!python/object/apply:os.system ["touch PWNED"]\n', "cannot read project settings"),
+        (
+            ".offloaddoctor.yaml",
+            'fail_on: !!python/object/apply:os.system ["touch PWNED"]\n',
+            "cannot read project settings",
+        ),
         (".offloaddoctor.yaml", "fail_on: " + "[" * 600 + "]" * 600 + "\n", "nested too deeply"),
         (".offloaddoctor.yaml", "fail_on: never\nfail_on: error\n", "duplicate key 'fail_on'"),
         (".offloaddoctor.yaml", "- fail_on\n", "must be a mapping"),
@@ -356,12 +414,31 @@ def test_hostile_project_settings_are_one_line_errors(tmp_path, monkeypatch, nam
 
 
 def run_module(*args, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "offloaddoctor", *map(str, args)], capture_output=True, text=True,
-                          timeout=60, cwd=cwd, env={**os.environ, "NO_COLOR": "1", **(env or {})}, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "offloaddoctor", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+        check=False,
+    )
 
 
-@pytest.mark.parametrize("case", ["binary-log", "fifo-log", "device-log", "fifo-config", "device-config", "deep-config",
-                                  "tagged-config", "set-without-equals", "bad-project-file"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "binary-log",
+        "fifo-log",
+        "device-log",
+        "fifo-config",
+        "device-config",
+        "deep-config",
+        "tagged-config",
+        "set-without-equals",
+        "bad-project-file",
+    ],
+)
 def test_the_installed_command_never_shows_a_traceback(tmp_path, case):
     config = tmp_path / "cfg.yaml"
     if case == "binary-log":
@@ -407,9 +484,13 @@ def test_output_is_written_whatever_the_console_encoding(tmp_path, encoding):
     message = "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading é − \u202e"
     (logs / os.fsdecode(b"rank0-\xff\xfe.log")).write_text(message + "\n", encoding="utf-8")
     for fmt in ("text", "json", "junit", "terminal"):
-        result = subprocess.run([sys.executable, "-m", "offloaddoctor", "diagnose", str(logs), "-f", fmt, "--details"],
-                                capture_output=True, timeout=60, env={**os.environ, "PYTHONIOENCODING": encoding},
-                                check=False)
+        result = subprocess.run(
+            [sys.executable, "-m", "offloaddoctor", "diagnose", str(logs), "-f", fmt, "--details"],
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, "PYTHONIOENCODING": encoding},
+            check=False,
+        )
         assert result.returncode == 1 and result.stderr == b"", result.stderr.decode(errors="replace")
         shown = result.stdout.decode("utf-8")
         if fmt == "json":
@@ -450,8 +531,15 @@ def test_a_single_1gb_line_is_cut_not_loaded(one_gb_line, reader, command):
     # grep on PATH the block reader does the whole read.
     env = {**os.environ, **({"PATH": ""} if reader == "block-reader" else {})}
     args = [command, str(one_gb_line), "-f", "json"]
-    run = subprocess.run([sys.executable, "-c", PEAK_RSS, *args], capture_output=True, text=True, timeout=300,
-                         env=env, cwd=REPO, check=True)
+    run = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+        check=True,
+    )
     returncode, stdout, stderr, peak_kb = json.loads(run.stdout)
     assert returncode in (0, 1), stderr
     assert "Traceback" not in stderr
@@ -501,12 +589,15 @@ def test_a_directory_that_cannot_be_listed_is_one_line(tmp_path, monkeypatch):
             if os.fspath(path) == locked:
                 raise PermissionError(13, "Permission denied", locked)
             return real(path)
+
         return listing
 
     monkeypatch.setattr(os, "scandir", refusing(os.scandir))
     monkeypatch.setattr(os, "listdir", refusing(os.listdir))
     for recursive in ([], ["--recursive"]):
-        one_line_error(["diagnose", *recursive, tmp_path / "logs"], "logs", "cannot list the directory", "Permission denied")
+        one_line_error(
+            ["diagnose", *recursive, tmp_path / "logs"], "logs", "cannot list the directory", "Permission denied"
+        )
 
 
 def test_a_listed_log_that_is_gone_when_read_is_a_note_and_the_run_goes_on(tmp_path, monkeypatch):

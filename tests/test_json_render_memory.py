@@ -17,8 +17,11 @@ from offloaddoctor.render.text_safety import inert_json
 
 from .conftest import FIXTURES
 
-VALUES = st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(),
-                      lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner), max_leaves=30)
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    max_leaves=30,
+)
 
 
 @settings(max_examples=200, deadline=None)

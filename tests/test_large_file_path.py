@@ -46,12 +46,18 @@ def _mixed_log(tmp_path, iterations: int):
         if i % 1499 == 0:  # an iteration line that holds another literal too: two grep records, one line
             lines[-1] += " | note: RuntimeError: retried |"
         if i == iterations // 3:
-            lines += ["[rank2]: Traceback (most recent call last):", '[rank2]:   File "train.py", line 9, in <module>',
-                      *[f"[rank7]: {mlm_line(i, 999.0 + k)}" for k in range(60)], "[rank2]: ValueError: not a real failure"]
+            lines += [
+                "[rank2]: Traceback (most recent call last):",
+                '[rank2]:   File "train.py", line 9, in <module>',
+                *[f"[rank7]: {mlm_line(i, 999.0 + k)}" for k in range(60)],
+                "[rank2]: ValueError: not a real failure",
+            ]
         if i == iterations // 2:
             lines += head  # the job restarted in the same log: a second arguments block
-    lines.append("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "
-                 "capacity of 79.11 GiB of which 1.06 GiB is free.")
+    lines.append(
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "
+        "capacity of 79.11 GiB of which 1.06 GiB is free."
+    )
     path = tmp_path / "mixed.log"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -67,8 +73,12 @@ def test_iteration_lines_thinned_in_bulk_give_the_streamed_sample(tmp_path, cata
 
     def scan():
         result = Scanner(build_matchers(catalog)).scan([LogSource(str(path))])
-        return ({k: [(r.line, r.iteration, r.elapsed_ms) for r in v] for k, v in result.iterations.items()},
-                result.lines_read, [(a.matcher_id, a.count, a.evidence) for a in result.aggregates], result.exceptions)
+        return (
+            {k: [(r.line, r.iteration, r.elapsed_ms) for r in v] for k, v in result.iterations.items()},
+            result.lines_read,
+            [(a.matcher_id, a.count, a.evidence) for a in result.aggregates],
+            result.exceptions,
+        )
 
     block_road = scan()
     monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
@@ -80,10 +90,12 @@ def test_iteration_lines_thinned_in_bulk_give_the_streamed_sample(tmp_path, cata
     assert len(block_road[0]) == 2 and all(len(v) > 100 for v in block_road[0].values())
 
 
-@pytest.mark.skipif(grep_prefilter.gnu_grep() is None or __import__("shutil").which("gzip") is None,
-                    reason="needs GNU grep and gzip")
-@pytest.mark.parametrize("log", LOGS[:6] + [FIXTURES / "oom-fragmentation-multirank" / "job.log"],
-                         ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.skipif(
+    grep_prefilter.gnu_grep() is None or __import__("shutil").which("gzip") is None, reason="needs GNU grep and gzip"
+)
+@pytest.mark.parametrize(
+    "log", LOGS[:6] + [FIXTURES / "oom-fragmentation-multirank" / "job.log"], ids=lambda p: str(p.relative_to(FIXTURES))
+)
 def test_a_large_gz_decompressed_by_gzip_gives_the_same_report(log, catalog, monkeypatch, tmp_path):
     import gzip
     import tempfile

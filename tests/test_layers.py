@@ -38,7 +38,9 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             if node.module == "offloaddoctor":  # `from offloaddoctor import x`: x is a part, or __version__
-                found += [(node.lineno, f"offloaddoctor.{a.name}" if a.name in RANK else "offloaddoctor") for a in node.names]
+                found += [
+                    (node.lineno, f"offloaddoctor.{a.name}" if a.name in RANK else "offloaddoctor") for a in node.names
+                ]
             else:
                 found.append((node.lineno, node.module))
     return found
@@ -48,7 +50,11 @@ def violations(package: Path = PACKAGE) -> list[str]:
     problems = []
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package)
-        own = relative.parts[0].removesuffix(".py") if len(relative.parts) > 1 or relative.stem != "__init__" else "__init__"
+        own = (
+            relative.parts[0].removesuffix(".py")
+            if len(relative.parts) > 1 or relative.stem != "__init__"
+            else "__init__"
+        )
         if own not in RANK:
             problems.append(f"{relative}: not in the layer order (add it to LAYERS and conventions.md)")
             continue
@@ -72,8 +78,9 @@ def test_the_check_sees_an_upward_import_and_a_sibling_import(tmp_path):
     (tmp_path / "catalog").mkdir()
     (tmp_path / "catalog" / "loader.py").write_text("def f():\n    from offloaddoctor.analysis.fact_parsers import X\n")
     (tmp_path / "memory").mkdir()
-    (tmp_path / "memory" / "model.py").write_text("from offloaddoctor.metrics.model import RunMetrics\n"
-                                                 "from offloaddoctor.config.values import ConfigStore\n")
+    (tmp_path / "memory" / "model.py").write_text(
+        "from offloaddoctor.metrics.model import RunMetrics\nfrom offloaddoctor.config.values import ConfigStore\n"
+    )
     (tmp_path / "errors.py").write_text("from offloaddoctor import __version__\n")
     assert violations(tmp_path) == [
         "catalog/loader.py:2: imports offloaddoctor.analysis.fact_parsers: a higher layer (analysis over catalog)",
@@ -83,4 +90,6 @@ def test_the_check_sees_an_upward_import_and_a_sibling_import(tmp_path):
 
 def test_the_written_order_has_every_part_once():
     names = [name for rank in LAYERS for name in rank]
-    assert len(names) == len(set(names)) and {"cli", "api", "analysis", "metrics", "memory", "config", "logs"} <= set(names)
+    assert len(names) == len(set(names)) and {"cli", "api", "analysis", "metrics", "memory", "config", "logs"} <= set(
+        names
+    )

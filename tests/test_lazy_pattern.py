@@ -42,7 +42,11 @@ def test_every_method_answers_as_the_compiled_pattern(index, text):
     assert lazy.subn("", text) == compiled.subn("", text)
     assert lazy.split(text) == compiled.split(text)
     assert (lazy.pattern, lazy.flags, lazy.groups, lazy.groupindex) == (
-        compiled.pattern, compiled.flags, compiled.groups, compiled.groupindex)
+        compiled.pattern,
+        compiled.flags,
+        compiled.groups,
+        compiled.groupindex,
+    )
 
 
 def test_compiled_on_first_use_and_then_its_own_methods():

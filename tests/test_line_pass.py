@@ -116,8 +116,11 @@ def test_traceback_tracker_hands_over_the_exception_line_and_gives_up_on_a_runaw
 def test_a_traceback_pasted_up_to_its_last_frame_ends_at_the_raise():
     cut = []
     tracker = TracebackTracker(lambda line, text: None, cut.append)
-    lines = ["Traceback (most recent call last):", '  File "train.py", line 9, in step',
-             "    raise RuntimeError(\"optimizer state does not fit\")"]
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 9, in step',
+        '    raise RuntimeError("optimizer state does not fit")',
+    ]
     for number, text in enumerate(lines, 1):
         tracker.feed(Line("x", number, 3, text, text, True))
         tracker.wants_every_line(number)
@@ -147,8 +150,15 @@ def test_compare_reads_each_log_once(monkeypatch):
     assert sorted(opened) == ["baseline.log", "opt050.log"]
 
 
-@pytest.mark.parametrize("case", ["compare-family/opt050.log", "oom-fragmentation-multirank/job.log",
-                                  "optimizer-offload-slowdown-restart/job.log", "unmatched-failure/job.log"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "compare-family/opt050.log",
+        "oom-fragmentation-multirank/job.log",
+        "optimizer-offload-slowdown-restart/job.log",
+        "unmatched-failure/job.log",
+    ],
+)
 def test_one_shared_pass_equals_the_two_separate_reads(case, catalog):
     path = str(FIXTURES / case)
     matchers = build_matchers(catalog)
@@ -181,14 +191,18 @@ def test_a_python_warning_printed_every_step_is_not_a_candidate(line, catalog):
     assert [literal for literal in scanner.literals if literal in line] == []
 
 
-@pytest.mark.parametrize("launch", [
-    "python3.12 -m torch.distributed.run --nproc_per_node 8 pretrain_gpt.py --num-layers 16",
-    "/usr/bin/python3 pretrain_gpt.py --num-layers 16",
-    "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 16",
-    "python -m megatron.training.pretrain --num-layers 16",
-    "+ python3.11 /opt/Megatron-LM/pretrain_gpt.py --num-layers=16",
-])
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "python3.12 -m torch.distributed.run --nproc_per_node 8 pretrain_gpt.py --num-layers 16",
+        "/usr/bin/python3 pretrain_gpt.py --num-layers 16",
+        "torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 16",
+        "python -m megatron.training.pretrain --num-layers 16",
+        "+ python3.11 /opt/Megatron-LM/pretrain_gpt.py --num-layers=16",
+    ],
+)
 def test_launch_lines_are_still_read_for_config(launch, catalog):
     result = Scanner(build_matchers(catalog)).scan_lines("job.log", [launch])
     assert [(v.key, v.value) for c in result.collectors for v in c.values if v.key.endswith("num_layers")] == [
-        ("model.num_layers", 16)]
+        ("model.num_layers", 16)
+    ]

@@ -7,8 +7,28 @@ from hypothesis import strategies as st
 
 from offloaddoctor.logs.literal_cover import cover_literals
 
-words = st.sampled_from(["offload", "optimizer", "Error", "cuda", "NCCL", "timed", "out", "of", "memory", "with",
-                         "supported", "x", "Ab", "CPU", "states", "-", "_", " "])
+words = st.sampled_from(
+    [
+        "offload",
+        "optimizer",
+        "Error",
+        "cuda",
+        "NCCL",
+        "timed",
+        "out",
+        "of",
+        "memory",
+        "with",
+        "supported",
+        "x",
+        "Ab",
+        "CPU",
+        "states",
+        "-",
+        "_",
+        " ",
+    ]
+)
 literal = st.lists(words, min_size=1, max_size=6).map("".join).filter(lambda s: s.strip()).map(str.encode)
 
 
@@ -23,7 +43,11 @@ def test_every_literal_contains_a_pattern_and_every_pattern_comes_from_the_liter
 
 
 def test_a_shared_word_replaces_the_literals_that_hold_it():
-    literals = [b"CPU offloading can be done only", b"cannot be enabled with cpu_offloading", b"Pipeline with CPU offloading"]
+    literals = [
+        b"CPU offloading can be done only",
+        b"cannot be enabled with cpu_offloading",
+        b"Pipeline with CPU offloading",
+    ]
     assert cover_literals(literals, b"iteration 10 | loss 1.0\n" * 1000) == [b"offloading"]
 
 

@@ -19,9 +19,11 @@ from .conftest import FIXTURES
 
 BRIDGE = FIXTURES / "bridge-0.3.1"
 SUMMARY_050 = (BRIDGE / "startup-summary-optimizer-offload-050.log").read_text()
-OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 79.18 GiB "
-       "of which 680.19 MiB is free. Including non-PyTorch memory, this process has 78.51 GiB memory in use. Of the "
-       "allocated memory 76.00 GiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.")
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 79.18 GiB "
+    "of which 680.19 MiB is free. Including non-PyTorch memory, this process has 78.51 GiB memory in use. Of the "
+    "allocated memory 76.00 GiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated."
+)
 PP_ERROR = "[rank0]: ValueError: Currently there is no support for Pipeline parallelism with CPU offloading"
 
 
@@ -85,8 +87,11 @@ def test_a_summary_cut_by_other_output_stops_there_and_assumes_no_defaults():
 def test_a_title_followed_by_endless_blank_lines_stops_being_a_block():
     from offloaddoctor.config.bridge_summary import MAX_BLOCK_LINES
 
-    collector = collect("Configuration Summary (Non-Default Values vs Megatron Core)\n" + "\n" * (MAX_BLOCK_LINES + 10)
-                        + "  optimizer_cpu_offload: True\n")
+    collector = collect(
+        "Configuration Summary (Non-Default Values vs Megatron Core)\n"
+        + "\n" * (MAX_BLOCK_LINES + 10)
+        + "  optimizer_cpu_offload: True\n"
+    )
     assert collector.in_arguments is False
     assert collector.values == []
 
@@ -134,8 +139,9 @@ def test_real_bridge_run_config_yaml_parses(name):
 
 
 def test_bridge_run_config_confirms_the_oom_finding():
-    report = diagnose([str(FIXTURES / "oom-old-cached-wording" / "job.log")],
-                      [str(BRIDGE / "run_config-optimizer-offload-050.yaml")])
+    report = diagnose(
+        [str(FIXTURES / "oom-old-cached-wording" / "job.log")], [str(BRIDGE / "run_config-optimizer-offload-050.yaml")]
+    )
     assert report.findings[0].id == "oom-partial-optimizer-offload"
     assert report.findings[0].config.verdict == "confirmed"
 
@@ -143,13 +149,16 @@ def test_bridge_run_config_confirms_the_oom_finding():
 # ---- 2. other failure wordings ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("line", [
-    "RuntimeError: CUDA error: out of memory",
-    "gpu-node-07:2150:2387 [3] include/alloc.h:228 NCCL WARN Cuda failure 2 'out of memory'",
-    "gpu-node-07:2150:2387 [3] include/alloc.h:125 NCCL WARN Failed to CUDA calloc 6291456 bytes",
-    "Cuda failure 'out of memory'",
-    "RuntimeError: CUDA out of memory.",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: out of memory",
+        "gpu-node-07:2150:2387 [3] include/alloc.h:228 NCCL WARN Cuda failure 2 'out of memory'",
+        "gpu-node-07:2150:2387 [3] include/alloc.h:125 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+        "Cuda failure 'out of memory'",
+        "RuntimeError: CUDA out of memory.",
+    ],
+)
 def test_an_oom_without_figures_is_still_an_oom_and_says_what_to_collect(line):
     report = diagnose_text(line)
     assert [f.id for f in report.findings][:1] == ["oom-capacity"]
@@ -163,8 +172,10 @@ def test_an_oom_with_figures_does_not_say_they_are_missing():
 
 
 def test_the_oldest_cached_wording_gives_its_figures():
-    facts = parse_oom("RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; "
-                      "8.57 MiB already allocated; 9.28 GiB free; 4.68 MiB cached)")
+    facts = parse_oom(
+        "RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; "
+        "8.57 MiB already allocated; 9.28 GiB free; 4.68 MiB cached)"
+    )
     assert facts["reserved_bytes"] == round(4.68 * 2**20)
     assert facts["fragmentation_suspected"] is False
 
@@ -180,26 +191,30 @@ def test_ub_registration_failure_needs_user_buffers_on():
 
 
 def test_a_raise_in_an_earlier_frame_is_not_the_failure():
-    text = "\n".join([
-        "Traceback (most recent call last):",
-        '  File "a.py", line 3, in <module>',
-        "    raise wrap(error)",
-        '  File "a.py", line 9, in wrap',
-        "    return build(error)",
-    ])
+    text = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "a.py", line 3, in <module>',
+            "    raise wrap(error)",
+            '  File "a.py", line 9, in wrap',
+            "    return build(error)",
+        ]
+    )
     assert diagnose_text(text).unmatched is None
 
 
 def test_a_cut_traceback_loses_to_a_complete_one_after_it():
-    text = "\n".join([
-        "Traceback (most recent call last):",
-        '  File "a.py", line 3, in <module>',
-        '    raise ValueError("first")',
-        "Traceback (most recent call last):",
-        '  File "b.py", line 3, in <module>',
-        "    f()",
-        "KeyError: 'second'",
-    ])
+    text = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "a.py", line 3, in <module>',
+            '    raise ValueError("first")',
+            "Traceback (most recent call last):",
+            '  File "b.py", line 3, in <module>',
+            "    f()",
+            "KeyError: 'second'",
+        ]
+    )
     assert diagnose_text(text).unmatched.text == "KeyError: 'second'"
 
 
@@ -232,24 +247,44 @@ def test_torchrun_exit_status_is_the_failure_line_only_when_nothing_explains_it(
 
 
 def test_validate_args_assertion_with_its_message_is_the_failure_not_a_vpp_finding():
-    text = "\n".join([
-        "[rank0]: Traceback (most recent call last):",
-        '[rank0]:   File "/workspace/Megatron-LM/megatron/training/arguments.py", line 412, in validate_args',
-        "[rank0]:     assert num_layers % args.transformer_pipeline_model_parallel_size == 0, \\",
-        "[rank0]: AssertionError: Number of layers should be divisible by the pipeline-model-parallel size",
-    ])
-    report = diagnose_text(text, {"model.num_layers": 30, "model.pipeline_model_parallel_size": 4,
-                                  "model.virtual_pipeline_model_parallel_size": 2})
+    text = "\n".join(
+        [
+            "[rank0]: Traceback (most recent call last):",
+            '[rank0]:   File "/workspace/Megatron-LM/megatron/training/arguments.py", line 412, in validate_args',
+            "[rank0]:     assert num_layers % args.transformer_pipeline_model_parallel_size == 0, \\",
+            "[rank0]: AssertionError: Number of layers should be divisible by the pipeline-model-parallel size",
+        ]
+    )
+    report = diagnose_text(
+        text,
+        {
+            "model.num_layers": 30,
+            "model.pipeline_model_parallel_size": 4,
+            "model.virtual_pipeline_model_parallel_size": 2,
+        },
+    )
     assert report.findings == []
     assert report.unmatched.text.startswith("AssertionError: Number of layers should be divisible")
 
 
 def test_validate_args_pp_split_is_not_a_vpp_finding():
-    report = diagnose_text("ok", {"model.num_layers": 30, "model.pipeline_model_parallel_size": 4,
-                                  "model.virtual_pipeline_model_parallel_size": 2})
+    report = diagnose_text(
+        "ok",
+        {
+            "model.num_layers": 30,
+            "model.pipeline_model_parallel_size": 4,
+            "model.virtual_pipeline_model_parallel_size": 2,
+        },
+    )
     assert "vpp-layer-divisibility" not in [f.id for f in report.findings]
-    report = diagnose_text("ok", {"model.num_layers": 36, "model.pipeline_model_parallel_size": 4,
-                                  "model.virtual_pipeline_model_parallel_size": 2})
+    report = diagnose_text(
+        "ok",
+        {
+            "model.num_layers": 36,
+            "model.pipeline_model_parallel_size": 4,
+            "model.virtual_pipeline_model_parallel_size": 2,
+        },
+    )
     assert "vpp-layer-divisibility" in [f.id for f in report.findings]  # 9 per stage: a real VPP violation
 
 
@@ -257,7 +292,9 @@ def test_validate_args_pp_split_is_not_a_vpp_finding():
 
 
 def test_config_with_the_bug_shape_contradicts_the_error_and_names_the_bug():
-    finding = diagnose_text(PP_ERROR, {"model.cpu_offloading_num_layers": 0, "model.pipeline_model_parallel_size": 2}).findings[0]
+    finding = diagnose_text(
+        PP_ERROR, {"model.cpu_offloading_num_layers": 0, "model.pipeline_model_parallel_size": 2}
+    ).findings[0]
     assert finding.id == "pp-cpu-offload"
     assert finding.config.verdict == "contradicted"
     assert "Megatron-Bridge#2992" in finding.config.explanation
@@ -273,12 +310,21 @@ def test_an_affected_version_line_names_the_bug(line):
     assert finding.known_issues[0].version == line.split()[-1].split("==")[-1]
 
 
-@pytest.mark.parametrize("text,config", [
-    ("megatron-bridge 0.4.0\n" + PP_ERROR, {}),  # fixed release
-    (PP_ERROR, {"model.cpu_offloading": True, "model.pipeline_model_parallel_size": 2}),  # really asked for
-    ("megatron-bridge==0.3.1\n" + PP_ERROR, {"model.cpu_offloading": True, "model.cpu_offloading_num_layers": 0,
-                                            "model.pipeline_model_parallel_size": 2}),
-])
+@pytest.mark.parametrize(
+    "text,config",
+    [
+        ("megatron-bridge 0.4.0\n" + PP_ERROR, {}),  # fixed release
+        (PP_ERROR, {"model.cpu_offloading": True, "model.pipeline_model_parallel_size": 2}),  # really asked for
+        (
+            "megatron-bridge==0.3.1\n" + PP_ERROR,
+            {
+                "model.cpu_offloading": True,
+                "model.cpu_offloading_num_layers": 0,
+                "model.pipeline_model_parallel_size": 2,
+            },
+        ),
+    ],
+)
 def test_no_known_bug_where_nothing_points_at_it(text, config):
     finding = diagnose_text(text, config).findings[0]
     assert finding.known_issues == []
@@ -286,8 +332,10 @@ def test_no_known_bug_where_nothing_points_at_it(text, config):
 
 
 def test_known_issues_reach_the_json_report():
-    report = diagnose([str(FIXTURES / "bridge-2992-pp-offload-layers-0" / "job.log")],
-                      [str(FIXTURES / "configs" / "bridge-override-pp2-offload-layers-0.yaml")])
+    report = diagnose(
+        [str(FIXTURES / "bridge-2992-pp-offload-layers-0" / "job.log")],
+        [str(FIXTURES / "configs" / "bridge-override-pp2-offload-layers-0.yaml")],
+    )
     entry = json.loads(render_json(report))["findings"][0]["known_issues"][0]
     assert entry["id"] == "Megatron-Bridge#2992" and entry["matched_by"] == ["config"]
     assert entry["versions"] == ["0.3.1", "0.4.0rc0"]
@@ -299,8 +347,11 @@ def test_json_has_no_known_issues_key_when_there_are_none():
 
 def test_a_broken_known_issue_entry_is_a_catalogue_problem(tmp_path):
     text = (FIXTURES.parent / "signatures" / "pp-cpu-offload.yaml").read_text()
-    text = text.replace("id: pp-cpu-offload", "id: my-pp").replace("package: megatron-bridge", "package: nemo") \
-               .replace("model.cpu_offloading_num_layers, eq: 0", "model.no_such_key, eq: 0")
+    text = (
+        text.replace("id: pp-cpu-offload", "id: my-pp")
+        .replace("package: megatron-bridge", "package: nemo")
+        .replace("model.cpu_offloading_num_layers, eq: 0", "model.no_such_key, eq: 0")
+    )
     (tmp_path / "my-pp.yaml").write_text(text)
     with pytest.raises(CatalogError) as error:
         load_catalog([tmp_path], include_builtin=False)
@@ -312,16 +363,21 @@ def test_a_broken_known_issue_entry_is_a_catalogue_problem(tmp_path):
 
 
 def close_call_message(capacity: str, requested: str, slack: str) -> str:
-    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {requested}. GPU 0 has a total capacity of "
-            f"{capacity} of which 312.81 MiB is free. Including non-PyTorch memory, this process has 15.46 GiB memory "
-            f"in use. Of the allocated memory 14.04 GiB is allocated by PyTorch, and {slack} is reserved by PyTorch "
-            "but unallocated.")
+    return (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {requested}. GPU 0 has a total capacity of "
+        f"{capacity} of which 312.81 MiB is free. Including non-PyTorch memory, this process has 15.46 GiB memory "
+        f"in use. Of the allocated memory 14.04 GiB is allocated by PyTorch, and {slack} is reserved by PyTorch "
+        "but unallocated."
+    )
 
 
-@pytest.mark.parametrize("capacity,requested,slack", [
-    ("15.77 GiB", "546.00 MiB", "736.86 MiB"),  # 16 GB card, expandable segments fixed it in that thread
-    ("31.75 GiB", "786.00 MiB", "1.15 GiB"),  # 32 GB V100
-])
+@pytest.mark.parametrize(
+    "capacity,requested,slack",
+    [
+        ("15.77 GiB", "546.00 MiB", "736.86 MiB"),  # 16 GB card, expandable segments fixed it in that thread
+        ("31.75 GiB", "786.00 MiB", "1.15 GiB"),  # 32 GB V100
+    ],
+)
 def test_real_small_gpu_ooms_are_close_calls_with_the_zero_cost_fix_first(capacity, requested, slack):
     finding = diagnose_text(close_call_message(capacity, requested, slack)).findings[0]
     assert finding.id == "oom-capacity"
@@ -331,15 +387,19 @@ def test_real_small_gpu_ooms_are_close_calls_with_the_zero_cost_fix_first(capaci
 
 
 def test_expandable_segments_already_on_is_no_close_call():
-    finding = diagnose_text(close_call_message("15.77 GiB", "546.00 MiB", "736.86 MiB"),
-                            {"env.PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}).findings[0]
+    finding = diagnose_text(
+        close_call_message("15.77 GiB", "546.00 MiB", "736.86 MiB"),
+        {"env.PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    ).findings[0]
     assert EXPANDABLE_SEGMENTS not in finding.overrides
     assert "fragmentation_close_call" not in finding.facts
 
 
 def test_tiny_slack_is_no_close_call():
-    facts = parse_oom("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; "
-                      "14.56 GiB already allocated; 3.44 MiB free; 14.68 GiB reserved in total by PyTorch)")
+    facts = parse_oom(
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; "
+        "14.56 GiB already allocated; 3.44 MiB free; 14.68 GiB reserved in total by PyTorch)"
+    )
     assert "fragmentation_close_call" not in facts  # 120 MiB is 0.8 % of the GPU
 
 
@@ -353,8 +413,11 @@ def test_composed_fixtures_are_current():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, str(FIXTURES.parent / "tools" / "compose_log_formats.py"), "--check"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(FIXTURES.parent / "tools" / "compose_log_formats.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout
 
 
@@ -364,10 +427,14 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _FIELD = st.from_regex(r"[a-z][a-z0-9_]{0,20}", fullmatch=True)
-_VALUE = st.one_of(st.booleans(), st.none(), st.integers(-10**6, 10**6),
-                   st.floats(allow_nan=False, allow_infinity=False, width=32),
-                   st.text(st.characters(codec="ascii", exclude_categories=("Cc",)), max_size=12),
-                   st.lists(st.integers(0, 9), max_size=3))
+_VALUE = st.one_of(
+    st.booleans(),
+    st.none(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(st.characters(codec="ascii", exclude_categories=("Cc",)), max_size=12),
+    st.lists(st.integers(0, 9), max_size=3),
+)
 
 
 def _render(compared: dict, other: dict) -> str:
@@ -390,8 +457,11 @@ def _render(compared: dict, other: dict) -> str:
 @given(st.dictionaries(_FIELD, _VALUE, max_size=6), st.dictionaries(_FIELD, _VALUE, max_size=6))
 def test_every_printed_value_reads_back(optimizer, train):
     collector = collect(_render({"optimizer": optimizer}, {"train": train}))
-    read = {(v.key, v.source.line): v.value for v in collector.values if v.source.detail.startswith("Bridge summary,")
-            or v.source.detail == "Bridge summary"}
+    read = {
+        (v.key, v.source.line): v.value
+        for v in collector.values
+        if v.source.detail.startswith("Bridge summary,") or v.source.detail == "Bridge summary"
+    }
     from offloaddoctor.config.keys import canonical_key
 
     expected = [(canonical_key(f"optimizer.{k}"), v) for k, v in optimizer.items()]

@@ -49,14 +49,34 @@ def test_estimate_within_ten_percent_of_the_measured_peak(path):
     assert abs(ours - measured) / measured * 100 <= limit
 
 
-BASE = RunShape(num_layers=8, hidden_size=2048, num_attention_heads=16, seq_length=1024, micro_batch_size=4,
-                vocab_size=32000, distributed_optimizer=True, flash_attention=False)
+BASE = RunShape(
+    num_layers=8,
+    hidden_size=2048,
+    num_attention_heads=16,
+    seq_length=1024,
+    micro_batch_size=4,
+    vocab_size=32000,
+    distributed_optimizer=True,
+    flash_attention=False,
+)
 shapes = st.builds(
     lambda layers, heads, seq, mbs, vocab, flash, recompute: BASE.with_changes(
-        num_layers=layers, num_attention_heads=heads, seq_length=seq, micro_batch_size=mbs, vocab_size=vocab,
-        flash_attention=flash, recompute_granularity=recompute),
-    st.integers(1, 48), st.sampled_from([8, 16, 32]), st.sampled_from([512, 1024, 2048, 4096]),
-    st.integers(1, 8), st.integers(1000, 160000), st.booleans(), st.sampled_from([None, "selective", "full"]))
+        num_layers=layers,
+        num_attention_heads=heads,
+        seq_length=seq,
+        micro_batch_size=mbs,
+        vocab_size=vocab,
+        flash_attention=flash,
+        recompute_granularity=recompute,
+    ),
+    st.integers(1, 48),
+    st.sampled_from([8, 16, 32]),
+    st.sampled_from([512, 1024, 2048, 4096]),
+    st.integers(1, 8),
+    st.integers(1000, 160000),
+    st.booleans(),
+    st.sampled_from([None, "selective", "full"]),
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -103,24 +123,36 @@ def _shape(*items: str, world_size=None) -> RunShape:
     return read_shape(build_store(parse_overrides(list(items))), world_size)
 
 
-MINIMAL = ("model.num_layers=8", "model.hidden_size=2048", "model.num_attention_heads=16",
-           "model.seq_length=1024", "train.micro_batch_size=2", "model.vocab_size=32000")
+MINIMAL = (
+    "model.num_layers=8",
+    "model.hidden_size=2048",
+    "model.num_attention_heads=16",
+    "model.seq_length=1024",
+    "train.micro_batch_size=2",
+    "model.vocab_size=32000",
+)
 
 
 def test_missing_keys_are_named_in_one_error():
     with pytest.raises(MissingKeys, match=r"model\.hidden_size, model\.seq_length"):
-        _shape("model.num_layers=8", "model.num_attention_heads=16", "train.micro_batch_size=2",
-               "model.vocab_size=32000")
+        _shape(
+            "model.num_layers=8", "model.num_attention_heads=16", "train.micro_batch_size=2", "model.vocab_size=32000"
+        )
 
 
 def test_data_parallel_size_from_torchrun_and_slurm(tmp_path):
     script = tmp_path / "launch.sh"
-    script.write_text("torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 2 "
-                      "--num-layers 8 --hidden-size 2048 --num-attention-heads 16 --seq-length 1024 "
-                      "--micro-batch-size 1 --vocab-size 32000 --bf16\n")
+    script.write_text(
+        "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 2 "
+        "--num-layers 8 --hidden-size 2048 --num-attention-heads 16 --seq-length 1024 "
+        "--micro-batch-size 1 --vocab-size 32000 --bf16\n"
+    )
     assert estimate_run([str(script)]).estimate.shape.data_parallel == 8
-    script.write_text(script.read_text().replace("torchrun --nproc_per_node 8 --nnodes 2",
-                                                 "python -m torch.distributed.run --nproc-per-node 4"))
+    script.write_text(
+        script.read_text().replace(
+            "torchrun --nproc_per_node 8 --nnodes 2", "python -m torch.distributed.run --nproc-per-node 4"
+        )
+    )
     assert estimate_run([str(script)]).estimate.shape.data_parallel == 2
     assert _shape(*MINIMAL, "env.SLURM_NTASKS=64").data_parallel == 64
 
@@ -143,8 +175,10 @@ def test_megatron_lm_gqa_off_ignores_the_printed_group_count():
     assert _shape(*MINIMAL, "num_query_groups=4", "group_query_attention=True").heads_kv == 4
 
 
-@pytest.mark.parametrize("text,expected", [("80GiB", 80 << 30), ("80GB", 80 * 10**9), ("81559MiB", 81559 << 20),
-                                           ("1.5 TiB", int(1.5 * (1 << 40)))])
+@pytest.mark.parametrize(
+    "text,expected",
+    [("80GiB", 80 << 30), ("80GB", 80 * 10**9), ("81559MiB", 81559 << 20), ("1.5 TiB", int(1.5 * (1 << 40)))],
+)
 def test_sizes(text, expected):
     assert parse_size(text, "--gpu-memory") == expected
 
@@ -157,8 +191,10 @@ def test_bad_sizes(text):
 
 def test_data_parallel_size_from_sbatch_lines(tmp_path):
     script = tmp_path / "job.sbatch"
-    script.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=8\n#SBATCH --time=04:00:00\n"
-                      "srun python pretrain_gpt.py --num-layers 8 --hidden-size 2048 --num-attention-heads 16 "
-                      "--seq-length 1024 --micro-batch-size 1 --vocab-size 32000 --tensor-model-parallel-size 2\n")
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=8\n#SBATCH --time=04:00:00\n"
+        "srun python pretrain_gpt.py --num-layers 8 --hidden-size 2048 --num-attention-heads 16 "
+        "--seq-length 1024 --micro-batch-size 1 --vocab-size 32000 --tensor-model-parallel-size 2\n"
+    )
     shape = estimate_run([str(script)]).estimate.shape
     assert (shape.world_size, shape.data_parallel) == (32, 16)

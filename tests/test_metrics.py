@@ -48,7 +48,9 @@ def mlm_line(iteration: int, ms: float, loss: float = 9.5, total: int = 100, ski
     return line
 
 
-def memory_line(rank: int, iteration: int, allocated: float, max_allocated: float, reserved: float, max_reserved: float) -> str:
+def memory_line(
+    rank: int, iteration: int, allocated: float, max_allocated: float, reserved: float, max_reserved: float
+) -> str:
     """Megatron-LM `report_memory` as the H100 logs show it (values rounded to 2 decimals)."""
     return (
         f"[Rank {rank}] (after {iteration} iterations) memory (MB) | allocated: {allocated:.2f} | max allocated: "
@@ -112,7 +114,9 @@ def test_real_log_records_per_iteration():
     assert first.global_batch_size == 32 and first.extra == {"consumed samples": 32.0}
     assert [r.steady_state for r in run.iterations] == [False, False, True]
     assert [(m.iteration, m.allocated_mb, m.max_allocated_mb) for m in run.memory] == [
-        (1, 8269.31, 10210.45), (5, 8269.31, 13800.10), (10, 8269.31, 13800.10)
+        (1, 8269.31, 10210.45),
+        (5, 8269.31, 13800.10),
+        (10, 8269.31, 13800.10),
     ]
     assert run.arguments["optimizer.optimizer_cpu_offload"] is False
     assert run.arguments["train_iters"] == 10
@@ -149,10 +153,34 @@ DEEPSPEED = (
 @pytest.mark.parametrize(
     "text, expected",
     [
-        (OLD_MLM, dict(iteration=20, train_iters=500, elapsed_ms=1234.5, tflops_per_gpu=None, learning_rate=1e-4,
-                       lm_loss=10.0, loss_scale=1.0, grad_norm=3.1, skipped_iterations=0, nan_iterations=0)),
-        (BRIDGE, dict(iteration=100, train_iters=1000, elapsed_ms=2210.7, tflops_per_gpu=388.2,
-                      learning_rate=2.9997e-4, lm_loss=2.345678, grad_norm=0.412, global_batch_size=512)),
+        (
+            OLD_MLM,
+            dict(
+                iteration=20,
+                train_iters=500,
+                elapsed_ms=1234.5,
+                tflops_per_gpu=None,
+                learning_rate=1e-4,
+                lm_loss=10.0,
+                loss_scale=1.0,
+                grad_norm=3.1,
+                skipped_iterations=0,
+                nan_iterations=0,
+            ),
+        ),
+        (
+            BRIDGE,
+            dict(
+                iteration=100,
+                train_iters=1000,
+                elapsed_ms=2210.7,
+                tflops_per_gpu=388.2,
+                learning_rate=2.9997e-4,
+                lm_loss=2.345678,
+                grad_norm=0.412,
+                global_batch_size=512,
+            ),
+        ),
         (FP16_SKIPS, dict(iteration=300, loss_scale=65536.0, skipped_iterations=2, nan_iterations=1)),
         (DEEPSPEED, dict(iteration=10, elapsed_ms=1500.2, tflops_per_gpu=123.45, loss_scale=4096.0)),
         (mlm_line(7, 480.25, loss=8.5), dict(iteration=7, elapsed_ms=480.2, lm_loss=8.5, tflops_per_gpu=208.2)),
@@ -162,7 +190,9 @@ DEEPSPEED = (
 def test_iteration_line_versions(text, expected):
     record = metrics_from_text(text).iterations[0]
     for name, value in expected.items():
-        assert getattr(record, name) == pytest.approx(value) if value is not None else getattr(record, name) is None, name
+        assert getattr(record, name) == pytest.approx(value) if value is not None else getattr(record, name) is None, (
+            name
+        )
 
 
 def test_iteration_line_keeps_every_other_field_and_the_rank_prefix():
@@ -180,11 +210,13 @@ def test_nan_loss_is_kept_but_not_the_final_loss():
 
 
 def test_validation_and_other_iteration_mentions_are_not_iteration_lines():
-    text = "\n".join([
-        " validation loss at iteration 10 | lm loss value: 8.123456E+00 | lm loss PPL: 3.372E+03 | ",
-        "Overwriting rerun_state_machine.current_iteration from -1 to 0...",
-        "[before the start of training step] datetime: 2026-11-22 10:50:37.015497 elapsed time per iteration",
-    ])
+    text = "\n".join(
+        [
+            " validation loss at iteration 10 | lm loss value: 8.123456E+00 | lm loss PPL: 3.372E+03 | ",
+            "Overwriting rerun_state_machine.current_iteration from -1 to 0...",
+            "[before the start of training step] datetime: 2026-11-22 10:50:37.015497 elapsed time per iteration",
+        ]
+    )
     assert metrics_from_text(text).iterations == []
 
 
@@ -199,53 +231,89 @@ def test_the_parser_returns_iteration_planned_iterations_and_fields():
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("[Rank 0] (after 10 iterations) memory (MB) | allocated: 8269.31 | max allocated: 13800.10 | reserved: "
-         "14388.00 | max reserved: 14388.00", (0, 10, 8269.31, 13800.10, 14388.0, 14388.0)),
-        ("[Rank 3] (after 2 iterations) memory (MB) | allocated: 8269.3134765625 | max allocated: 10210.4521484375"
-         " | reserved: 10742.0 | max reserved: 10742.0", (3, 2, 8269.313, 10210.452, 10742.0, 10742.0)),
-        ("[rank2]: [Rank 2] (after 50 iterations) memory (MB) | allocated: 1.5E+04 | max allocated: 2.0E+04"
-         " | reserved: 20480.0 | max reserved: 22528.0", (2, 50, 15000.0, 20000.0, 20480.0, 22528.0)),
-        ("[Rank 0] (after 10 iterations) memory (GB) | mem-allocated-gigabytes: 8.6712 | mem-active-gigabytes: 8.6712"
-         " | mem-inactive-gigabytes: 0.52 | mem-reserved-gigabytes: 11.264 | mem-max-allocated-gigabytes: 14.47 |"
-         " mem-max-active-gigabytes: 14.47 | mem-max-inactive-gigabytes: 2.1 | mem-max-reserved-gigabytes: 15.088 |"
-         " mem-alloc-retires: 3 | mem-allocated-count: 1234",
-         (0, 10, 8.6712e9 / MIB, 14.47e9 / MIB, 11.264e9 / MIB, 15.088e9 / MIB)),
+        (
+            "[Rank 0] (after 10 iterations) memory (MB) | allocated: 8269.31 | max allocated: 13800.10 | reserved: "
+            "14388.00 | max reserved: 14388.00",
+            (0, 10, 8269.31, 13800.10, 14388.0, 14388.0),
+        ),
+        (
+            "[Rank 3] (after 2 iterations) memory (MB) | allocated: 8269.3134765625 | max allocated: 10210.4521484375"
+            " | reserved: 10742.0 | max reserved: 10742.0",
+            (3, 2, 8269.313, 10210.452, 10742.0, 10742.0),
+        ),
+        (
+            "[rank2]: [Rank 2] (after 50 iterations) memory (MB) | allocated: 1.5E+04 | max allocated: 2.0E+04"
+            " | reserved: 20480.0 | max reserved: 22528.0",
+            (2, 50, 15000.0, 20000.0, 20480.0, 22528.0),
+        ),
+        (
+            "[Rank 0] (after 10 iterations) memory (GB) | mem-allocated-gigabytes: 8.6712 | mem-active-gigabytes: 8.6712"
+            " | mem-inactive-gigabytes: 0.52 | mem-reserved-gigabytes: 11.264 | mem-max-allocated-gigabytes: 14.47 |"
+            " mem-max-active-gigabytes: 14.47 | mem-max-inactive-gigabytes: 2.1 | mem-max-reserved-gigabytes: 15.088 |"
+            " mem-alloc-retires: 3 | mem-allocated-count: 1234",
+            (0, 10, 8.6712e9 / MIB, 14.47e9 / MIB, 11.264e9 / MIB, 15.088e9 / MIB),
+        ),
     ],
     ids=["megatron-lm-0.19", "megatron-lm-old-unrounded", "torchrun-prefix-scientific", "bridge-gb"],
 )
 def test_memory_report_versions(text, expected):
     report = metrics_from_text(text).memory[0]
-    got = (report.rank, report.iteration, report.allocated_mb, report.max_allocated_mb, report.reserved_mb,
-           report.max_reserved_mb)
+    got = (
+        report.rank,
+        report.iteration,
+        report.allocated_mb,
+        report.max_allocated_mb,
+        report.reserved_mb,
+        report.max_reserved_mb,
+    )
     assert got == pytest.approx(expected, abs=1e-3)
 
 
 def test_bridge_memory_report_keeps_counts_as_counts():
     report = parse_memory_report(
         "[Rank 1] (after 4 iterations) memory (GB) | mem-max-inactive-gigabytes: 2.1 | mem-alloc-retires: 3 | "
-        "mem-allocated-count: 1234", "x", 1, None, 0,
+        "mem-allocated-count: 1234",
+        "x",
+        1,
+        None,
+        0,
     )
-    assert report.extra == {"max_inactive_mb": pytest.approx(2002.716, abs=1e-3), "alloc_retries": 3.0,
-                            "allocated_count": 1234.0}
+    assert report.extra == {
+        "max_inactive_mb": pytest.approx(2002.716, abs=1e-3),
+        "alloc_retries": 3.0,
+        "allocated_count": 1234.0,
+    }
     assert report.allocated_mb is None
 
 
 def test_not_memory_reports():
-    for text in ("Activation memory footprint per transformer layer (precise, without SP): 272.0 MB",
-                 "[Rank 0] (after 1 iterations) memory (MB) | nothing here",
-                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB."):
+    for text in (
+        "Activation memory footprint per transformer layer (precise, without SP): 272.0 MB",
+        "[Rank 0] (after 1 iterations) memory (MB) | nothing here",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB.",
+    ):
         assert parse_memory_report(text, "x", 1, None, 0) is None
 
 
 @pytest.mark.parametrize(
     "text, key, value",
     [
-        (" > number of parameters on (tensor, gtp_remat, pipeline) model parallel rank (0, 0, 0): 470503424",
-         (("tensor", 0), ("gtp_remat", 0), ("pipeline", 0)), 470503424),
-        (" > number of parameters on (tensor, pipeline) model parallel rank (1, 3): 1731919872",
-         (("tensor", 1), ("pipeline", 3)), 1731919872),
-        ("INFO:megatron.bridge.training.mlm_compat.model: > number of parameters on (tensor, pipeline) model parallel"
-         " rank (0, 1): 1000", (("tensor", 0), ("pipeline", 1)), 1000),
+        (
+            " > number of parameters on (tensor, gtp_remat, pipeline) model parallel rank (0, 0, 0): 470503424",
+            (("tensor", 0), ("gtp_remat", 0), ("pipeline", 0)),
+            470503424,
+        ),
+        (
+            " > number of parameters on (tensor, pipeline) model parallel rank (1, 3): 1731919872",
+            (("tensor", 1), ("pipeline", 3)),
+            1731919872,
+        ),
+        (
+            "INFO:megatron.bridge.training.mlm_compat.model: > number of parameters on (tensor, pipeline) model parallel"
+            " rank (0, 1): 1000",
+            (("tensor", 0), ("pipeline", 1)),
+            1000,
+        ),
     ],
 )
 def test_per_rank_parameter_lines(text, key, value):
@@ -256,12 +324,14 @@ def test_per_rank_parameter_lines(text, key, value):
 
 def test_billions_parameter_lines_of_every_release():
     counts = ParameterCounts()
-    for text in ("Number of parameters in transformer block in billions:  0.40",
-                 "Number of parameters in transformer layers in billions:  6.44",
-                 "Number of parameters in embedding layers in billions: 0.07",
-                 "Total number of parameters in billions: 0.47",
-                 "Number of parameters in most loaded shard in billions: 0.4683",
-                 "Number of dense and embedding parameters in billions: 3.10"):
+    for text in (
+        "Number of parameters in transformer block in billions:  0.40",
+        "Number of parameters in transformer layers in billions:  6.44",
+        "Number of parameters in embedding layers in billions: 0.07",
+        "Total number of parameters in billions: 0.47",
+        "Number of parameters in most loaded shard in billions: 0.4683",
+        "Number of dense and embedding parameters in billions: 3.10",
+    ):
         assert read_parameter_line(text, counts), text
     assert counts.billions["Total number of parameters"] == 0.47
     assert counts.billions["Number of parameters in transformer layers"] == 6.44
@@ -272,8 +342,12 @@ def test_billions_parameter_lines_of_every_release():
 
 def test_parameter_count_adds_model_parallel_ranks_once_each():
     text = "\n".join(
-        [f" > number of parameters on (tensor, pipeline) model parallel rank ({t}, {p}): {100 + p}"
-         for t in range(2) for p in range(2)] * 2  # printed twice (two sources) counts once
+        [
+            f" > number of parameters on (tensor, pipeline) model parallel rank ({t}, {p}): {100 + p}"
+            for t in range(2)
+            for p in range(2)
+        ]
+        * 2  # printed twice (two sources) counts once
     )
     summary = metrics_from_text(text).summary
     assert summary.parameter_count == 2 * (100 + 101)
@@ -283,8 +357,10 @@ def test_parameter_count_adds_model_parallel_ranks_once_each():
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("Theoretical memory footprints: weight and optimizer=8038.20 MB, activation=2572.53 MB, total=10610.73 MB",
-         {"weight_and_optimizer": 8038.2, "activation": 2572.53, "total": 10610.73}),
+        (
+            "Theoretical memory footprints: weight and optimizer=8038.20 MB, activation=2572.53 MB, total=10610.73 MB",
+            {"weight_and_optimizer": 8038.2, "activation": 2572.53, "total": 10610.73},
+        ),
         ("Theoretical memory footprints: weight and optimizer=22733.95 MB", {"weight_and_optimizer": 22733.95}),
         ("Theoretical memory footprints: weight and optimizer=2.00 GB", {"weight_and_optimizer": 2048.0}),
     ],
@@ -296,12 +372,26 @@ def test_theoretical_memory(text, expected):
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("using world size: 8, data-parallel size: 2, context-parallel size: 1, hierarchical context-parallel sizes:"
-         " None, tensor-model-parallel size: 2, pipeline-model-parallel size: 2 ",
-         {"world_size": 8, "data_parallel_size": 2, "context_parallel_size": 1, "tensor_model_parallel_size": 2,
-          "pipeline_model_parallel_size": 2}),
-        ("using world size: 16, data-parallel-size: 8, tensor-model-parallel size: 2, pipeline-model-parallel size: 1 ",
-         {"world_size": 16, "data_parallel_size": 8, "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1}),
+        (
+            "using world size: 8, data-parallel size: 2, context-parallel size: 1, hierarchical context-parallel sizes:"
+            " None, tensor-model-parallel size: 2, pipeline-model-parallel size: 2 ",
+            {
+                "world_size": 8,
+                "data_parallel_size": 2,
+                "context_parallel_size": 1,
+                "tensor_model_parallel_size": 2,
+                "pipeline_model_parallel_size": 2,
+            },
+        ),
+        (
+            "using world size: 16, data-parallel-size: 8, tensor-model-parallel size: 2, pipeline-model-parallel size: 1 ",
+            {
+                "world_size": 16,
+                "data_parallel_size": 8,
+                "tensor_model_parallel_size": 2,
+                "pipeline_model_parallel_size": 1,
+            },
+        ),
     ],
     ids=["megatron-lm-0.19", "megatron-lm-old"],
 )
@@ -434,13 +524,16 @@ def test_percentile():
 
 
 def test_multi_rank_torchrun_log():
-    lines = [args_block(world_size=4, data_parallel_size=2, tensor_model_parallel_size=1,
-                        pipeline_model_parallel_size=2)]
+    lines = [
+        args_block(world_size=4, data_parallel_size=2, tensor_model_parallel_size=1, pipeline_model_parallel_size=2)
+    ]
     for iteration, ms in ((1, 3000.0), (5, 600.0), (10, 500.0), (15, 520.0)):
         lines.append("[rank3]:" + mlm_line(iteration, ms, skipped=1 if iteration == 10 else 0))
         for rank, base in ((0, 9000.0), (2, 7000.0)):  # DP rank 0 of each pipeline stage reports memory
-            lines.append(f"[rank{rank}]: " + memory_line(rank, iteration, base, base + iteration * 100, base + 2000,
-                                                         base + 2000 + iteration))
+            lines.append(
+                f"[rank{rank}]: "
+                + memory_line(rank, iteration, base, base + iteration * 100, base + 2000, base + 2000 + iteration)
+            )
     run = metrics_from_text("\n".join(lines))
     s = run.summary
     assert {r.rank for r in run.iterations} == {3}
@@ -461,8 +554,14 @@ def test_same_iteration_from_several_ranks_takes_the_slowest():
 
 
 def test_unprefixed_iteration_line_belongs_to_the_last_rank():
-    text = "\n".join(["using world size: 8, data-parallel size: 8, tensor-model-parallel size: 1, "
-                      "pipeline-model-parallel size: 1 ", mlm_line(1, 900.0), memory_line(0, 1, 1, 2, 3, 4)])
+    text = "\n".join(
+        [
+            "using world size: 8, data-parallel size: 8, tensor-model-parallel size: 1, "
+            "pipeline-model-parallel size: 1 ",
+            mlm_line(1, 900.0),
+            memory_line(0, 1, 1, 2, 3, 4),
+        ]
+    )
     run = metrics_from_text(text)
     assert run.iterations[0].rank == 7 and run.memory[0].rank == 0
 
@@ -516,8 +615,15 @@ def test_lines_other_than_metrics_are_not_kept():
 def test_cli_text():
     result = RUNNER.invoke(app, ["metrics", str(BASELINE), str(OPT050)])
     assert result.exit_code == 0, result.output
-    for fragment in ("median 460.9 ms", "median 820.7 ms", "13800.10 MB allocated", "final 8.141713 at iteration 10",
-                     "470,503,424", "optimizer_offload_fraction=0.5", "(effective fraction 0.5)"):
+    for fragment in (
+        "median 460.9 ms",
+        "median 820.7 ms",
+        "13800.10 MB allocated",
+        "final 8.141713 at iteration 10",
+        "470,503,424",
+        "optimizer_offload_fraction=0.5",
+        "(effective fraction 0.5)",
+    ):
         assert fragment in result.stdout, fragment
 
 

@@ -44,8 +44,11 @@ def test_torch_211_fragmentation_figures():
 
 
 def test_zero_bytes_reserved_is_capacity():
-    facts = parse_oom(TORCH_211_FRAGMENTATION.replace("35.10 GiB is allocated", "76.00 GiB is allocated")
-                      .replace("42.90 GiB is reserved", "0 bytes is reserved"))
+    facts = parse_oom(
+        TORCH_211_FRAGMENTATION.replace("35.10 GiB is allocated", "76.00 GiB is allocated").replace(
+            "42.90 GiB is reserved", "0 bytes is reserved"
+        )
+    )
     assert facts["reserved_unallocated_bytes"] == 0
     assert facts["fragmentation_suspected"] is False
 
@@ -79,9 +82,11 @@ def test_quantities_round_trip(amount, unit):
 
 @given(st.floats(1, 1e4, allow_nan=False), st.sampled_from(["GiB", "MiB"]), st.floats(1, 1e4, allow_nan=False))
 def test_any_figures_parse_in_the_modern_message(requested, unit, slack):
-    message = (f"CUDA out of memory. Tried to allocate {requested:.2f} {unit}. GPU 1 has a total capacity of 79.18 GiB "
-               f"of which 1.00 MiB is free. Of the allocated memory 1.00 GiB is allocated by PyTorch, and "
-               f"{slack:.2f} {unit} is reserved by PyTorch but unallocated.")
+    message = (
+        f"CUDA out of memory. Tried to allocate {requested:.2f} {unit}. GPU 1 has a total capacity of 79.18 GiB "
+        f"of which 1.00 MiB is free. Of the allocated memory 1.00 GiB is allocated by PyTorch, and "
+        f"{slack:.2f} {unit} is reserved by PyTorch but unallocated."
+    )
     facts = parse_oom(message)
     assert facts["requested_bytes"] == parse_quantity(f"{requested:.2f} {unit}")
     assert facts["reserved_unallocated_bytes"] == parse_quantity(f"{slack:.2f} {unit}")
@@ -97,8 +102,9 @@ def test_scientific_notation_and_decimal_units():
 SMALL_GPU = Path(__file__).resolve().parents[1] / "fixtures" / "oom-small-gpu-recorded"
 
 
-@pytest.mark.parametrize("name,fragmentation", [
-    ("job.log", True), ("more/frag-16g-close.log", True), ("more/capacity-16g.log", False)])
+@pytest.mark.parametrize(
+    "name,fragmentation", [("job.log", True), ("more/frag-16g-close.log", True), ("more/capacity-16g.log", False)]
+)
 def test_a_process_limited_by_a_memory_fraction_is_judged_against_its_limit(name, fragmentation):
     message = next(line for line in (SMALL_GPU / name).read_text().splitlines() if "OutOfMemoryError" in line)
     facts = parse_oom(message)

@@ -17,15 +17,25 @@ MATCHERS = build_matchers(load_catalog())
 def summary(result):
     return (
         [(a.matcher_id, a.facts, a.count, sorted(a.ranks), a.evidence) for a in result.aggregates],
-        result.lines_read, sorted(result.ranks_seen), result.warnings, result.exceptions, result.last_error_line,
+        result.lines_read,
+        sorted(result.ranks_seen),
+        result.warnings,
+        result.exceptions,
+        result.last_error_line,
         {k: [r.iteration for r in v] for k, v in result.iterations.items()},
-        [c.values for c in result.collectors], result.parameters,
+        [c.values for c in result.collectors],
+        result.parameters,
     )
 
 
 def test_parallel_scan_equals_serial_scan(tmp_path, monkeypatch):
-    for case in ("oom-fragmentation-multirank", "pp-cpu-offload", "clean-baseline", "nccl-ub-expandable-segments",
-                 "unmatched-failure"):
+    for case in (
+        "oom-fragmentation-multirank",
+        "pp-cpu-offload",
+        "clean-baseline",
+        "nccl-ub-expandable-segments",
+        "unmatched-failure",
+    ):
         shutil.copy(FIXTURES / case / "job.log", tmp_path / f"{case}.log")
     sources = resolve_sources([str(tmp_path)])
     serial = parallel.scan_sources(MATCHERS, sources, workers=1)
@@ -88,8 +98,10 @@ def test_recursive_globs_and_file_lists(tmp_path):
 def test_long_logs_sample_iteration_lines_without_moving_the_median():
     from offloaddoctor.analysis.scanner import MAX_ITERATION_RECORDS, Scanner
 
-    lines = [f" iteration {i:8d}/ 100000 | elapsed time per iteration (ms): {100.0 + (i % 7):.1f} |"
-             for i in range(1, 30_001)]
+    lines = [
+        f" iteration {i:8d}/ 100000 | elapsed time per iteration (ms): {100.0 + (i % 7):.1f} |"
+        for i in range(1, 30_001)
+    ]
     result = Scanner(MATCHERS).scan_lines("long.log", lines)
     records = result.iterations[("long.log", 0)]
     assert len(records) <= MAX_ITERATION_RECORDS and records[0].iteration == 1
@@ -101,8 +113,9 @@ def test_long_logs_sample_iteration_lines_without_moving_the_median():
 def test_many_small_files_go_to_the_pool_by_count(tmp_path, monkeypatch):
     for rank in range(12):
         (tmp_path / f"rank{rank:02d}.log").write_text(
-            f"[rank{rank}]: hello\n" + ("[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
-                                        if rank == 5 else ""))
+            f"[rank{rank}]: hello\n"
+            + ("[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n" if rank == 5 else "")
+        )
     sources = resolve_sources([str(tmp_path)])
     serial = parallel.scan_sources(MATCHERS, sources, workers=1)
     runs = []
@@ -126,8 +139,10 @@ def test_runs_are_contiguous_and_balanced_by_bytes():
 def test_rank_logs_without_steady_state_keep_shared_stand_ins_with_the_same_facts(tmp_path, monkeypatch):
     """200,000 rank logs (docs/performance.md): a log whose iteration records can never be cited keeps, per
     record, a stand-in shared by every log at that iteration; run facts and findings are unchanged."""
-    line = ("[rank{r}]:  iteration        {i}/ 1000 | consumed samples: 32 | elapsed time per iteration (ms): "
-            "{ms} | throughput per GPU (TFLOP/s/GPU): 200.0 | lm loss: 8.1E+00 |\n")
+    line = (
+        "[rank{r}]:  iteration        {i}/ 1000 | consumed samples: 32 | elapsed time per iteration (ms): "
+        "{ms} | throughput per GPU (TFLOP/s/GPU): 200.0 | lm loss: 8.1E+00 |\n"
+    )
     for rank in range(600):
         text = line.format(r=rank, i=1, ms=400.0) + line.format(r=rank, i=2, ms=401.0)
         if rank == 599:  # the last log has a steady state: its records are real and cited

@@ -50,11 +50,21 @@ MESSAGE = "ValueError: Currently there is no support for Pipeline parallelism wi
 # ---- log-line normaliser ------------------------------------------------------------------------------------
 
 _SGR = st.sampled_from(["", "\x1b[0m", "\x1b[32m", "\x1b[1;31m", "\x1b]0;title\x07", "\x1b]8;;http://x\x1b\\"])
-_TIMESTAMP = st.sampled_from(["2026-11-20 10:00:05,123 ", "[2026-11-20T10:00:05.123Z] ", "2026-11-20 10:00:05 ",
-                              "[2026-11-22 10:50:38.665846] ", "2026-11-20T10:00:05+01:00 "])
+_TIMESTAMP = st.sampled_from(
+    [
+        "2026-11-20 10:00:05,123 ",
+        "[2026-11-20T10:00:05.123Z] ",
+        "2026-11-20 10:00:05 ",
+        "[2026-11-22 10:50:38.665846] ",
+        "2026-11-20T10:00:05+01:00 ",
+    ]
+)
 # What a training process prints: not itself starting with something that looks like a decoration.
-_MESSAGES = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=60).filter(
-    lambda m: m == m.strip() and m and not m[0].isdigit() and m[0] != "[").map(lambda m: m + " " + MESSAGE[:10])
+_MESSAGES = (
+    st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=60)
+    .filter(lambda m: m == m.strip() and m and not m[0].isdigit() and m[0] != "[")
+    .map(lambda m: m + " " + MESSAGE[:10])
+)
 
 
 @st.composite
@@ -83,8 +93,11 @@ def test_decorations_are_stripped_in_any_stack(case, default_rank):
 
 
 def _starts_with_decoration(text: str) -> bool:
-    return bool(normalize._TORCHRUN_PREFIX.match(text) or normalize._SLURM_LABEL.match(text)
-                or normalize._TIMESTAMP.match(text.lstrip()))
+    return bool(
+        normalize._TORCHRUN_PREFIX.match(text)
+        or normalize._SLURM_LABEL.match(text)
+        or normalize._TIMESTAMP.match(text.lstrip())
+    )
 
 
 @given(st.text(max_size=300))
@@ -99,8 +112,12 @@ def test_normalising_twice_changes_nothing_more(raw):
     assert strip_terminal_codes(strip_terminal_codes(raw)) == strip_terminal_codes(raw)
 
 
-@given(st.text(alphabet=st.sampled_from(["\x1b", "[", "]", "0", "1", ";", "m", "\x07", "\\", "\r", "\n", "a", "8", ":"]),
-               max_size=80))
+@given(
+    st.text(
+        alphabet=st.sampled_from(["\x1b", "[", "]", "0", "1", ";", "m", "\x07", "\\", "\r", "\n", "a", "8", ":"]),
+        max_size=80,
+    )
+)
 def test_escape_soup_never_leaves_an_escape(raw):
     text, _ = normalize_line(raw)
     assert "\x1b" not in text and "\r" not in text and "\n" not in text and "\x07" not in text
@@ -120,8 +137,15 @@ def torch_size(count: int) -> str:
 
 
 _BYTES = st.integers(0, 200 * 1024**3)
-_PREFIX = st.sampled_from(["torch.OutOfMemoryError: ", "torch.cuda.OutOfMemoryError: ", "RuntimeError: ",
-                           "[rank3]: torch.OutOfMemoryError: ", "  "])
+_PREFIX = st.sampled_from(
+    [
+        "torch.OutOfMemoryError: ",
+        "torch.cuda.OutOfMemoryError: ",
+        "RuntimeError: ",
+        "[rank3]: torch.OutOfMemoryError: ",
+        "  ",
+    ]
+)
 
 
 @st.composite
@@ -129,32 +153,42 @@ def oom_message(draw):
     """A message as some PyTorch release printed it, and the figures it prints (as printed strings)."""
     wording = draw(st.sampled_from(["2.2+", "2.2+ private pools", "2.1", "1.x-2.0", "1.0-1.4 cached", "truncated"]))
     gpu = draw(st.integers(0, 15))
-    printed = {name: torch_size(draw(_BYTES)) for name in ("requested", "capacity", "free", "in_use", "allocated",
-                                                           "slack", "reserved")}
+    printed = {
+        name: torch_size(draw(_BYTES))
+        for name in ("requested", "capacity", "free", "in_use", "allocated", "slack", "reserved")
+    }
     tail = "Tried to allocate {requested}".format(**printed)
     if wording.startswith("2.2+"):
         pools = " with 1.00 GiB allocated in private pools (e.g., CUDA Graphs)," if "private" in wording else ""
-        tail += (f". GPU {gpu} has a total capacity of {printed['capacity']} of which {printed['free']} is free. "
-                 f"Including non-PyTorch memory, this process has {printed['in_use']} memory in use. Of the allocated "
-                 f"memory {printed['allocated']} is allocated by PyTorch,{pools} and {printed['slack']} is reserved by "
-                 "PyTorch but unallocated. If reserved but unallocated memory is large try setting "
-                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
-                 "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+        tail += (
+            f". GPU {gpu} has a total capacity of {printed['capacity']} of which {printed['free']} is free. "
+            f"Including non-PyTorch memory, this process has {printed['in_use']} memory in use. Of the allocated "
+            f"memory {printed['allocated']} is allocated by PyTorch,{pools} and {printed['slack']} is reserved by "
+            "PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
+            "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+        )
         fields = {"requested", "capacity", "free", "in_use", "allocated", "slack"}
     elif wording == "2.1":
-        tail += (f". GPU {gpu} has a total capacty of {printed['capacity']} of which {printed['free']} is free. "
-                 f"Process 2313 has {printed['in_use']} memory in use. Of the allocated memory {printed['allocated']} "
-                 f"is allocated by PyTorch, and {printed['slack']} is reserved by PyTorch but unallocated.")
+        tail += (
+            f". GPU {gpu} has a total capacty of {printed['capacity']} of which {printed['free']} is free. "
+            f"Process 2313 has {printed['in_use']} memory in use. Of the allocated memory {printed['allocated']} "
+            f"is allocated by PyTorch, and {printed['slack']} is reserved by PyTorch but unallocated."
+        )
         fields = {"requested", "capacity", "free", "allocated", "slack"}  # another process's use is not ours
     elif wording == "1.x-2.0":
-        tail += (f" (GPU {gpu}; {printed['capacity']} total capacity; {printed['allocated']} already allocated; "
-                 f"{printed['free']} free; {printed['reserved']} reserved in total by PyTorch) If reserved memory is >> "
-                 "allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory "
-                 "Management and PYTORCH_CUDA_ALLOC_CONF")
+        tail += (
+            f" (GPU {gpu}; {printed['capacity']} total capacity; {printed['allocated']} already allocated; "
+            f"{printed['free']} free; {printed['reserved']} reserved in total by PyTorch) If reserved memory is >> "
+            "allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory "
+            "Management and PYTORCH_CUDA_ALLOC_CONF"
+        )
         fields = {"requested", "capacity", "free", "allocated", "reserved"}
     elif wording == "1.0-1.4 cached":
-        tail += (f" (GPU {gpu}; {printed['capacity']} total capacity; {printed['allocated']} already allocated; "
-                 f"{printed['free']} free; {printed['reserved']} cached)")
+        tail += (
+            f" (GPU {gpu}; {printed['capacity']} total capacity; {printed['allocated']} already allocated; "
+            f"{printed['free']} free; {printed['reserved']} cached)"
+        )
         fields = {"requested", "capacity", "free", "allocated"}
     else:
         tail += "."
@@ -163,9 +197,15 @@ def oom_message(draw):
     return text, {name: printed[name] for name in fields}, (gpu if fields != {"requested"} else None)
 
 
-_FACT = {"requested": "requested_bytes", "capacity": "total_capacity_bytes", "free": "free_bytes",
-         "in_use": "in_use_bytes", "allocated": "allocated_bytes", "slack": "reserved_unallocated_bytes",
-         "reserved": "reserved_bytes"}
+_FACT = {
+    "requested": "requested_bytes",
+    "capacity": "total_capacity_bytes",
+    "free": "free_bytes",
+    "in_use": "in_use_bytes",
+    "allocated": "allocated_bytes",
+    "slack": "reserved_unallocated_bytes",
+    "reserved": "reserved_bytes",
+}
 
 
 @given(oom_message())
@@ -227,7 +267,12 @@ def test_iteration_record_carries_the_printed_speed_fields(iteration, ms, loss):
     assert record.text == line.strip()
     speed = parse_iteration_speed(line, "x", 1, None, 0)  # diagnose's two searches read the same numbers
     assert (speed.iteration, speed.train_iters, speed.elapsed_ms, speed.tflops_per_gpu, speed.text) == (
-        record.iteration, record.train_iters, record.elapsed_ms, record.tflops_per_gpu, record.text)
+        record.iteration,
+        record.train_iters,
+        record.elapsed_ms,
+        record.tflops_per_gpu,
+        record.text,
+    )
 
 
 @given(st.data())
@@ -249,11 +294,14 @@ def test_damaged_iteration_and_memory_lines_never_raise(data):
 
 _ARG_NAME = st.from_regex(r"[a-z][a-z0-9_]{0,30}", fullmatch=True)
 _ARG_VALUE = st.one_of(
-    st.integers(-10**12, 10**12), st.booleans(), st.none(),
+    st.integers(-(10**12), 10**12),
+    st.booleans(),
+    st.none(),
     st.floats(allow_nan=False, allow_infinity=False),
     st.lists(st.integers(0, 100), max_size=4),
     st.from_regex(r"[A-Za-z_][A-Za-z_.]{0,20}", fullmatch=True).filter(
-        lambda s: s.lower() not in ("true", "false", "none", "null", "nan", "inf", "infinity")),
+        lambda s: s.lower() not in ("true", "false", "none", "null", "nan", "inf", "infinity")
+    ),
 )
 
 
@@ -315,8 +363,12 @@ _CONFIG_TEXTS = [p.read_text() for p in sorted((FIXTURES / "configs").glob("*.ya
 def test_a_mutated_real_config_is_read_or_refused_in_one_line(text, data):
     start = data.draw(st.integers(0, len(text)))
     end = data.draw(st.integers(start, min(len(text), start + 200)))
-    junk = data.draw(st.text(alphabet=":-[]{}&*!|>'\"#\n ?,%@`\t", max_size=20) | st.sampled_from(
-        ["!!python/object/apply:os.system ['touch PWNED']", "<<: *x", "&a", "*a", "\x00", "\ufeff", "---\n", "..."]))
+    junk = data.draw(
+        st.text(alphabet=":-[]{}&*!|>'\"#\n ?,%@`\t", max_size=20)
+        | st.sampled_from(
+            ["!!python/object/apply:os.system ['touch PWNED']", "<<: *x", "&a", "*a", "\x00", "\ufeff", "---\n", "..."]
+        )
+    )
     mutated = text[:start] + junk + text[end:]
     try:
         values = parse_yaml_config(mutated, "cfg.yaml")
@@ -341,7 +393,11 @@ def test_values_of_any_type_leave_constraints_decided_or_unknown_never_crash(con
     report = check_store(CATALOG, build_store(given_values))
     decided = [v.id for v in report.violations] + report.passed + [u.id for u in report.unchecked]
     # The memory constraint is checked only when the memory model made its value (check --gpu).
-    expected = [s.id for s in CATALOG.signatures if s.preflight and (s.id != "memory-exceeds-capacity" or "memory.fits" in config)]
+    expected = [
+        s.id
+        for s in CATALOG.signatures
+        if s.preflight and (s.id != "memory-exceeds-capacity" or "memory.fits" in config)
+    ]
     assert sorted(decided) == sorted(expected)
     diagnose_text(MESSAGE, config, CATALOG)
 
@@ -376,7 +432,11 @@ def _pyproject_defining_our_table(draw):
     ws, q, q2 = draw(_WS), draw(_QUOTE), draw(_QUOTE)
     tool, ours = f"{q}tool{q}", f"{q2}offloaddoctor{q2}"
     root, tables = "", []
-    form = draw(st.sampled_from(["header", "subheader", "array", "tool-table", "tool-table-dotted", "root-dotted", "root-inline"]))
+    form = draw(
+        st.sampled_from(
+            ["header", "subheader", "array", "tool-table", "tool-table-dotted", "root-dotted", "root-inline"]
+        )
+    )
     if form == "header":
         tables.append(f"{ws}[{ws}{tool}{ws}.{ws}{ours}{ws}]\nfail_on = 'never'\n")
     elif form == "subheader":
@@ -391,12 +451,20 @@ def _pyproject_defining_our_table(draw):
         root = f"{ws}{tool}{ws}.{ws}{ours}.fail_on = 'never'\n"
     else:
         root = f"{tool}{ws}={ws}{{ {ours} = {{ fail_on = 'never' }} }}\n"
-    noise = draw(st.lists(st.sampled_from([
-        "[project]\nname = 'offloaddoctor'\ndependencies = ['offloaddoctor>=0.1']\n",
-        "[tool.hatch.build]\npackages = ['src/offloaddoctor']\n",
-        "[other]\ndescription = '''\n[tool]\n'''\n",
-        "# [tool.offloaddoctor] only in a comment\n[x]\ny = 2\n",
-    ]), max_size=3, unique=True))
+    noise = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "[project]\nname = 'offloaddoctor'\ndependencies = ['offloaddoctor>=0.1']\n",
+                    "[tool.hatch.build]\npackages = ['src/offloaddoctor']\n",
+                    "[other]\ndescription = '''\n[tool]\n'''\n",
+                    "# [tool.offloaddoctor] only in a comment\n[x]\ny = 2\n",
+                ]
+            ),
+            max_size=3,
+            unique=True,
+        )
+    )
     order = draw(st.permutations(tables + noise))
     return root + "".join(order)
 
@@ -420,6 +488,7 @@ def test_pyproject_that_only_names_offloaddoctor_is_not_parsed(tmp_path, monkeyp
     from offloaddoctor.policy import load_policy
 
     (tmp_path / "pyproject.toml").write_text(
-        "[project]\nname = 'x'\ndependencies = ['offloaddoctor>=0.1']\n[tool.black]\nline-length = 100\n")
+        "[project]\nname = 'x'\ndependencies = ['offloaddoctor>=0.1']\n[tool.black]\nline-length = 100\n"
+    )
     monkeypatch.setitem(sys.modules, "tomllib", None)  # importing it would fail
     assert load_policy(tmp_path).source is None

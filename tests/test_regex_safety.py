@@ -41,7 +41,9 @@ def test_catastrophic_patterns_are_refused_naming_the_file(tmp_path, pattern):
     assert "team-hang.yaml" in message and "match.patterns[0]" in message and "unbounded repeat" in message
 
 
-@pytest.mark.parametrize("pattern", [r"boom (a|b)+", r"boom a+b+", r"boom (ab){2,}", r"(?P<n>\d+)\s*GiB", r"boom (a++)+"])
+@pytest.mark.parametrize(
+    "pattern", [r"boom (a|b)+", r"boom a+b+", r"boom (ab){2,}", r"(?P<n>\d+)\s*GiB", r"boom (a++)+"]
+)
 def test_ordinary_patterns_pass(pattern):
     assert catastrophic(pattern) is None
     assert polynomial(pattern) is None

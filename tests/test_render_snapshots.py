@@ -14,8 +14,14 @@ from offloaddoctor.render.terminal import render_terminal
 
 from .conftest import REPO
 
-CASES = ["pp-cpu-offload", "oom-fragmentation-multirank", "oom-partial-optimizer-offload-bridge",
-         "optimizer-offload-slowdown-restart", "unmatched-failure", "clean-baseline"]
+CASES = [
+    "pp-cpu-offload",
+    "oom-fragmentation-multirank",
+    "oom-partial-optimizer-offload-bridge",
+    "optimizer-offload-slowdown-restart",
+    "unmatched-failure",
+    "clean-baseline",
+]
 
 
 @pytest.fixture
@@ -46,7 +52,9 @@ def _terminal(report, width: int, details: bool = False) -> str:
 
 
 @pytest.mark.parametrize("width", [80, 120])
-@pytest.mark.parametrize("case", ["oom-fragmentation-multirank", "oom-partial-optimizer-offload-bridge", "unmatched-failure"])
+@pytest.mark.parametrize(
+    "case", ["oom-fragmentation-multirank", "oom-partial-optimizer-offload-bridge", "unmatched-failure"]
+)
 def test_terminal_at_width(case, width, in_repo, snapshot):
     """What a person sees on an 80- and a 120-column terminal."""
     assert _terminal(report_for(case), width) == snapshot

@@ -16,12 +16,24 @@ CASES = [
 ]
 
 REQUIRED_IDS = {
-    "pp-cpu-offload", "recompute-cpu-offload", "cuda-graph-cpu-offload", "fine-grained-cpu-offload",
-    "cpu-offload-num-layers", "oom-fragmentation", "oom-capacity", "oom-activation-offload",
-    "oom-partial-optimizer-offload", "optimizer-offload-slowdown", "nccl-ub-expandable-segments",
-    "cuda-graph-expandable-segments", "vpp-layer-divisibility", "state-offload-conflict",
-    "state-offload-requires-te-fusedadam", "optimizer-offload-requires-distributed-optimizer",
-    "optimizer-offload-fraction-range", "optimizer-offload-decoupled-weight-decay",
+    "pp-cpu-offload",
+    "recompute-cpu-offload",
+    "cuda-graph-cpu-offload",
+    "fine-grained-cpu-offload",
+    "cpu-offload-num-layers",
+    "oom-fragmentation",
+    "oom-capacity",
+    "oom-activation-offload",
+    "oom-partial-optimizer-offload",
+    "optimizer-offload-slowdown",
+    "nccl-ub-expandable-segments",
+    "cuda-graph-expandable-segments",
+    "vpp-layer-divisibility",
+    "state-offload-conflict",
+    "state-offload-requires-te-fusedadam",
+    "optimizer-offload-requires-distributed-optimizer",
+    "optimizer-offload-fraction-range",
+    "optimizer-offload-decoupled-weight-decay",
     "optimizer-offload-precision-aware",
 }
 

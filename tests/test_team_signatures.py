@@ -32,8 +32,13 @@ EXAMPLES = """  - {expect: match, log: "OSError: [Errno 28] No space left on dev
 
 
 def team_dir(tmp_path, name="team", **fields):
-    values = {"id": "checkpoint-disk-full", "literal": "No space left", "pattern": r"Errno 28\]\s+No space left",
-              "examples": EXAMPLES, **fields}
+    values = {
+        "id": "checkpoint-disk-full",
+        "literal": "No space left",
+        "pattern": r"Errno 28\]\s+No space left",
+        "examples": EXAMPLES,
+        **fields,
+    }
     directory = tmp_path / name
     directory.mkdir()
     (directory / f"{values['id']}.yaml").write_text(GOOD.format(**values))
@@ -59,13 +64,21 @@ def test_signatures_test_prints_the_confusion_matrix(tmp_path):
     ok = RUNNER.invoke(app, ["signatures", "test", str(team_dir(tmp_path)), "--only"])
     assert ok.exit_code == 0, ok.stdout
     assert ok.stdout.splitlines()[1].split() == ["checkpoint-disk-full", "1", "0", "1", "0"]
-    wrong = team_dir(tmp_path, name="wrong", examples="""  - {expect: match, log: "No space left on device"}
-  - {expect: no_match, log: "OSError: [Errno 28] No space left on device"}""")
+    wrong = team_dir(
+        tmp_path,
+        name="wrong",
+        examples="""  - {expect: match, log: "No space left on device"}
+  - {expect: no_match, log: "OSError: [Errno 28] No space left on device"}""",
+    )
     result = RUNNER.invoke(app, ["signatures", "test", str(wrong), "--only", "-f", "json"])
     assert result.exit_code == 1
     data = json.loads(result.stdout)
-    assert data["signatures"]["checkpoint-disk-full"] == {"true_positive": 0, "false_negative": 1,
-                                                           "true_negative": 0, "false_positive": 1}
+    assert data["signatures"]["checkpoint-disk-full"] == {
+        "true_positive": 0,
+        "false_negative": 1,
+        "true_negative": 0,
+        "false_positive": 1,
+    }
     assert data["total"] == data["signatures"]["checkpoint-disk-full"]
     assert {f["problem"] for f in data["failures"]} == {"did not fire (fired: nothing)", "fired on a no-match example"}
     everything = RUNNER.invoke(app, ["signatures", "test", str(team_dir(tmp_path, name="all"))])
@@ -79,7 +92,9 @@ def test_signatures_test_refuses_only_without_a_dir_and_formats_it_cannot_print(
 
 
 def test_lint_reports_errors_and_warnings(tmp_path):
-    one_sided = team_dir(tmp_path, name="one", examples='  - {expect: match, log: "OSError: [Errno 28] No space left on device"}')
+    one_sided = team_dir(
+        tmp_path, name="one", examples='  - {expect: match, log: "OSError: [Errno 28] No space left on device"}'
+    )
     result = RUNNER.invoke(app, ["signatures", "lint", str(one_sided)])
     assert result.exit_code == 1 and "error: " in result.stdout and "no_match" in result.stdout
     sloppy = team_dir(tmp_path, literal="No", pattern=r".*Errno 28\]\s+No space left")

@@ -28,8 +28,14 @@ def test_no_tool_hard_codes_one_machines_paths(tool):
 def run_tool(name: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     import os
 
-    return subprocess.run([sys.executable, str(REPO / "tools" / name), *args], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=120, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, str(REPO / "tools" / name), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+        cwd=REPO,
+    )
 
 
 def test_compose_fixtures_reads_the_shared_folder_from_the_environment(tmp_path):
@@ -44,10 +50,16 @@ def test_record_fixtures_takes_its_interpreter_and_shared_folder_from_the_enviro
     assert missing.returncode == 2 and "megatron-lm-h100-baseline-10iter.log" in missing.stderr
     assert str(tmp_path) in missing.stderr
     (tmp_path / "logs" / "megatron-lm-h100-baseline-10iter.log").write_text("baseline\n")
-    result = run_tool("record_fixtures.py", "--check", env={"OFFLOADDOCTOR_SHARED": str(tmp_path),
-                                                            "MCORE_PYTHON": str(tmp_path / "no-python")})
+    result = run_tool(
+        "record_fixtures.py",
+        "--check",
+        env={"OFFLOADDOCTOR_SHARED": str(tmp_path), "MCORE_PYTHON": str(tmp_path / "no-python")},
+    )
     assert result.returncode == 1
-    assert result.stderr.strip() == f"--python {tmp_path / 'no-python'}: cannot run it: [Errno 2] No such file or directory: '{tmp_path / 'no-python'}'"
+    assert (
+        result.stderr.strip()
+        == f"--python {tmp_path / 'no-python'}: cannot run it: [Errno 2] No such file or directory: '{tmp_path / 'no-python'}'"
+    )
     assert "Traceback" not in result.stderr
 
 
@@ -58,5 +70,7 @@ def test_finish_compare_family_rewrites_the_site_it_is_told(tmp_path):
     finally:
         sys.path.remove(str(REPO / "tools"))
     text = '  File "/scratch/site/megatron/core/x.py", line 1'
-    assert finish_compare_family.rewrite(text, "/scratch/site") == \
-        '  File "/usr/local/lib/python3.12/dist-packages/megatron/core/x.py", line 1'
+    assert (
+        finish_compare_family.rewrite(text, "/scratch/site")
+        == '  File "/usr/local/lib/python3.12/dist-packages/megatron/core/x.py", line 1'
+    )

@@ -17,6 +17,7 @@ in shared/logs (Megatron-LM prints them from code that the wheel does not ship).
 Run it like Megatron-LM's pretrain_gpt.py (one GPU):
     torchrun --nproc-per-node 1 tools/compare_family_pretrain_gpt.py <Megatron-LM arguments>
 """
+
 import time
 
 _PROGRAM_START_TIME = time.time()
@@ -114,11 +115,19 @@ def loss_func(loss_mask, output_tensor, model=None):
     rerun_state_machine = get_rerun_state_machine()
     if args.check_for_nan_in_loss_and_grad:
         rerun_state_machine.validate_result(
-            result=loss, rejection_func=torch.isnan,
-            message="found NaN in local forward loss calculation", tolerance=0.0, fatal=True)
+            result=loss,
+            rejection_func=torch.isnan,
+            message="found NaN in local forward loss calculation",
+            tolerance=0.0,
+            fatal=True,
+        )
         rerun_state_machine.validate_result(
-            result=loss, rejection_func=torch.isinf,
-            message="found Inf in local forward loss calculation", tolerance=0.0, fatal=True)
+            result=loss,
+            rejection_func=torch.isinf,
+            message="found Inf in local forward loss calculation",
+            tolerance=0.0,
+            fatal=True,
+        )
     return loss, num_tokens, {"lm loss": report}
 
 
@@ -171,8 +180,10 @@ def train_valid_test_datasets_provider(train_val_test_num_samples, vp_stage=None
     dataset_type = MockGPTDataset if args.mock_data else GPTDataset
     print_rank_0("> building train, validation, and test datasets for GPT ...")
     train_ds, valid_ds, test_ds = BlendedMegatronDatasetBuilder(
-        dataset_type, train_val_test_num_samples,
-        partial(is_dataset_built_on_rank, vp_stage=vp_stage), config,
+        dataset_type,
+        train_val_test_num_samples,
+        partial(is_dataset_built_on_rank, vp_stage=vp_stage),
+        config,
     ).build()
     print_rank_0("> finished creating GPT datasets ...")
     return train_ds, valid_ds, test_ds

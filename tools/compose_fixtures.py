@@ -34,7 +34,8 @@ OOM_FRAGMENTATION = (
     "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)"
 )
 OOM_CAPACITY = OOM_FRAGMENTATION.replace("GPU 5", "GPU 0").replace(
-    "35.10 GiB is allocated by PyTorch, and 42.90 GiB", "76.00 GiB is allocated by PyTorch, and 0 bytes")
+    "35.10 GiB is allocated by PyTorch, and 42.90 GiB", "76.00 GiB is allocated by PyTorch, and 0 bytes"
+)
 TRAINING_FRAMES = [
     '  File "/workspace/Megatron-LM/pretrain_gpt.py", line 331, in <module>',
     "    pretrain(",
@@ -45,9 +46,11 @@ TRAINING_FRAMES = [
     '  File "/workspace/Megatron-LM/megatron/training/training.py", line 1434, in train_step',
     "    losses_reduced = forward_backward_func(",
 ]
-NCCL_TIMEOUT = ("[E1122 10:55:41.018832107 ProcessGroupNCCL.cpp:685] [Rank {rank}] Watchdog caught collective operation "
-                "timeout: WorkNCCL(SeqNum=1213, OpType=_REDUCE_SCATTER_BASE, NumelIn=470503424, NumelOut=58812928, "
-                "Timeout(ms)=600000) ran for 600043 milliseconds before timing out.")
+NCCL_TIMEOUT = (
+    "[E1122 10:55:41.018832107 ProcessGroupNCCL.cpp:685] [Rank {rank}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=1213, OpType=_REDUCE_SCATTER_BASE, NumelIn=470503424, NumelOut=58812928, "
+    "Timeout(ms)=600000) ran for 600043 milliseconds before timing out."
+)
 CHILD_FAILED = """E1122 10:55:42.112000 1817 torch/distributed/elastic/multiprocessing/api.py:882] failed (exitcode: 1) local_rank: 5 (pid: 1911) of binary: /usr/bin/python
 Traceback (most recent call last):
   File "/usr/local/bin/torchrun", line 8, in <module>
@@ -122,17 +125,24 @@ def format_arg(name: str, value: object) -> str:
 
 def rewrite_config_reprs(lines: list[str], values: dict) -> list[str]:
     """MCore also logs OptimizerConfig(...)/DistributedDataParallelConfig(...): keep them consistent."""
+
     def rewrite(line: str) -> str:
         for name, value in values.items():
             line = re.sub(rf"\b{name}=[^,()]+", f"{name}={value}", line)
         return line
+
     return [rewrite(line) if "Config(" in line else line for line in lines]
 
 
 def scale_iteration_lines(lines: list[str], factor: float) -> list[str]:
     def scale(line: str) -> str:
-        line = re.sub(r"(elapsed time per iteration \(ms\): )([\d.]+)", lambda m: f"{m.group(1)}{float(m.group(2)) * factor:.1f}", line)
+        line = re.sub(
+            r"(elapsed time per iteration \(ms\): )([\d.]+)",
+            lambda m: f"{m.group(1)}{float(m.group(2)) * factor:.1f}",
+            line,
+        )
         return re.sub(r"(\(TFLOP/s/GPU\): )([\d.]+)", lambda m: f"{m.group(1)}{float(m.group(2)) / factor:.1f}", line)
+
     return [scale(line) if "elapsed time per iteration" in line else line for line in lines]
 
 
@@ -154,122 +164,172 @@ OOM_FRAMES = TRAINING_FRAMES + [
 ]
 CASES = [
     Case(
-        "oom-fragmentation-multirank", BASELINE, cut_after="iteration        5/",
+        "oom-fragmentation-multirank",
+        BASELINE,
+        cut_after="iteration        5/",
         args={"world_size": 8, "data_parallel_size": 8},
         tail=traceback(5, OOM_FRAMES, OOM_FRAGMENTATION)
         + [f"[rank{r}]:" + NCCL_TIMEOUT.format(rank=r) for r in (0, 1, 2, 3, 4, 6, 7)]
         + CHILD_FAILED.splitlines(),
         expected="first: {id: oom-fragmentation, verdict: unknown}\nids: [oom-fragmentation, nccl-collective-failure]\n"
-                 'ranks: "5"\nexit_code: 1\n',
+        'ranks: "5"\nexit_code: 1\n',
         source="An OOM on rank 5 (the real torch 2.11 fragmentation message from shared/reference, GPU index set to 5) "
-               "followed by NCCL watchdog timeouts on the seven other ranks (PyTorch's real watchdog wording) and "
-               "torchrun's ChildFailedError summary. The OOM must lead; the NCCL errors come last.",
+        "followed by NCCL watchdog timeouts on the seven other ranks (PyTorch's real watchdog wording) and "
+        "torchrun's ChildFailedError summary. The OOM must lead; the NCCL errors come last.",
     ),
     Case(
-        "oom-capacity-expandable", BASELINE, cut_after="iteration        5/",
+        "oom-capacity-expandable",
+        BASELINE,
+        cut_after="iteration        5/",
         head=["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "CUDA_DEVICE_MAX_CONNECTIONS=1"],
         tail=traceback(0, OOM_FRAMES, OOM_FRAGMENTATION.replace("GPU 5", "GPU 0")),
         expected="first: {id: oom-capacity, verdict: confirmed}\nids: [oom-capacity]\nexit_code: 1\n",
         source="The launcher's environment dump says expandable segments are on, so even with 42.90 GiB reserved-"
-               "but-unallocated this is capacity, not fragmentation (real torch 2.11 message from shared/reference).",
+        "but-unallocated this is capacity, not fragmentation (real torch 2.11 message from shared/reference).",
     ),
     Case(
-        "oom-activation-offload", BASELINE, cut_after="iteration        1/",
+        "oom-activation-offload",
+        BASELINE,
+        cut_after="iteration        1/",
         args={"cpu_offloading_num_layers": 4},
         tail=traceback(0, OOM_FRAMES, OOM_CAPACITY),
         expected="first: {id: oom-activation-offload, verdict: confirmed}\nids: [oom-activation-offload]\nexit_code: 1\n",
         source="Activation offloading on (Megatron-LM turns it on through cpu_offloading_num_layers 4) with PP 1, "
-               "and the real torch 2.11 capacity OOM (76.00 GiB allocated, 0 bytes reserved-unallocated).",
+        "and the real torch 2.11 capacity OOM (76.00 GiB allocated, 0 bytes reserved-unallocated).",
     ),
     Case(
-        "oom-partial-optimizer-offload-bridge", OPT050, cut_after="iteration        5/",
+        "oom-partial-optimizer-offload-bridge",
+        OPT050,
+        cut_after="iteration        5/",
         tail=traceback(0, OOM_FRAMES, OOM_CAPACITY),
         expected="first: {id: oom-partial-optimizer-offload, verdict: confirmed}\nids: [oom-partial-optimizer-offload]\n"
-                 "exit_code: 1\nconfig: [../configs/bridge-run-config-optimizer-offload.yaml]\n"
-                 "overrides: [optimizer.optimizer_offload_fraction=1]\n",
+        "exit_code: 1\nconfig: [../configs/bridge-run-config-optimizer-offload.yaml]\n"
+        "overrides: [optimizer.optimizer_offload_fraction=1]\n",
         source="The real 50 % optimizer-offload log, cut after iteration 5 and ended by the real torch 2.11 capacity "
-               "OOM; diagnosed together with the Bridge run_config.yaml from shared/reference (fraction 0.5), so the "
-               "verdict cites file:line in the YAML and the fix steps the fraction up to 0.75.",
+        "OOM; diagnosed together with the Bridge run_config.yaml from shared/reference (fraction 0.5), so the "
+        "verdict cites file:line in the YAML and the fix steps the fraction up to 0.75.",
     ),
     Case(
-        "optimizer-offload-slowdown-restart", OPT050, args={"optimizer_offload_fraction": 1.0},
-        scale_iterations=4.2 * 460.9 / 820.7, prepend_log=BASELINE,
+        "optimizer-offload-slowdown-restart",
+        OPT050,
+        args={"optimizer_offload_fraction": 1.0},
+        scale_iterations=4.2 * 460.9 / 820.7,
+        prepend_log=BASELINE,
         expected="first: {id: optimizer-offload-slowdown, verdict: confirmed}\nids: [optimizer-offload-slowdown]\nexit_code: 0\n",
         source="A restart: the real baseline log, then the real optimizer-offload log with optimizer_offload_fraction "
-               "rewritten to 1.0. SYNTHETIC NUMBERS: its elapsed-time and TFLOP/s figures are scaled so the steady "
-               "state is 4.2x the baseline's 460.9 ms (the guide's measurement at 100 % on Qwen3-30B-A3B); the real "
-               "0.47B run at 0.5 was 1.78x, which is not an extreme slowdown (see clean-opt050).",
+        "rewritten to 1.0. SYNTHETIC NUMBERS: its elapsed-time and TFLOP/s figures are scaled so the steady "
+        "state is 4.2x the baseline's 460.9 ms (the guide's measurement at 100 % on Qwen3-30B-A3B); the real "
+        "0.47B run at 0.5 was 1.78x, which is not an extreme slowdown (see clean-opt050).",
     ),
     Case(
-        "unmatched-failure", BASELINE, cut_after="time to initialize megatron",
-        tail=[f"{r}: " + line for r in (0,) for line in traceback(None, TRAINING_FRAMES[:2] + [
-            '  File "/workspace/Megatron-LM/megatron/training/training.py", line 655, in pretrain',
-            "    train_data_iterator, valid_data_iterator, test_data_iterator = build_train_valid_test_data_iterators(",
-        ], "FileNotFoundError: [Errno 2] No such file or directory: '/data/tokens/wiki_text_document.idx'")],
+        "unmatched-failure",
+        BASELINE,
+        cut_after="time to initialize megatron",
+        tail=[
+            f"{r}: " + line
+            for r in (0,)
+            for line in traceback(
+                None,
+                TRAINING_FRAMES[:2]
+                + [
+                    '  File "/workspace/Megatron-LM/megatron/training/training.py", line 655, in pretrain',
+                    "    train_data_iterator, valid_data_iterator, test_data_iterator = build_train_valid_test_data_iterators(",
+                ],
+                "FileNotFoundError: [Errno 2] No such file or directory: '/data/tokens/wiki_text_document.idx'",
+            )
+        ],
         expected='ids: []\nunmatched: "FileNotFoundError"\nexit_code: 0\n',
         source="A failure no signature knows (a missing dataset index), with Slurm `srun --label` prefixes on the "
-               "traceback. diagnose must say that nothing matched and show the FileNotFoundError line.",
+        "traceback. diagnose must say that nothing matched and show the FileNotFoundError line.",
     ),
     Case(
-        "cuda-graph-expandable-segments", BASELINE, cut_after="time to initialize megatron",
-        head=["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"], args={"cuda_graph_impl": "local"},
-        tail=traceback(0, TRAINING_FRAMES[:2] + [
-            '  File "/usr/local/lib/python3.12/dist-packages/megatron/core/transformer/cuda_graphs.py", line 1414, in __init__',
-            "    assert (",
-        ], "AssertionError: Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access when using CUDA Graph with "
-           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."),
+        "cuda-graph-expandable-segments",
+        BASELINE,
+        cut_after="time to initialize megatron",
+        head=["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"],
+        args={"cuda_graph_impl": "local"},
+        tail=traceback(
+            0,
+            TRAINING_FRAMES[:2]
+            + [
+                '  File "/usr/local/lib/python3.12/dist-packages/megatron/core/transformer/cuda_graphs.py", line 1414, in __init__',
+                "    assert (",
+            ],
+            "AssertionError: Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access when using CUDA Graph with "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+        ),
         expected="first: {id: cuda-graph-expandable-segments, verdict: confirmed}\nids: [cuda-graph-expandable-segments]\nexit_code: 1\n",
         source="The assertion text is CudaGraphManager.__init__'s in megatron-core 0.16.1 (cuda_graphs.py:1414); it "
-               "only runs on a GPU (it asks torch.cuda for the device capability), so the traceback frames are "
-               "composed, not recorded.",
+        "only runs on a GPU (it asks torch.cuda for the device capability), so the traceback frames are "
+        "composed, not recorded.",
     ),
     Case(
-        "state-offload-conflict", BASELINE, cut_after="time to initialize megatron",
+        "state-offload-conflict",
+        BASELINE,
+        cut_after="time to initialize megatron",
         args={"offload_optimizer_states": True, "optimizer_cpu_offload": True, "use_precision_aware_optimizer": True},
-        tail=traceback(0, TRAINING_FRAMES[:2], "AssertionError: --offload-optimizer-states and --optimizer-cpu-offload "
-                       "cannot be used together."),
+        tail=traceback(
+            0,
+            TRAINING_FRAMES[:2],
+            "AssertionError: --offload-optimizer-states and --optimizer-cpu-offload cannot be used together.",
+        ),
         expected="first: {id: state-offload-conflict, verdict: confirmed}\n"
-                 "ids: [state-offload-conflict, state-offload-requires-te-fusedadam]\nexit_code: 1\n",
+        "ids: [state-offload-conflict, state-offload-requires-te-fusedadam]\nexit_code: 1\n",
         source="SYNTHETIC MESSAGE: PR 2811 (unmerged) added this assert in validate_args; its exact wording is not in "
-               "any release, so this line is written from the PR discussion. The signature's pattern accepts any "
-               "error naming both options. The same image has no Transformer Engine (MCore's 'Falling back to Torch "
-               "optimizers' line), so state offloading could not run either: that second finding comes from the config.",
+        "any release, so this line is written from the PR discussion. The signature's pattern accepts any "
+        "error naming both options. The same image has no Transformer Engine (MCore's 'Falling back to Torch "
+        "optimizers' line), so state offloading could not run either: that second finding comes from the config.",
     ),
     Case(
-        "state-offload-requires-te-fusedadam", BASELINE, cut_after="time to initialize megatron",
+        "state-offload-requires-te-fusedadam",
+        BASELINE,
+        cut_after="time to initialize megatron",
         args={"offload_optimizer_states": True},
-        tail=traceback(0, TRAINING_FRAMES[:2], "AssertionError: --offload-optimizer-states requires TE FusedAdam "
-                       "(transformer_engine.pytorch.optimizers.FusedAdam)."),
+        tail=traceback(
+            0,
+            TRAINING_FRAMES[:2],
+            "AssertionError: --offload-optimizer-states requires TE FusedAdam "
+            "(transformer_engine.pytorch.optimizers.FusedAdam).",
+        ),
         expected="first: {id: state-offload-requires-te-fusedadam, verdict: confirmed}\n"
-                 "ids: [state-offload-requires-te-fusedadam]\nexit_code: 1\n",
+        "ids: [state-offload-requires-te-fusedadam]\nexit_code: 1\n",
         source="The real baseline log's first line is MCore's 'Transformer Engine and Apex are not installed. Falling "
-               "back to Torch optimizers.' warning, which confirms the cause. SYNTHETIC MESSAGE: the final assertion "
-               "wording is written from PR 2811's description (unmerged, not in any release).",
+        "back to Torch optimizers.' warning, which confirms the cause. SYNTHETIC MESSAGE: the final assertion "
+        "wording is written from PR 2811's description (unmerged, not in any release).",
     ),
     Case(
-        "optimizer-offload-fraction-range", BASELINE,
+        "optimizer-offload-fraction-range",
+        BASELINE,
         args={"optimizer_cpu_offload": True, "optimizer_offload_fraction": 50.0, "use_precision_aware_optimizer": True},
         expected="first: {id: optimizer-offload-fraction-range, verdict: confirmed}\n"
-                 "ids: [optimizer-offload-fraction-range]\nexit_code: 1\n",
+        "ids: [optimizer-offload-fraction-range]\nexit_code: 1\n",
         source="The real baseline log with optimizer_offload_fraction rewritten to 50.0 (percent typed for a share). "
-               "MCore 0.16.1 accepts it and training runs: only the arguments block shows the problem.",
+        "MCore 0.16.1 accepts it and training runs: only the arguments block shows the problem.",
     ),
 ]
 
 
 def source_md(case: Case) -> str:
-    return (f"# {case.name}\n\nComposed by `tools/compose_fixtures.py` from `shared/logs/{case.base}` (a real "
-            f"Megatron-LM core_v0.19.0 log from one H100)"
-            + (f", after the whole of `shared/logs/{case.prepend_log}`" if case.prepend_log else "")
-            + ".\n\n" + (f"Rewritten arguments: {', '.join(f'`{k}` = {v}' for k, v in case.args.items())}.\n\n" if case.args else "")
-            + case.source + "\n")
+    return (
+        f"# {case.name}\n\nComposed by `tools/compose_fixtures.py` from `shared/logs/{case.base}` (a real "
+        f"Megatron-LM core_v0.19.0 log from one H100)"
+        + (f", after the whole of `shared/logs/{case.prepend_log}`" if case.prepend_log else "")
+        + ".\n\n"
+        + (f"Rewritten arguments: {', '.join(f'`{k}` = {v}' for k, v in case.args.items())}.\n\n" if case.args else "")
+        + case.source
+        + "\n"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if any fixture would change")
-    parser.add_argument("--shared", type=Path, default=SHARED_LOGS.parent,
-                        help="shared reference folder (default: $OFFLOADDOCTOR_SHARED, else ../shared)")
+    parser.add_argument(
+        "--shared",
+        type=Path,
+        default=SHARED_LOGS.parent,
+        help="shared reference folder (default: $OFFLOADDOCTOR_SHARED, else ../shared)",
+    )
     args = parser.parse_args()
     check = args.check
     logs = args.shared / "logs"
@@ -278,8 +338,11 @@ def main() -> int:
     changed = []
     for case in CASES:
         directory = ROOT / "fixtures" / case.name
-        files = {"job.log": compose(case, logs), "expected.yaml": "# what `offloaddoctor diagnose` must report\n" + case.expected,
-                 "SOURCE.md": source_md(case)}
+        files = {
+            "job.log": compose(case, logs),
+            "expected.yaml": "# what `offloaddoctor diagnose` must report\n" + case.expected,
+            "SOURCE.md": source_md(case),
+        }
         for name, text in files.items():
             path = directory / name
             if not path.exists() or path.read_text() != text:

@@ -10,6 +10,7 @@ as in the shared logs.
 Nothing else is changed. The summary (median iteration time, peak max-allocated memory, loss
 agreement with the baseline) is computed from the written fixtures, for SOURCE.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,12 @@ SHOWN_SITE = "/usr/local/lib/python3.12/dist-packages/"
 ITER = re.compile(
     r"iteration +(\d+)/ *\d+ \|.*elapsed time per iteration \(ms\): ([\d.]+) \|"
     r".*throughput per GPU \(TFLOP/s/GPU\): ([\d.]+) \|.*lm loss: ([\dE+.-]+) \|"
-    r".*grad norm: ([\d.]+) \|")
-MEMORY = re.compile(r"\(after (\d+) iterations\) memory \(MB\) \| allocated: ([\d.]+) \| "
-                    r"max allocated: ([\d.]+) \| reserved: ([\d.]+) \| max reserved: ([\d.]+)")
+    r".*grad norm: ([\d.]+) \|"
+)
+MEMORY = re.compile(
+    r"\(after (\d+) iterations\) memory \(MB\) \| allocated: ([\d.]+) \| "
+    r"max allocated: ([\d.]+) \| reserved: ([\d.]+) \| max reserved: ([\d.]+)"
+)
 WARMUP = 2  # iterations 1-2 carry allocator and CPU-optimizer warm-up
 
 
@@ -38,8 +42,7 @@ def rewrite(text: str, site: str = SITE) -> str:
 
 
 def series(text: str):
-    iters = [(int(m[1]), float(m[2]), float(m[3]), float(m[4]), float(m[5]))
-             for m in ITER.finditer(text)]
+    iters = [(int(m[1]), float(m[2]), float(m[3]), float(m[4]), float(m[5])) for m in ITER.finditer(text)]
     mems = [tuple(float(x) for x in m.groups()) for m in MEMORY.finditer(text)]
     return iters, mems
 
@@ -47,10 +50,12 @@ def series(text: str):
 def summary(texts: dict[str, str]) -> str:
     base_iters, _ = series(texts["baseline"])
     base_loss = {i: loss for i, _, _, loss, _ in base_iters}
-    rows = ["| run | offload fraction | iterations | median ms/iter (iters 3-30) | median TFLOP/s/GPU "
-            "(iters 3-30) | iter 1 ms | peak max allocated MB | peak max reserved MB | "
-            "final lm loss | max abs loss diff vs baseline | max rel loss diff |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| run | offload fraction | iterations | median ms/iter (iters 3-30) | median TFLOP/s/GPU "
+        "(iters 3-30) | iter 1 ms | peak max allocated MB | peak max reserved MB | "
+        "final lm loss | max abs loss diff vs baseline | max rel loss diff |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, fraction in RUNS.items():
         iters, mems = series(texts[name])
         steady = [it for it in iters if it[0] > WARMUP]
@@ -61,7 +66,8 @@ def summary(texts: dict[str, str]) -> str:
             f"{statistics.median(it[1] for it in steady):.1f} | "
             f"{statistics.median(it[2] for it in steady):.1f} | {iters[0][1]:.1f} | "
             f"{max(m[2] for m in mems):.2f} | {max(m[4] for m in mems):.2f} | "
-            f"{iters[-1][3]:.6E} | {max(diffs):.3E} | {max(rels):.2%} |")
+            f"{iters[-1][3]:.6E} | {max(diffs):.3E} | {max(rels):.2%} |"
+        )
     return "\n".join(rows)
 
 
@@ -69,7 +75,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("raw_dir", type=Path)
     parser.add_argument("--check", action="store_true")
-    parser.add_argument("--site", default=SITE, help="the wheel's install folder on the GPU machine (default: $SITE, else /tmp/site)")
+    parser.add_argument(
+        "--site", default=SITE, help="the wheel's install folder on the GPU machine (default: $SITE, else /tmp/site)"
+    )
     args = parser.parse_args()
     texts, changed = {}, []
     for name in RUNS:

@@ -11,6 +11,7 @@ The only rewrite is the wheel's install folder on the GPU machine ($SITE as mega
 default `/tmp/site/`) into
 `/usr/local/lib/python3.12/dist-packages/`, as in fixtures/compare-family. Runs that did not finish are skipped.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -47,8 +48,10 @@ def main(folders: list[str]) -> int:
         text = (folder / f"{run}.raw.log").read_text(errors="replace")
         for old, new in REWRITES:
             text = text.replace(old, new)
-        with open(DEST / f"{run}.log.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
-                                                                      filename="") as out:
+        with (
+            open(DEST / f"{run}.log.gz", "wb") as raw,
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as out,
+        ):
             out.write(text.encode())
         command = (folder / f"{run}.cmd").read_text().strip()
         smi = (folder / f"{run}.smi").read_text().strip()

@@ -36,14 +36,32 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 HOSTILE = [
-    "::error::pwned", "  ::add-mask::secret", "##[set-output name=x;]y", "%0A::warning::z", "\x1b]8;;http://x\x07l\x1b]8;;\x07",
-    "\x1b[31m[bold red]markup[/bold red]\x1b[0m", "Traceback (most recent call last):", "[rank99999999999]: Error",
+    "::error::pwned",
+    "  ::add-mask::secret",
+    "##[set-output name=x;]y",
+    "%0A::warning::z",
+    "\x1b]8;;http://x\x07l\x1b]8;;\x07",
+    "\x1b[31m[bold red]markup[/bold red]\x1b[0m",
+    "Traceback (most recent call last):",
+    "[rank99999999999]: Error",
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 99999999999999999999.99 GiB. GPU 0 has a total "
-    "capacity of 1e400 GiB of which -5 MiB is free.", "iteration 4/ 3 | elapsed time per iteration (ms): nan |",
-    "\u202e\u2066reversed\u2069", "\ud7ff\ue000\U0010ffff", "a" * 5000, "  pipeline_model_parallel_size ....... 1e9999",
-    "------------------------ arguments ------------------------", "0: 1: [default3]: [rank2]: x",
-    "\x9b31m c1 csi \x9d0;osc\x9c", "\u2028::error::sep \x85::error::nel", "\x0b::error::vt \x0c::error::ff",
-    "x ::error::mid-line", "\t::warning::tab", "[link=http://x]click[/link]", "`````", "<script>", "| a | b |",
+    "capacity of 1e400 GiB of which -5 MiB is free.",
+    "iteration 4/ 3 | elapsed time per iteration (ms): nan |",
+    "\u202e\u2066reversed\u2069",
+    "\ud7ff\ue000\U0010ffff",
+    "a" * 5000,
+    "  pipeline_model_parallel_size ....... 1e9999",
+    "------------------------ arguments ------------------------",
+    "0: 1: [default3]: [rank2]: x",
+    "\x9b31m c1 csi \x9d0;osc\x9c",
+    "\u2028::error::sep \x85::error::nel",
+    "\x0b::error::vt \x0c::error::ff",
+    "x ::error::mid-line",
+    "\t::warning::tab",
+    "[link=http://x]click[/link]",
+    "`````",
+    "<script>",
+    "| a | b |",
     "  recompute_granularity ........................ ::error::arg ##[x]",
     "+ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True::error::env",
 ]
@@ -130,8 +148,14 @@ def check_outputs(report, catalog, renderers) -> str | None:
     json.loads(document)
     xml = junit(report, catalog, {f.id for f in report.findings})
     ET.fromstring(xml)
-    for name, output, ours in (("text", plain(report), False), ("json", document, False), ("markdown", markdown(report), False),
-                               ("github", annotations, True), ("github summary", summary, False), ("junit", xml, False)):
+    for name, output, ours in (
+        ("text", plain(report), False),
+        ("json", document, False),
+        ("markdown", markdown(report), False),
+        ("github", annotations, True),
+        ("github summary", summary, False),
+        ("junit", xml, False),
+    ):
         problem = leak(output, ours)
         if problem:
             return f"{name}: {problem}"
@@ -149,8 +173,15 @@ def run_chunk(args: tuple[int, int, int]) -> tuple[int, set[str], list[str]]:
     from offloaddoctor.render.metrics_text import render_metrics_text
     from offloaddoctor.render.plain import render_plain
 
-    renderers = (render_plain, render_json, render_markdown, render_github, render_junit, render_metrics_json,
-                 render_metrics_text)
+    renderers = (
+        render_plain,
+        render_json,
+        render_markdown,
+        render_github,
+        render_junit,
+        render_metrics_json,
+        render_metrics_text,
+    )
     catalog = load_catalog()
     seeds = seed_lines()
     ids: set[str] = set()
@@ -172,14 +203,18 @@ def _run_cases(start, count, seed, catalog, seeds, renderers, scratch, ids, fail
     for case in range(start, start + count):
         rng = random.Random(seed * 1_000_003 + case)
         text = make_case(rng, seeds)
-        config = {"optimizer.optimizer_cpu_offload": rng.choice([True, False, "maybe", None]),
-                  "optimizer.optimizer_offload_fraction": rng.choice([0.25, 1.5, -1, "x", None])}
+        config = {
+            "optimizer.optimizer_cpu_offload": rng.choice([True, False, "maybe", None]),
+            "optimizer.optimizer_offload_fraction": rng.choice([0.25, 1.5, -1, "x", None]),
+        }
         try:
             report = diagnose_text(text, config if rng.random() < 0.5 else None, catalog)
             problem = check_outputs(report, catalog, renderers)
             ids.update(f.id for f in report.findings)
             runs = [metrics_from_text(text)]
-            problem = problem or next(filter(None, (leak(render_metrics_json(runs)), leak(render_metrics_text(runs)))), None)
+            problem = problem or next(
+                filter(None, (leak(render_metrics_json(runs)), leak(render_metrics_text(runs)))), None
+            )
             if case % 16 == 0:
                 data, suffix = as_file_bytes(rng, text)
                 path = os.path.join(scratch, f"case{suffix}")
@@ -221,8 +256,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     result = fuzz(args.cases, args.workers, args.seed)
-    print(f"cases {result['cases']:,} | {result['seconds']:.1f} s | {result['cases'] / result['seconds']:.0f} cases/s | "
-          f"{len(result['ids'])} distinct finding ids | failures {len(result['failures'])}")
+    print(
+        f"cases {result['cases']:,} | {result['seconds']:.1f} s | {result['cases'] / result['seconds']:.0f} cases/s | "
+        f"{len(result['ids'])} distinct finding ids | failures {len(result['failures'])}"
+    )
     for failure in result["failures"][:20]:
         print("  " + failure)
     return 1 if result["failures"] else 0

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write docs/signatures/<id>.md and docs/signatures/README.md from the catalogue.
 
-    python3 tools/gen_signature_docs.py          # (re)write the pages
-    python3 tools/gen_signature_docs.py --check  # exit 1 if any page is stale or missing
+python3 tools/gen_signature_docs.py          # (re)write the pages
+python3 tools/gen_signature_docs.py --check  # exit 1 if any page is stale or missing
 """
 
 from __future__ import annotations

@@ -91,37 +91,73 @@ def load_bridge_config():
 def build(config, llama, workdir: str, case: dict):
     """A Llama-3.2-1B pretraining config as Bridge's llama32_1b recipe sets it up, with the case's changes."""
     from megatron.bridge.training.config import (
-        CheckpointConfig, ConfigContainer, DistributedDataParallelConfig, GPTDatasetConfig, LoggerConfig,
-        OptimizerConfig, RNGConfig, SchedulerConfig, TokenizerConfig, TrainingConfig,
+        CheckpointConfig,
+        ConfigContainer,
+        DistributedDataParallelConfig,
+        GPTDatasetConfig,
+        LoggerConfig,
+        OptimizerConfig,
+        RNGConfig,
+        SchedulerConfig,
+        TokenizerConfig,
+        TrainingConfig,
     )
 
     model = llama.Llama32ModelProvider1B(
-        tensor_model_parallel_size=1, pipeline_model_parallel_size=1, context_parallel_size=1,
-        sequence_parallel=False, seq_length=8192, apply_rope_fusion=False,
+        tensor_model_parallel_size=1,
+        pipeline_model_parallel_size=1,
+        context_parallel_size=1,
+        sequence_parallel=False,
+        seq_length=8192,
+        apply_rope_fusion=False,
     )
     optimizer = OptimizerConfig(
-        optimizer="adam", lr=3e-4, min_lr=3e-5, weight_decay=0.1, adam_beta1=0.9, adam_beta2=0.95,
-        adam_eps=1e-8, bf16=True, use_distributed_optimizer=True, clip_grad=1.0,
+        optimizer="adam",
+        lr=3e-4,
+        min_lr=3e-5,
+        weight_decay=0.1,
+        adam_beta1=0.9,
+        adam_beta2=0.95,
+        adam_eps=1e-8,
+        bf16=True,
+        use_distributed_optimizer=True,
+        clip_grad=1.0,
     )
     ddp = DistributedDataParallelConfig(
-        check_for_nan_in_grad=True, grad_reduce_in_fp32=True, overlap_grad_reduce=True,
-        overlap_param_gather=True, average_in_collective=True, use_distributed_optimizer=True,
+        check_for_nan_in_grad=True,
+        grad_reduce_in_fp32=True,
+        overlap_grad_reduce=True,
+        overlap_param_gather=True,
+        average_in_collective=True,
+        use_distributed_optimizer=True,
     )
     for key, value in case["set"].items():
         section, _, name = key.partition(".")
         setattr({"model": model, "optimizer": optimizer, "ddp": ddp}[section], name, value)
     return ConfigContainer(
-        train=TrainingConfig(train_iters=1000, global_batch_size=32, micro_batch_size=1, eval_interval=2000, eval_iters=32),
+        train=TrainingConfig(
+            train_iters=1000, global_batch_size=32, micro_batch_size=1, eval_interval=2000, eval_iters=32
+        ),
         model=model,
         optimizer=optimizer,
         ddp=ddp,
         scheduler=SchedulerConfig(lr_decay_style="cosine", lr_warmup_iters=100, lr_decay_iters=1000),
-        dataset=GPTDatasetConfig(random_seed=1234, sequence_length=8192, reset_position_ids=False,
-                                 reset_attention_mask=False, eod_mask_loss=False, split="9999,8,2"),
+        dataset=GPTDatasetConfig(
+            random_seed=1234,
+            sequence_length=8192,
+            reset_position_ids=False,
+            reset_attention_mask=False,
+            eod_mask_loss=False,
+            split="9999,8,2",
+        ),
         logger=LoggerConfig(log_interval=10, tensorboard_dir=os.path.join(workdir, "tb_logs")),
         tokenizer=TokenizerConfig(tokenizer_type="NullTokenizer", vocab_size=32000),
-        checkpoint=CheckpointConfig(save_interval=500, save=os.path.join(workdir, "checkpoints"),
-                                    load=os.path.join(workdir, "checkpoints"), ckpt_format="torch_dist"),
+        checkpoint=CheckpointConfig(
+            save_interval=500,
+            save=os.path.join(workdir, "checkpoints"),
+            load=os.path.join(workdir, "checkpoints"),
+            ckpt_format="torch_dist",
+        ),
         rng=RNGConfig(seed=1234),
     )
 
@@ -129,16 +165,23 @@ def build(config, llama, workdir: str, case: dict):
 CASES = {
     # optimizer offloading at 0.5: an OOM after it is oom-partial-optimizer-offload, not a bare capacity OOM
     "optimizer-offload-050": {
-        "set": {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.5,
-                "optimizer.overlap_cpu_optimizer_d2h_h2d": True},
+        "set": {
+            "optimizer.optimizer_cpu_offload": True,
+            "optimizer.optimizer_offload_fraction": 0.5,
+            "optimizer.overlap_cpu_optimizer_d2h_h2d": True,
+        },
     },
     # plain run, no offloading: the summary must say so (keys absent = the Megatron-Core default)
     "no-offload": {"set": {}},
     # Megatron-Bridge#2992: `activation_offload_layers: 0` was taken as "on" (`is not None`), so the model got
     # cpu_offloading=True with cpu_offloading_num_layers=0; with PP 2 validate() raises. Records the traceback.
     "pp2-offload-layers-0": {
-        "set": {"model.pipeline_model_parallel_size": 2, "model.pipeline_dtype": "bf16",
-                "model.cpu_offloading": True, "model.cpu_offloading_num_layers": 0},
+        "set": {
+            "model.pipeline_model_parallel_size": 2,
+            "model.pipeline_dtype": "bf16",
+            "model.cpu_offloading": True,
+            "model.cpu_offloading_num_layers": 0,
+        },
         "fails": True,
     },
 }
@@ -146,8 +189,11 @@ CASES = {
 
 def _paths(text: str, workdir: str) -> str:
     site = sysconfig.get_paths()["purelib"].rstrip("/") + "/"
-    return (text.replace(workdir, "/workspace").replace(site, "/usr/local/lib/python3.11/dist-packages/")
-            .replace(str(Path(__file__).resolve()), "/workspace/launch_bridge.py"))
+    return (
+        text.replace(workdir, "/workspace")
+        .replace(site, "/usr/local/lib/python3.11/dist-packages/")
+        .replace(str(Path(__file__).resolve()), "/workspace/launch_bridge.py")
+    )
 
 
 def record(outdir: Path) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 
-TRAIN_SCRIPT = '''\
+TRAIN_SCRIPT = """\
 import os, sys
 from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -40,20 +40,23 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
-NON_LEAF = '''\
+"""
+NON_LEAF = """\
 import torch
 
 x = torch.ones(4, requires_grad=True)
 optimizer = torch.optim.Adam([x.mul(2)], lr=1e-3)
-'''
+"""
 
 
 def rewrite(text: str, workdir: str) -> str:
     site = sysconfig.get_paths()["purelib"].rstrip("/") + "/"
     bindir = str(Path(sys.executable).parent) + "/"
-    return (text.replace(site, "/usr/local/lib/python3.11/dist-packages/")
-            .replace(bindir, "/usr/local/bin/").replace(workdir.rstrip("/") + "/", "/workspace/"))
+    return (
+        text.replace(site, "/usr/local/lib/python3.11/dist-packages/")
+        .replace(bindir, "/usr/local/bin/")
+        .replace(workdir.rstrip("/") + "/", "/workspace/")
+    )
 
 
 def run(args: list[str], cwd: str) -> str:
@@ -65,13 +68,13 @@ def from_agent_traceback(output: str) -> str:
     """The part users paste: torchrun's own traceback and the ChildFailedError summary."""
     lines = output.splitlines(keepends=True)
     starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
-    return "".join(lines[starts[-1]:])
+    return "".join(lines[starts[-1] :])
 
 
 def cut_after_raise(output: str) -> str:
     lines = output.splitlines(keepends=True)
     last_raise = max(i for i, line in enumerate(lines) if line.strip().startswith("raise "))
-    return "".join(lines[:last_raise + 1])
+    return "".join(lines[: last_raise + 1])
 
 
 def main() -> int:
@@ -80,8 +83,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as workdir:
         (Path(workdir) / "train.py").write_text(TRAIN_SCRIPT)
         (Path(workdir) / "make_optimizer.py").write_text(NON_LEAF)
-        for case, mode, port in (("torchrun-root-cause-traceback", "raise", "29541"),
-                                 ("torchrun-root-cause-signal", "kill", "29542")):
+        for case, mode, port in (
+            ("torchrun-root-cause-traceback", "raise", "29541"),
+            ("torchrun-root-cause-signal", "kill", "29542"),
+        ):
             output = run([torchrun, "--nproc_per_node", "2", "--master_port", port, "train.py", mode], workdir)
             outputs[case] = from_agent_traceback(rewrite(output, workdir))
         output = run([sys.executable, "make_optimizer.py"], workdir)

@@ -13,6 +13,7 @@ with torch and megatron-core, e.g. a venv made with `pip install torch==2.13.0+c
 --shared (or $OFFLOADDOCTOR_SHARED; default: ../shared next to the repository) is the folder holding
 logs/megatron-lm-h100-baseline-10iter.log; --baseline names that log directly.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,7 @@ def call(cls: str, **kwargs) -> str:
 MODEL = {"num_layers": 8, "hidden_size": 2048, "num_attention_heads": 16, "bf16": True}  # baseline
 PP4 = {"pipeline_model_parallel_size": 4, "pipeline_dtype": Code("torch.bfloat16")}
 ACT = {"cpu_offloading": True, "cpu_offloading_num_layers": 2}
-OPT = {"optimizer_cpu_offload": True, "optimizer_offload_fraction": 0.5,
-       "use_precision_aware_optimizer": True}
+OPT = {"optimizer_cpu_offload": True, "optimizer_offload_fraction": 0.5, "use_precision_aware_optimizer": True}
 
 
 def tc(**kwargs) -> str:
@@ -80,30 +80,33 @@ TINY_MODEL = (
     "model.proj = torch.nn.Linear(8, 8)",
     "model.ddp_config = DistributedDataParallelConfig(use_distributed_optimizer=True)",
 )
-VPP_NOTE = ("megatron-core 0.16.1 runs these VPP checks only for uneven pipelines "
-            "(`num_layers_in_first/last_pipeline_stage`, Megatron-LM's "
-            "`--decoder-first/last-pipeline-num-layers`); an even split raises nothing in "
-            "TransformerConfig. The missing spaces are in the real message.")
+VPP_NOTE = (
+    "megatron-core 0.16.1 runs these VPP checks only for uneven pipelines "
+    "(`num_layers_in_first/last_pipeline_stage`, Megatron-LM's "
+    "`--decoder-first/last-pipeline-num-layers`); an even split raises nothing in "
+    "TransformerConfig. The missing spaces are in the real message."
+)
 DECOUPLED_NOTE = (
     "The call leaves `use_precision_aware_optimizer` False: without Transformer Engine "
     "`OptimizerConfig.__post_init__` stops earlier (TypeError in `is_te_min_version`). The args "
     "keep it True, as Megatron-LM requires with `--optimizer-cpu-offload`; the assert is the same. "
     "Megatron-LM 0.19 prints no `decoupled_weight_decay` (MCore default True): that line is "
     "inserted. `model` is a bare MegatronModule with a `ddp_config`, standing in for the DDP "
-    "wrapper, which needs CUDA.")
+    "wrapper, which needs CUDA."
+)
 
 
 @dataclass(frozen=True)
 class Case:
     name: str
-    call: str                       # the statement that raises: the launcher's last line
-    expect: str                     # exact final exception line; recording fails otherwise
-    args: dict                      # Megatron-LM argument overrides, printed with str()
-    sig: str = ""                   # signature id, when it differs from the case name
+    call: str  # the statement that raises: the launcher's last line
+    expect: str  # exact final exception line; recording fails otherwise
+    args: dict  # Megatron-LM argument overrides, printed with str()
+    sig: str = ""  # signature id, when it differs from the case name
     ranks: int = 1
     setup: tuple = ()
     env: dict = field(default_factory=dict)  # set for the ranks and dumped at the top of the log
-    interleave: str = "lines"       # "lines": line by line; "blocks": whole per-rank tracebacks
+    interleave: str = "lines"  # "lines": line by line; "blocks": whole per-rank tracebacks
     note: str = ""
 
     @property
@@ -112,69 +115,134 @@ class Case:
 
 
 CASES = [
-    Case("pp-cpu-offload", tc(**PP4, **ACT),
-         "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading",
-         {"pipeline_model_parallel_size": 4, "cpu_offloading_num_layers": 2, "world_size": 8,
-          "data_parallel_size": 2}, ranks=8),
-    Case("recompute-cpu-offload", tc(**ACT, recompute_granularity="selective"),
-         "ValueError: CPU offloading does not work when activation recomputation is enabled",
-         {"cpu_offloading_num_layers": 2, "recompute_granularity": "selective"}),
-    Case("recompute-cpu-offload-full",
-         tc(**ACT, recompute_granularity="full", recompute_method="uniform",
-            recompute_num_layers=1),
-         "ValueError: CPU offloading does not work when activation recomputation is enabled",
-         {"cpu_offloading_num_layers": 2, "recompute_granularity": "full",
-          "recompute_method": "uniform", "recompute_num_layers": 1}, sig="recompute-cpu-offload"),
-    Case("cuda-graph-cpu-offload", tc(**ACT, cuda_graph_impl="transformer_engine"),
-         "ValueError: CUDA graphs not supported with CPU offloading.",
-         {"cpu_offloading_num_layers": 2, "cuda_graph_impl": "transformer_engine",
-          "transformer_impl": "transformer_engine"}),
-    Case("fine-grained-cpu-offload",
-         tc(**ACT, fine_grained_activation_offloading=True, offload_modules=["core_attn"]),
-         "AssertionError: fine_grained_activation_offloading cannot be enabled with "
-         "cpu_offloading.",
-         {"cpu_offloading_num_layers": 2, "fine_grained_activation_offloading": True,
-          "offload_modules": ["core_attn"], "transformer_impl": "transformer_engine"}),
-    Case("cpu-offload-num-layers", tc(cpu_offloading=True, cpu_offloading_num_layers=8),
-         "ValueError: CPU offloading can be done only for layers less than 8",
-         {"cpu_offloading_num_layers": 8}),
-    Case("vpp-layer-divisibility",
-         tc(num_layers=12, **PP4, virtual_pipeline_model_parallel_size=2,
-            num_layers_in_first_pipeline_stage=2, num_layers_in_last_pipeline_stage=4),
-         "ValueError: number of layers on each middle pipeline rank:3 must be divisible by "
-         "virtualpipeline parallel degree 2",
-         {"num_layers": 12, "pipeline_model_parallel_size": 4, "world_size": 4,
-          "virtual_pipeline_model_parallel_size": 2, "decoder_first_pipeline_num_layers": 2,
-          "decoder_last_pipeline_num_layers": 4}, ranks=4, interleave="blocks", note=VPP_NOTE),
-    Case("vpp-layer-divisibility-first-stage",
-         tc(num_layers=12, **PP4, virtual_pipeline_model_parallel_size=2,
-            num_layers_in_first_pipeline_stage=3),
-         "ValueError: number of layers at first stage: 3must be divisible by virtual "
-         "pipelineparallel degree 2",
-         {"num_layers": 12, "pipeline_model_parallel_size": 4, "world_size": 4,
-          "virtual_pipeline_model_parallel_size": 2, "decoder_first_pipeline_num_layers": 3},
-         sig="vpp-layer-divisibility", ranks=4, interleave="blocks", note=VPP_NOTE),
-    Case("nccl-ub-expandable-segments", call("DistributedDataParallelConfig", nccl_ub=True),
-         "ValueError: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is currently not supported "
-         "with nccl_ub due to compatibility issue with torch.cuda.MemPool API.",
-         {"nccl_ub": True, "world_size": 4, "data_parallel_size": 4}, ranks=4,
-         env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
-    Case("optimizer-offload-precision-aware",
-         call("OptimizerConfig", **OPT, optimizer="sgd", use_distributed_optimizer=True),
-         "AssertionError: --use-precision-aware-optimizer only supported with adam",
-         {**OPT, "optimizer": "sgd"}),
-    Case("optimizer-offload-requires-distributed-optimizer",
-         call("OptimizerConfig", **OPT, use_distributed_optimizer=False),
-         "AssertionError: --use-precision-aware-optimizer only supported with distributed "
-         "optimizer",
-         {**OPT, "use_distributed_optimizer": False}),
-    Case("optimizer-offload-decoupled-weight-decay",
-         "get_megatron_optimizer(" + call(
-             "OptimizerConfig", optimizer_cpu_offload=True, optimizer_offload_fraction=0.5,
-             use_distributed_optimizer=True, decoupled_weight_decay=False) + ", [model])",
-         "AssertionError: CPU offloading only supported with decoupled_weight_decay enabled "
-         "(AdamW mode).",
-         {**OPT, "decoupled_weight_decay": False}, setup=TINY_MODEL, note=DECOUPLED_NOTE),
+    Case(
+        "pp-cpu-offload",
+        tc(**PP4, **ACT),
+        "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading",
+        {"pipeline_model_parallel_size": 4, "cpu_offloading_num_layers": 2, "world_size": 8, "data_parallel_size": 2},
+        ranks=8,
+    ),
+    Case(
+        "recompute-cpu-offload",
+        tc(**ACT, recompute_granularity="selective"),
+        "ValueError: CPU offloading does not work when activation recomputation is enabled",
+        {"cpu_offloading_num_layers": 2, "recompute_granularity": "selective"},
+    ),
+    Case(
+        "recompute-cpu-offload-full",
+        tc(**ACT, recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1),
+        "ValueError: CPU offloading does not work when activation recomputation is enabled",
+        {
+            "cpu_offloading_num_layers": 2,
+            "recompute_granularity": "full",
+            "recompute_method": "uniform",
+            "recompute_num_layers": 1,
+        },
+        sig="recompute-cpu-offload",
+    ),
+    Case(
+        "cuda-graph-cpu-offload",
+        tc(**ACT, cuda_graph_impl="transformer_engine"),
+        "ValueError: CUDA graphs not supported with CPU offloading.",
+        {
+            "cpu_offloading_num_layers": 2,
+            "cuda_graph_impl": "transformer_engine",
+            "transformer_impl": "transformer_engine",
+        },
+    ),
+    Case(
+        "fine-grained-cpu-offload",
+        tc(**ACT, fine_grained_activation_offloading=True, offload_modules=["core_attn"]),
+        "AssertionError: fine_grained_activation_offloading cannot be enabled with cpu_offloading.",
+        {
+            "cpu_offloading_num_layers": 2,
+            "fine_grained_activation_offloading": True,
+            "offload_modules": ["core_attn"],
+            "transformer_impl": "transformer_engine",
+        },
+    ),
+    Case(
+        "cpu-offload-num-layers",
+        tc(cpu_offloading=True, cpu_offloading_num_layers=8),
+        "ValueError: CPU offloading can be done only for layers less than 8",
+        {"cpu_offloading_num_layers": 8},
+    ),
+    Case(
+        "vpp-layer-divisibility",
+        tc(
+            num_layers=12,
+            **PP4,
+            virtual_pipeline_model_parallel_size=2,
+            num_layers_in_first_pipeline_stage=2,
+            num_layers_in_last_pipeline_stage=4,
+        ),
+        "ValueError: number of layers on each middle pipeline rank:3 must be divisible by "
+        "virtualpipeline parallel degree 2",
+        {
+            "num_layers": 12,
+            "pipeline_model_parallel_size": 4,
+            "world_size": 4,
+            "virtual_pipeline_model_parallel_size": 2,
+            "decoder_first_pipeline_num_layers": 2,
+            "decoder_last_pipeline_num_layers": 4,
+        },
+        ranks=4,
+        interleave="blocks",
+        note=VPP_NOTE,
+    ),
+    Case(
+        "vpp-layer-divisibility-first-stage",
+        tc(num_layers=12, **PP4, virtual_pipeline_model_parallel_size=2, num_layers_in_first_pipeline_stage=3),
+        "ValueError: number of layers at first stage: 3must be divisible by virtual pipelineparallel degree 2",
+        {
+            "num_layers": 12,
+            "pipeline_model_parallel_size": 4,
+            "world_size": 4,
+            "virtual_pipeline_model_parallel_size": 2,
+            "decoder_first_pipeline_num_layers": 3,
+        },
+        sig="vpp-layer-divisibility",
+        ranks=4,
+        interleave="blocks",
+        note=VPP_NOTE,
+    ),
+    Case(
+        "nccl-ub-expandable-segments",
+        call("DistributedDataParallelConfig", nccl_ub=True),
+        "ValueError: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is currently not supported "
+        "with nccl_ub due to compatibility issue with torch.cuda.MemPool API.",
+        {"nccl_ub": True, "world_size": 4, "data_parallel_size": 4},
+        ranks=4,
+        env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    ),
+    Case(
+        "optimizer-offload-precision-aware",
+        call("OptimizerConfig", **OPT, optimizer="sgd", use_distributed_optimizer=True),
+        "AssertionError: --use-precision-aware-optimizer only supported with adam",
+        {**OPT, "optimizer": "sgd"},
+    ),
+    Case(
+        "optimizer-offload-requires-distributed-optimizer",
+        call("OptimizerConfig", **OPT, use_distributed_optimizer=False),
+        "AssertionError: --use-precision-aware-optimizer only supported with distributed optimizer",
+        {**OPT, "use_distributed_optimizer": False},
+    ),
+    Case(
+        "optimizer-offload-decoupled-weight-decay",
+        "get_megatron_optimizer("
+        + call(
+            "OptimizerConfig",
+            optimizer_cpu_offload=True,
+            optimizer_offload_fraction=0.5,
+            use_distributed_optimizer=True,
+            decoupled_weight_decay=False,
+        )
+        + ", [model])",
+        "AssertionError: CPU offloading only supported with decoupled_weight_decay enabled (AdamW mode).",
+        {**OPT, "decoupled_weight_decay": False},
+        setup=TINY_MODEL,
+        note=DECOUPLED_NOTE,
+    ),
 ]
 
 
@@ -194,12 +262,24 @@ def record(case: Case, python: str, site: str) -> list[list[str]]:
         script = Path(tmp) / LAUNCHER
         script.write_text(launcher_source(case), encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if k != "PYTORCH_CUDA_ALLOC_CONF"}
-        env.update(case.env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-                   WORLD_SIZE=str(case.ranks), PYTHONDONTWRITEBYTECODE="1")
-        procs = [subprocess.Popen([python, str(script)], cwd=tmp, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True,
-                                  env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
-                 for r in range(case.ranks)]
+        env.update(
+            case.env,
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(free_port()),
+            WORLD_SIZE=str(case.ranks),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        procs = [
+            subprocess.Popen(
+                [python, str(script)],
+                cwd=tmp,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+            )
+            for r in range(case.ranks)
+        ]
         outputs = [(p.communicate(timeout=600)[1], p.returncode) for p in procs]
     tracebacks = []
     for rank, (stderr, code) in enumerate(outputs):
@@ -207,8 +287,7 @@ def record(case: Case, python: str, site: str) -> list[list[str]]:
         start = next((i for i, line in enumerate(lines) if TRACEBACK_START.match(line)), None)
         if code != 1 or start is None:
             sys.exit(f"{case.name}: rank {rank} exited {code} without a traceback:\n{stderr}")
-        tb = [line.replace(site, SHOWN_SITE).replace(str(script), SHOWN_LAUNCHER)
-              for line in lines[start:]]
+        tb = [line.replace(site, SHOWN_SITE).replace(str(script), SHOWN_LAUNCHER) for line in lines[start:]]
         if tb[-1] != f"[rank{rank}]: {case.expect}":
             sys.exit(f"{case.name}: rank {rank} raised {tb[-1]!r}, expected {case.expect!r}")
         tracebacks.append(tb)
@@ -219,8 +298,7 @@ def interleave(case: Case, tracebacks: list[list[str]]) -> list[str]:
     """Merge per-rank outputs deterministically, keeping each rank's own line order."""
     rng = random.Random(case.name)
     if case.interleave == "blocks":
-        return [line for rank in rng.sample(range(len(tracebacks)), len(tracebacks))
-                for line in tracebacks[rank]]
+        return [line for rank in rng.sample(range(len(tracebacks)), len(tracebacks)) for line in tracebacks[rank]]
     queues, merged = [list(tb) for tb in tracebacks], []
     while any(queues):
         merged.append(rng.choice([q for q in queues if q]).pop(0))
@@ -234,7 +312,7 @@ def format_arg(name: str, value: object) -> str:
 def rewrite_args(block: list[str], overrides: dict) -> tuple[list[str], dict, list[str]]:
     """Return the rewritten block, the effective values, and the changes in words."""
     lines = {line.split()[0]: line for line in block}
-    values = {name: line[len(format_arg(name, "")):] for name, line in lines.items()}
+    values = {name: line[len(format_arg(name, "")) :] for name, line in lines.items()}
     changes = []
     for name, value in overrides.items():
         was = f"`{values[name]}`" if name in values else "no line in the real block, inserted"
@@ -251,8 +329,7 @@ def rewrite_startup(line: str, values: dict) -> str:
         (r"^(using world size: )\d+", values["world_size"]),
         (r"(data-parallel size: )\d+", dp),
         (r"(pipeline-model-parallel size: )\d+", pp),
-        (r"^(Number of virtual stages per pipeline stage: ).*",
-         values["virtual_pipeline_model_parallel_size"]),
+        (r"^(Number of virtual stages per pipeline stage: ).*", values["virtual_pipeline_model_parallel_size"]),
         (r"(setting number of microbatches to constant )\d+", microbatches),
         (r"^(> initialized pipeline model parallel with size )\d+", pp),
     ]:
@@ -264,9 +341,9 @@ def compose_log(case: Case, baseline: list[str], traceback: list[str]) -> tuple[
     begin = next(i for i, line in enumerate(baseline) if ARGS_BEGIN in line)
     end = baseline.index(ARGS_END)
     stop = next(i for i, line in enumerate(baseline) if line.startswith(STARTUP_END))
-    block, values, changes = rewrite_args(baseline[begin + 1:end], case.args)
-    startup = [rewrite_startup(line, values) for line in baseline[:begin + 1]]
-    after = [rewrite_startup(line, values) for line in baseline[end:stop + 1]]
+    block, values, changes = rewrite_args(baseline[begin + 1 : end], case.args)
+    startup = [rewrite_startup(line, values) for line in baseline[: begin + 1]]
+    after = [rewrite_startup(line, values) for line in baseline[end : stop + 1]]
     env_dump = [f"{k}={v}" for k, v in case.env.items()]
     return "\n".join(env_dump + startup + block + after + traceback) + "\n", changes
 
@@ -274,82 +351,117 @@ def compose_log(case: Case, baseline: list[str], traceback: list[str]) -> tuple[
 def expected_yaml(case: Case) -> str:
     lines = [
         "# what `offloaddoctor diagnose job.log` must report",
-        f"first: {{id: {case.signature}, verdict: confirmed}}   "
-        "# verdict: confirmed | contradicted | unknown",
+        f"first: {{id: {case.signature}, verdict: confirmed}}   # verdict: confirmed | contradicted | unknown",
         f"ids: [{case.signature}]        # all finding ids expected, most relevant first",
     ]
     if case.ranks > 1:
-        lines.append(f'ranks: "0-{case.ranks - 1}"                 '
-                     "# compact rank set of the first finding, when multi-rank")
+        lines.append(
+            f'ranks: "0-{case.ranks - 1}"                 # compact rank set of the first finding, when multi-rank'
+        )
     return "\n".join(lines + ["exit_code: 1", ""])
 
 
 def source_md(case: Case, versions: str, changes: list[str], log_lines: int) -> str:
-    procs = (f"{case.ranks} processes (ranks 0-{case.ranks - 1})" if case.ranks > 1
-             else "one process")
-    merge = ("line by line (seeded random choice of the next rank, seed = case name)"
-             if case.interleave == "lines" else "as whole per-rank tracebacks (seeded rank order)")
+    procs = f"{case.ranks} processes (ranks 0-{case.ranks - 1})" if case.ranks > 1 else "one process"
+    merge = (
+        "line by line (seeded random choice of the next rank, seed = case name)"
+        if case.interleave == "lines"
+        else "as whole per-rank tracebacks (seeded rank order)"
+    )
     env = " ".join(f"{k}={v}" for k, v in case.env.items())
-    return "\n".join([
-        f"# {case.name}", "",
-        f"Signature `{case.signature}`. Final exception line, on every rank:", "",
-        f"    {case.expect}", "",
-        "## Real", "",
-        f"- The traceback: recorded by `tools/record_fixtures.py` from {versions}, run as {procs} "
-        "in a real gloo process group"
-        + (f" with `{env}` set" if env else "") + ". The `[rankN]: ` prefixes come from the "
-        "excepthook that torch's `init_process_group` installs (as in any torchrun job).",
-        f"- Every other line: `{BASELINE_NAME}` (real H100 run, Megatron-LM core_v0.19.0), "
-        f"its first line through `{STARTUP_END} ...`.", "",
-        "## Rewritten", "",
-        f"- The recording interpreter's site-packages folder → `{SHOWN_SITE}`; the launcher's temporary path → "
-        f"`{SHOWN_LAUNCHER}` (a launcher, not Megatron-LM's `pretrain_gpt.py`). The `<string>` "
-        "frame line numbers are Python 3.11's although the path says 3.12.",
-        "- Argument lines (`print_args` padding, sorted): " + "; ".join(changes) + ".",
-        "- Start-up lines derived from the arguments (world, data-parallel and pipeline sizes, "
-        "virtual stages, number of microbatches) follow them.",
-        "- The header still says Megatron-Core 0.19.0; the frames and line numbers are 0.16.1's.",
-        f"- Ranks merged {merge}; start-up lines appear once (rank 0 prints them)."
-        if case.ranks > 1 else "- Single rank: the traceback follows the start-up lines.",
-        *(f"- Added an env dump line at the top: `{k}={v}`." for k, v in case.env.items()),
-        f"- job.log has {log_lines} lines.", "",
-        *(["## Note", "", case.note, ""] if case.note else []),
-        "## The MCore call (launcher source)", "",
-        "```python", launcher_source(case).rstrip("\n"), "```", "",
-        "## Regenerate", "",
-        f"    {REGENERATE} {case.name}", "",
-    ])
+    return "\n".join(
+        [
+            f"# {case.name}",
+            "",
+            f"Signature `{case.signature}`. Final exception line, on every rank:",
+            "",
+            f"    {case.expect}",
+            "",
+            "## Real",
+            "",
+            f"- The traceback: recorded by `tools/record_fixtures.py` from {versions}, run as {procs} "
+            "in a real gloo process group"
+            + (f" with `{env}` set" if env else "")
+            + ". The `[rankN]: ` prefixes come from the "
+            "excepthook that torch's `init_process_group` installs (as in any torchrun job).",
+            f"- Every other line: `{BASELINE_NAME}` (real H100 run, Megatron-LM core_v0.19.0), "
+            f"its first line through `{STARTUP_END} ...`.",
+            "",
+            "## Rewritten",
+            "",
+            f"- The recording interpreter's site-packages folder → `{SHOWN_SITE}`; the launcher's temporary path → "
+            f"`{SHOWN_LAUNCHER}` (a launcher, not Megatron-LM's `pretrain_gpt.py`). The `<string>` "
+            "frame line numbers are Python 3.11's although the path says 3.12.",
+            "- Argument lines (`print_args` padding, sorted): " + "; ".join(changes) + ".",
+            "- Start-up lines derived from the arguments (world, data-parallel and pipeline sizes, "
+            "virtual stages, number of microbatches) follow them.",
+            "- The header still says Megatron-Core 0.19.0; the frames and line numbers are 0.16.1's.",
+            f"- Ranks merged {merge}; start-up lines appear once (rank 0 prints them)."
+            if case.ranks > 1
+            else "- Single rank: the traceback follows the start-up lines.",
+            *(f"- Added an env dump line at the top: `{k}={v}`." for k, v in case.env.items()),
+            f"- job.log has {log_lines} lines.",
+            "",
+            *(["## Note", "", case.note, ""] if case.note else []),
+            "## The MCore call (launcher source)",
+            "",
+            "```python",
+            launcher_source(case).rstrip("\n"),
+            "```",
+            "",
+            "## Regenerate",
+            "",
+            f"    {REGENERATE} {case.name}",
+            "",
+        ]
+    )
 
 
 def probe_versions(python: str) -> tuple[str, str]:
     """(versions line for SOURCE.md, the interpreter's site-packages folder with a trailing slash)."""
-    code = ("import sys, sysconfig, torch, megatron.core as m; print(f'megatron-core {m.__version__} with "
-            "torch {torch.__version__} on Python {sys.version.split()[0]}'); print(sysconfig.get_paths()['purelib'])")
+    code = (
+        "import sys, sysconfig, torch, megatron.core as m; print(f'megatron-core {m.__version__} with "
+        "torch {torch.__version__} on Python {sys.version.split()[0]}'); print(sysconfig.get_paths()['purelib'])"
+    )
     try:
         result = subprocess.run([python, "-W", "ignore", "-c", code], capture_output=True, text=True, check=False)
     except OSError as exc:
         sys.exit(f"--python {python}: cannot run it: {exc}")
     if result.returncode != 0:
-        sys.exit(f"--python {python}: needs torch and megatron-core (set --python or MCORE_PYTHON): "
-                 f"{(result.stderr.strip().splitlines() or ['exit ' + str(result.returncode)])[-1]}")
+        sys.exit(
+            f"--python {python}: needs torch and megatron-core (set --python or MCORE_PYTHON): "
+            f"{(result.stderr.strip().splitlines() or ['exit ' + str(result.returncode)])[-1]}"
+        )
     versions, site = result.stdout.strip().splitlines()[-2:]
     return versions, site.rstrip("/") + "/"
 
 
 def render_case(case: Case, baseline: list[str], python: str, versions: str, site: str) -> dict[str, str]:
     log, changes = compose_log(case, baseline, interleave(case, record(case, python, site)))
-    return {"job.log": log, "expected.yaml": expected_yaml(case),
-            "SOURCE.md": source_md(case, versions, changes, log.count("\n"))}
+    return {
+        "job.log": log,
+        "expected.yaml": expected_yaml(case),
+        "SOURCE.md": source_md(case, versions, changes, log.count("\n")),
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if any fixture would change")
-    parser.add_argument("--python", default=MCORE_PYTHON,
-                        help="interpreter with torch and megatron-core (default: $MCORE_PYTHON, else this one)")
-    parser.add_argument("--shared", type=Path, default=SHARED,
-                        help="shared reference folder (default: $OFFLOADDOCTOR_SHARED, else ../shared)")
-    parser.add_argument("--baseline", type=Path, default=None, help=f"the baseline log (default: SHARED/logs/{BASELINE_NAME})")
+    parser.add_argument(
+        "--python",
+        default=MCORE_PYTHON,
+        help="interpreter with torch and megatron-core (default: $MCORE_PYTHON, else this one)",
+    )
+    parser.add_argument(
+        "--shared",
+        type=Path,
+        default=SHARED,
+        help="shared reference folder (default: $OFFLOADDOCTOR_SHARED, else ../shared)",
+    )
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help=f"the baseline log (default: SHARED/logs/{BASELINE_NAME})"
+    )
     parser.add_argument("cases", nargs="*", help="case names (default: all)")
     opts = parser.parse_args()
     unknown = set(opts.cases) - {c.name for c in CASES}

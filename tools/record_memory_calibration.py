@@ -14,6 +14,7 @@ caching allocator, so `max allocated` is per run); an nvidia-smi poller records 
 GROUP selects the runs (`single`: one GPU each; `multi`: two GPUs, TP/PP/DP = 2). Writes OUTDIR/raw.tar.gz
 holding NAME.raw.log, NAME.cmd, NAME.smi (peak nvidia-smi MiB) and meta-GROUP.txt.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,7 @@ COMMON = (
 )
 DISTOPT = "--use-distributed-optimizer"
 OFFLOAD = "--optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction"
-LLAMA = ("--swiglu --normalization RMSNorm --position-embedding-type rope --no-rope-fusion "
-         "--disable-bias-linear")
+LLAMA = "--swiglu --normalization RMSNorm --position-embedding-type rope --no-rope-fusion --disable-bias-linear"
 GQA = "--group-query-attention --num-query-groups"
 FULL = "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
 SELECTIVE = "--recompute-granularity selective"
@@ -43,9 +43,11 @@ FP16 = "--fp16 --initial-loss-scale 4096"
 
 
 def shape(layers, hidden, heads, seq, mbs, vocab, gbs=None):
-    return (f"--num-layers {layers} --hidden-size {hidden} --num-attention-heads {heads} "
-            f"--seq-length {seq} --max-position-embeddings {seq} --micro-batch-size {mbs} "
-            f"--global-batch-size {gbs or 2 * mbs} --vocab-size {vocab}")
+    return (
+        f"--num-layers {layers} --hidden-size {hidden} --num-attention-heads {heads} "
+        f"--seq-length {seq} --max-position-embeddings {seq} --micro-batch-size {mbs} "
+        f"--global-batch-size {gbs or 2 * mbs} --vocab-size {vocab}"
+    )
 
 
 # name -> (GPUs, rough GB for scheduling, arguments). Names starting with "h" are held out of calibration.
@@ -59,17 +61,28 @@ RUNS = {
     "c07-selective": (1, 18, f"{shape(8, 2048, 16, 1024, 8, 32000)} --bf16 {DISTOPT} {SELECTIVE}"),
     "c08-no-distopt": (1, 16, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16"),
     "c09-fp16": (1, 16, f"{shape(8, 2048, 16, 1024, 4, 32000)} {FP16} {DISTOPT}"),
-    "c10-llama-gqa": (1, 16, f"{shape(8, 2048, 16, 2048, 2, 32000)} --ffn-hidden-size 5632 --bf16 "
-                             f"{DISTOPT} {LLAMA} {GQA} 4 --untie-embeddings-and-output-weights"),
+    "c10-llama-gqa": (
+        1,
+        16,
+        f"{shape(8, 2048, 16, 2048, 2, 32000)} --ffn-hidden-size 5632 --bf16 "
+        f"{DISTOPT} {LLAMA} {GQA} 4 --untie-embeddings-and-output-weights",
+    ),
     "c11-h3072": (1, 18, f"{shape(6, 3072, 24, 2048, 2, 32000)} --bf16 {DISTOPT}"),
     "c12-h1536-l16-mbs8": (1, 22, f"{shape(16, 1536, 12, 1024, 8, 32000)} --bf16 {DISTOPT}"),
     "c13-tiny": (1, 3, f"{shape(4, 1024, 8, 1024, 1, 32000)} --bf16 {DISTOPT}"),
     "c14-opt075": (1, 10, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} {OFFLOAD} 0.75"),
     "h01-h3072-opt050": (1, 14, f"{shape(6, 3072, 24, 2048, 2, 32000)} --bf16 {DISTOPT} {OFFLOAD} 0.5"),
-    "h02-gqa-s3072": (1, 22, f"{shape(8, 2560, 20, 3072, 1, 64000)} --ffn-hidden-size 6912 --bf16 "
-                             f"{DISTOPT} {LLAMA} {GQA} 4"),
-    "h03-h4096-s4096-v128k": (1, 34, f"{shape(2, 4096, 32, 4096, 2, 128256)} --ffn-hidden-size 11008 "
-                                     f"--bf16 {DISTOPT} {LLAMA} {GQA} 8 --untie-embeddings-and-output-weights"),
+    "h02-gqa-s3072": (
+        1,
+        22,
+        f"{shape(8, 2560, 20, 3072, 1, 64000)} --ffn-hidden-size 6912 --bf16 {DISTOPT} {LLAMA} {GQA} 4",
+    ),
+    "h03-h4096-s4096-v128k": (
+        1,
+        34,
+        f"{shape(2, 4096, 32, 4096, 2, 128256)} --ffn-hidden-size 11008 "
+        f"--bf16 {DISTOPT} {LLAMA} {GQA} 8 --untie-embeddings-and-output-weights",
+    ),
     "h04-v64k-s2048": (1, 12, f"{shape(4, 2048, 16, 2048, 2, 64000)} --bf16 {DISTOPT}"),
     "h05-l24-h1024": (1, 12, f"{shape(24, 1024, 16, 1024, 4, 32000)} --bf16 {DISTOPT}"),
     "h06-fp16-h1536": (1, 12, f"{shape(12, 1536, 12, 2048, 2, 32000)} {FP16} {DISTOPT}"),
@@ -78,55 +91,114 @@ RUNS = {
     "h09-mbs1-opt100": (1, 6, f"{shape(8, 2048, 16, 1024, 1, 32000)} --bf16 {DISTOPT} {OFFLOAD} 1.0"),
     "h10-h1024-mbs8-s2048": (1, 18, f"{shape(8, 1024, 16, 2048, 8, 32000)} --bf16 {DISTOPT}"),
     # Two GPUs: TP, PP (1F1B with 4 micro-batches) and DP with the distributed optimizer.
-    "m01-tp2-sp": (2, 0, f"{shape(8, 2048, 16, 2048, 2, 32000)} --bf16 {DISTOPT} "
-                         "--tensor-model-parallel-size 2 --sequence-parallel"),
-    "m02-pp2": (2, 0, f"{shape(8, 2048, 16, 1024, 4, 32000, gbs=16)} --bf16 {DISTOPT} "
-                      "--pipeline-model-parallel-size 2"),
+    "m01-tp2-sp": (
+        2,
+        0,
+        f"{shape(8, 2048, 16, 2048, 2, 32000)} --bf16 {DISTOPT} --tensor-model-parallel-size 2 --sequence-parallel",
+    ),
+    "m02-pp2": (
+        2,
+        0,
+        f"{shape(8, 2048, 16, 1024, 4, 32000, gbs=16)} --bf16 {DISTOPT} --pipeline-model-parallel-size 2",
+    ),
     "m03-dp2": (2, 0, f"{shape(8, 2048, 16, 1024, 4, 32000, gbs=16)} --bf16 {DISTOPT}"),
-    "h11-tp2-no-sp": (2, 0, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} "
-                            "--tensor-model-parallel-size 2"),
-    "h12-pp2-dp1-opt050": (2, 0, f"{shape(8, 2048, 16, 1024, 2, 32000, gbs=8)} --bf16 {DISTOPT} "
-                                 f"--pipeline-model-parallel-size 2 {OFFLOAD} 0.5"),
+    "h11-tp2-no-sp": (2, 0, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} --tensor-model-parallel-size 2"),
+    "h12-pp2-dp1-opt050": (
+        2,
+        0,
+        f"{shape(8, 2048, 16, 1024, 2, 32000, gbs=8)} --bf16 {DISTOPT} --pipeline-model-parallel-size 2 {OFFLOAD} 0.5",
+    ),
     # Recorded after the model was frozen (commit 23e1289): a second, clean hold-out set.
     "n01-selective-v50k": (1, 24, f"{shape(10, 2560, 20, 2048, 2, 50257)} --bf16 {DISTOPT} {SELECTIVE}"),
-    "n02-block-recompute-s4096": (1, 30, f"{shape(16, 1024, 16, 4096, 1, 32000)} --bf16 {DISTOPT} "
-                                         "--recompute-granularity full --recompute-method block "
-                                         "--recompute-num-layers 4"),
+    "n02-block-recompute-s4096": (
+        1,
+        30,
+        f"{shape(16, 1024, 16, 4096, 1, 32000)} --bf16 {DISTOPT} "
+        "--recompute-granularity full --recompute-method block "
+        "--recompute-num-layers 4",
+    ),
     "n03-opt030": (1, 18, f"{shape(12, 2048, 16, 2048, 4, 32000)} --bf16 {DISTOPT} {OFFLOAD} 0.3"),
-    "n04-fp16-gqa": (1, 22, f"{shape(8, 3072, 24, 1024, 2, 32000)} --ffn-hidden-size 8192 {FP16} {DISTOPT} "
-                            f"{LLAMA} {GQA} 8"),
-    "n05-mbs16-v128k-untied": (1, 32, f"{shape(6, 1536, 12, 1024, 16, 128256)} --bf16 {DISTOPT} "
-                                      "--untie-embeddings-and-output-weights"),
-    "n06-no-dropout-hd64": (1, 16, f"{shape(8, 2048, 32, 2048, 2, 32000)} --bf16 {DISTOPT} "
-                                   "--attention-dropout 0.0 --hidden-dropout 0.0"),
+    "n04-fp16-gqa": (
+        1,
+        22,
+        f"{shape(8, 3072, 24, 1024, 2, 32000)} --ffn-hidden-size 8192 {FP16} {DISTOPT} {LLAMA} {GQA} 8",
+    ),
+    "n05-mbs16-v128k-untied": (
+        1,
+        32,
+        f"{shape(6, 1536, 12, 1024, 16, 128256)} --bf16 {DISTOPT} --untie-embeddings-and-output-weights",
+    ),
+    "n06-no-dropout-hd64": (
+        1,
+        16,
+        f"{shape(8, 2048, 32, 2048, 2, 32000)} --bf16 {DISTOPT} --attention-dropout 0.0 --hidden-dropout 0.0",
+    ),
     "n07-h4096-no-distopt": (1, 20, f"{shape(3, 4096, 32, 2048, 1, 32000)} --bf16"),
-    "n08-full-chunk2": (1, 14, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} "
-                               "--recompute-granularity full --recompute-method uniform --recompute-num-layers 2"),
-    "n09-opt100-overlap": (1, 10, f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} {OFFLOAD} 1.0 "
-                                  "--overlap-cpu-optimizer-d2h-h2d"),
-    "n11-pp2-vpp2": (2, 0, f"{shape(8, 2048, 16, 1024, 2, 32000, gbs=16)} --bf16 {DISTOPT} "
-                           "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2"),
+    "n08-full-chunk2": (
+        1,
+        14,
+        f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} "
+        "--recompute-granularity full --recompute-method uniform --recompute-num-layers 2",
+    ),
+    "n09-opt100-overlap": (
+        1,
+        10,
+        f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT} {OFFLOAD} 1.0 --overlap-cpu-optimizer-d2h-h2d",
+    ),
+    "n11-pp2-vpp2": (
+        2,
+        0,
+        f"{shape(8, 2048, 16, 1024, 2, 32000, gbs=16)} --bf16 {DISTOPT} "
+        "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2",
+    ),
     "n12-dp2-no-distopt": (2, 0, f"{shape(8, 2048, 16, 1024, 4, 32000, gbs=16)} --bf16"),
-    "n13-tp2-gqa": (2, 0, f"{shape(8, 2048, 16, 2048, 2, 32000)} --ffn-hidden-size 5632 --bf16 {DISTOPT} "
-                          f"{LLAMA} {GQA} 4 --tensor-model-parallel-size 2"),
-    "n14-pp2-mbs1-s4096": (2, 0, f"{shape(8, 2048, 16, 4096, 1, 32000, gbs=8)} --bf16 {DISTOPT} "
-                                 "--pipeline-model-parallel-size 2"),
+    "n13-tp2-gqa": (
+        2,
+        0,
+        f"{shape(8, 2048, 16, 2048, 2, 32000)} --ffn-hidden-size 5632 --bf16 {DISTOPT} "
+        f"{LLAMA} {GQA} 4 --tensor-model-parallel-size 2",
+    ),
+    "n14-pp2-mbs1-s4096": (
+        2,
+        0,
+        f"{shape(8, 2048, 16, 4096, 1, 32000, gbs=8)} --bf16 {DISTOPT} --pipeline-model-parallel-size 2",
+    ),
     # MoE (local experts, SequentialMLP), recorded after the model's MoE formulas were written. Expert biases
     # are off: with them megatron-core 0.19's local experts add the bias in place on a view, which autograd
     # refuses ("Output 0 of _ReduceFromModelParallelRegionBackward is a view and is being modified inplace").
-    "e01-moe8-top2": (1, 16, f"{shape(8, 1024, 16, 1024, 4, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
-                             "--moe-router-topk 2 --moe-ffn-hidden-size 2816"),
-    "e02-moe16-shared-gqa": (1, 20, f"{shape(8, 2048, 16, 1024, 2, 32000)} --bf16 {DISTOPT} {LLAMA} {GQA} 4 "
-                                    "--num-experts 16 --moe-router-topk 2 --moe-ffn-hidden-size 1408 "
-                                    "--moe-shared-expert-intermediate-size 2816"),
-    "e03-moe4-top1-s2048": (1, 24, f"{shape(4, 2048, 16, 2048, 2, 32000)} --bf16 {DISTOPT} --disable-bias-linear "
-                                   "--num-experts 4 --moe-router-topk 1 --moe-router-pre-softmax "
-                                   "--moe-ffn-hidden-size 8192"),
-    "e04-moe8-top4-mbs8": (1, 20, f"{shape(6, 1536, 12, 1024, 8, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
-                                  "--moe-router-topk 4 --moe-ffn-hidden-size 1536"),
-    "e05-moe8-ep2": (2, 0, f"{shape(8, 1024, 16, 1024, 4, 32000, gbs=16)} --bf16 {DISTOPT} --disable-bias-linear "
-                           "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 "
-                           "--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"),
+    "e01-moe8-top2": (
+        1,
+        16,
+        f"{shape(8, 1024, 16, 1024, 4, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        "--moe-router-topk 2 --moe-ffn-hidden-size 2816",
+    ),
+    "e02-moe16-shared-gqa": (
+        1,
+        20,
+        f"{shape(8, 2048, 16, 1024, 2, 32000)} --bf16 {DISTOPT} {LLAMA} {GQA} 4 "
+        "--num-experts 16 --moe-router-topk 2 --moe-ffn-hidden-size 1408 "
+        "--moe-shared-expert-intermediate-size 2816",
+    ),
+    "e03-moe4-top1-s2048": (
+        1,
+        24,
+        f"{shape(4, 2048, 16, 2048, 2, 32000)} --bf16 {DISTOPT} --disable-bias-linear "
+        "--num-experts 4 --moe-router-topk 1 --moe-router-pre-softmax "
+        "--moe-ffn-hidden-size 8192",
+    ),
+    "e04-moe8-top4-mbs8": (
+        1,
+        20,
+        f"{shape(6, 1536, 12, 1024, 8, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        "--moe-router-topk 4 --moe-ffn-hidden-size 1536",
+    ),
+    "e05-moe8-ep2": (
+        2,
+        0,
+        f"{shape(8, 1024, 16, 1024, 4, 32000, gbs=16)} --bf16 {DISTOPT} --disable-bias-linear "
+        "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 "
+        "--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall",
+    ),
     # Meant to run out of memory on an 80 GB H100 (the estimate: ~93 GiB): a real OOM with its arguments block.
     "oom-h4096-s4096": (1, 80, f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT}"),
 }
@@ -147,7 +219,9 @@ class SmiPoller(threading.Thread):
         while not self.stop.is_set():
             out = subprocess.run(
                 ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                capture_output=True, text=True).stdout
+                capture_output=True,
+                text=True,
+            ).stdout
             for line in out.splitlines():
                 try:
                     pid, used = (int(x) for x in line.split(","))
@@ -162,8 +236,10 @@ class SmiPoller(threading.Thread):
 
 
 def launch(name, gpus, args, port, outdir):
-    cmd = (f"python3 -m torch.distributed.run --nproc-per-node {gpus} --master-port {port} "
-           f"tools/compare_family_pretrain_gpt.py {COMMON} {args}")
+    cmd = (
+        f"python3 -m torch.distributed.run --nproc-per-node {gpus} --master-port {port} "
+        f"tools/compare_family_pretrain_gpt.py {COMMON} {args}"
+    )
     (outdir / f"{name}.cmd").write_text(cmd + "\n")
     log = open(outdir / f"{name}.raw.log", "w")  # noqa: SIM115 - the child writes it for as long as it runs
     env = dict(os.environ, ODR_RUN=name)
@@ -183,7 +259,10 @@ def main():
         "torch.version.cuda)'); echo megatron_core=$(python3 -c 'import megatron.core.package_info as p; "
         "print(p.__version__)'); echo gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version "
         "--format=csv,noheader | head -1); echo gpus=$(nvidia-smi -L | wc -l)",
-        shell=True, capture_output=True, text=True).stdout
+        shell=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     poller = SmiPoller()
     poller.start()
     pending = sorted(names, key=lambda n: -RUNS[n][1])
@@ -218,11 +297,14 @@ def main():
     print(meta)
     for name in names:
         text = (raw / f"{name}.raw.log").read_text(errors="replace")
-        peaks = [line.split("max allocated: ")[1].split(" ")[0] for line in text.splitlines()
-                 if "max allocated: " in line]
+        peaks = [
+            line.split("max allocated: ")[1].split(" ")[0] for line in text.splitlines() if "max allocated: " in line
+        ]
         theo = [line for line in text.splitlines() if line.startswith("Theoretical memory")]
-        print(f"{name}: max_alloc={peaks[-1] if peaks else None} smi={poller.peak.get(name)} "
-              f"{theo[0][29:] if theo else ''}")
+        print(
+            f"{name}: max_alloc={peaks[-1] if peaks else None} smi={poller.peak.get(name)} "
+            f"{theo[0][29:] if theo else ''}"
+        )
         if not peaks:
             print("   " + "\n   ".join(text.splitlines()[-6:]))
 

@@ -11,6 +11,7 @@ one block, inside segments that still hold live blocks and so cannot be released
 MiB: more than one hole, less than all the holes together.
 The printed traceback is PyTorch's own; nothing is edited.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,8 +62,12 @@ def main() -> int:
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
         if expandable:
             env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-        done = subprocess.run([sys.executable, "-c", CHILD, str(cap), str(block), str(holes), str(request)],
-                              capture_output=True, text=True, env=env)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(cap), str(block), str(holes), str(request)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         setting = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" if expandable else "(allocator defaults)"
         (out / f"{name}.log").write_text(f"# {setting}\n{done.stdout}{done.stderr}")
         outcome = "served" if done.returncode == 0 else "OOM"

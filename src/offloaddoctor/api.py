@@ -25,7 +25,15 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from offloaddoctor.policy import Policy
 
 __all__ = [
-    "CheckReport", "Report", "check", "compare", "diagnose", "diagnose_text", "estimate", "load_catalog", "run_examples",
+    "CheckReport",
+    "Report",
+    "check",
+    "compare",
+    "diagnose",
+    "diagnose_text",
+    "estimate",
+    "load_catalog",
+    "run_examples",
     "vocabulary",
 ]
 
@@ -84,7 +92,9 @@ def diagnose(
         resolve_sources([baseline])
         baseline_metrics = run_metrics(baseline)
         if baseline_metrics.summary.median_iteration_ms is None:
-            raise UserError(f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)")
+            raise UserError(
+                f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)"
+            )
     from offloaddoctor.analysis.engine import build_report
     from offloaddoctor.analysis.parallel import scan_sources
     from offloaddoctor.analysis.scanner import build_matchers
@@ -116,7 +126,12 @@ def _unknown_set_keys(explicit: list[ConfigValue], catalog: Catalog, store) -> l
     from offloaddoctor.config.overrides import unknown_key_notes
 
     read = {key for s in catalog.signatures for predicate in (s.when, s.config) for key in names_in(predicate, "key")}
-    present = {v.key for key in store.keys() for v in [store.resolve(key)] if v is not None and v.origin not in ("set", "derived", "default")}  # noqa: SIM118 - a ConfigStore
+    present = {
+        v.key
+        for key in store.keys()  # noqa: SIM118 - a ConfigStore, not a dict
+        for v in [store.resolve(key)]
+        if v is not None and v.origin not in ("set", "derived", "default")
+    }
     return unknown_key_notes(explicit, read, present)
 
 
@@ -166,7 +181,9 @@ def check(
         except MissingKeys as exc:
             memory_note = f"memory-exceeds-capacity not checked: {exc}"
         else:
-            values.append(ConfigValue("memory.fits", memory.fits, Source("estimate", None, memory_summary(memory)), "derived"))
+            values.append(
+                ConfigValue("memory.fits", memory.fits, Source("estimate", None, memory_summary(memory)), "derived")
+            )
     store = build_store(values)
     if use_defaults:
         add_defaults(store)
@@ -260,8 +277,10 @@ def _model_state_mb(run) -> tuple[float, str] | None:
     """The memory model's offloadable optimizer state per GPU for a run's arguments block (None: keys missing)."""
     from offloaddoctor.memory import estimate as model_estimate, read_shape
 
-    values = [ConfigValue(canonical_key(k), v, Source(run.path, None, "arguments block"), "log")
-              for k, v in run.arguments.items()]
+    values = [
+        ConfigValue(canonical_key(k), v, Source(run.path, None, "arguments block"), "log")
+        for k, v in run.arguments.items()
+    ]
     try:
         shape = read_shape(build_store(values)).with_changes(optimizer_cpu_offload=False)
     except UserError:
@@ -284,7 +303,9 @@ def _measure_and_diagnose(path: str, catalog: Catalog, matchers) -> tuple[Any, R
     line_pass = LinePass(scanner.literals | reader.line_pass.literals, warnings)
     for source in resolve_sources([path]):
         before = len(warnings)
-        lines = line_pass.read_source(source, scanner.start_source(source.name), reader.start_source(source.name, shared=True))
+        lines = line_pass.read_source(
+            source, scanner.start_source(source.name), reader.start_source(source.name, shared=True)
+        )
         scanner.result.lines_read[source.name] = lines
         reader.source_read(source.name, lines)
         scanner.result.warnings.extend(warnings[before:])

@@ -43,7 +43,9 @@ class Policy:
     def failed(self, report: Report) -> bool:
         """Whether the run fails by `fail_on`: a finding left after suppression has a failing severity (or,
         with `unknown`, a failure line no signature explains)."""
-        return any(self.fails(f) for f in report.findings) or (self.fail_on == "unknown" and report.unmatched is not None)
+        return any(self.fails(f) for f in report.findings) or (
+            self.fail_on == "unknown" and report.unmatched is not None
+        )
 
     def add_command_line(self, fail_on: str | None = None, ignore: list[str] | tuple[str, ...] = ()) -> Policy:
         """Command-line options on top of the project file: `--fail-on` replaces, `--ignore` adds."""
@@ -106,7 +108,8 @@ def _unique_key_loader():
                 if isinstance(key_node, yaml.ScalarNode):
                     if key_node.value in seen:
                         raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
+                            None, None, f"duplicate key {key_node.value!r}", key_node.start_mark
+                        )
                     seen.add(key_node.value)
             return super().construct_mapping(node, deep)
 

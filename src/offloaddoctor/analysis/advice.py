@@ -50,7 +50,8 @@ def _use_cheapest_change(finding: Finding) -> None:
         finding.overrides = overrides
         finding.fix_note = (
             "The memory model's cheapest single change that makes the whole step fit this GPU "
-            f"({finding.facts.get('cheapest_change_that_fits', '')}); `offloaddoctor estimate` lists the others.")
+            f"({finding.facts.get('cheapest_change_that_fits', '')}); `offloaddoctor estimate` lists the others."
+        )
 
 
 def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
@@ -66,13 +67,17 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
         return
     pp = number(_value(store, "model.pipeline_model_parallel_size")) or 1
     first = [f"model.pipeline_model_parallel_size={int(pp) * 2}"]
-    if boolean(_value(store, "model.cpu_offloading")) is not True:  # recompute and activation offloading exclude each other
+    if (
+        boolean(_value(store, "model.cpu_offloading")) is not True
+    ):  # recompute and activation offloading exclude each other
         first.append("model.recompute_granularity=selective")
     given = {line.split("=", 1)[0]: line for line in finding.overrides}
     leading = [given.get(line.split("=", 1)[0], line) for line in first]
     finding.overrides = leading + [line for line in finding.overrides if line not in leading]
-    finding.fix_note = ("The numbers say optimizer offloading alone cannot free enough (it would need a fraction of "
-                        f"{needed.split('(')[1].split(')')[0]}): raise pipeline parallelism or add recompute first.")
+    finding.fix_note = (
+        "The numbers say optimizer offloading alone cannot free enough (it would need a fraction of "
+        f"{needed.split('(')[1].split(')')[0]}): raise pipeline parallelism or add recompute first."
+    )
 
 
 def parameters_per_gpu(parameters: ParameterCounts) -> int | None:
@@ -101,7 +106,8 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
         model["estimate_vs_allocated"] = (
             f"PyTorch had {allocated / 2**30:.2f} GiB allocated, {allocated / model['estimated_peak_allocated_bytes']:.1f}x "
             "the memory model's peak for this config: more is on the GPU than the config explains (a config from "
-            "another run, tensors kept across steps, or a bigger batch than configured)")
+            "another run, tensors kept across steps, or a bigger batch than configured)"
+        )
     capacity = usable_capacity(facts)
     whole_run = _whole_run_shortfall(model, capacity)
     needed = current + max(shortfall, whole_run) / state
@@ -115,10 +121,13 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
         "optimizer_state_estimate_bytes": int(state),
         "shortfall_bytes": int(shortfall),
         "estimate_basis": (
-            (model.pop("basis") if model else
-             f"{OPTIMIZER_BYTES_PER_PARAMETER} B/parameter × {count:,} parameters per GPU"
-             + (f" ÷ data-parallel size {int(dp)}" if dp and dp > 1 else "")
-             + ("" if dp or distributed is False else " (data-parallel size unknown: not divided)"))
+            (
+                model.pop("basis")
+                if model
+                else f"{OPTIMIZER_BYTES_PER_PARAMETER} B/parameter × {count:,} parameters per GPU"
+                + (f" ÷ data-parallel size {int(dp)}" if dp and dp > 1 else "")
+                + ("" if dp or distributed is False else " (data-parallel size unknown: not divided)")
+            )
             + (f"; offload fraction now {current:g}" if offloading else "; optimizer offloading now off")
         ),
         **model,
@@ -154,7 +163,7 @@ def memory_model_facts(store: ConfigStore, logged_parameters: int) -> dict[str, 
     facts: dict[str, Any] = {
         "optimizer_state_bytes": per_parameter * logged_parameters,
         "basis": f"memory model: {per_parameter:.3g} B/parameter ({states.formula}) × {logged_parameters:,} "
-                 "parameters per GPU (the log's count)",
+        "parameters per GPU (the log's count)",
         "estimated_peak_allocated_bytes": int(result.peak_allocated_bytes),
         "estimated_nvidia_smi_bytes": int(result.nvidia_smi_bytes[0]),
         "largest_component": f"{largest.name.replace('_', ' ')} ({largest.bytes / 2**20:,.0f} MiB): {largest.formula}",
@@ -163,7 +172,8 @@ def memory_model_facts(store: ConfigStore, logged_parameters: int) -> dict[str, 
     if abs(modelled - logged_parameters) > 0.05 * logged_parameters:
         facts["parameters_disagree"] = (
             f"the config describes {modelled:,} parameters per GPU, the log printed {logged_parameters:,}: "
-            "the config is probably from another run")
+            "the config is probably from another run"
+        )
     return facts
 
 
@@ -173,7 +183,9 @@ def _cheapest_change(store: ConfigStore, capacity: int) -> tuple[str, list[str]]
     from offloaddoctor.memory import read_shape
 
     shape = read_shape(store)
-    fitting = [s for s in suggest(shape, lambda e: e.nvidia_smi_bytes[0] <= capacity, store.all_values(), None) if s.fits]
+    fitting = [
+        s for s in suggest(shape, lambda e: e.nvidia_smi_bytes[0] <= capacity, store.all_values(), None) if s.fits
+    ]
     if not fitting:
         return None
     return f"{fitting[0].change} (cost: {fitting[0].cost})", list(fitting[0].overrides)

@@ -9,7 +9,14 @@ import re
 
 from offloaddoctor.analysis.advice import add_advice
 from offloaddoctor.analysis.findings import (
-    CONFIRMED, CONTRADICTED, UNKNOWN, ConfigEvidence, ConfigVerdict, Finding, Report, SourceSummary,
+    CONFIRMED,
+    CONTRADICTED,
+    UNKNOWN,
+    ConfigEvidence,
+    ConfigVerdict,
+    Finding,
+    Report,
+    SourceSummary,
 )
 from offloaddoctor.analysis.failure_lines import says_only_that_a_rank_failed
 from offloaddoctor.analysis.oom import apply_close_calls
@@ -93,9 +100,16 @@ def build_report(
 
 # Keys that describe the model itself: a config and a log that disagree on them are from different runs.
 MODEL_IDENTITY_KEYS = (
-    "model.num_layers", "model.hidden_size", "model.ffn_hidden_size", "model.num_attention_heads",
-    "model.num_query_groups", "model.kv_channels", "model.seq_length", "model.num_moe_experts",
-    "model.transformer_impl", "model.vocab_size",
+    "model.num_layers",
+    "model.hidden_size",
+    "model.ffn_hidden_size",
+    "model.num_attention_heads",
+    "model.num_query_groups",
+    "model.kv_channels",
+    "model.seq_length",
+    "model.num_moe_experts",
+    "model.transformer_impl",
+    "model.vocab_size",
 )
 
 
@@ -113,13 +127,18 @@ def config_mismatch(store: ConfigStore) -> str | None:
     if not differences:
         return None
     shown = ", ".join(differences[:3]) + (f" and {len(differences) - 3} more" if len(differences) > 3 else "")
-    return (f"the config is probably from another run: it disagrees with the log on the model (config vs log: {shown}). "
-            "Verdicts read the config's values: check that the config belongs to this log")
+    return (
+        f"the config is probably from another run: it disagrees with the log on the model (config vs log: {shown}). "
+        "Verdicts read the config's values: check that the config belongs to this log"
+    )
 
 
 def _empty_log_notes(scan: ScanResult) -> list[str]:
-    return [f"{'standard input' if path == '-' else path} is empty: check the path (or whether the job wrote its log elsewhere)"
-            for path, lines in scan.lines_read.items() if lines == 0]
+    return [
+        f"{'standard input' if path == '-' else path} is empty: check the path (or whether the job wrote its log elsewhere)"
+        for path, lines in scan.lines_read.items()
+        if lines == 0
+    ]
 
 
 def _baseline_note(run: dict, findings: list[Finding]) -> str:
@@ -127,8 +146,10 @@ def _baseline_note(run: dict, findings: list[Finding]) -> str:
     if ratio is None or not run_ms:
         return "measured against the baseline: this log has no steady-state iteration time, so no slowdown could be measured"
     reported = any("slowdown_ratio" in f.facts for f in findings)
-    return (f"measured against the baseline: iteration time {ratio:.2f}x the baseline's ({run_ms:g} ms vs {base_ms:g} ms)"
-            + ("" if reported else "; below the threshold of a slowdown finding"))
+    return (
+        f"measured against the baseline: iteration time {ratio:.2f}x the baseline's ({run_ms:g} ms vs {base_ms:g} ms)"
+        + ("" if reported else "; below the threshold of a slowdown finding")
+    )
 
 
 # Sections a Megatron(-Bridge) config or arguments block fills; any value under them marks a Megatron run.
@@ -148,8 +169,10 @@ def _drop_megatron_fix_lines(findings: list[Finding]) -> None:
         kept = [line for line in finding.overrides if not line.split("=", 1)[0].startswith(_MEGATRON_SECTIONS)]
         if len(kept) != len(finding.overrides):
             finding.overrides = kept
-            finding.fix_note = ("Megatron settings left out of this fix: the log shows no Megatron run (no arguments "
-                                "block, iteration lines or Megatron config), and they apply only to Megatron runs.")
+            finding.fix_note = (
+                "Megatron settings left out of this fix: the log shows no Megatron run (no arguments "
+                "block, iteration lines or Megatron config), and they apply only to Megatron runs."
+            )
 
 
 def config_lookup(store: ConfigStore, facts: dict):
@@ -164,7 +187,9 @@ def config_lookup(store: ConfigStore, facts: dict):
 
 def _winner(catalog: Catalog, aggregate: Aggregate, store: ConfigStore, run: RunFacts) -> Signature | None:
     """Signatures sharing one matcher are tried by priority; the first whose `when` holds takes the line."""
-    candidates = [s for s in catalog.signatures if s.id == aggregate.matcher_id or s.shares_match_of == aggregate.matcher_id]
+    candidates = [
+        s for s in catalog.signatures if s.id == aggregate.matcher_id or s.shares_match_of == aggregate.matcher_id
+    ]
     lookup = config_lookup(store, {**run.values, **aggregate.facts})
     for signature in sorted(candidates, key=lambda s: -s.priority):
         if signature.when is None or evaluate(signature.when, lookup) is True:
@@ -172,7 +197,9 @@ def _winner(catalog: Catalog, aggregate: Aggregate, store: ConfigStore, run: Run
     return None
 
 
-def _merge(findings: dict[str, Finding], signature: Signature, aggregate: Aggregate, store: ConfigStore, run: RunFacts) -> None:
+def _merge(
+    findings: dict[str, Finding], signature: Signature, aggregate: Aggregate, store: ConfigStore, run: RunFacts
+) -> None:
     existing = findings.get(signature.id)
     if existing is None:
         facts = dict(aggregate.facts)
@@ -209,7 +236,9 @@ def condition_finding(
     for key in dict.fromkeys(names_in(condition, "key")):
         resolved = store.resolve(key)
         if resolved is not None:
-            evidence.append(Evidence(resolved.source.path, resolved.source.line, None, f"{key} = {format_value(resolved.value)}"))
+            evidence.append(
+                Evidence(resolved.source.path, resolved.source.line, None, f"{key} = {format_value(resolved.value)}")
+            )
     # Two facts read from one line (the median iteration time and the slowdown) cite it once.
     evidence = list({(e.path, e.line, e.text): e for e in evidence}.values())
     used = set(fact_names) | set(names_in(signature.config, "fact"))
@@ -235,10 +264,15 @@ def verdict_for(predicate: Predicate | None, store: ConfigStore, facts: dict) ->
         if resolved is None:
             values.append(ConfigEvidence(key, known=False))
         else:
-            values.append(ConfigEvidence(
-                key, True, resolved.value, str(resolved.source),
-                tuple(f"{format_value(v.value)} at {v.source}" for v in resolved.overridden),
-            ))
+            values.append(
+                ConfigEvidence(
+                    key,
+                    True,
+                    resolved.value,
+                    str(resolved.source),
+                    tuple(f"{format_value(v.value)} at {v.source}" for v in resolved.overridden),
+                )
+            )
     outcome = evaluate(predicate, config_lookup(store, facts))
     if values and not any(v.known for v in values):
         # No config value is known (no config given, the log prints none): whatever the log's numbers say,
@@ -248,7 +282,8 @@ def verdict_for(predicate: Predicate | None, store: ConfigStore, facts: dict) ->
         return ConfigVerdict(CONFIRMED, values, "the run's config agrees with this cause")
     if outcome is False:
         return ConfigVerdict(
-            CONTRADICTED, values,
+            CONTRADICTED,
+            values,
             "the config disagrees with this cause: the log and the config may come from different runs",
         )
     return ConfigVerdict(UNKNOWN, values, "the values that would confirm this cause are not known")
@@ -288,8 +323,10 @@ def _unexplained_failure(
             candidate = line
     if candidate is None:
         return None
-    if findings and (says_only_that_a_rank_failed(candidate.text)
-                     or any(w in candidate.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)):
+    if findings and (
+        says_only_that_a_rank_failed(candidate.text)
+        or any(w in candidate.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)
+    ):
         return None  # torchrun's word that a rank failed: the findings say why
     explaining = {f.signature.shares_match_of or f.id for f in findings}
     for matcher in matchers:
@@ -298,4 +335,3 @@ def _unexplained_failure(
     if any((e.path, e.line) == (candidate.path, candidate.line) for f in findings for e in f.evidence):
         return None
     return candidate
-

@@ -72,7 +72,8 @@ def build_estimate(
     if shape.optimizer_cpu_offload and 0 < shape.optimizer_offload_fraction < 1:
         report.notes.append(
             "optimizer offloading moves whole parameter tensors in order until the fraction is reached: the "
-            "real share differs by up to one tensor (measured: -7 % to +2 % of the peak on the recorded runs)")
+            "real share differs by up to one tensor (measured: -7 % to +2 % of the peak on the recorded runs)"
+        )
     return report
 
 
@@ -91,8 +92,10 @@ def mib(value: float) -> float:
 def memory_summary(report: EstimateReport) -> str:
     est = report.estimate
     where = f"GPU {mib(report.budget_bytes):,.0f} MiB" if report.budget_bytes is not None else "no GPU"
-    return (f"memory estimate: peak allocated {mib(est.peak_allocated_bytes):,.0f} MiB, nvidia-smi "
-            f"≈ {mib(est.nvidia_smi_bytes[0]):,.0f} MiB vs {where}")
+    return (
+        f"memory estimate: peak allocated {mib(est.peak_allocated_bytes):,.0f} MiB, nvidia-smi "
+        f"≈ {mib(est.nvidia_smi_bytes[0]):,.0f} MiB vs {where}"
+    )
 
 
 def memory_facts(report: EstimateReport) -> dict:

@@ -19,8 +19,10 @@ class KnownIssueMatch:
 
     def describe(self) -> str:
         issue = self.issue
-        text = (f"known upstream bug {issue.id}: {issue.title} (affects {issue.package} "
-                f"{', '.join(issue.versions)}; {issue.link}")
+        text = (
+            f"known upstream bug {issue.id}: {issue.title} (affects {issue.package} "
+            f"{', '.join(issue.versions)}; {issue.link}"
+        )
         return text + (f"; fixed by {issue.fixed_by})" if issue.fixed_by else ")")
 
 
@@ -60,7 +62,8 @@ def _explain(finding: Finding, found: KnownIssueMatch, store: ConfigStore) -> No
         known = [(key, store.resolve(key)) for key in dict.fromkeys(names_in(found.issue.when, "key"))]
         shape = ", ".join(f"{key} = {format_value(resolved.value)}" for key, resolved in known if resolved is not None)
         verdict.verdict = CONTRADICTED
-        verdict.explanation = (f"the config contradicts this error ({shape}); this is the config shape of a "
-                               + found.describe())
+        verdict.explanation = (
+            f"the config contradicts this error ({shape}); this is the config shape of a " + found.describe()
+        )
     else:
         verdict.explanation += f"; the log shows {found.issue.package} {found.version}, which has a " + found.describe()

@@ -67,59 +67,92 @@ def _candidates(shape: RunShape, fits: Budget) -> list[Suggestion]:
 
     shards = shape.data_parallel * shape.context_parallel
     if not shape.distributed_optimizer and shards > 1:
-        add(f"distributed optimizer: shard optimizer state over {shards} ranks",
-            ["optimizer.use_distributed_optimizer=True"], shape.with_changes(distributed_optimizer=True),
-            "~1-2 % (the memory-tuning guide)", 1.5)
+        add(
+            f"distributed optimizer: shard optimizer state over {shards} ranks",
+            ["optimizer.use_distributed_optimizer=True"],
+            shape.with_changes(distributed_optimizer=True),
+            "~1-2 % (the memory-tuning guide)",
+            1.5,
+        )
     if shape.recompute_granularity is None:
-        add("selective recompute of the attention core",
+        add(
+            "selective recompute of the attention core",
             ["model.recompute_granularity=selective", "model.recompute_modules=[core_attn]"],
             shape.with_changes(recompute_granularity="selective", recompute_modules=("core_attn",)),
-            "a few % (recomputes attention only; not measured here)", 3.0)
+            "a few % (recomputes attention only; not measured here)",
+            3.0,
+        )
     micro = shape.micro_batch_size // 2
     while micro >= 1:
         new = shape.with_changes(micro_batch_size=micro)
         if fits(estimate(new)) or micro == 1:
-            add(f"micro-batch size {shape.micro_batch_size} -> {micro} (same global batch, more micro-batches)",
-                [f"train.micro_batch_size={micro}"], new, "smaller matrix products: a few % (rule of thumb)", 4.0)
+            add(
+                f"micro-batch size {shape.micro_batch_size} -> {micro} (same global batch, more micro-batches)",
+                [f"train.micro_batch_size={micro}"],
+                new,
+                "smaller matrix products: a few % (rule of thumb)",
+                4.0,
+            )
             break
         micro //= 2
     layers, p, dp = shape.num_layers, shape.pipeline_parallel, shape.data_parallel
     if dp % 2 == 0 and layers % (2 * p) == 0:
-        add(f"pipeline parallel {p} -> {2 * p} (data parallel {dp} -> {dp // 2})",
+        add(
+            f"pipeline parallel {p} -> {2 * p} (data parallel {dp} -> {dp // 2})",
             [f"model.pipeline_model_parallel_size={2 * p}"],
             shape.with_changes(pipeline_parallel=2 * p, data_parallel=dp // 2),
-            "~6 % when DP halves (the memory-tuning guide, Llama3 70B)", 6.0)
+            "~6 % when DP halves (the memory-tuning guide, Llama3 70B)",
+            6.0,
+        )
     fraction = _smallest_fraction(shape, fits)
     if fraction is not None:
-        overrides = ["optimizer.optimizer_cpu_offload=True", f"optimizer.optimizer_offload_fraction={fraction:g}",
-                     "optimizer.use_precision_aware_optimizer=True"]
+        overrides = [
+            "optimizer.optimizer_cpu_offload=True",
+            f"optimizer.optimizer_offload_fraction={fraction:g}",
+            "optimizer.use_precision_aware_optimizer=True",
+        ]
         if not shape.distributed_optimizer:
             overrides.append("optimizer.use_distributed_optimizer=True")
-        add(f"optimizer offloading at fraction {fraction:g}", overrides, _offloaded(shape, fraction),
-            f"{expected_slowdown(fraction)} step time", (_interpolate(SMALL_MODEL, fraction) - 1) * 100)
+        add(
+            f"optimizer offloading at fraction {fraction:g}",
+            overrides,
+            _offloaded(shape, fraction),
+            f"{expected_slowdown(fraction)} step time",
+            (_interpolate(SMALL_MODEL, fraction) - 1) * 100,
+        )
     if shape.recompute_granularity != "full":
-        add("full recompute (uniform, one layer per chunk)",
+        add(
+            "full recompute (uniform, one layer per chunk)",
             ["model.recompute_granularity=full", "model.recompute_method=uniform", "model.recompute_num_layers=1"],
             shape.with_changes(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1),
-            "~+33 % compute: one more forward pass (rule of thumb)", 33.0)
+            "~+33 % compute: one more forward pass (rule of thumb)",
+            33.0,
+        )
     offload_layers = _smallest_offload(shape, fits)
     if offload_layers:
-        add(f"activation offloading of {offload_layers} layers",
+        add(
+            f"activation offloading of {offload_layers} layers",
             ["model.cpu_offloading=True", f"model.cpu_offloading_num_layers={offload_layers}"],
             shape.with_changes(cpu_offloading_num_layers=offload_layers),
-            "host transfers every layer; depends on PCIe bandwidth (not measured here)", 15.0)
+            "host transfers every layer; depends on PCIe bandwidth (not measured here)",
+            15.0,
+        )
     t = shape.tensor_parallel
     if dp % 2 == 0 and shape.num_attention_heads % (2 * t) == 0 and shape.heads_kv % (2 * t) == 0 and 2 * t <= 8:
-        add(f"tensor parallel {t} -> {2 * t} (data parallel {dp} -> {dp // 2})",
+        add(
+            f"tensor parallel {t} -> {2 * t} (data parallel {dp} -> {dp // 2})",
             [f"model.tensor_model_parallel_size={2 * t}"],
             shape.with_changes(tensor_parallel=2 * t, data_parallel=dp // 2),
-            "severe: -28 % on Llama3 70B (the memory-tuning guide); a last resort", 28.0)
+            "severe: -28 % on Llama3 70B (the memory-tuning guide); a last resort",
+            28.0,
+        )
     return out
 
 
 def _offloaded(shape: RunShape, fraction: float) -> RunShape:
-    return shape.with_changes(optimizer_cpu_offload=True, optimizer_offload_fraction=fraction,
-                              distributed_optimizer=True)
+    return shape.with_changes(
+        optimizer_cpu_offload=True, optimizer_offload_fraction=fraction, distributed_optimizer=True
+    )
 
 
 def _smallest_fraction(shape: RunShape, fits: Budget) -> float | None:

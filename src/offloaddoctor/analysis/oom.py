@@ -93,7 +93,9 @@ def fragmentation_close_call(facts: dict) -> bool:
     if slack is None or requested is None or slack < requested:
         return False
     capacity = usable_capacity(facts)
-    floor = capacity * FRAGMENTATION_CLOSE_CALL_SHARE if capacity else FRAGMENTATION_CLOSE_CALL_MIN_BYTES_WITHOUT_CAPACITY
+    floor = (
+        capacity * FRAGMENTATION_CLOSE_CALL_SHARE if capacity else FRAGMENTATION_CLOSE_CALL_MIN_BYTES_WITHOUT_CAPACITY
+    )
     return slack >= floor
 
 

@@ -23,7 +23,9 @@ _MATCHERS: list[Matcher] = []
 
 
 def scan_sources(
-    matchers: list[Matcher], sources: Sequence[LogSource], workers: int | None = None,
+    matchers: list[Matcher],
+    sources: Sequence[LogSource],
+    workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ScanResult:
     """`progress(done, total)` in bytes: per block read serially, per run of files finished in parallel."""
@@ -32,8 +34,11 @@ def scan_sources(
     on_bytes = None if progress is None else _progress_counter(progress, total)
 
     workers = min(workers or _cores(), len(sources))
-    if (workers < 2 or any(s.path == "-" for s in sources)
-            or (total < PARALLEL_MIN_BYTES and len(sources) < PARALLEL_MIN_FILES)):
+    if (
+        workers < 2
+        or any(s.path == "-" for s in sources)
+        or (total < PARALLEL_MIN_BYTES and len(sources) < PARALLEL_MIN_FILES)
+    ):
         return Scanner(matchers, on_bytes).scan(sources)
     from concurrent.futures import ProcessPoolExecutor  # not imported for a single small log (start-up time)
     from multiprocessing import get_context

@@ -63,7 +63,9 @@ def preflight_signatures(catalog: Catalog, only: Sequence[str] = ()) -> list[Sig
 MEMORY_KEYS = ("memory.fits",)
 
 
-def check_store(catalog: Catalog, store: ConfigStore, configs: Sequence[str] = (), only: Sequence[str] = ()) -> CheckReport:
+def check_store(
+    catalog: Catalog, store: ConfigStore, configs: Sequence[str] = (), only: Sequence[str] = ()
+) -> CheckReport:
     report = CheckReport(list(configs), [], [], [], store.disagreements())
     no_numbers = RunFacts()
     estimated = any(store.resolve(key) is not None for key in MEMORY_KEYS)
@@ -84,7 +86,9 @@ def check_store(catalog: Catalog, store: ConfigStore, configs: Sequence[str] = (
         else:
             keys = dict.fromkeys(names_in(constraint, "key"))
             invalid = dict(unreadable_values(constraint, lookup))  # key -> value (the same value per key)
-            report.unchecked.append(Unchecked(signature.id, tuple(k for k in keys if store.resolve(k) is None), tuple(invalid)))
+            report.unchecked.append(
+                Unchecked(signature.id, tuple(k for k in keys if store.resolve(k) is None), tuple(invalid))
+            )
             for key, value in invalid.items():
                 note = f"{key} = {value!r} at {_where(store, key)} is not a valid value for this key, so {signature.id} is not checkable"
                 if note not in report.notes:
@@ -96,6 +100,7 @@ def check_store(catalog: Catalog, store: ConfigStore, configs: Sequence[str] = (
 def _where(store: ConfigStore, key: str) -> str:
     resolved = store.resolve(key)
     return "not set" if resolved is None else str(resolved.source)
+
 
 def _unusable(key: str, store: ConfigStore) -> bool:
     resolved = store.resolve(key)

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from offloaddoctor.analysis.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.analysis.fact_parsers import FACT_PARSERS, captured_facts
 from offloaddoctor.analysis.failure_lines import (
-    FAILURE_LINE_LITERALS, FAILURE_LINE_PATTERN, is_frame_header, raising_statement,
+    FAILURE_LINE_LITERALS,
+    FAILURE_LINE_PATTERN,
+    is_frame_header,
+    raising_statement,
 )
 from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
@@ -38,13 +41,24 @@ MAX_TIMEOUTS_PER_SIGNATURE = 3
 # Once it is spent, a user pattern is switched off at its first give-up, after at most USER_SEARCH_FLOOR_S.
 USER_PATTERN_BUDGET_S = 1.0
 USER_SEARCH_FLOOR_S = 0.02
-MAX_ITERATION_RECORDS = 1024  # evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k
+MAX_ITERATION_RECORDS = (
+    1024  # evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k
+)
 MAX_EXCEPTIONS = 64  # the last exception lines kept: the report cites the last one that is not a launcher's
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
-_ERROR_LITERALS = ("Error:", "Exception:", "ERROR", "error:", "Killed", "Segmentation fault", "exit code", "exited with code",
-                   *FAILURE_LINE_LITERALS)
+_ERROR_LITERALS = (
+    "Error:",
+    "Exception:",
+    "ERROR",
+    "error:",
+    "Killed",
+    "Segmentation fault",
+    "exit code",
+    "exited with code",
+    *FAILURE_LINE_LITERALS,
+)
 # NCCL's `Last error:` only introduces the line after it, which is the one to show.
 _ERROR_LINE = lazy_compile(
     r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|(?<!Last )\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]|"
@@ -99,8 +113,11 @@ def build_matchers(catalog: Catalog) -> list[Matcher]:
     from offloaddoctor.catalog.loader import builtin_signature_dir
 
     builtin = builtin_signature_dir().resolve()
-    return [Matcher(s.id, s.match, user=Path(s.path).resolve().parent != builtin)
-            for s in catalog.signatures if s.match is not None]
+    return [
+        Matcher(s.id, s.match, user=Path(s.path).resolve().parent != builtin)
+        for s in catalog.signatures
+        if s.match is not None
+    ]
 
 
 class TracebackTracker(LineHandler):
@@ -280,7 +297,9 @@ class FailureMatcher(LineHandler):
     def match(self, path: str, number: int, rank: int | None, text: str) -> None:
         matched = False
         for matcher in self.matchers:
-            timeout = max(USER_SEARCH_FLOOR_S, min(SEARCH_TIMEOUT_S, self._user_budget)) if matcher.user else SEARCH_TIMEOUT_S
+            timeout = (
+                max(USER_SEARCH_FLOOR_S, min(SEARCH_TIMEOUT_S, self._user_budget)) if matcher.user else SEARCH_TIMEOUT_S
+            )
             try:
                 facts = matcher.match(text, timeout)
             except TimeoutError:

@@ -51,13 +51,15 @@ def diff_configs(before: dict[str, ConfigValue], after: dict[str, ConfigValue], 
         old, new = before.get(key), after.get(key)
         if old is not None and new is not None and format_value(old.value) == format_value(new.value):
             continue
-        changes.append(KeyChange(
-            key,
-            old.value if old else ABSENT,
-            new.value if new else ABSENT,
-            str(old.source) if old else None,
-            str(new.source) if new else None,
-            key in relevant,
-        ))
+        changes.append(
+            KeyChange(
+                key,
+                old.value if old else ABSENT,
+                new.value if new else ABSENT,
+                str(old.source) if old else None,
+                str(new.source) if new else None,
+                key in relevant,
+            )
+        )
     # What the failing rule reads first: that is what the user came for.
     return sorted(changes, key=lambda c: (not c.read_by_failing_rule, c.key))

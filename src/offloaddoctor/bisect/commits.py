@@ -14,14 +14,21 @@ Progress = Callable[[str], None]
 
 
 def bisect_commits(
-    repo: Repo, good_rev: str, bad_rev: str, test: Callable[[str], Outcome], mode: str, target: str,
+    repo: Repo,
+    good_rev: str,
+    bad_rev: str,
+    test: Callable[[str], Outcome],
+    mode: str,
+    target: str,
     progress: Progress | None = None,
 ) -> BisectResult:
     good, bad = repo.resolve(good_rev), repo.resolve(bad_rev)
     if good == bad:
         raise UserError(f"--good {good_rev} and --bad {bad_rev} are the same commit")
     if not repo.is_ancestor(good, bad):
-        raise UserError(f"--good {good_rev} is not an ancestor of --bad {bad_rev}: bisect needs GOOD to come before BAD")
+        raise UserError(
+            f"--good {good_rev} is not an ancestor of --bad {bad_rev}: bisect needs GOOD to come before BAD"
+        )
     commits = repo.commits_between(good, bad)
     say = progress or (lambda message: None)
     steps = max(1, math.ceil(math.log2(len(commits) + 1)))
@@ -40,7 +47,9 @@ def bisect_commits(
         raise UserError(f"--good {good_rev} does not pass ({first.verdict}: {first.reason}); pick an older good commit")
     last = run_test(bad, "[bad end]")
     if last.verdict != BAD:
-        raise UserError(f"--bad {bad_rev} does not fail ({last.verdict}: {last.reason}); nothing to bisect for {target}")
+        raise UserError(
+            f"--bad {bad_rev} does not fail ({last.verdict}: {last.reason}); nothing to bisect for {target}"
+        )
     counter = iter(range(1, len(commits) + 1))
     search = find_first_bad(
         good, commits, lambda sha: run_test(sha, f"[step {next(counter)}/~{steps}]"), known={bad: last}

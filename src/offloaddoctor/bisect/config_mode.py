@@ -15,8 +15,13 @@ from offloaddoctor.errors import UserError
 
 
 def bisect_config(
-    repo_dir: str, good: str, bad: str, config_path: str, catalog: Catalog,
-    signature_id: str | None = None, progress: Progress | None = None,
+    repo_dir: str,
+    good: str,
+    bad: str,
+    config_path: str,
+    catalog: Catalog,
+    signature_id: str | None = None,
+    progress: Progress | None = None,
 ) -> BisectResult:
     repo = Repo(repo_dir)
     path = repo.repo_path(config_path)
@@ -69,8 +74,10 @@ def _missing_at_good(repo: Repo, good: str, bad: str, path: str) -> str:
     if not history:
         return f"{path}: no commit up to --bad {bad} has this file"
     created = repo.commit(history[-1][0])
-    return (f"--good {good} has no {path} (nor any earlier name of it): it was created in {created.short} "
-            f"{created.subject!r}; try --good {created.short}")
+    return (
+        f"--good {good} has no {path} (nor any earlier name of it): it was created in {created.short} "
+        f"{created.subject!r}; try --good {created.short}"
+    )
 
 
 def _target(signature_id: str | None) -> str:

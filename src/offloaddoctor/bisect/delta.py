@@ -25,7 +25,8 @@ def bisect_configs(good_path: str, bad_path: str, catalog: Catalog, signature_id
     if bad_outcome.verdict != BAD:
         raise UserError(f"--bad-config {bad_path} does not fail {target}: nothing to minimise")
     differing = [
-        key for key in sorted(set(before) | set(after))
+        key
+        for key in sorted(set(before) | set(after))
         if key not in before or key not in after or format_value(before[key].value) != format_value(after[key].value)
     ]
 

@@ -76,9 +76,9 @@ class Repo:
         return self.git("rev-list", "--reverse", "--topo-order", "--ancestry-path", f"{good}..{bad}").split()
 
     def commit(self, sha: str) -> Commit:
-        sha_full, author, date, subject = self.git(
-            "show", "-s", "--format=%H%x00%an <%ae>%x00%aI%x00%s", sha
-        ).rstrip("\n").split("\x00", 3)
+        sha_full, author, date, subject = (
+            self.git("show", "-s", "--format=%H%x00%an <%ae>%x00%aI%x00%s", sha).rstrip("\n").split("\x00", 3)
+        )
         return Commit(sha_full, author, date, subject)
 
     def repo_path(self, path: str) -> str:

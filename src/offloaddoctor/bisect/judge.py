@@ -26,7 +26,8 @@ class ConfigJudge:
         add_defaults(store)
         report = check_store(self.catalog, store, only=self.only)
         failing = tuple(
-            v.id for v in report.violations
+            v.id
+            for v in report.violations
             if (v.id == self.signature_id if self.signature_id else v.signature.severity == "error")
         )
         if failing:

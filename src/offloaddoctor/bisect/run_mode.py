@@ -27,8 +27,13 @@ from offloaddoctor.errors import UserError
 
 
 def run_and_judge(
-    command: str, directory: Path, catalog: Catalog, log_path: str | None = None,
-    timeout: float | None = None, signature_id: str | None = None, config_paths: Sequence[str] = (),
+    command: str,
+    directory: Path,
+    catalog: Catalog,
+    log_path: str | None = None,
+    timeout: float | None = None,
+    signature_id: str | None = None,
+    config_paths: Sequence[str] = (),
 ) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="offloaddoctor-run-") as scratch:
         output = Path(scratch) / "output.log"
@@ -44,8 +49,7 @@ def run_and_judge(
         except UserError as exc:
             return Outcome(SKIP, f"cannot diagnose the output: {exc}")
     failing = tuple(
-        f.id for f in report.findings
-        if (f.id == signature_id if signature_id else f.signature.severity == "error")
+        f.id for f in report.findings if (f.id == signature_id if signature_id else f.signature.severity == "error")
     )
     if failing:  # a job killed after printing its error is still bad
         return Outcome(BAD, f"{', '.join(failing)} in the output", failing)
@@ -65,8 +69,13 @@ def _untestable(exit_code: int | None, timed_out: bool, timeout: float | None) -
 def _run(command: str, directory: Path, sink, timeout: float | None) -> tuple[int | None, bool]:
     # A session of its own, so a timeout or Ctrl-C ends the whole job tree, not just the shell.
     process = subprocess.Popen(  # noqa: S602 - the user's own --run command, run as `git bisect run` would
-        command, shell=True, cwd=directory, stdout=sink, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, start_new_session=True,
+        command,
+        shell=True,
+        cwd=directory,
+        stdout=sink,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         return process.wait(timeout=timeout), False
@@ -89,6 +98,7 @@ def _kill_group(process: subprocess.Popen) -> None:
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM unwinds like Ctrl-C, so every `finally` (worktree removal) runs."""
+
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
@@ -104,8 +114,15 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 
 def bisect_run(
-    repo_dir: str, good: str, bad: str, command: str, catalog: Catalog, log_path: str | None = None,
-    timeout: float | None = None, signature_id: str | None = None, config_path: str | None = None,
+    repo_dir: str,
+    good: str,
+    bad: str,
+    command: str,
+    catalog: Catalog,
+    log_path: str | None = None,
+    timeout: float | None = None,
+    signature_id: str | None = None,
+    config_path: str | None = None,
     progress: Progress | None = None,
 ) -> BisectResult:
     repo = Repo(repo_dir)

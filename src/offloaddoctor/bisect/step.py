@@ -20,8 +20,12 @@ EXIT_FOR = {GOOD: EXIT_GOOD, BAD: EXIT_BAD, SKIP: EXIT_SKIP}
 
 
 def bisect_step(
-    catalog: Catalog, config_path: str | None = None, command: str | None = None, log_path: str | None = None,
-    timeout: float | None = None, signature_id: str | None = None,
+    catalog: Catalog,
+    config_path: str | None = None,
+    command: str | None = None,
+    log_path: str | None = None,
+    timeout: float | None = None,
+    signature_id: str | None = None,
 ) -> Outcome:
     if command:
         with terminate_as_interrupt():

@@ -53,8 +53,12 @@ class ExampleRun:
 
     def total(self) -> Confusion:
         cells = self.by_signature().values()
-        return Confusion(*(sum(getattr(c, name) for c in cells) for name in
-                           ("true_positive", "false_negative", "true_negative", "false_positive")))
+        return Confusion(
+            *(
+                sum(getattr(c, name) for c in cells)
+                for name in ("true_positive", "false_negative", "true_negative", "false_positive")
+            )
+        )
 
     @property
     def failures(self) -> list[ExampleOutcome]:
@@ -68,12 +72,30 @@ def judge_example(signature: Signature, index: int, example: Example, findings) 
     if example.expect == "match":
         if finding is None:
             fired = [f.id for f in findings]
-            return ExampleOutcome(signature.id, index, example.name, "match", False, None, False,
-                                  f"did not fire (fired: {', '.join(fired) or 'nothing'})")
+            return ExampleOutcome(
+                signature.id,
+                index,
+                example.name,
+                "match",
+                False,
+                None,
+                False,
+                f"did not fire (fired: {', '.join(fired) or 'nothing'})",
+            )
         if example.verdict and verdict != example.verdict:
-            return ExampleOutcome(signature.id, index, example.name, "match", True, verdict, False,
-                                  f"verdict {verdict}, expected {example.verdict}")
+            return ExampleOutcome(
+                signature.id,
+                index,
+                example.name,
+                "match",
+                True,
+                verdict,
+                False,
+                f"verdict {verdict}, expected {example.verdict}",
+            )
         return ExampleOutcome(signature.id, index, example.name, "match", True, verdict, True)
     if finding is not None:
-        return ExampleOutcome(signature.id, index, example.name, "no_match", True, verdict, False, "fired on a no-match example")
+        return ExampleOutcome(
+            signature.id, index, example.name, "no_match", True, verdict, False, "fired on a no-match example"
+        )
     return ExampleOutcome(signature.id, index, example.name, "no_match", False, None, True)

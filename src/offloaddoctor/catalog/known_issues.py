@@ -59,7 +59,9 @@ def load_known_issues(raw, problem, is_known_key=None) -> tuple[KnownIssue, ...]
         if entry.get("package") not in VERSION_KEYS and "package" in entry:
             problem(f"{where}.package", f"must be one of {', '.join(VERSION_KEYS)}")
         versions = entry.get("versions")
-        if "versions" in entry and (not isinstance(versions, list) or not versions or not all(isinstance(v, str) for v in versions)):
+        if "versions" in entry and (
+            not isinstance(versions, list) or not versions or not all(isinstance(v, str) for v in versions)
+        ):
             problem(f"{where}.versions", "must be a non-empty list of version strings (quoted)")
         when = None
         if "when" in entry:
@@ -73,6 +75,9 @@ def load_known_issues(raw, problem, is_known_key=None) -> tuple[KnownIssue, ...]
                         problem(f"{where}.when", f"unknown config key {key!r} (see config/keys.py)")
         if missing or unknown or when is None or not isinstance(versions, list):
             continue
-        issues.append(KnownIssue(texts["id"], texts["title"], texts["link"], texts["package"],
-                                 tuple(versions), texts["fixed_by"], when))
+        issues.append(
+            KnownIssue(
+                texts["id"], texts["title"], texts["link"], texts["package"], tuple(versions), texts["fixed_by"], when
+            )
+        )
     return tuple(issues)

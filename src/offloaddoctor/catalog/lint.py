@@ -64,7 +64,11 @@ def _lint_signature(signature: Signature) -> list[LintMessage]:
             say(ERROR, f"match.patterns[{index}]", "no example line matches it")
         for line in hits:
             if not any(literal in line for literal in signature.match.literals):
-                say(ERROR, f"match.patterns[{index}]", f"matches {line[:60]!r} but no literal is in that line: the prefilter hides it")
+                say(
+                    ERROR,
+                    f"match.patterns[{index}]",
+                    f"matches {line[:60]!r} but no literal is in that line: the prefilter hides it",
+                )
                 break
         if slow_start(pattern.pattern):
             say(WARNING, f"match.patterns[{index}]", "starts with .* or .+: drop it, search() already scans the line")

@@ -17,9 +17,19 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
 _ID = lazy_compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_FIELDS_REQUIRED = ("id", "title", "severity", "priority", "symptom", "cause", "confirm", "fix", "references", "examples")
+_FIELDS_REQUIRED = (
+    "id",
+    "title",
+    "severity",
+    "priority",
+    "symptom",
+    "cause",
+    "confirm",
+    "fix",
+    "references",
+    "examples",
+)
 _FIELDS_OPTIONAL = ("match", "when", "config", "preflight", "known_issues")
-
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,9 @@ def load_catalog(vocabulary: Vocabulary, extra_dirs: Sequence[Path] = (), includ
     contents: list[tuple[Path, bytes]] = []
     for directory in dirs:
         if not directory.is_dir():
-            reason = "the built-in catalogue is missing (a broken install?)" if directory == builtin else "not a directory"
+            reason = (
+                "the built-in catalogue is missing (a broken install?)" if directory == builtin else "not a directory"
+            )
             problems.append(CatalogProblem(str(directory), "-", reason))
             continue
         files = sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml"))
@@ -94,8 +106,13 @@ def load_catalog(vocabulary: Vocabulary, extra_dirs: Sequence[Path] = (), includ
 
 
 def _build_catalog(
-    contents: list[tuple[Path, bytes]], parsed: Sequence[dict | None], problems: list[CatalogProblem],
-    builtin: Path, include_builtin: bool, vocabulary: Vocabulary, trusted_patterns: bool,
+    contents: list[tuple[Path, bytes]],
+    parsed: Sequence[dict | None],
+    problems: list[CatalogProblem],
+    builtin: Path,
+    include_builtin: bool,
+    vocabulary: Vocabulary,
+    trusted_patterns: bool,
 ) -> Catalog:
     signatures: list[Signature] = []
     seen: dict[str, str] = {}
@@ -106,8 +123,13 @@ def _build_catalog(
         if signature.id in seen:
             first = seen[signature.id]
             owner = " (the built-in catalogue)" if include_builtin and Path(first).parent == builtin else ""
-            problems.append(CatalogProblem(
-                str(path), "id", f"duplicate id {signature.id!r}: also defined in {first}{owner}; rename one of them"))
+            problems.append(
+                CatalogProblem(
+                    str(path),
+                    "id",
+                    f"duplicate id {signature.id!r}: also defined in {first}{owner}; rename one of them",
+                )
+            )
             continue
         seen[signature.id] = str(path)
         signatures.append(signature)
@@ -140,7 +162,9 @@ def _read_file(path: Path, problems: list[CatalogProblem]) -> bytes | None:
             problems.append(CatalogProblem(where, "-", "not a regular file"))
             return None
         if path.stat().st_size > MAX_SIGNATURE_BYTES:
-            problems.append(CatalogProblem(where, "-", f"larger than {MAX_SIGNATURE_BYTES // 1024} KiB: not a signature file"))
+            problems.append(
+                CatalogProblem(where, "-", f"larger than {MAX_SIGNATURE_BYTES // 1024} KiB: not a signature file")
+            )
             return None
         return path.read_bytes()
     except OSError as exc:
@@ -228,17 +252,24 @@ def _build_signature(
         problem("preflight", "a preflight signature needs a `config` predicate")
 
     confirm = data.get("confirm")
-    if "confirm" in data and (not isinstance(confirm, list) or not confirm or not all(_nonempty_str(c) for c in confirm)):
+    if "confirm" in data and (
+        not isinstance(confirm, list) or not confirm or not all(_nonempty_str(c) for c in confirm)
+    ):
         problem("confirm", "must be a non-empty list of strings")
     fix = _load_fix(data.get("fix"), problem) if "fix" in data else None
     references = data.get("references")
     if "references" in data and (
         not isinstance(references, list)
         or not references
-        or not all(isinstance(r, dict) and ("doc" in r or "source" in r) and all(isinstance(v, str) for v in r.values()) for r in references)
+        or not all(
+            isinstance(r, dict) and ("doc" in r or "source" in r) and all(isinstance(v, str) for v in r.values())
+            for r in references
+        )
     ):
         problem("references", "must be a non-empty list of mappings with `doc` or `source` (strings)")
-    examples = _load_examples(data.get("examples"), data.get("match") is not None, problem) if "examples" in data else ()
+    examples = (
+        _load_examples(data.get("examples"), data.get("match") is not None, problem) if "examples" in data else ()
+    )
     known_issues = data.get("known_issues", ())
     if known_issues and not trusted_patterns:  # checked unless a cache hit: those bytes passed it before
         from offloaddoctor.catalog.known_issues import load_known_issues
@@ -254,12 +285,23 @@ def _build_signature(
     # A team's catalogue is as untrusted as a log (a repository's .offloaddoctor.yaml can point at one): every
     # string that is shown goes through the log text's escaping here, once, for every renderer.
     return Signature(
-        id=signature_id, title=safe_text(data["title"]), severity=data["severity"], priority=priority,
-        symptom=safe_lines(data["symptom"].strip()), cause=safe_lines(data["cause"].strip()), match=match,
-        shares_match_of=shares, when=when, config=config, preflight=bool(data.get("preflight", False)),
-        confirm=tuple(safe_lines(c.strip()) for c in confirm), fix=fix,
+        id=signature_id,
+        title=safe_text(data["title"]),
+        severity=data["severity"],
+        priority=priority,
+        symptom=safe_lines(data["symptom"].strip()),
+        cause=safe_lines(data["cause"].strip()),
+        match=match,
+        shares_match_of=shares,
+        when=when,
+        config=config,
+        preflight=bool(data.get("preflight", False)),
+        confirm=tuple(safe_lines(c.strip()) for c in confirm),
+        fix=fix,
         references=tuple({safe_text(k): safe_text(v) for k, v in r.items()} for r in references),
-        examples=examples, path=where, known_issue_entries=tuple(known_issues),
+        examples=examples,
+        path=where,
+        known_issue_entries=tuple(known_issues),
     )
 
 
@@ -267,7 +309,9 @@ def _nonempty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def _load_match(raw: Any, problem, vocabulary: Vocabulary, trusted_patterns: bool) -> tuple[MatchSpec | None, str | None]:
+def _load_match(
+    raw: Any, problem, vocabulary: Vocabulary, trusted_patterns: bool
+) -> tuple[MatchSpec | None, str | None]:
     if raw is None:
         return None, None
     if not isinstance(raw, dict):
@@ -376,6 +420,16 @@ def _check_shared_matchers(signatures: list[Signature], problems: list[CatalogPr
             continue
         base = by_id.get(signature.shares_match_of)
         if base is None or base.match is None:
-            problems.append(CatalogProblem(signature.path, "match.same_as", f"{signature.shares_match_of!r} is not a signature with its own `match`"))
+            problems.append(
+                CatalogProblem(
+                    signature.path,
+                    "match.same_as",
+                    f"{signature.shares_match_of!r} is not a signature with its own `match`",
+                )
+            )
         elif signature.when is None:
-            problems.append(CatalogProblem(signature.path, "when", "a signature sharing another's match needs `when` to tell them apart"))
+            problems.append(
+                CatalogProblem(
+                    signature.path, "when", "a signature sharing another's match needs `when` to tell them apart"
+                )
+            )

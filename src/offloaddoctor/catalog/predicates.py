@@ -18,8 +18,19 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
 Truth = bool | None
 OPERATORS = (
-    "eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "contains", "not_contains", "exists",
-    "multiple_of", "not_multiple_of",
+    "eq",
+    "ne",
+    "gt",
+    "ge",
+    "lt",
+    "le",
+    "in",
+    "not_in",
+    "contains",
+    "not_contains",
+    "exists",
+    "multiple_of",
+    "not_multiple_of",
 )
 _MISSING = object()
 
@@ -75,7 +86,9 @@ def parse_predicate(raw: Any, where: str) -> Predicate:
         if combinator in raw:
             if len(raw) != 1 or not isinstance(raw[combinator], list) or not raw[combinator]:
                 raise PredicateError(f"{where}.{combinator}: expected a non-empty list and nothing beside it")
-            return cls(tuple(parse_predicate(item, f"{where}.{combinator}[{i}]") for i, item in enumerate(raw[combinator])))
+            return cls(
+                tuple(parse_predicate(item, f"{where}.{combinator}[{i}]") for i, item in enumerate(raw[combinator]))
+            )
     if "not" in raw:
         if len(raw) != 1:
             raise PredicateError(f"{where}.not: nothing may stand beside `not`")
@@ -191,7 +204,11 @@ def unreadable_values(predicate: Predicate, lookup: Lookup) -> list[tuple[str, A
     if isinstance(predicate, Leaf):
         if predicate.kind == "key" and predicate.op not in ("exists", "contains", "not_contains"):
             actual = lookup("key", predicate.name)
-            if actual is not _MISSING and _evaluate_leaf(predicate, lookup) is None and not isinstance(predicate.operand, Ref):
+            if (
+                actual is not _MISSING
+                and _evaluate_leaf(predicate, lookup) is None
+                and not isinstance(predicate.operand, Ref)
+            ):
                 out.append((predicate.name, actual))
     elif isinstance(predicate, Not):
         out.extend(unreadable_values(predicate.child, lookup))

@@ -92,15 +92,21 @@ class _Walk:
             self._items(body, outer)
         elif high == _UNBOUNDED:
             if outer == _INSIDE_UNBOUNDED:
-                self.catastrophic = "an unbounded repeat inside another unbounded repeat (e.g. (a+)+): exponential backtracking"
+                self.catastrophic = (
+                    "an unbounded repeat inside another unbounded repeat (e.g. (a+)+): exponential backtracking"
+                )
                 return
             if _ambiguous_alternation(body, _first(body)[0]):
-                self.catastrophic = ("an alternation under an unbounded repeat whose alternatives can match the same "
-                                     "text (e.g. (a|aa)+): exponential backtracking")
+                self.catastrophic = (
+                    "an alternation under an unbounded repeat whose alternatives can match the same "
+                    "text (e.g. (a|aa)+): exponential backtracking"
+                )
                 return
             if outer is not None and self.polynomial is None:
-                self.polynomial = (f"an unbounded repeat inside a repeat of up to {outer} (e.g. (.*a){{{outer}}}): "
-                                   f"polynomial backtracking of degree {outer}; bound the inner repeat or make the body unambiguous")
+                self.polynomial = (
+                    f"an unbounded repeat inside a repeat of up to {outer} (e.g. (.*a){{{outer}}}): "
+                    f"polynomial backtracking of degree {outer}; bound the inner repeat or make the body unambiguous"
+                )
             self._items(body, _INSIDE_UNBOUNDED)
         elif high >= 2 and outer != _INSIDE_UNBOUNDED:
             self._items(body, high * (outer or 1))
@@ -113,8 +119,10 @@ class _Walk:
 _OTHER = 128
 _ANY_CHAR = frozenset(range(129))
 _CATEGORY_TESTS = {
-    "CATEGORY_DIGIT": str.isdigit, "CATEGORY_SPACE": str.isspace,
-    "CATEGORY_WORD": lambda c: c.isalnum() or c == "_", "CATEGORY_LINEBREAK": lambda c: c == "\n",
+    "CATEGORY_DIGIT": str.isdigit,
+    "CATEGORY_SPACE": str.isspace,
+    "CATEGORY_WORD": lambda c: c.isalnum() or c == "_",
+    "CATEGORY_LINEBREAK": lambda c: c == "\n",
 }
 
 

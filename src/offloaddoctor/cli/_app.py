@@ -42,8 +42,10 @@ class Command(TyperCommand):
     braces (`{LOG...}`), which reads like a choice."""
 
     def collect_usage_pieces(self, ctx):
-        return [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
-                for piece in super().collect_usage_pieces(ctx)]
+        return [
+            piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
+            for piece in super().collect_usage_pieces(ctx)
+        ]
 
 
 app = GuardedTyper(
@@ -64,7 +66,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Show the version."),
+    version: Optional[bool] = typer.Option(
+        None, "--version", callback=_version, is_eager=True, help="Show the version."
+    ),
     debug: bool = typer.Option(False, "--debug", help="On an internal error, show the traceback."),
 ) -> None:
     """offloaddoctor: diagnose CPU-offloading and GPU-memory failures in Megatron runs."""
@@ -72,4 +76,3 @@ def main_options(
         from offloaddoctor.cli import common
 
         common.DEBUG = True
-

@@ -13,22 +13,52 @@ from offloaddoctor.cli.common import EXIT_INTERRUPTED, TextOrJson, load_catalog_
 from offloaddoctor.errors import UserError
 
 
-@app.command(cls=Command, short_help="Find the commit (or the config keys) that made a config or a run fail; never touches your checkout.")
+@app.command(
+    cls=Command,
+    short_help="Find the commit (or the config keys) that made a config or a run fail; never touches your checkout.",
+)
 def bisect(
     good: Optional[str] = typer.Option(None, "--good", metavar="REV", help="A commit where the run/config was fine."),
     bad: Optional[str] = typer.Option(None, "--bad", metavar="REV", help="A later commit where it fails."),
-    config: Optional[str] = typer.Option(None, "--config", "-c", metavar="PATH", help="Config file in the repo: config mode (read from git objects, no checkout)."),
+    config: Optional[str] = typer.Option(
+        None,
+        "--config",
+        "-c",
+        metavar="PATH",
+        help="Config file in the repo: config mode (read from git objects, no checkout).",
+    ),
     repo: str = typer.Option(".", "--repo", metavar="DIR", help="The git repository (default: the current directory)."),
-    select: Optional[str] = typer.Option(None, "--select", metavar="ID", help="Bad means this signature fires (default: any error)."),
+    select: Optional[str] = typer.Option(
+        None, "--select", metavar="ID", help="Bad means this signature fires (default: any error)."
+    ),
     select_old: Optional[str] = typer.Option(None, "--signature", hidden=True, help="Old name of --select."),
-    run_command: Optional[str] = typer.Option(None, "--run", metavar="CMD", help="Run mode: run CMD at each commit in a temporary worktree."),
-    log: Optional[str] = typer.Option(None, "--log", metavar="PATH", help="Run mode: the log CMD writes, relative to the checkout (default: CMD's output)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001, help="Run mode: seconds before CMD is killed (the commit is skipped)."),
-    good_config: Optional[str] = typer.Option(None, "--good-config", metavar="PATH", help="Two-config mode: the config that passes."),
-    bad_config: Optional[str] = typer.Option(None, "--bad-config", metavar="PATH", help="Two-config mode: the config that fails."),
+    run_command: Optional[str] = typer.Option(
+        None, "--run", metavar="CMD", help="Run mode: run CMD at each commit in a temporary worktree."
+    ),
+    log: Optional[str] = typer.Option(
+        None,
+        "--log",
+        metavar="PATH",
+        help="Run mode: the log CMD writes, relative to the checkout (default: CMD's output).",
+    ),
+    timeout: Optional[float] = typer.Option(
+        None,
+        "--timeout",
+        metavar="SECONDS",
+        min=0.001,
+        help="Run mode: seconds before CMD is killed (the commit is skipped).",
+    ),
+    good_config: Optional[str] = typer.Option(
+        None, "--good-config", metavar="PATH", help="Two-config mode: the config that passes."
+    ),
+    bad_config: Optional[str] = typer.Option(
+        None, "--bad-config", metavar="PATH", help="Two-config mode: the config that fails."
+    ),
     output_format: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help="text (default) or json."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
-    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."),
+    signatures: List[Path] = typer.Option(
+        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
+    ),
 ) -> None:
     """Find the commit (or the config keys) that made a config or a run fail. Never touches your checkout."""
     catalog = load_catalog_or_fail(signatures)
@@ -43,7 +73,9 @@ def bisect(
             result = bisect_configs(good_config, bad_config, catalog, signature)
         else:
             if not (good and bad):
-                raise UserError("pass --good REV and --bad REV (with --config or --run), or --good-config and --bad-config")
+                raise UserError(
+                    "pass --good REV and --bad REV (with --config or --run), or --good-config and --bad-config"
+                )
             if run_command:
                 from offloaddoctor.bisect.run_mode import bisect_run
 
@@ -64,13 +96,25 @@ def bisect(
     sys.stdout.write(render_bisect_json(result) if output_format is TextOrJson.json else render_bisect_plain(result))
 
 
-@app.command("bisect-step", cls=Command, short_help="For `git bisect run`: exit 0 good, 1 bad, 125 skip (never 128 or more).")
+@app.command(
+    "bisect-step", cls=Command, short_help="For `git bisect run`: exit 0 good, 1 bad, 125 skip (never 128 or more)."
+)
 def bisect_step(
-    config: Optional[str] = typer.Option(None, "--config", "-c", metavar="PATH", help="Check this config in the current checkout."),
-    run_command: Optional[str] = typer.Option(None, "--run", metavar="CMD", help="Run CMD here and diagnose its output."),
-    log: Optional[str] = typer.Option(None, "--log", metavar="PATH", help="The log CMD writes (default: CMD's output)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", min=0.001, help="Seconds before CMD is killed (skip)."),
-    select: Optional[str] = typer.Option(None, "--select", metavar="ID", help="Bad means this signature fires (default: any error)."),
+    config: Optional[str] = typer.Option(
+        None, "--config", "-c", metavar="PATH", help="Check this config in the current checkout."
+    ),
+    run_command: Optional[str] = typer.Option(
+        None, "--run", metavar="CMD", help="Run CMD here and diagnose its output."
+    ),
+    log: Optional[str] = typer.Option(
+        None, "--log", metavar="PATH", help="The log CMD writes (default: CMD's output)."
+    ),
+    timeout: Optional[float] = typer.Option(
+        None, "--timeout", metavar="SECONDS", min=0.001, help="Seconds before CMD is killed (skip)."
+    ),
+    select: Optional[str] = typer.Option(
+        None, "--select", metavar="ID", help="Bad means this signature fires (default: any error)."
+    ),
     select_old: Optional[str] = typer.Option(None, "--signature", hidden=True, help="Old name of --select."),
 ) -> None:
     """For `git bisect run offloaddoctor bisect-step ...`: exit 0 good, 1 bad, 125 skip (never 128 or more)."""

@@ -14,7 +14,9 @@ from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, load_catalog_or_
 
 
 signatures_app = GuardedTyper(
-    add_completion=False, invoke_without_command=True, rich_markup_mode=None,
+    add_completion=False,
+    invoke_without_command=True,
+    rich_markup_mode=None,
     help="The signature catalogue: list it, run its examples (test), check it (lint).",
     short_help="The signature catalogue: list it, run its examples (test), check it (lint).",
 )
@@ -31,7 +33,9 @@ def list_signatures(
     ctx: typer.Context,
     output_format: ExamplesFormat = typer.Option(ExamplesFormat.text, "--format", "-f", help="text (default) or json."),
     json_output: bool = typer.Option(False, "--json", hidden=True, help="Old spelling of --format json."),
-    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."),
+    signatures: List[Path] = typer.Option(
+        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
+    ),
 ) -> None:
     """List the signature catalogue (or run `test` / `lint`)."""
     if ctx.invoked_subcommand is not None:
@@ -45,8 +49,12 @@ def list_signatures(
 
 @signatures_app.command("test", cls=Command, short_help="Run every signature's examples; print the confusion matrix.")
 def signatures_test(
-    dirs: List[Path] = typer.Argument(None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."),
-    only: bool = typer.Option(False, "--only", help="Test only the signatures in DIR (the built-ins are still loaded, so ids cannot clash)."),
+    dirs: List[Path] = typer.Argument(
+        None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."
+    ),
+    only: bool = typer.Option(
+        False, "--only", help="Test only the signatures in DIR (the built-ins are still loaded, so ids cannot clash)."
+    ),
     output_format: ExamplesFormat = typer.Option(ExamplesFormat.text, "--format", "-f", help="text (default) or json."),
 ) -> None:
     """Run every signature's examples; print the confusion matrix. Exit 1 on any wrong outcome."""
@@ -63,9 +71,13 @@ def signatures_test(
     raise typer.Exit(EXIT_FINDINGS if run.failures else EXIT_CLEAN)
 
 
-@signatures_app.command("lint", cls=Command, short_help="Validate signature files: schema, patterns, literals, examples.")
+@signatures_app.command(
+    "lint", cls=Command, short_help="Validate signature files: schema, patterns, literals, examples."
+)
 def signatures_lint(
-    dirs: List[Path] = typer.Argument(None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."),
+    dirs: List[Path] = typer.Argument(
+        None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."
+    ),
 ) -> None:
     """Validate signature files: schema, patterns (compile, catastrophic, slow), literals, examples. Exit 1 on errors."""
     from offloaddoctor.api import vocabulary
@@ -85,10 +97,14 @@ def signatures_lint(
     raise typer.Exit(EXIT_FINDINGS if errors else EXIT_CLEAN)
 
 
-@app.command(cls=Command, short_help="Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix.")
+@app.command(
+    cls=Command, short_help="Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix."
+)
 def explain(
     signature_id: str = typer.Argument(..., metavar="ID", help="A signature id, e.g. pp-cpu-offload."),
-    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."),
+    signatures: List[Path] = typer.Option(
+        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
+    ),
 ) -> None:
     """Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix."""
     from offloaddoctor.render.catalog_view import render_explain

@@ -11,23 +11,55 @@ from offloaddoctor.cli._app import Command, app
 from offloaddoctor.cli.common import CheckFormat
 
 
-@app.command(cls=Command, short_help="Validate a config before launch: every offloading/memory constraint, all violations at once.")
+@app.command(
+    cls=Command,
+    short_help="Validate a config before launch: every offloading/memory constraint, all violations at once.",
+)
 def check(
-    config: List[str] = typer.Argument(None, metavar="[CONFIG]...", help="Bridge/Megatron YAML or launch script(s) to validate."),
-    set_: List[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."),
+    config: List[str] = typer.Argument(
+        None, metavar="[CONFIG]...", help="Bridge/Megatron YAML or launch script(s) to validate."
+    ),
+    set_: List[str] = typer.Option(
+        [], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."
+    ),
     select: List[str] = typer.Option([], "--select", metavar="ID", help="Check only this constraint id. Repeatable."),
     select_old: List[str] = typer.Option([], "--signature", hidden=True, help="Old name of --select."),
-    no_defaults: bool = typer.Option(False, "--no-defaults", help="Leave unset keys unknown instead of taking megatron-core's defaults."),
-    output_format: CheckFormat = typer.Option(CheckFormat.auto, "--format", "-f", help="auto: panels on a terminal, plain text otherwise."),
-    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="NAME", help="Also check the memory estimate against this GPU (H100-80GB, H200, A100-80GB, ...)."),
-    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="Like --gpu, by size: e.g. 80GiB."),
-    world_size: Optional[int] = typer.Option(None, "--world-size", metavar="N", help="GPUs in the job, for the memory estimate."),
+    no_defaults: bool = typer.Option(
+        False, "--no-defaults", help="Leave unset keys unknown instead of taking megatron-core's defaults."
+    ),
+    output_format: CheckFormat = typer.Option(
+        CheckFormat.auto, "--format", "-f", help="auto: panels on a terminal, plain text otherwise."
+    ),
+    signatures: List[Path] = typer.Option(
+        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
+    ),
+    gpu: Optional[str] = typer.Option(
+        None,
+        "--gpu",
+        metavar="NAME",
+        help="Also check the memory estimate against this GPU (H100-80GB, H200, A100-80GB, ...).",
+    ),
+    gpu_memory: Optional[str] = typer.Option(
+        None, "--gpu-memory", metavar="SIZE", help="Like --gpu, by size: e.g. 80GiB."
+    ),
+    world_size: Optional[int] = typer.Option(
+        None, "--world-size", metavar="N", help="GPUs in the job, for the memory estimate."
+    ),
 ) -> None:
     """Validate a config before launch against every offloading/memory constraint, all violations at once."""
     from offloaddoctor.cli.run_check import run_check
 
-    raise typer.Exit(run_check(
-        config=config, set_=set_, select=select, select_old=select_old, no_defaults=no_defaults,
-        output_format=output_format, signatures=signatures, gpu=gpu, gpu_memory=gpu_memory, world_size=world_size,
-    ))
+    raise typer.Exit(
+        run_check(
+            config=config,
+            set_=set_,
+            select=select,
+            select_old=select_old,
+            no_defaults=no_defaults,
+            output_format=output_format,
+            signatures=signatures,
+            gpu=gpu,
+            gpu_memory=gpu_memory,
+            world_size=world_size,
+        )
+    )

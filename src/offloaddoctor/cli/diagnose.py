@@ -13,28 +13,66 @@ from offloaddoctor.cli.common import FailOn, OutputFormat
 
 @app.command(cls=Command, short_help="Find known offloading/memory failures in logs; check them against the config.")
 def diagnose(
-    logs: List[str] = typer.Argument(..., metavar="LOG...", help="Log files, directories of logs, or - for standard input."),
-    config: List[str] = typer.Option([], "--config", "-c", metavar="PATH", help="Run config: Bridge/Megatron YAML or a launch script. Repeatable."),
-    set_: List[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."),
+    logs: List[str] = typer.Argument(
+        ..., metavar="LOG...", help="Log files, directories of logs, or - for standard input."
+    ),
+    config: List[str] = typer.Option(
+        [], "--config", "-c", metavar="PATH", help="Run config: Bridge/Megatron YAML or a launch script. Repeatable."
+    ),
+    set_: List[str] = typer.Option(
+        [], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."
+    ),
     output_format: OutputFormat = typer.Option(
-        OutputFormat.auto, "--format", "-f",
+        OutputFormat.auto,
+        "--format",
+        "-f",
         help="Standard output. auto: github under GitHub Actions, panels on a terminal, plain text otherwise.",
     ),
-    output: List[str] = typer.Option([], "--output", "-o", metavar="FORMAT=PATH", help="Also write FORMAT=PATH (or PATH.json/.xml/.md/.txt). Repeatable."),
+    output: List[str] = typer.Option(
+        [],
+        "--output",
+        "-o",
+        metavar="FORMAT=PATH",
+        help="Also write FORMAT=PATH (or PATH.json/.xml/.md/.txt). Repeatable.",
+    ),
     fail_on: Optional[FailOn] = typer.Option(
-        None, "--fail-on",
+        None,
+        "--fail-on",
         help="Exit 1 on findings of this severity or worse (default: error); unknown: also on a failure no signature explains.",
     ),
     ignore: List[str] = typer.Option([], "--ignore", metavar="ID", help="Suppress a signature id. Repeatable."),
-    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."),
-    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="LOG", help="A healthy run's log: the slowdown measured against it is always reported."),
+    signatures: List[Path] = typer.Option(
+        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
+    ),
+    baseline: Optional[str] = typer.Option(
+        None,
+        "--baseline",
+        metavar="LOG",
+        help="A healthy run's log: the slowdown measured against it is always reported.",
+    ),
     recursive: bool = typer.Option(False, "--recursive", "-r", help="Also read log files in subdirectories."),
-    details: bool = typer.Option(False, "--details", "-v", help="Text and terminal: every evidence line, causes, confirmation steps and every note."),
+    details: bool = typer.Option(
+        False,
+        "--details",
+        "-v",
+        help="Text and terminal: every evidence line, causes, confirmation steps and every note.",
+    ),
 ) -> None:
     """Find known offloading/memory failures in training logs and check them against the run's config."""
     from offloaddoctor.cli.run_diagnose import run_diagnose
 
-    raise typer.Exit(run_diagnose(
-        logs=logs, config=config, set_=set_, output_format=output_format, output=output, fail_on=fail_on, ignore=ignore,
-        signatures=signatures, baseline=baseline, recursive=recursive, details=details,
-    ))
+    raise typer.Exit(
+        run_diagnose(
+            logs=logs,
+            config=config,
+            set_=set_,
+            output_format=output_format,
+            output=output,
+            fail_on=fail_on,
+            ignore=ignore,
+            signatures=signatures,
+            baseline=baseline,
+            recursive=recursive,
+            details=details,
+        )
+    )

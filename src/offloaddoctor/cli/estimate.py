@@ -20,16 +20,38 @@ class EstimateFormat(str, Enum):
     markdown = "markdown"
 
 
-@app.command(cls=Command, short_help="Estimate peak GPU memory before launch: components, fits or not, the cheapest changes that fit.")
+@app.command(
+    cls=Command,
+    short_help="Estimate peak GPU memory before launch: components, fits or not, the cheapest changes that fit.",
+)
 def estimate(
-    config: List[str] = typer.Argument(None, metavar="[CONFIG]...", help="Bridge/Megatron YAML, launch script, or a training log (its arguments block)."),
-    set_: List[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="NAME", help="H100-80GB, H200, A100-80GB, A100-40GB, B200 or GB200."),
-    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", metavar="SIZE", help="GPU memory, e.g. 80GiB (instead of --gpu)."),
-    target: Optional[str] = typer.Option(None, "--target", metavar="SIZE", help="Memory budget to fit in, e.g. 70GiB: lists the changes that fit it."),
-    world_size: Optional[int] = typer.Option(None, "--world-size", metavar="N", help="GPUs in the job (when the config does not say)."),
+    config: List[str] = typer.Argument(
+        None,
+        metavar="[CONFIG]...",
+        help="Bridge/Megatron YAML, launch script, or a training log (its arguments block).",
+    ),
+    set_: List[str] = typer.Option(
+        [], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."
+    ),
+    gpu: Optional[str] = typer.Option(
+        None, "--gpu", metavar="NAME", help="H100-80GB, H200, A100-80GB, A100-40GB, B200 or GB200."
+    ),
+    gpu_memory: Optional[str] = typer.Option(
+        None, "--gpu-memory", metavar="SIZE", help="GPU memory, e.g. 80GiB (instead of --gpu)."
+    ),
+    target: Optional[str] = typer.Option(
+        None, "--target", metavar="SIZE", help="Memory budget to fit in, e.g. 70GiB: lists the changes that fit it."
+    ),
+    world_size: Optional[int] = typer.Option(
+        None, "--world-size", metavar="N", help="GPUs in the job (when the config does not say)."
+    ),
     output_format: EstimateFormat = typer.Option(EstimateFormat.text, "--format", "-f", help="text, json or markdown."),
-    signatures: List[Path] = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory (its constraints screen the advice). Repeatable."),
+    signatures: List[Path] = typer.Option(
+        [],
+        "--signatures",
+        metavar="DIR",
+        help="Extra signature directory (its constraints screen the advice). Repeatable.",
+    ),
 ) -> None:
     """Estimate peak GPU memory before launch: components, fits or not, and the cheapest changes that fit.
 

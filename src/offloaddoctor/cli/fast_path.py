@@ -168,7 +168,9 @@ def build_spec(app) -> dict[str, Any]:
     import typer.main
 
     group = typer.main.get_command(app)
-    callbacks = {info.name or info.callback.__name__.replace("_", "-"): info.callback for info in app.registered_commands}
+    callbacks = {
+        info.name or info.callback.__name__.replace("_", "-"): info.callback for info in app.registered_commands
+    }
     commands: dict[str, Any] = {}
     for name in TARGETS:
         command = group.commands[name]  # type: ignore[attr-defined] # the app is a typer group
@@ -178,8 +180,12 @@ def build_spec(app) -> dict[str, Any]:
         arguments: list[dict[str, Any]] = []
         for click_param in command.params:
             annotation = hints[click_param.name]
-            param = {"kind": _kind(click_param, annotation), "multiple": click_param.multiple or click_param.nargs == -1,
-                     "required": click_param.required, "default": _plain_default(click_param.default)}
+            param = {
+                "kind": _kind(click_param, annotation),
+                "multiple": click_param.multiple or click_param.nargs == -1,
+                "required": click_param.required,
+                "default": _plain_default(click_param.default),
+            }
             if param["kind"] == "enum":
                 enum_class = _enum_class(annotation)
                 param["enum"] = f"{enum_class.__module__}:{enum_class.__qualname__}"
@@ -188,7 +194,9 @@ def build_spec(app) -> dict[str, Any]:
             if click_param.param_type_name == "argument":
                 if arguments and arguments[-1]["multiple"]:
                     raise ValueError(f"{name}: only the last positional may take many values")
-                arguments.append({"name": click_param.name, "multiple": param["multiple"], "required": click_param.required})
+                arguments.append(
+                    {"name": click_param.name, "multiple": param["multiple"], "required": click_param.required}
+                )
             else:
                 if click_param.secondary_opts or click_param.envvar or click_param.callback or click_param.is_eager:
                     raise ValueError(f"{name} {click_param.opts}: not something the fast road parses")
@@ -209,8 +217,15 @@ def _kind(click_param, annotation) -> str:
         return "enum"
     if click_param.type.name == "path":
         path = click_param.type
-        if (path.exists, path.file_okay, path.dir_okay, path.writable, path.readable, path.resolve_path, path.allow_dash) != (
-                False, True, True, False, True, False, False):
+        if (
+            path.exists,
+            path.file_okay,
+            path.dir_okay,
+            path.writable,
+            path.readable,
+            path.resolve_path,
+            path.allow_dash,
+        ) != (False, True, True, False, True, False, False):
             raise ValueError(f"{click_param.opts}: a click.Path with checks the fast road does not make")
         return "path"
     if type(click_param.type).__name__ == "StringParamType":

@@ -13,16 +13,36 @@ from offloaddoctor.errors import UserError
 from offloaddoctor.render.formats import MetricsFormat
 
 
-@app.command(cls=Command, short_help="Compare runs with other offload settings against a baseline: time, memory, loss; pass/fail per run.")
+@app.command(
+    cls=Command,
+    short_help="Compare runs with other offload settings against a baseline: time, memory, loss; pass/fail per run.",
+)
 def compare(
-    baseline: str = typer.Argument(..., metavar="BASELINE", help="The baseline run's log (or directory of per-rank logs)."),
+    baseline: str = typer.Argument(
+        ..., metavar="BASELINE", help="The baseline run's log (or directory of per-rank logs)."
+    ),
     runs: List[str] = typer.Argument(..., metavar="LOG...", help="Logs of runs with other offload settings."),
-    run_config: List[str] = typer.Option([], "--run-config", metavar="LOG=PATH", help="Offload settings for LOG from the config at PATH instead of its arguments block. Repeatable."),
+    run_config: List[str] = typer.Option(
+        [],
+        "--run-config",
+        metavar="LOG=PATH",
+        help="Offload settings for LOG from the config at PATH instead of its arguments block. Repeatable.",
+    ),
     run_config_old: List[str] = typer.Option([], "--config", "-c", hidden=True, help="Old name of --run-config."),
-    loss_tolerance: float = typer.Option(0.001, "--loss-tolerance", metavar="DELTA", min=0.0, help="Max |Δ loss| allowed (the guide's 0.001)."),
-    memory_tolerance: float = typer.Option(0.25, "--memory-tolerance", metavar="SHARE", min=0.0, help="Relative tolerance on the proportional memory saving."),
+    loss_tolerance: float = typer.Option(
+        0.001, "--loss-tolerance", metavar="DELTA", min=0.0, help="Max |Δ loss| allowed (the guide's 0.001)."
+    ),
+    memory_tolerance: float = typer.Option(
+        0.25,
+        "--memory-tolerance",
+        metavar="SHARE",
+        min=0.0,
+        help="Relative tolerance on the proportional memory saving.",
+    ),
     output_format: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help="text (default) or json."),
-    plot: Optional[str] = typer.Option(None, "--plot", metavar="PATH.png", help="Also plot time and memory against the fraction (needs matplotlib)."),
+    plot: Optional[str] = typer.Option(
+        None, "--plot", metavar="PATH.png", help="Also plot time and memory against the fraction (needs matplotlib)."
+    ),
 ) -> None:
     """Compare runs with different offload settings against a baseline: time, memory, loss; pass/fail per run."""
     from offloaddoctor.api import compare as run_compare
@@ -40,7 +60,9 @@ def compare(
         fail(str(exc))
     from offloaddoctor.render.compare_view import render_compare_json, render_compare_plain
 
-    sys.stdout.write(render_compare_json(comparison) if output_format is TextOrJson.json else render_compare_plain(comparison))
+    sys.stdout.write(
+        render_compare_json(comparison) if output_format is TextOrJson.json else render_compare_plain(comparison)
+    )
     sys.stdout.flush()
     if plot:  # after the table: a missing matplotlib or an unwritable path costs the plot, not the comparison
         from offloaddoctor.render.compare_plot import write_plot
@@ -53,10 +75,16 @@ def compare(
     raise typer.Exit(EXIT_FINDINGS if comparison.failed else EXIT_CLEAN)
 
 
-@app.command(cls=Command, short_help="Per-rank, per-iteration numbers from training logs, and a steady-state summary per run.")
+@app.command(
+    cls=Command, short_help="Per-rank, per-iteration numbers from training logs, and a steady-state summary per run."
+)
 def metrics(
-    logs: List[str] = typer.Argument(..., metavar="LOG...", help="One run each: a log file, a directory of its per-rank logs, or -."),
-    output_format: MetricsFormat = typer.Option(MetricsFormat.text, "--format", "-f", help="text, json or csv (one row per rank and iteration)."),
+    logs: List[str] = typer.Argument(
+        ..., metavar="LOG...", help="One run each: a log file, a directory of its per-rank logs, or -."
+    ),
+    output_format: MetricsFormat = typer.Option(
+        MetricsFormat.text, "--format", "-f", help="text, json or csv (one row per rank and iteration)."
+    ),
 ) -> None:
     """Per-rank, per-iteration numbers from training logs, and a steady-state summary per run."""
     from offloaddoctor.cli.run_check import run_metrics

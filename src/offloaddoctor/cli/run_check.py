@@ -7,22 +7,45 @@ import sys
 from pathlib import Path
 
 from offloaddoctor.cli.common import (
-    EXIT_CLEAN, EXIT_FINDINGS, CheckFormat, fail, load_catalog_or_fail, make_console, wants_terminal,
+    EXIT_CLEAN,
+    EXIT_FINDINGS,
+    CheckFormat,
+    fail,
+    load_catalog_or_fail,
+    make_console,
+    wants_terminal,
 )
 from offloaddoctor.errors import UserError
 from offloaddoctor.render.formats import MetricsFormat
 
 
 def run_check(
-    *, config: list[str] | None, set_: list[str], select: list[str], select_old: list[str], no_defaults: bool,
-    output_format: CheckFormat, signatures: list[Path], gpu: str | None, gpu_memory: str | None, world_size: int | None,
+    *,
+    config: list[str] | None,
+    set_: list[str],
+    select: list[str],
+    select_old: list[str],
+    no_defaults: bool,
+    output_format: CheckFormat,
+    signatures: list[Path],
+    gpu: str | None,
+    gpu_memory: str | None,
+    world_size: int | None,
 ) -> int:
     from offloaddoctor.api import check
 
     catalog = load_catalog_or_fail(signatures)
     try:
-        report = check(config or [], set_, catalog=catalog, only=[*select, *select_old], use_defaults=not no_defaults,
-                       gpu=gpu, gpu_memory=gpu_memory, world_size=world_size)
+        report = check(
+            config or [],
+            set_,
+            catalog=catalog,
+            only=[*select, *select_old],
+            use_defaults=not no_defaults,
+            gpu=gpu,
+            gpu_memory=gpu_memory,
+            world_size=world_size,
+        )
     except UserError as exc:
         fail(str(exc))
     if output_format is CheckFormat.json:

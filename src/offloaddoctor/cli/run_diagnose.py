@@ -9,7 +9,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from offloaddoctor.cli.common import (
-    EXIT_CLEAN, EXIT_FINDINGS, FailOn, OutputFormat, fail, load_catalog_or_fail, make_console, wants_terminal,
+    EXIT_CLEAN,
+    EXIT_FINDINGS,
+    FailOn,
+    OutputFormat,
+    fail,
+    load_catalog_or_fail,
+    make_console,
+    wants_terminal,
 )
 from offloaddoctor.errors import UserError
 
@@ -41,8 +48,16 @@ def run_diagnose(
     catalog = load_catalog_or_fail(signatures, policy)
     try:
         with _progress_bar(logs, output_format) as progress:
-            report = diagnose(logs, config, set_, catalog=catalog, baseline=baseline, progress=progress,
-                              recursive=recursive, policy=policy)
+            report = diagnose(
+                logs,
+                config,
+                set_,
+                catalog=catalog,
+                baseline=baseline,
+                progress=progress,
+                recursive=recursive,
+                policy=policy,
+            )
     except UserError as exc:
         fail(str(exc))
     _emit(report, output_format, catalog, policy, details)
@@ -72,8 +87,14 @@ def _progress_bar(logs: list[str], output_format: OutputFormat):
             from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-            state["bar"] = Progress("scanning", BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                                    console=Console(stderr=True), transient=True)
+            state["bar"] = Progress(
+                "scanning",
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             state["bar"].start()
             state["task"] = state["bar"].add_task("scan", total=total)
         state["bar"].update(state["task"], completed=done, total=total)

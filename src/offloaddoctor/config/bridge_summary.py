@@ -111,7 +111,12 @@ class BridgeSummaryBlock:
         listed = {canonical_key(k) for k in self._listed}
         for key, (value, owner) in DEFAULTS.items():
             if owner in COMPARED_CLASSES.values() and key not in listed:
-                add(key, value, self.title_line, f"Bridge summary: not listed, so the {owner} default (megatron-core {MCORE_VERSION})")
+                add(
+                    key,
+                    value,
+                    self.title_line,
+                    f"Bridge summary: not listed, so the {owner} default (megatron-core {MCORE_VERSION})",
+                )
 
     @property
     def open(self) -> bool:

@@ -81,10 +81,14 @@ def _megatron_lm_cpu_offloading(store: ConfigStore) -> None:
     layers = store.resolve("model.cpu_offloading_num_layers")
     count = number(layers.value) if layers else None
     if count is not None and count > 0:
-        store.set_derived(_derived(
-            "model.cpu_offloading", True, layers,
-            note="Megatron-LM turns activation offloading on when cpu_offloading_num_layers > 0",
-        ))
+        store.set_derived(
+            _derived(
+                "model.cpu_offloading",
+                True,
+                layers,
+                note="Megatron-LM turns activation offloading on when cpu_offloading_num_layers > 0",
+            )
+        )
 
 
 def _layers_per_pipeline_rank(store: ConfigStore) -> None:
@@ -94,8 +98,10 @@ def _layers_per_pipeline_rank(store: ConfigStore) -> None:
         return
     uneven = any(
         resolved is not None and resolved.value is not None
-        for resolved in map(store.resolve, ("model.num_layers_in_first_pipeline_stage",
-                                            "model.num_layers_in_last_pipeline_stage")))
+        for resolved in map(
+            store.resolve, ("model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage")
+        )
+    )
     if count % size and not uneven:
         # Megatron-LM's validate_args rejects this split before any VPP check: no per-rank count to judge.
         return
@@ -117,7 +123,10 @@ def _suggested_offload_fraction(store: ConfigStore) -> float | None:
 
 def _suggested_virtual_pipeline_size(store: ConfigStore):
     """The largest VPP size up to the current one that divides the layers per stage; None turns VPP off."""
-    per_rank, vpp = store.resolve("model.layers_per_pipeline_rank"), store.resolve("model.virtual_pipeline_model_parallel_size")
+    per_rank, vpp = (
+        store.resolve("model.layers_per_pipeline_rank"),
+        store.resolve("model.virtual_pipeline_model_parallel_size"),
+    )
     layers, current = (number(per_rank.value) if per_rank else None), (number(vpp.value) if vpp else None)
     if not layers or not current:
         return _UNKNOWN

@@ -39,9 +39,27 @@ _RUNTIME_FACTS = {
 # (`python3.12 pretrain_gpt.py --…`: ".py "), or torchrun; `python3.12 -m torch.distributed.run` is the
 # versioned interpreter with a module, hence its own literal.
 LITERALS = (
-    *_RUNTIME_FACTS, "arguments", BRIDGE_SUMMARY_TITLE, "PYTORCH_", "NCCL_", "CUDA_", "NVTE_", "TORCH_", "Config(",
-    "torchrun", "python ", "python\t", "python3 ", "python3\t", " -m torch.distributed", ".py ", ".py\t",
-    "megatron-bridge", "megatron_bridge", "megatron-core", "megatron_core",
+    *_RUNTIME_FACTS,
+    "arguments",
+    BRIDGE_SUMMARY_TITLE,
+    "PYTORCH_",
+    "NCCL_",
+    "CUDA_",
+    "NVTE_",
+    "TORCH_",
+    "Config(",
+    "torchrun",
+    "python ",
+    "python\t",
+    "python3 ",
+    "python3\t",
+    " -m torch.distributed",
+    ".py ",
+    ".py\t",
+    "megatron-bridge",
+    "megatron_bridge",
+    "megatron-core",
+    "megatron_core",
 )
 
 
@@ -133,8 +151,10 @@ class LogConfigCollector:
     def feed_script_line(self, text: str, line: int) -> bool:
         """A line of a launch script: `export X=…`, or a (continued) command line with flags."""
         stripped = text.strip()
-        if stripped.startswith("#SBATCH"):  # Slurm's job geometry: --nodes, --ntasks, --ntasks-per-node, --gpus-per-node
-            return self._command_line(stripped[len("#SBATCH"):], line)
+        if stripped.startswith(
+            "#SBATCH"
+        ):  # Slurm's job geometry: --nodes, --ntasks, --ntasks-per-node, --gpus-per-node
+            return self._command_line(stripped[len("#SBATCH") :], line)
         if not stripped or stripped.startswith("#"):
             return False
         env = _ENV_LINE.match(stripped) or _ANY_ENV_EXPORT.match(stripped)

@@ -27,8 +27,10 @@ def log_given_as_config(path: str, text: str) -> UserError | None:
     """The error for a config file that is really a log (checked once YAML has refused it)."""
     if not looks_like_log(text):
         return None
-    return UserError(f"{path}: this is a training log, not a config: pass it as LOG "
-                     f"(offloaddoctor diagnose {path} [--config RUN_CONFIG.yaml])")
+    return UserError(
+        f"{path}: this is a training log, not a config: pass it as LOG "
+        f"(offloaddoctor diagnose {path} [--config RUN_CONFIG.yaml])"
+    )
 
 
 def refuse_configs_as_logs(paths: list[str]) -> None:
@@ -43,5 +45,6 @@ def refuse_configs_as_logs(paths: list[str]) -> None:
         except OSError:
             continue  # reading it as a log says what is wrong
         if sample.strip() and not looks_like_log(sample):
-            raise UserError(f"{raw}: this is a config, not a log: pass it with --config "
-                            f"(offloaddoctor diagnose LOG --config {raw})")
+            raise UserError(
+                f"{raw}: this is a config, not a log: pass it with --config (offloaddoctor diagnose LOG --config {raw})"
+            )

@@ -20,7 +20,9 @@ def parse_overrides(items: Sequence[str]) -> list[ConfigValue]:
         key, sep, raw_value = item.partition("=")
         key = key.strip()
         if sep and "." in key and "" in key.lstrip("+").split("."):
-            raise UserError(f"--set {item!r}: the key {key!r} has an empty part between dots; expected e.g. optimizer.optimizer_cpu_offload=True")
+            raise UserError(
+                f"--set {item!r}: the key {key!r} has an empty part between dots; expected e.g. optimizer.optimizer_cpu_offload=True"
+            )
         if not sep or not _KEY.match(key):
             raise UserError(f"--set {item!r}: expected KEY=VALUE, e.g. optimizer.optimizer_cpu_offload=True")
         canonical, value = canonical_key(key), parse_override(raw_value)
@@ -72,7 +74,9 @@ def unknown_key_notes(values: Sequence[ConfigValue], read_keys: Iterable[str], c
             continue
         given = value.source.detail.split(" ", 1)[-1]
         candidates = sorted(read | present | set(known_spellings()))
-        close = list(dict.fromkeys(canonical_key(c) for c in difflib.get_close_matches(value.key, candidates, n=4, cutoff=0.8)))[:2]
+        close = list(
+            dict.fromkeys(canonical_key(c) for c in difflib.get_close_matches(value.key, candidates, n=4, cutoff=0.8))
+        )[:2]
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         notes.append(f"--set {given}: no check reads this key and the config does not have it{hint}")
     return notes

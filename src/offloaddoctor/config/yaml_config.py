@@ -28,9 +28,7 @@ MAX_COMPOSED_NODES = 20_000
 # A Bridge run_config.yaml is tens of KB. PyYAML reads about 1 MB/s (flow collections much slower), so a
 # larger file is refused rather than read for minutes.
 MAX_CONFIG_BYTES = 2**20
-_STANDARD_SCALAR_TAGS = {
-    "tag:yaml.org,2002:" + name for name in ("str", "int", "float", "bool", "null", "timestamp")
-}
+_STANDARD_SCALAR_TAGS = {"tag:yaml.org,2002:" + name for name in ("str", "int", "float", "bool", "null", "timestamp")}
 _constructor = yaml.constructor.SafeConstructor()
 _TOO_DEEP = "{path}: config nests lists or mappings too deeply to read (hundreds of levels; a run config has a few)"
 
@@ -115,9 +113,7 @@ def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[Conf
     values = []
     try:
         for dotted, node, scalar in _walk(root, "", budget, path):
-            values.append(
-                ConfigValue(canonical_key(dotted), scalar, Source(path, node.start_mark.line + 1), origin)
-            )
+            values.append(ConfigValue(canonical_key(dotted), scalar, Source(path, node.start_mark.line + 1), origin))
     except RecursionError:
         raise UserError(_TOO_DEEP.format(path=path)) from None
     return values
@@ -142,7 +138,9 @@ def _mapping_pairs(node: yaml.Node, budget: list[int], path: str):
             line = key_node.start_mark.line + 1
             if key_node.value in seen:
                 # YAML loaders silently keep the last one; a launch would use a value the author may not mean.
-                raise UserError(f"{path}:{line}: duplicate key {key_node.value!r} (first at line {seen[key_node.value]})")
+                raise UserError(
+                    f"{path}:{line}: duplicate key {key_node.value!r} (first at line {seen[key_node.value]})"
+                )
             seen[key_node.value] = line
         if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` merges the aliased mapping in
             merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]

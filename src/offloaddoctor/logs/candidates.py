@@ -22,7 +22,14 @@ from collections.abc import Callable, Iterable, Iterator
 from bisect import bisect_left
 
 from offloaddoctor.errors import UserError
-from offloaddoctor.logs.sources import MAX_LINE_BYTES, LogSource, describe_read_error, not_text_error, not_text_reason, open_binary
+from offloaddoctor.logs.sources import (
+    MAX_LINE_BYTES,
+    LogSource,
+    describe_read_error,
+    not_text_error,
+    not_text_reason,
+    open_binary,
+)
 
 BLOCK_BYTES = 1 << 20
 GREP_MIN_BYTES = 8 << 20  # a plain file this large goes through GNU grep (logs/grep_prefilter.py) when there is one
@@ -59,8 +66,14 @@ def _file_size(stream) -> int | None:
 
 class CandidateReader:
     def __init__(
-        self, source: LogSource, literals: Iterable[str], warnings: list[str], block_bytes: int = BLOCK_BYTES,
-        on_bytes: Callable[[int], None] | None = None, use_grep: bool = True, prefiltered: list[bytes] | None = None,
+        self,
+        source: LogSource,
+        literals: Iterable[str],
+        warnings: list[str],
+        block_bytes: int = BLOCK_BYTES,
+        on_bytes: Callable[[int], None] | None = None,
+        use_grep: bool = True,
+        prefiltered: list[bytes] | None = None,
     ):
         self.source = source
         # `prefiltered`: prefilter_literals() of the literals, computed once for many sources.
@@ -90,7 +103,11 @@ class CandidateReader:
                     stream.close()
                     yield from self._spooled(spool)
                     return
-            if size_at_open is not None and size_at_open < min(GREP_MIN_BYTES, COVER_MIN_BYTES) and type(stream) is io.BufferedReader:
+            if (
+                size_at_open is not None
+                and size_at_open < min(GREP_MIN_BYTES, COVER_MIN_BYTES)
+                and type(stream) is io.BufferedReader
+            ):
                 # A small regular file (20,000 rank logs): neither a cover nor grep would be chosen for it, so
                 # skip asking (a stat or two each).
                 yield from self._lines(stream)
@@ -131,8 +148,13 @@ class CandidateReader:
         handle, spool = tempfile.mkstemp(prefix="offloaddoctor-gunzip-", suffix=".log")
         try:
             limit = max(0, min(GZ_SPOOL_MAX_BYTES, shutil.disk_usage(os.path.dirname(spool)).free // 2))
-            done = subprocess.run([gunzip, "-c", "-d", "--", self.source.path], stdout=handle, stderr=subprocess.DEVNULL,
-                                  preexec_fn=lambda: _limit_file_size(limit), check=False)
+            done = subprocess.run(
+                [gunzip, "-c", "-d", "--", self.source.path],
+                stdout=handle,
+                stderr=subprocess.DEVNULL,
+                preexec_fn=lambda: _limit_file_size(limit),
+                check=False,
+            )
         except OSError:
             done = None
         finally:
@@ -319,7 +341,9 @@ class CandidateReader:
             if line_number == 0 and not chunks:
                 raise UserError(f"{self.source.name}: cannot read: {describe_read_error(exc)}") from None
             self._failed = True
-            self.warnings.append(f"{self.source.name}: stopped early, the rest is unreadable: {describe_read_error(exc)}")
+            self.warnings.append(
+                f"{self.source.name}: stopped early, the rest is unreadable: {describe_read_error(exc)}"
+            )
         data = b"".join(chunks)
         if self.on_bytes is not None and data:
             self.on_bytes(len(data))

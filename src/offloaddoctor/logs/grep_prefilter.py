@@ -136,8 +136,14 @@ class _Jobs:
 
     def grep(self, patterns: str, path: str | None, stdin=None, stdout=subprocess.PIPE) -> subprocess.Popen:
         command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns] + (["--", path] if path else [])
-        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL,
-                                   env={**os.environ, "LC_ALL": "C"}, preexec_fn=_limit_memory)
+        process = subprocess.Popen(
+            command,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "LC_ALL": "C"},
+            preexec_fn=_limit_memory,
+        )
         self.processes.append(process)
         process.feeder = None  # what fills its input, when not a file: a failure there is this grep's failure
         return process
@@ -253,8 +259,12 @@ def _deliver(reader, streams, log, position: _Position) -> Iterator[tuple[int, s
                     runs = None  # the ends of runs of sampled records, while thinning them in bulk
                     # In bulk only past the last line read one by one: grep's records of lines read while
                     # `every_line` was on must not be counted by the sampler (streaming never asked about them).
-                    if sampled is not None and not every_line and records \
-                            and int(records[0].partition(b":")[0]) + base_line > last:
+                    if (
+                        sampled is not None
+                        and not every_line
+                        and records
+                        and int(records[0].partition(b":")[0]) + base_line > last
+                    ):
                         runs = iter(_misses(records, sampled[0]) + [count])
                         run_end = next(runs)
                     while index < count:

@@ -23,7 +23,14 @@ class Line:
     __slots__ = ("candidate", "number", "path", "rank", "raw", "text")
 
     def __init__(self, path: str, number: int, rank: int | None, text: str, raw: str, candidate: bool):
-        self.path, self.number, self.rank, self.text, self.raw, self.candidate = path, number, rank, text, raw, candidate
+        self.path, self.number, self.rank, self.text, self.raw, self.candidate = (
+            path,
+            number,
+            rank,
+            text,
+            raw,
+            candidate,
+        )
 
 
 class LineHandler:
@@ -75,7 +82,9 @@ class LinePass:
         if gate is None:
             first = literal.decode("utf-8", "surrogateescape")
             rest = tuple(g for g in self._gate_literals if g != first)
-            gate = self._gates[literal] = (first, *rest) if len(rest) < len(self._gate_literals) else self._gate_literals
+            gate = self._gates[literal] = (
+                (first, *rest) if len(rest) < len(self._gate_literals) else self._gate_literals
+            )
         return gate
 
     def read_source(self, source: LogSource, *handler_sets: Sequence[LineHandler]) -> int:
@@ -93,12 +102,15 @@ class LinePass:
             return 0
         return reader.lines_read
 
-    def read_lines(self, name: str, lines: Iterable[str], *handler_sets: Sequence[LineHandler], default_rank: int | None = None) -> int:
+    def read_lines(
+        self, name: str, lines: Iterable[str], *handler_sets: Sequence[LineHandler], default_rank: int | None = None
+    ) -> int:
         """In-memory text (signature examples, tests, `diagnose_text`) through the same path as files."""
         return self.run(name, default_rank, enumerate(lines, start=1), handler_sets)
 
-    def run(self, path: str, default_rank: int | None, numbered, handler_sets: Sequence[Sequence[LineHandler]],
-            reader=None) -> int:
+    def run(
+        self, path: str, default_rank: int | None, numbered, handler_sets: Sequence[Sequence[LineHandler]], reader=None
+    ) -> int:
         """`numbered` yields (line number, raw text); a CandidateReader (`reader`) yields only candidate
         lines unless told (`every_line`) that a handler wants them all. Returns the last line number."""
         gate_literals = self._gate_literals

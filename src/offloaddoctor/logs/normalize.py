@@ -10,9 +10,7 @@ from offloaddoctor.lazy_pattern import lazy_compile
 
 _ANSI = lazy_compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 _CONTROL = lazy_compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-_TIMESTAMP = lazy_compile(
-    r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+"
-)
+_TIMESTAMP = lazy_compile(r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+")
 _SLURM_LABEL = lazy_compile(r"\s*(\d{1,6}): ")
 _TORCHRUN_PREFIX = lazy_compile(r"\s*\[(?:rank|default)(\d{1,6})\]:\s?")
 

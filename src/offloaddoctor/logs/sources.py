@@ -79,8 +79,11 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             continue
         path = Path(raw)
         if path.is_dir():
-            found = _listed_logs(path) if not recursive else sorted(
-                p for p in _entries(path, recursive) if p.is_file() and _is_log_name(p.name))
+            found = (
+                _listed_logs(path)
+                if not recursive
+                else sorted(p for p in _entries(path, recursive) if p.is_file() and _is_log_name(p.name))
+            )
             if not found:
                 where = " or below it" if recursive else " (--recursive looks in subdirectories)"
                 raise UserError(

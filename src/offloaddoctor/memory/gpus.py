@@ -16,8 +16,14 @@ GPUS: dict[str, tuple[int, str]] = {
     "H200": (143771, "nvidia-smi on the H200 the calibration runs used"),
     "A100-80GB": (81920, "nvidia-smi total of an A100 80GB (not measured here)"),
     "A100-40GB": (40960, "nvidia-smi total of an A100 40GB (not measured here)"),
-    "B200": (183359, "nvidia-smi total of a B200 as publicly reported (not measured here; pass --gpu-memory to be exact)"),
-    "GB200": (189471, "nvidia-smi total of a GB200 as publicly reported (not measured here; pass --gpu-memory to be exact)"),
+    "B200": (
+        183359,
+        "nvidia-smi total of a B200 as publicly reported (not measured here; pass --gpu-memory to be exact)",
+    ),
+    "GB200": (
+        189471,
+        "nvidia-smi total of a GB200 as publicly reported (not measured here; pass --gpu-memory to be exact)",
+    ),
 }
 _SIZE = lazy_compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*$")
 

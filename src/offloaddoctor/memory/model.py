@@ -73,10 +73,10 @@ class MemoryEstimate:
         return {c.name: c.bytes for c in self.most_loaded.components}
 
 
-def estimate(shape: RunShape, first_stage_layers: int | None = None, last_stage_layers: int | None = None) -> MemoryEstimate:
-    stages = tuple(
-        _stage(shape, params) for params in stage_parameters(shape, first_stage_layers, last_stage_layers)
-    )
+def estimate(
+    shape: RunShape, first_stage_layers: int | None = None, last_stage_layers: int | None = None
+) -> MemoryEstimate:
+    stages = tuple(_stage(shape, params) for params in stage_parameters(shape, first_stage_layers, last_stage_layers))
     return MemoryEstimate(shape, stages)
 
 
@@ -99,10 +99,14 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     moment_bytes = optimizer_params * (shape.exp_avg_bytes + shape.exp_avg_sq_bytes) * on_gpu
     states_forward = states - moment_bytes * (1 - moments_resident)
 
-    weights = Component("weights", count * weight_bytes,
-                        f"{count:,} parameters x {weight_bytes} B ({_DTYPE_NAMES[weight_bytes]})")
-    grads = Component("gradients", count * grad_bytes,
-                      f"{count:,} parameters x {grad_bytes} B (main gradients, {_DTYPE_NAMES[grad_bytes]})")
+    weights = Component(
+        "weights", count * weight_bytes, f"{count:,} parameters x {weight_bytes} B ({_DTYPE_NAMES[weight_bytes]})"
+    )
+    grads = Component(
+        "gradients",
+        count * grad_bytes,
+        f"{count:,} parameters x {grad_bytes} B (main gradients, {_DTYPE_NAMES[grad_bytes]})",
+    )
     state_formula = (
         f"{optimizer_params:,.0f} parameters x {state_bytes} B (fp32 master {master_bytes} + Adam "
         f"{shape.exp_avg_bytes}+{shape.exp_avg_sq_bytes})"
@@ -113,8 +117,15 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     resident = float(cal.RESIDENT_OVERHEAD_BYTES)
     resident_formula = f"{cal.RESIDENT_OVERHEAD_BYTES // cal.MiB} MiB workspaces and buffers"
     if not shape.flash_attention:
-        scores = 2 * shape.num_attention_heads / shape.tensor_parallel * shape.micro_batch_size * (
-            shape.seq_length / shape.context_parallel) * shape.seq_length * cal.LOCAL_ATTENTION_RESIDENT_SCORES
+        scores = (
+            2
+            * shape.num_attention_heads
+            / shape.tensor_parallel
+            * shape.micro_batch_size
+            * (shape.seq_length / shape.context_parallel)
+            * shape.seq_length
+            * cal.LOCAL_ATTENTION_RESIDENT_SCORES
+        )
         resident += scores
         resident_formula += " + one unfused attention-score tensor kept between iterations"
 
@@ -133,21 +144,29 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         other = Component("other", resident, resident_formula)
         act = Component("activations", activations, activation_formula)
         logit = Component("logits", logits, _logits_formula(shape) if logits else "not on this pipeline stage")
-        state = Component("optimizer_states", states_forward, state_formula
-                          + ("; Adam moments on the host until the step" if shape.offload_optimizer_states else ""))
+        state = Component(
+            "optimizer_states",
+            states_forward,
+            state_formula + ("; Adam moments on the host until the step" if shape.offload_optimizer_states else ""),
+        )
     else:
         phase = "optimizer step"
         temp = "torch foreach Adam temporary (4 B/parameter)" if not shape.te_fused_adam else ""
         if fp16:
             temp += (" + " if temp else "") + "fp32 main-gradient copies (4 B/parameter)"
         other = Component("other", resident + step_temporary, f"{resident_formula} + {temp}")
-        act = Component("activations", 0.0, f"freed before the step ({activations / cal.MiB:,.0f} MiB during "
-                        "forward/backward, less than the step's temporaries)")
+        act = Component(
+            "activations",
+            0.0,
+            f"freed before the step ({activations / cal.MiB:,.0f} MiB during "
+            "forward/backward, less than the step's temporaries)",
+        )
         logit = Component("logits", 0.0, "freed before the step")
         state = Component("optimizer_states", states, state_formula)
     components = (weights, grads, state, act, logit, other)
-    return StageEstimate(params.stage, params, max(forward_backward, optimizer_step), phase, components,
-                         forward_backward, optimizer_step)
+    return StageEstimate(
+        params.stage, params, max(forward_backward, optimizer_step), phase, components, forward_backward, optimizer_step
+    )
 
 
 def _activations(shape: RunShape, params: StageParameters, first: bool, last: bool) -> tuple[float, float, str]:
@@ -182,8 +201,10 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
 
 
 def _logits_formula(shape: RunShape) -> str:
-    return (f"{cal.LOGITS_BYTES_PER_ELEMENT} B x {tokens_per_rank(shape):,.0f} tokens x "
-            f"{shape.padded_vocab_size:,}/{shape.tensor_parallel} vocabulary (16-bit logits + fp32 loss copy)")
+    return (
+        f"{cal.LOGITS_BYTES_PER_ELEMENT} B x {tokens_per_rank(shape):,.0f} tokens x "
+        f"{shape.padded_vocab_size:,}/{shape.tensor_parallel} vocabulary (16-bit logits + fp32 loss copy)"
+    )
 
 
 def _expert_data_parallel(shape: RunShape) -> int:

@@ -54,7 +54,11 @@ def dense_layer_parameters(shape: RunShape) -> tuple[int, int]:
     if shape.num_experts:
         mlp = 0
         if shape.moe_shared_expert_intermediate_size:
-            mlp = 3 * h * shape.moe_shared_expert_intermediate_size if glu == 2 else 2 * h * shape.moe_shared_expert_intermediate_size
+            mlp = (
+                3 * h * shape.moe_shared_expert_intermediate_size
+                if glu == 2
+                else 2 * h * shape.moe_shared_expert_intermediate_size
+            )
         replicated += h * shape.num_experts  # router
     else:
         f = shape.ffn

@@ -18,8 +18,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-REQUIRED = ("model.num_layers", "model.hidden_size", "model.num_attention_heads", "model.seq_length",
-            "train.micro_batch_size", "model.vocab_size")
+REQUIRED = (
+    "model.num_layers",
+    "model.hidden_size",
+    "model.num_attention_heads",
+    "model.seq_length",
+    "train.micro_batch_size",
+    "model.vocab_size",
+)
 
 
 class MissingKeys(UserError):
@@ -147,8 +153,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         groups = None  # Megatron-LM prints num_query_groups even when GQA is off
     impl = str(reader.value("model.transformer_impl") or "transformer_engine")
     if reader.value("model.transformer_impl") is None:
-        reader.assume("model.transformer_impl: transformer_engine (Megatron's default): flash attention, "
-                      "TE FusedAdam")
+        reader.assume("model.transformer_impl: transformer_engine (Megatron's default): flash attention, TE FusedAdam")
     flash = impl != "local"
     fused_adam = reader.flag("runtime.te_fused_adam_available")
     distributed = bool(reader.flag("optimizer.use_distributed_optimizer"))
@@ -157,8 +162,10 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
     grad_fp32 = reader.flag("ddp.grad_reduce_in_fp32")
     if grad_fp32 is None:
         grad_fp32 = precision != "fp16"
-        reader.assume(f"gradients reduced in {'fp32' if grad_fp32 else precision} (Megatron-LM's rule for "
-                      f"{precision}; set ddp.grad_reduce_in_fp32 to say otherwise)")
+        reader.assume(
+            f"gradients reduced in {'fp32' if grad_fp32 else precision} (Megatron-LM's rule for "
+            f"{precision}; set ddp.grad_reduce_in_fp32 to say otherwise)"
+        )
     bias = reader.flag("model.add_bias_linear")
     if reader.flag("disable_bias_linear"):
         bias = False
@@ -213,8 +220,10 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         cpu_offloading_num_layers=_offloaded_layers(reader),
     )
     if shape.global_batch_size is None and shape.pipeline_parallel > 1:
-        reader.assume(f"global batch size unknown: {shape.pipeline_parallel} micro-batches in flight on the first "
-                      "pipeline stage (the most 1F1B holds)")
+        reader.assume(
+            f"global batch size unknown: {shape.pipeline_parallel} micro-batches in flight on the first "
+            "pipeline stage (the most 1F1B holds)"
+        )
     return replace(shape, assumptions=tuple(reader.assumptions), sources=tuple(reader.sources.items()))
 
 
@@ -286,8 +295,10 @@ def _data_parallel(reader: _Reader, model_parallel: int, world_size: int | None)
     if nproc or tasks:
         total = int(tasks or (nproc or 0) * nodes)
         return _divide_world(total, model_parallel, "the launch command's process count")
-    reader.assume("data-parallel size 1: no world size found (torchrun --nproc-per-node/--nnodes, Slurm "
-                  "--ntasks, world_size); pass --world-size N")
+    reader.assume(
+        "data-parallel size 1: no world size found (torchrun --nproc-per-node/--nnodes, Slurm "
+        "--ntasks, world_size); pass --world-size N"
+    )
     return 1
 
 

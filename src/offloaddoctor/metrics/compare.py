@@ -75,7 +75,10 @@ def optimizer_state_mb(run: RunMetrics) -> float | None:
 
 
 def compare_runs(
-    baseline: RunMetrics, runs: list[RunMetrics], error_findings: dict[str, list[str]], criteria: Criteria = Criteria(),
+    baseline: RunMetrics,
+    runs: list[RunMetrics],
+    error_findings: dict[str, list[str]],
+    criteria: Criteria = Criteria(),
     model_state_mb: tuple[float, str] | None = None,
 ) -> Comparison:
     """`model_state_mb`: the memory model's offloadable optimizer state per GPU and how it was computed; without
@@ -88,7 +91,9 @@ def compare_runs(
     if base.error_findings:
         comparison.notes.append(f"the baseline itself has error findings ({', '.join(base.error_findings)})")
     if base.offload_fraction not in (None, 0.0):
-        comparison.notes.append(f"the baseline offloads (fraction {base.offload_fraction:g}): savings are relative to it")
+        comparison.notes.append(
+            f"the baseline offloads (fraction {base.offload_fraction:g}): savings are relative to it"
+        )
     for run in runs:
         measured = _measure(run, baseline, error_findings.get(run.path, []), state_mb)
         _judge(measured, base, criteria)
@@ -107,8 +112,19 @@ def _measure(run: RunMetrics, baseline: RunMetrics, errors: list[str], state_mb:
     expected = round(extra_fraction * state_mb, 2) if extra_fraction is not None and state_mb else None
     delta, at, common = _loss_delta(run, baseline)
     return RunComparison(
-        run.path, summary.offload, fraction, summary.median_iteration_ms, ratio, summary.peak_allocated_mb,
-        saving, per_unit, expected, delta, at, common, list(errors),
+        run.path,
+        summary.offload,
+        fraction,
+        summary.median_iteration_ms,
+        ratio,
+        summary.peak_allocated_mb,
+        saving,
+        per_unit,
+        expected,
+        delta,
+        at,
+        common,
+        list(errors),
     )
 
 

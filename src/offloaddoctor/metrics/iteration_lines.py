@@ -84,8 +84,14 @@ def parse_iteration_metrics(
 
 _NUMBER = r"([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))"
 _SPEED = (
-    ("elapsed_ms", lazy_compile(r"\|\s*elapsed time per iteration \(ms\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE)),
-    ("tflops_per_gpu", lazy_compile(r"\|\s*throughput per gpu \(tflop/s/gpu\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE)),
+    (
+        "elapsed_ms",
+        lazy_compile(r"\|\s*elapsed time per iteration \(ms\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE),
+    ),
+    (
+        "tflops_per_gpu",
+        lazy_compile(r"\|\s*throughput per gpu \(tflop/s/gpu\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE),
+    ),
 )
 
 

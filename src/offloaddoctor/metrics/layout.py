@@ -40,7 +40,7 @@ def parse_layout_line(text: str) -> dict[str, int]:
     if LITERAL not in text:
         return {}
     found = {}
-    for name, value in _PAIR.findall(text[text.index(LITERAL):]):
+    for name, value in _PAIR.findall(text[text.index(LITERAL) :]):
         field = _LINE_NAMES.get(name.strip().lstrip(", "))
         if field:
             found[field] = int(value)
@@ -54,8 +54,11 @@ def resolve_layout(from_line: Mapping[str, int], arguments: Mapping[str, Any]) -
         if value is None:
             value = from_line.get(field)
         setattr(layout, field, value)
-    tensor, pipeline, context = (layout.tensor_model_parallel_size, layout.pipeline_model_parallel_size,
-                                  layout.context_parallel_size or 1)
+    tensor, pipeline, context = (
+        layout.tensor_model_parallel_size,
+        layout.pipeline_model_parallel_size,
+        layout.context_parallel_size or 1,
+    )
     if layout.data_parallel_size is None and layout.world_size and tensor and pipeline:
         model_parallel = tensor * pipeline * context
         if layout.world_size % model_parallel == 0:

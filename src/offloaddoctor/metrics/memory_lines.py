@@ -40,9 +40,7 @@ def parse_memory_report(text: str, path: str, line: int, rank: int | None, segme
         return None
     printed_rank, name, unit, body = found.groups()
     after = _AFTER.search(name)
-    report = MemoryReport(
-        path, line, int(printed_rank), segment, int(after.group(1)) if after else None, unit
-    )
+    report = MemoryReport(path, line, int(printed_rank), segment, int(after.group(1)) if after else None, unit)
     bridge_style = unit.lower() in ("gb", "gib")
     for part in body.split("|"):
         metric, sep, raw = part.partition(":")

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 
 from offloaddoctor.byte_units import BRIDGE_REPORT, MEGATRON, MIB
+
 _NUMBER = re.compile(r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)", re.IGNORECASE)
 
 # Bytes per printed unit on Megatron/Bridge lines (byte_units.py: the "MB" that is a MiB).

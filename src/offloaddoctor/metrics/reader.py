@@ -22,7 +22,10 @@ class MetricLines(LineHandler):
     the layout line of one log, into `reader.run`."""
 
     literals = (
-        ITERATION_LITERAL, memory_lines.LITERAL, memory_lines.THEORETICAL_LITERAL, parameter_lines.LITERAL,
+        ITERATION_LITERAL,
+        memory_lines.LITERAL,
+        memory_lines.THEORETICAL_LITERAL,
+        parameter_lines.LITERAL,
         layout.LITERAL,
     )
     _ITERATION_BYTES = ITERATION_LITERAL.encode()

@@ -52,8 +52,7 @@ def render_bisect_plain(result: BisectResult) -> str:
     out.append("")
     out.append(
         f"Tested {len(result.tested)} commits (both ends and {len(result.tested) - 2} of "
-        f"{result.commits_in_range - 1} in between), {len(skipped)} skipped"
-        + (":" if skipped else ".")
+        f"{result.commits_in_range - 1} in between), {len(skipped)} skipped" + (":" if skipped else ".")
     )
     out.extend(f"  {t.commit.short} skipped: {safe_text(t.outcome.reason)}" for t in skipped)
     return "\n".join(out) + "\n"

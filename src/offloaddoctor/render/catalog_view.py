@@ -27,8 +27,12 @@ def render_catalog_json(catalog: Catalog) -> str:
 
 
 def render_explain(signature: Signature) -> str:
-    out = [f"{signature.id}: {signature.title}", f"severity {signature.severity}, priority {signature.priority}"
-           + (", preflight constraint" if signature.preflight else ""), ""]
+    out = [
+        f"{signature.id}: {signature.title}",
+        f"severity {signature.severity}, priority {signature.priority}"
+        + (", preflight constraint" if signature.preflight else ""),
+        "",
+    ]
 
     def section(title: str, body: list[str]) -> None:
         out.append(title)
@@ -38,10 +42,17 @@ def render_explain(signature: Signature) -> str:
     section("Symptom", _wrap(signature.symptom))
     section("Likely cause", _wrap(signature.cause))
     if signature.match:
-        section("Matches log lines containing", [repr(x) for x in signature.match.literals] + ["and one of the patterns:"]
-                + [f"  {p.pattern}" for p in signature.match.patterns])
+        section(
+            "Matches log lines containing",
+            [repr(x) for x in signature.match.literals]
+            + ["and one of the patterns:"]
+            + [f"  {p.pattern}" for p in signature.match.patterns],
+        )
     if signature.shares_match_of:
-        section("Matches", [f"the same lines as {signature.shares_match_of}; this signature takes them when its condition holds"])
+        section(
+            "Matches",
+            [f"the same lines as {signature.shares_match_of}; this signature takes them when its condition holds"],
+        )
     if signature.when:
         section("Fires when", _wrap(describe(signature.when)))
     if signature.config:
@@ -49,17 +60,24 @@ def render_explain(signature: Signature) -> str:
     section("How to confirm", [f"- {step}" for step in signature.confirm])
     section("Fix", _wrap(signature.fix.summary) + [f"  {line}" for line in signature.fix.overrides])
     if signature.known_issues:
-        section("Known upstream bugs", [
-            line for issue in signature.known_issues for line in (
-                f"{issue.id}: {issue.title}",
-                f"  {issue.package} {', '.join(issue.versions)}; {issue.link}"
-                + (f"; fixed by {issue.fixed_by}" if issue.fixed_by else ""),
-                f"  config shape: {describe(issue.when)}",
-            )
-        ])
+        section(
+            "Known upstream bugs",
+            [
+                line
+                for issue in signature.known_issues
+                for line in (
+                    f"{issue.id}: {issue.title}",
+                    f"  {issue.package} {', '.join(issue.versions)}; {issue.link}"
+                    + (f"; fixed by {issue.fixed_by}" if issue.fixed_by else ""),
+                    f"  config shape: {describe(issue.when)}",
+                )
+            ],
+        )
     section("References", [", ".join(f"{k}: {v}" for k, v in ref.items()) for ref in signature.references])
     matches = sum(e.expect == "match" for e in signature.examples)
-    section("Examples", [f"{matches} matching and {len(signature.examples) - matches} non-matching, in {signature.path}"])
+    section(
+        "Examples", [f"{matches} matching and {len(signature.examples) - matches} non-matching, in {signature.path}"]
+    )
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -85,16 +103,26 @@ def render_confusion(run) -> str:
 
 def render_confusion_json(run) -> str:
     def cell(v) -> dict:
-        return {"true_positive": v.true_positive, "false_negative": v.false_negative,
-                "true_negative": v.true_negative, "false_positive": v.false_positive}
+        return {
+            "true_positive": v.true_positive,
+            "false_negative": v.false_negative,
+            "true_negative": v.true_negative,
+            "false_positive": v.false_positive,
+        }
 
-    return json.dumps({
-        "schema_version": 1,
-        "signatures": {k: cell(v) for k, v in sorted(run.by_signature().items())},
-        "total": cell(run.total()),
-        "failures": [
-            {"id": o.signature_id, "index": o.index, "name": o.name, "expect": o.expect, "problem": o.problem}
-            for o in run.failures
-        ],
-        "examples": len(run.outcomes),
-    }, indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "schema_version": 1,
+                "signatures": {k: cell(v) for k, v in sorted(run.by_signature().items())},
+                "total": cell(run.total()),
+                "failures": [
+                    {"id": o.signature_id, "index": o.index, "name": o.name, "expect": o.expect, "problem": o.problem}
+                    for o in run.failures
+                ],
+                "examples": len(run.outcomes),
+            },
+            indent=2,
+        )
+        + "\n"
+    )

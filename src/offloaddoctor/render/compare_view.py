@@ -11,8 +11,18 @@ from offloaddoctor.metrics.compare import Comparison, RunComparison
 from offloaddoctor.render.json_report import SCHEMA_VERSION
 from offloaddoctor.render.text_safety import inert_json, safe_text
 
-_COLUMNS = ("run", "fraction", "median ms", "ratio", "peak alloc MB", "saving MB", "per 1.0 MB", "expected MB",
-            "max |Δloss|", "verdict")
+_COLUMNS = (
+    "run",
+    "fraction",
+    "median ms",
+    "ratio",
+    "peak alloc MB",
+    "saving MB",
+    "per 1.0 MB",
+    "expected MB",
+    "max |Δloss|",
+    "verdict",
+)
 
 
 def _number(value: float | None, spec: str) -> str:
@@ -29,7 +39,12 @@ def _row(run: RunComparison, baseline: bool) -> list[str]:
         "" if baseline else _number(run.memory_saving_mb, ".0f"),
         "" if baseline else _number(run.saving_per_unit_fraction_mb, ".0f"),
         "" if baseline else _number(run.expected_saving_mb, ".0f"),
-        "" if baseline else (_number(run.max_abs_loss_delta, ".2e") + (f" @{run.max_abs_loss_delta_iteration}" if run.max_abs_loss_delta_iteration else "")),
+        ""
+        if baseline
+        else (
+            _number(run.max_abs_loss_delta, ".2e")
+            + (f" @{run.max_abs_loss_delta_iteration}" if run.max_abs_loss_delta_iteration else "")
+        ),
         "baseline" if baseline else run.verdict.upper(),
     ]
 
@@ -37,8 +52,10 @@ def _row(run: RunComparison, baseline: bool) -> list[str]:
 def render_compare_plain(comparison: Comparison) -> str:
     rows = [list(_COLUMNS), _row(comparison.baseline, True)] + [_row(run, False) for run in comparison.runs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip()
-             for row in rows]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip()
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     criteria = comparison.criteria
     state = comparison.optimizer_state_mb
@@ -46,7 +63,11 @@ def render_compare_plain(comparison: Comparison) -> str:
         "",
         f"Criteria: no error finding; max |Δ loss| < {criteria.loss_tolerance:g} over common iterations; saving within "
         f"{criteria.memory_tolerance:.0%} + {criteria.memory_slack_mb:g} MB of fraction × "
-        + (f"{state:.0f} MB ({comparison.state_basis})." if state else "the optimizer state (parameter count not logged: not judged)."),
+        + (
+            f"{state:.0f} MB ({comparison.state_basis})."
+            if state
+            else "the optimizer state (parameter count not logged: not judged)."
+        ),
     ]
     for run in comparison.runs:
         for reason in run.reasons:
@@ -63,8 +84,17 @@ def _run_dict(run: RunComparison) -> dict[str, Any]:
 
 def compare_to_dict(comparison: Comparison) -> dict[str, Any]:
     baseline = _run_dict(comparison.baseline)
-    for key in ("verdict", "reasons", "iteration_time_ratio", "memory_saving_mb", "saving_per_unit_fraction_mb",
-                "expected_saving_mb", "max_abs_loss_delta", "max_abs_loss_delta_iteration", "common_iterations"):
+    for key in (
+        "verdict",
+        "reasons",
+        "iteration_time_ratio",
+        "memory_saving_mb",
+        "saving_per_unit_fraction_mb",
+        "expected_saving_mb",
+        "max_abs_loss_delta",
+        "max_abs_loss_delta_iteration",
+        "common_iterations",
+    ):
         baseline.pop(key)
     return {
         "schema_version": SCHEMA_VERSION,

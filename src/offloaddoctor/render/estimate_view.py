@@ -10,8 +10,14 @@ from offloaddoctor.memory.model import COMPONENTS
 from offloaddoctor.render.text_safety import inert_json, safe_text as inert
 
 SCHEMA_VERSION = 1
-_LABELS = {"weights": "weights", "gradients": "gradients", "optimizer_states": "optimizer states",
-           "activations": "activations", "logits": "logits and loss", "other": "other"}
+_LABELS = {
+    "weights": "weights",
+    "gradients": "gradients",
+    "optimizer_states": "optimizer states",
+    "activations": "activations",
+    "logits": "logits and loss",
+    "other": "other",
+}
 
 
 def _components(report: EstimateReport):
@@ -54,18 +60,28 @@ def render_estimate_text(report: EstimateReport) -> str:
         lines.append(f"Target          {mib(report.target):>10,.0f} MiB")
     lines += [f"Verdict         {_verdict(report)}", "", "Component              MiB   share  how"]
     for component in _components(report):
-        lines.append(f"  {_LABELS[component.name]:<16} {mib(component.bytes):>9,.0f}  {_share(component.bytes, report)}  "
-                     f"{inert(component.formula)}")
-    lines.append(f"  {'total (peak)':<16} {mib(est.peak_allocated_bytes):>9,.0f}  {_share(est.peak_allocated_bytes, report)}")
+        lines.append(
+            f"  {_LABELS[component.name]:<16} {mib(component.bytes):>9,.0f}  {_share(component.bytes, report)}  "
+            f"{inert(component.formula)}"
+        )
+    lines.append(
+        f"  {'total (peak)':<16} {mib(est.peak_allocated_bytes):>9,.0f}  {_share(est.peak_allocated_bytes, report)}"
+    )
     largest = _components(report)[0]
     lines.append(f"Largest component: {_LABELS[largest.name]}.")
     if report.suggestions:
         fitting = report.suggestions[0].fits
-        lines += ["", "Changes that make it fit, cheapest first:" if fitting else
-                  "No single change makes it fit; the ones that help most:"]
+        lines += [
+            "",
+            "Changes that make it fit, cheapest first:"
+            if fitting
+            else "No single change makes it fit; the ones that help most:",
+        ]
         for number, suggestion in enumerate(report.suggestions, start=1):
-            lines.append(f"  {number}. {inert(suggestion.change)}: peak {mib(suggestion.peak_allocated_bytes):,.0f} MiB"
-                         f"{'' if suggestion.fits else ' (still too much)'}; cost: {inert(suggestion.cost)}")
+            lines.append(
+                f"  {number}. {inert(suggestion.change)}: peak {mib(suggestion.peak_allocated_bytes):,.0f} MiB"
+                f"{'' if suggestion.fits else ' (still too much)'}; cost: {inert(suggestion.cost)}"
+            )
             lines += [f"       {inert(line)}" for line in suggestion.overrides]
     assumptions = [*shape.assumptions, *report.notes]
     if assumptions:
@@ -78,16 +94,25 @@ def render_estimate_markdown(report: EstimateReport) -> str:
     est = report.estimate
     rows = ["| component | MiB | share | how |", "|---|---:|---:|---|"]
     for component in _components(report):
-        rows.append(f"| {_LABELS[component.name]} | {mib(component.bytes):,.0f} | {_share(component.bytes, report).strip()} | "
-                    f"{_md(component.formula)} |")
+        rows.append(
+            f"| {_LABELS[component.name]} | {mib(component.bytes):,.0f} | {_share(component.bytes, report).strip()} | "
+            f"{_md(component.formula)} |"
+        )
     rows.append(f"| **peak allocated** | **{mib(est.peak_allocated_bytes):,.0f}** | | |")
-    out = [f"### Memory estimate: {_md(', '.join(report.configs) or '--set')}", "",
-           f"**{_md(_verdict(report))}** (nvidia-smi ≈ {mib(est.nvidia_smi_bytes[0]):,.0f} MiB; an estimate)", "", *rows]
+    out = [
+        f"### Memory estimate: {_md(', '.join(report.configs) or '--set')}",
+        "",
+        f"**{_md(_verdict(report))}** (nvidia-smi ≈ {mib(est.nvidia_smi_bytes[0]):,.0f} MiB; an estimate)",
+        "",
+        *rows,
+    ]
     if report.suggestions:
         out += ["", "| change | peak MiB | fits | cost | overrides |", "|---|---:|---|---|---|"]
         for s in report.suggestions:
-            out.append(f"| {_md(s.change)} | {mib(s.peak_allocated_bytes):,.0f} | {'yes' if s.fits else 'no'} | "
-                       f"{_md(s.cost)} | `{_md(' '.join(s.overrides))}` |")
+            out.append(
+                f"| {_md(s.change)} | {mib(s.peak_allocated_bytes):,.0f} | {'yes' if s.fits else 'no'} | "
+                f"{_md(s.cost)} | `{_md(' '.join(s.overrides))}` |"
+            )
     return "\n".join(out) + "\n"
 
 
@@ -113,8 +138,9 @@ def estimate_json(report: EstimateReport) -> dict:
             "parameters": stage.parameters.total,
             "layers": stage.parameters.layers,
         },
-        "stages": [{"pipeline_stage": s.stage, "peak_allocated_mb": mib(s.peak_bytes), "phase": s.phase}
-                   for s in est.stages],
+        "stages": [
+            {"pipeline_stage": s.stage, "peak_allocated_mb": mib(s.peak_bytes), "phase": s.phase} for s in est.stages
+        ],
         "reserved_mb": dict(zip(("estimate", "low", "high"), map(mib, est.reserved_bytes))),
         "nvidia_smi_mb": dict(zip(("estimate", "low", "high"), map(mib, est.nvidia_smi_bytes))),
         "gpu_memory_mb": mib(report.capacity.bytes) if report.capacity else None,
@@ -123,15 +149,25 @@ def estimate_json(report: EstimateReport) -> dict:
         "fits": report.fits,
         "headroom_mb": mib(report.headroom_bytes) if report.headroom_bytes is not None else None,
         "advice": [
-            {"change": s.change, "overrides": list(s.overrides), "peak_allocated_mb": mib(s.peak_allocated_bytes),
-             "nvidia_smi_mb": mib(s.estimate.nvidia_smi_bytes[0]), "fits": s.fits, "cost": s.cost}
+            {
+                "change": s.change,
+                "overrides": list(s.overrides),
+                "peak_allocated_mb": mib(s.peak_allocated_bytes),
+                "nvidia_smi_mb": mib(s.estimate.nvidia_smi_bytes[0]),
+                "fits": s.fits,
+                "cost": s.cost,
+            }
             for s in report.suggestions
         ],
         "assumptions": [*shape.assumptions, *report.notes],
         "inputs": dict(shape.sources),
-        "layout": {"tensor_parallel": shape.tensor_parallel, "pipeline_parallel": shape.pipeline_parallel,
-                   "context_parallel": shape.context_parallel, "data_parallel": shape.data_parallel,
-                   "world_size": shape.world_size},
+        "layout": {
+            "tensor_parallel": shape.tensor_parallel,
+            "pipeline_parallel": shape.pipeline_parallel,
+            "context_parallel": shape.context_parallel,
+            "data_parallel": shape.data_parallel,
+            "world_size": shape.world_size,
+        },
     }
 
 

@@ -77,15 +77,24 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
             ],
         },
         "confirm": list(signature.confirm),
-        "fix": {"summary": signature.fix.summary, "overrides": list(finding.overrides),
-                **({"note": finding.fix_note} if finding.fix_note else {})},
+        "fix": {
+            "summary": signature.fix.summary,
+            "overrides": list(finding.overrides),
+            **({"note": finding.fix_note} if finding.fix_note else {}),
+        },
         "references": [dict(r) for r in signature.references],
     }
     if finding.known_issues:  # only when there is one: most findings never have any
         entry["known_issues"] = [
-            {"id": k.issue.id, "title": k.issue.title, "link": k.issue.link, "package": k.issue.package,
-             "versions": list(k.issue.versions), "fixed_by": k.issue.fixed_by,
-             "matched_by": (["config"] if k.by_config else []) + ([f"version {k.version}"] if k.version else [])}
+            {
+                "id": k.issue.id,
+                "title": k.issue.title,
+                "link": k.issue.link,
+                "package": k.issue.package,
+                "versions": list(k.issue.versions),
+                "fixed_by": k.issue.fixed_by,
+                "matched_by": (["config"] if k.by_config else []) + ([f"version {k.version}"] if k.version else []),
+            }
             for k in finding.known_issues
         ]
     return entry
@@ -104,7 +113,7 @@ def json_parts(report: Report) -> list[str]:
     text = _indented(_document(report, []))
     empty = '\n  "sources": [],\n'
     at = text.index(empty) + len(empty) - 4  # the empty list's `[`
-    return [inert_json(text[:at]), *_indented_list(_source_entries(report)), inert_json(text[at + 2:]) + "\n"]
+    return [inert_json(text[:at]), *_indented_list(_source_entries(report)), inert_json(text[at + 2 :]) + "\n"]
 
 
 JOIN_CHUNKS = 1 << 16

@@ -30,7 +30,9 @@ def render_junit(report: Report, catalog: Catalog, failing: set[str], suppressed
     counts = {"tests": 0, "failures": 0, "skipped": 0}
     for signature in catalog.signatures:
         counts["tests"] += 1
-        case = ET.SubElement(suite, "testcase", classname=f"offloaddoctor.{signature.severity}", name=signature.id, time="0")
+        case = ET.SubElement(
+            suite, "testcase", classname=f"offloaddoctor.{signature.severity}", name=signature.id, time="0"
+        )
         if signature.id in suppressed:
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=_xml_text(suppressed[signature.id]))
@@ -49,8 +51,15 @@ def render_junit(report: Report, catalog: Catalog, failing: set[str], suppressed
         suite.set(name, str(value))
     suite.set("errors", "0")
     suite.set("time", "0")
-    root = ET.Element("testsuites", name="offloaddoctor", tests=str(counts["tests"]), failures=str(counts["failures"]),
-                      errors="0", skipped=str(counts["skipped"]), time="0")
+    root = ET.Element(
+        "testsuites",
+        name="offloaddoctor",
+        tests=str(counts["tests"]),
+        failures=str(counts["failures"]),
+        errors="0",
+        skipped=str(counts["skipped"]),
+        time="0",
+    )
     root.append(suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.render.facts import fact_lines
-from offloaddoctor.render.plain import config_value_line, evidence_location, grouped_evidence, headline, occurrence_summary
+from offloaddoctor.render.plain import (
+    config_value_line,
+    evidence_location,
+    grouped_evidence,
+    headline,
+    occurrence_summary,
+)
 from offloaddoctor.render.text_safety import safe_text
 
-_CELL_ESCAPES = str.maketrans({"|": "\\|", "`": "\\`", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]", "*": "\\*", "_": "\\_"})
+_CELL_ESCAPES = str.maketrans(
+    {"|": "\\|", "`": "\\`", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]", "*": "\\*", "_": "\\_"}
+)
 
 
 def cell(text: object) -> str:
@@ -37,7 +45,9 @@ def render_markdown(report: Report, findings: list[Finding] | None = None, title
         out += ["| # | severity | id | title | where |", "| --- | --- | --- | --- | --- |"]
         for index, finding in enumerate(findings, start=1):
             where = occurrence_summary(finding) or (evidence_location(finding.evidence[0]) if finding.evidence else "")
-            out.append(f"| {index} | {finding.signature.severity} | `{finding.id}` | {cell(finding.signature.title)} | {cell(where)} |")
+            out.append(
+                f"| {index} | {finding.signature.severity} | `{finding.id}` | {cell(finding.signature.title)} | {cell(where)} |"
+            )
         out.append("")
     for index, finding in enumerate(findings, start=1):
         out += _finding_section(index, finding)

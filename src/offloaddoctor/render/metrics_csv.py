@@ -13,8 +13,15 @@ from offloaddoctor.metrics.model import IterationMetrics, MemoryReport, RunMetri
 from offloaddoctor.render.text_safety import safe_text
 
 ITERATION_COLUMNS = (
-    "elapsed_ms", "tflops_per_gpu", "learning_rate", "global_batch_size", "lm_loss", "loss_scale", "grad_norm",
-    "skipped_iterations", "nan_iterations",
+    "elapsed_ms",
+    "tflops_per_gpu",
+    "learning_rate",
+    "global_batch_size",
+    "lm_loss",
+    "loss_scale",
+    "grad_norm",
+    "skipped_iterations",
+    "nan_iterations",
 )
 MEMORY_COLUMNS = ("allocated_mb", "max_allocated_mb", "reserved_mb", "max_reserved_mb")
 COLUMNS = ("run", "source", "line", "segment", "rank", "iteration", "steady_state", *ITERATION_COLUMNS, *MEMORY_COLUMNS)
@@ -40,7 +47,12 @@ def _rows(run: RunMetrics) -> list[list]:
 
     def sort_key(key: tuple) -> tuple:
         path, segment, rank, iteration = key
-        return (order.get(path, len(order)), segment, -1 if iteration is None else iteration, -1 if rank is None else rank)
+        return (
+            order.get(path, len(order)),
+            segment,
+            -1 if iteration is None else iteration,
+            -1 if rank is None else rank,
+        )
 
     rows = []
     for key in sorted(merged, key=sort_key):

@@ -25,22 +25,25 @@ def metrics_to_dict(runs: list[RunMetrics]) -> dict[str, Any]:
 def _run(run: RunMetrics) -> dict[str, Any]:
     summary = asdict(run.summary)
     summary["loss_series"] = [[iteration, loss] for iteration, loss in run.summary.loss_series]
-    return _finite({
-        "path": run.path,
-        "sources": [{"path": path, "lines": lines} for path, lines in run.sources],
-        "summary": summary,
-        "layout": asdict(run.layout),
-        "parameters": {
-            "per_model_parallel_rank": [
-                {"ranks": dict(key), "count": count} for key, count in run.parameters.per_model_parallel_rank.items()
-            ],
-            "billions": dict(run.parameters.billions),
-        },
-        "iterations": [_iteration(record) for record in run.iterations],
-        "memory": [asdict(report) for report in run.memory],
-        "arguments": dict(sorted(run.arguments.items())),
-        "notes": list(run.notes),
-    })
+    return _finite(
+        {
+            "path": run.path,
+            "sources": [{"path": path, "lines": lines} for path, lines in run.sources],
+            "summary": summary,
+            "layout": asdict(run.layout),
+            "parameters": {
+                "per_model_parallel_rank": [
+                    {"ranks": dict(key), "count": count}
+                    for key, count in run.parameters.per_model_parallel_rank.items()
+                ],
+                "billions": dict(run.parameters.billions),
+            },
+            "iterations": [_iteration(record) for record in run.iterations],
+            "memory": [asdict(report) for report in run.memory],
+            "arguments": dict(sorted(run.arguments.items())),
+            "notes": list(run.notes),
+        }
+    )
 
 
 def _iteration(record) -> dict[str, Any]:
@@ -61,4 +64,6 @@ def _finite(value: Any) -> Any:
 
 
 def render_metrics_json(runs: list[RunMetrics]) -> str:
-    return inert_json(json.dumps(metrics_to_dict(runs), indent=2, ensure_ascii=False, default=str, allow_nan=False)) + "\n"
+    return (
+        inert_json(json.dumps(metrics_to_dict(runs), indent=2, ensure_ascii=False, default=str, allow_nan=False)) + "\n"
+    )

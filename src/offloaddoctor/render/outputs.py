@@ -9,6 +9,7 @@ from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.errors import UserError
 from offloaddoctor.policy import Policy
 from offloaddoctor.render.formats import FILE_FORMATS
+
 _SUFFIXES = {".json": "json", ".xml": "junit", ".md": "markdown", ".txt": "text", ".log": "text"}
 
 

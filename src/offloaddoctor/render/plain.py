@@ -25,7 +25,9 @@ def headline(report: Report) -> str:
     found = f"{count} finding{'s' if count != 1 else ''}" if count else "no known failure"
     ranks = f", {len(report.ranks_seen)} ranks" if len(report.ranks_seen) > 1 else ""
     empty = (": the log is empty" if logs == 1 else ": every log is empty") if all_empty(report) else ""
-    return f"offloaddoctor {__version__}: {found} in {logs} log{'s' if logs != 1 else ''} ({lines:,} lines{ranks}){empty}"
+    return (
+        f"offloaddoctor {__version__}: {found} in {logs} log{'s' if logs != 1 else ''} ({lines:,} lines{ranks}){empty}"
+    )
 
 
 def evidence_location(evidence: Evidence) -> str:
@@ -72,8 +74,9 @@ def collapsed_evidence(evidence: list[Evidence]) -> list[tuple[str, str]]:
             ranks.add(item.rank)
     out = []
     for lines_by_path, ranks, text in groups.values():
-        where = ", ".join(safe_text(path) + (":" + format_ranks(lines) if lines else "")
-                          for path, lines in lines_by_path.items())
+        where = ", ".join(
+            safe_text(path) + (":" + format_ranks(lines) if lines else "") for path, lines in lines_by_path.items()
+        )
         if ranks:
             where += f" [rank{'s' if len(ranks) > 1 else ''} {format_ranks(ranks)}]"
         out.append((where, text))
@@ -132,9 +135,17 @@ SUMMARY_HEADER = ("#", "severity", "finding", "ranks", "config", "fix")
 
 def summary_rows(report: Report) -> list[tuple[str, ...]]:
     """One row per finding, root cause first (the report's order)."""
-    return [(str(index), finding.signature.severity.upper(), finding.id, ranks_cell(finding),
-             verdict_word(finding, report), fix_line(finding))
-            for index, finding in enumerate(report.findings, start=1)]
+    return [
+        (
+            str(index),
+            finding.signature.severity.upper(),
+            finding.id,
+            ranks_cell(finding),
+            verdict_word(finding, report),
+            fix_line(finding),
+        )
+        for index, finding in enumerate(report.findings, start=1)
+    ]
 
 
 def summary_table(report: Report) -> list[str]:
@@ -157,8 +168,10 @@ def shown_notes(report: Report, details: bool = False) -> list[str]:
             continue
         notes.append(safe_text(note))
     if left_out:
-        notes.append(f"{left_out} more config value{'s differ' if left_out != 1 else ' differs'} between the config and "
-                     "the log, for keys no finding reads (--details lists them)")
+        notes.append(
+            f"{left_out} more config value{'s differ' if left_out != 1 else ' differs'} between the config and "
+            "the log, for keys no finding reads (--details lists them)"
+        )
     return notes
 
 
@@ -188,8 +201,11 @@ def render_plain(report: Report, details: bool = False) -> str:
     if report.findings:
         out += [*summary_table(report), ""]
     if report.unmatched:
-        out.append("No signature explains this failure line (the most likely cause):" if report.findings else
-                   "No known failure matched. The most likely failure line:")
+        out.append(
+            "No signature explains this failure line (the most likely cause):"
+            if report.findings
+            else "No known failure matched. The most likely failure line:"
+        )
         out.append(f"  {evidence_location(report.unmatched)}")
         out.append(f"  {safe_text(report.unmatched.text)}")
         out.append("")
@@ -228,7 +244,9 @@ def finding_block(index: int, finding: Finding, details: bool = True) -> list[st
     if details:
         field("Cause", _wrap(signature.cause))
     verdict = finding.config
-    field("Config", [f"{verdict.verdict.upper()}: {verdict.explanation}"] + [config_value_line(v) for v in verdict.values])
+    field(
+        "Config", [f"{verdict.verdict.upper()}: {verdict.explanation}"] + [config_value_line(v) for v in verdict.values]
+    )
     if details:
         field("Confirm", [f"- {step}" for step in signature.confirm])
     fix_rows = (_wrap(finding.fix_note) if finding.fix_note else []) + _wrap(signature.fix.summary)

@@ -13,17 +13,39 @@ def _paragraph(text: str) -> str:
 
 
 def signature_page(signature: Signature) -> str:
-    out = [f"# `{signature.id}` — {signature.title}", "",
-           f"Severity **{signature.severity}**, priority {signature.priority}"
-           + (", also checked before launch by `offloaddoctor check`." if signature.preflight else "."), "",
-           "## Symptom", "", _paragraph(signature.symptom), "", "## Likely cause", "", _paragraph(signature.cause), ""]
+    out = [
+        f"# `{signature.id}` — {signature.title}",
+        "",
+        f"Severity **{signature.severity}**, priority {signature.priority}"
+        + (", also checked before launch by `offloaddoctor check`." if signature.preflight else "."),
+        "",
+        "## Symptom",
+        "",
+        _paragraph(signature.symptom),
+        "",
+        "## Likely cause",
+        "",
+        _paragraph(signature.cause),
+        "",
+    ]
     if signature.match:
-        out += ["## What it matches", "", "Lines containing one of: " + ", ".join(f"`{x}`" for x in signature.match.literals)
-                + ", and matching one of these patterns:", ""]
+        out += [
+            "## What it matches",
+            "",
+            "Lines containing one of: "
+            + ", ".join(f"`{x}`" for x in signature.match.literals)
+            + ", and matching one of these patterns:",
+            "",
+        ]
         out += fenced([p.pattern for p in signature.match.patterns], "text") + [""]
     if signature.shares_match_of:
-        out += ["## What it matches", "", f"The same lines as [`{signature.shares_match_of}`]({signature.shares_match_of}.md); "
-                "of the signatures sharing them, the highest-priority one whose condition holds takes the line.", ""]
+        out += [
+            "## What it matches",
+            "",
+            f"The same lines as [`{signature.shares_match_of}`]({signature.shares_match_of}.md); "
+            "of the signatures sharing them, the highest-priority one whose condition holds takes the line.",
+            "",
+        ]
     if signature.when:
         out += ["## Fires when", "", f"`{describe(signature.when)}`", ""]
     if signature.config:
@@ -33,14 +55,24 @@ def signature_page(signature: Signature) -> str:
     if signature.fix.overrides:
         out += fenced(list(signature.fix.overrides), "text") + [""]
     if signature.known_issues:
-        out += ["## Known upstream bugs", "", "Shown on the finding when the run's config has the bug's shape (the verdict then "
-                "says the config contradicts the error) or the log prints an affected version.", ""]
+        out += [
+            "## Known upstream bugs",
+            "",
+            "Shown on the finding when the run's config has the bug's shape (the verdict then "
+            "says the config contradicts the error) or the log prints an affected version.",
+            "",
+        ]
         for issue in signature.known_issues:
-            out.append(f"- [{issue.id}]({issue.link}): {_paragraph(issue.title)}. Affects {issue.package} "
-                       f"{', '.join(issue.versions)}" + (f"; fixed by {issue.fixed_by}" if issue.fixed_by else "")
-                       + f". Config shape: `{describe(issue.when)}`.")
+            out.append(
+                f"- [{issue.id}]({issue.link}): {_paragraph(issue.title)}. Affects {issue.package} "
+                f"{', '.join(issue.versions)}"
+                + (f"; fixed by {issue.fixed_by}" if issue.fixed_by else "")
+                + f". Config shape: `{describe(issue.when)}`."
+            )
         out.append("")
-    out += ["## References", ""] + [f"- {', '.join(f'{k}: {v}' for k, v in ref.items())}" for ref in signature.references]
+    out += ["## References", ""] + [
+        f"- {', '.join(f'{k}: {v}' for k, v in ref.items())}" for ref in signature.references
+    ]
     out += ["", "## Examples", ""]
     for example in signature.examples:
         label = "matches" if example.expect == "match" else "does not match"
@@ -50,10 +82,18 @@ def signature_page(signature: Signature) -> str:
 
 
 def index_page(catalog: Catalog) -> str:
-    out = ["# Signature catalogue", "", "Generated from `signatures/*.yaml` by `tools/gen_signature_docs.py`.", "",
-           "| id | severity | priority | preflight | title |", "| --- | --- | --- | --- | --- |"]
+    out = [
+        "# Signature catalogue",
+        "",
+        "Generated from `signatures/*.yaml` by `tools/gen_signature_docs.py`.",
+        "",
+        "| id | severity | priority | preflight | title |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for s in sorted(catalog.signatures, key=lambda s: s.id):
-        out.append(f"| [`{s.id}`]({s.id}.md) | {s.severity} | {s.priority} | {'yes' if s.preflight else ''} | {s.title} |")
+        out.append(
+            f"| [`{s.id}`]({s.id}.md) | {s.severity} | {s.priority} | {'yes' if s.preflight else ''} | {s.title} |"
+        )
     return "\n".join(out) + "\n"
 
 

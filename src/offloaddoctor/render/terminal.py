@@ -16,8 +16,17 @@ from rich.text import Text
 from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.render.facts import fact_lines
 from offloaddoctor.render.plain import (
-    DETAILS_HINT, SUMMARY_HEADER, all_empty, config_value_line, evidence_location, grouped_evidence, headline,
-    occurrence_summary, shown_notes, summary_rows, up_front_lines,
+    DETAILS_HINT,
+    SUMMARY_HEADER,
+    all_empty,
+    config_value_line,
+    evidence_location,
+    grouped_evidence,
+    headline,
+    occurrence_summary,
+    shown_notes,
+    summary_rows,
+    up_front_lines,
 )
 from offloaddoctor.render.text_safety import safe_text
 
@@ -51,8 +60,10 @@ def print_summary(report: Report, console: Console) -> None:
     lead = sum(widths) + 2 * len(widths)
     fits = [lead + len(row[-1]) <= console.width for row in rows]
     header = list(SUMMARY_HEADER) if fits[0] else list(SUMMARY_HEADER[:-1])
-    console.print(Text("  ".join(cell.ljust(width) for cell, width in zip(header, widths + [0])).rstrip(), style="bold"),
-                  overflow="fold")
+    console.print(
+        Text("  ".join(cell.ljust(width) for cell, width in zip(header, widths + [0])).rstrip(), style="bold"),
+        overflow="fold",
+    )
     for finding, row, one_line in zip(report.findings, rows, fits):
         verdict_style = _VERDICT_STYLE.get(finding.config.verdict, "") if row[4] != "-" else "dim"
         styles = ("", _SEVERITY_STYLE[finding.signature.severity], "bold", "cyan", verdict_style)
@@ -132,7 +143,9 @@ def finding_panel(index: int, finding: Finding, details: bool = True) -> Panel:
     title.append(signature.severity.upper(), style=_SEVERITY_STYLE[signature.severity])
     title.append(f"  {signature.id}  ", style="bold")
     title.append(signature.title)
-    return Panel(Group(grid), title=title, title_align="left", border_style=_SEVERITY_STYLE[signature.severity].split()[-1])
+    return Panel(
+        Group(grid), title=title, title_align="left", border_style=_SEVERITY_STYLE[signature.severity].split()[-1]
+    )
 
 
 def render_check_terminal(report, console: Console) -> None:
