@@ -20,13 +20,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# ruff and mypy at the versions pinned in pyproject.toml (the `lint` extra); configured there too.
+# ruff (lint and format) and mypy at the versions pinned in pyproject.toml (the `lint` extra); configured there too.
 $(LINT_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
 	touch $(LINT_STAMP)
 
 lint: $(LINT_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 clean:
