@@ -9,7 +9,6 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from offloaddoctor.analysis.estimate_report import fits_within
 from offloaddoctor.api import check, estimate
 from offloaddoctor.cli import app
 
@@ -77,7 +76,7 @@ def test_every_suggestion_passes_check_and_fits_when_it_says_so(in_repo):
     assert report.fits is False and report.suggestions
     budget = report.budget_bytes
     for suggestion in report.suggestions:
-        assert fits_within(suggestion.estimate, budget) == suggestion.fits
+        assert suggestion.estimate.fits(budget) == suggestion.fits
         assert not check([LAUNCH], list(suggestion.overrides)).has_errors, suggestion.change
     assert [s.cost_rank for s in report.suggestions] == sorted(s.cost_rank for s in report.suggestions)
 
@@ -125,3 +124,13 @@ def test_an_oom_that_the_config_cannot_explain_says_so(in_repo):
     case = "fixtures/oom-partial-optimizer-offload-bridge/"
     composed = diagnose([case + "job.log"], [case + "run_config.yaml"]).findings[0]
     assert "7.0x the memory model's peak" in composed.facts["estimate_vs_allocated"]  # a synthetic 76 GiB message
+
+
+def test_a_log_is_read_as_diagnose_reads_it_rank_prefixes_and_all(in_repo, tmp_path):
+    import gzip
+
+    with gzip.open(RUN, "rt") as log:
+        text = log.read()
+    prefixed = tmp_path / "rank0.log"
+    prefixed.write_text("".join(f"[rank0]: {line}\n" for line in text.splitlines()))
+    assert estimate([str(prefixed)]).estimate.peak_allocated_bytes == estimate([RUN]).estimate.peak_allocated_bytes

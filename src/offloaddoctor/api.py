@@ -173,11 +173,12 @@ def check(
     memory = None
     memory_note = None
     if gpu or gpu_memory:
-        from offloaddoctor.analysis.estimate_report import memory_summary
+        from offloaddoctor.analysis.estimate_report import build_estimate, memory_summary
         from offloaddoctor.memory import MissingKeys
 
+        capacity, _ = _memory_budget(gpu, gpu_memory, None, world_size)
         try:
-            memory = estimate(config_paths, overrides, gpu, gpu_memory, world_size=world_size, catalog=catalog)
+            memory = build_estimate(values, list(config_paths), capacity, None, world_size, catalog)
         except MissingKeys as exc:
             memory_note = f"memory-exceeds-capacity not checked: {exc}"
         else:
@@ -211,12 +212,26 @@ def estimate(
 ):
     """The memory model's estimate for a config (YAML, launch script, or a log's arguments block): the peak
     per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would."""
-    from offloaddoctor.analysis.estimate_report import Capacity, build_estimate
+    from offloaddoctor.analysis.estimate_report import build_estimate
     from offloaddoctor.config.loading import LOG_SUFFIXES, load_log_config
-    from offloaddoctor.memory.gpus import gpu_memory as named_gpu, parse_size
 
     if not config_paths and not overrides:
         raise UserError("nothing to estimate: pass a config file, a launch script or a log, and/or --set KEY=VALUE")
+    capacity, budget = _memory_budget(gpu, gpu_memory, target, world_size)
+    logs = [p for p in config_paths if Path(p).suffix.lower() in LOG_SUFFIXES]
+    values = [v for path in logs for v in load_log_config(path)]
+    values += explicit_config([p for p in config_paths if p not in logs], overrides)
+    catalog = catalog or load_catalog()
+    report = build_estimate(values, list(config_paths), capacity, budget, world_size, catalog)
+    report.notes[:0] = _unknown_set_keys(values, catalog, report.store)
+    return report
+
+
+def _memory_budget(gpu: str | None, gpu_memory: str | None, target: str | None, world_size: int | None):
+    """(the GPU's capacity, the --target bytes) from the command line, each None when not given."""
+    from offloaddoctor.analysis.estimate_report import Capacity
+    from offloaddoctor.memory.gpus import gpu_memory as named_gpu, parse_size
+
     if gpu and gpu_memory:
         raise UserError("--gpu and --gpu-memory both given: pick one")
     if world_size is not None and world_size < 1:
@@ -226,14 +241,7 @@ def estimate(
         capacity = Capacity(*named_gpu(gpu))
     elif gpu_memory:
         capacity = Capacity(parse_size(gpu_memory, "--gpu-memory"), f"--gpu-memory {gpu_memory}")
-    budget = parse_size(target, "--target") if target else None
-    logs = [p for p in config_paths if Path(p).suffix.lower() in LOG_SUFFIXES]
-    values = [v for path in logs for v in load_log_config(path)]
-    values += explicit_config([p for p in config_paths if p not in logs], overrides)
-    catalog = catalog or load_catalog()
-    report = build_estimate(values, list(config_paths), capacity, budget, world_size, catalog)
-    report.notes[:0] = _unknown_set_keys(values, catalog, build_store(values))
-    return report
+    return capacity, (parse_size(target, "--target") if target else None)
 
 
 def compare(
@@ -275,17 +283,16 @@ def compare(
 
 def _model_state_mb(run) -> tuple[float, str] | None:
     """The memory model's offloadable optimizer state per GPU for a run's arguments block (None: keys missing)."""
-    from offloaddoctor.memory import estimate as model_estimate, read_shape
+    from offloaddoctor.memory import offloadable_state, read_shape
 
     values = [
         ConfigValue(canonical_key(k), v, Source(run.path, None, "arguments block"), "log")
         for k, v in run.arguments.items()
     ]
     try:
-        shape = read_shape(build_store(values)).with_changes(optimizer_cpu_offload=False)
+        states = offloadable_state(read_shape(build_store(values)))
     except UserError:
         return None
-    states = next(c for c in model_estimate(shape).most_loaded.components if c.name == "optimizer_states")
     return states.bytes / 2**20, states.formula
 
 

@@ -29,3 +29,8 @@ def number(value: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def is_none(value: Any) -> bool:
+    """None, or the way YAML, Hydra and Megatron print it (`None`, `null`, `~`, empty)."""
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "~", ""))

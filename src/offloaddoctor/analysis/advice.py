@@ -24,6 +24,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
+    from offloaddoctor.catalog.model import Catalog
+    from offloaddoctor.memory import RunShape
+
 OPTIMIZER_BYTES_PER_PARAMETER = 12
 FRACTION_STEP = 0.05
 # (fraction, iteration-time ratio) measured: small dense model on an H100, and the guide's MoE model.
@@ -33,10 +36,13 @@ _NO_ADVICE = {"oom-fragmentation"}  # its fix is the allocator setting, not less
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
 
 
-def add_advice(findings: list[Finding], store: ConfigStore, parameters: ParameterCounts) -> None:
+def add_advice(
+    findings: list[Finding], store: ConfigStore, parameters: ParameterCounts, catalog: Catalog | None = None
+) -> None:
+    """`catalog`: its preflight constraints screen the memory model's suggested changes, as in `estimate`."""
     for finding in findings:
         if "requested_bytes" in finding.facts and finding.id not in _NO_ADVICE:
-            finding.facts.update(oom_advice(finding.facts, store, parameters))
+            finding.facts.update(oom_advice(finding.facts, store, parameters, catalog))
             _use_needed_fraction(finding, store)
             _use_cheapest_change(finding)
         elif finding.id == "optimizer-offload-slowdown":
@@ -87,7 +93,9 @@ def parameters_per_gpu(parameters: ParameterCounts) -> int | None:
     return int(total * 1e9) if total else None
 
 
-def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterCounts) -> dict[str, Any]:
+def oom_advice(
+    facts: dict[str, Any], store: ConfigStore, parameters: ParameterCounts, catalog: Catalog | None = None
+) -> dict[str, Any]:
     count = parameters_per_gpu(parameters)
     requested, free = facts.get("requested_bytes"), facts.get("free_bytes")
     if not count or requested is None or free is None:
@@ -95,7 +103,8 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
     distributed = boolean(_value(store, "optimizer.use_distributed_optimizer"))
     dp = number(_value(store, "data_parallel_size")) if distributed is not False else 1
     state = count * OPTIMIZER_BYTES_PER_PARAMETER / (dp or 1)
-    model = memory_model_facts(store, count)
+    shape = _memory_shape(store)
+    model = memory_model_facts(shape, count) if shape else {}
     if model:
         state = model.pop("optimizer_state_bytes")
     offloading = boolean(_value(store, "optimizer.optimizer_cpu_offload")) is True
@@ -114,7 +123,7 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
     if whole_run > shortfall:
         # The request that failed is only the first one that did not fit: the model sees the whole step.
         model["whole_step_shortfall_bytes"] = int(whole_run)
-        change = _cheapest_change(store, capacity)
+        change = _cheapest_change(shape, capacity, store, catalog)
         if change:
             model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
     advice: dict[str, Any] = {
@@ -144,23 +153,27 @@ def oom_advice(facts: dict[str, Any], store: ConfigStore, parameters: ParameterC
     return advice
 
 
-def memory_model_facts(store: ConfigStore, logged_parameters: int) -> dict[str, Any]:
-    """The memory model's view of the run the store describes: optimizer-state bytes per parameter on one GPU
-    (precision, sharding) times the parameters the log printed, its peak and largest component. Nothing when
-    the model's required keys are not known: the 12 B/parameter rule stays the fallback."""
+def _memory_shape(store: ConfigStore) -> RunShape | None:
+    """The run as the memory model reads it, or None when the keys it needs are not known."""
     from offloaddoctor.errors import UserError
-    from offloaddoctor.memory import estimate, read_shape
+    from offloaddoctor.memory import read_shape
 
     try:
-        shape = read_shape(store)
+        return read_shape(store)
     except UserError:
-        return {}
+        return None
+
+
+def memory_model_facts(shape: RunShape, logged_parameters: int) -> dict[str, Any]:
+    """The memory model's view of the run: optimizer-state bytes per parameter on one GPU (precision, sharding)
+    times the parameters the log printed, its peak and largest component."""
+    from offloaddoctor.memory import estimate, offloadable_state
+
     result = estimate(shape)
-    unloaded = estimate(shape.with_changes(optimizer_cpu_offload=False)).most_loaded
-    states = next(c for c in unloaded.components if c.name == "optimizer_states")
-    per_parameter = states.bytes / unloaded.parameters.total
+    states = offloadable_state(shape)
+    per_parameter = states.bytes / result.most_loaded.parameters.total
     largest = max(result.most_loaded.components, key=lambda c: c.bytes)
-    facts: dict[str, Any] = {
+    return {
         "optimizer_state_bytes": per_parameter * logged_parameters,
         "basis": f"memory model: {per_parameter:.3g} B/parameter ({states.formula}) × {logged_parameters:,} "
         "parameters per GPU (the log's count)",
@@ -168,24 +181,17 @@ def memory_model_facts(store: ConfigStore, logged_parameters: int) -> dict[str, 
         "estimated_nvidia_smi_bytes": int(result.nvidia_smi_bytes[0]),
         "largest_component": f"{largest.name.replace('_', ' ')} ({largest.bytes / 2**20:,.0f} MiB): {largest.formula}",
     }
-    modelled = result.most_loaded.parameters.total
-    if abs(modelled - logged_parameters) > 0.05 * logged_parameters:
-        facts["parameters_disagree"] = (
-            f"the config describes {modelled:,} parameters per GPU, the log printed {logged_parameters:,}: "
-            "the config is probably from another run"
-        )
-    return facts
 
 
-def _cheapest_change(store: ConfigStore, capacity: int) -> tuple[str, list[str]] | None:
+def _cheapest_change(
+    shape: RunShape | None, capacity: int, store: ConfigStore, catalog: Catalog | None
+) -> tuple[str, list[str]] | None:
     """The memory model's cheapest single change that fits this GPU (the same advice as `estimate`)."""
     from offloaddoctor.analysis.memory_advice import suggest
-    from offloaddoctor.memory import read_shape
 
-    shape = read_shape(store)
-    fitting = [
-        s for s in suggest(shape, lambda e: e.nvidia_smi_bytes[0] <= capacity, store.all_values(), None) if s.fits
-    ]
+    if shape is None:
+        return None
+    fitting = [s for s in suggest(shape, capacity, store.all_values(), catalog) if s.fits]
     if not fitting:
         return None
     return f"{fitting[0].change} (cost: {fitting[0].cost})", list(fitting[0].overrides)
@@ -208,8 +214,13 @@ def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
     return advice
 
 
+def measured_slowdown(fraction: float) -> float:
+    """Iteration-time ratio at an offload fraction on the measured H100 curve (the smaller model's)."""
+    return _interpolate(SMALL_MODEL, fraction)
+
+
 def expected_slowdown(fraction: float) -> str:
-    small, large = _interpolate(SMALL_MODEL, fraction), _interpolate(GUIDE_MODEL, fraction)
+    small, large = measured_slowdown(fraction), _interpolate(GUIDE_MODEL, fraction)
     return f"~{small:.1f}x (0.47B GPT, H100) to ~{large:.1f}x (Qwen3-30B-A3B, the guide) at fraction {fraction:g}"
 
 

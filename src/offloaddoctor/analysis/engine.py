@@ -71,7 +71,7 @@ def build_report(
         from offloaddoctor.analysis.known_issues import apply_known_issues
 
         apply_known_issues(ordered, store)
-    add_advice(ordered, store, scan.parameters)
+    add_advice(ordered, store, scan.parameters, catalog)
     expandable = store.resolve("allocator.expandable_segments")
     apply_close_calls(ordered, None if expandable is None else expandable.value)
     if not _megatron_run(scan, store):

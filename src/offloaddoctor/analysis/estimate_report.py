@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from offloaddoctor.analysis.memory_advice import Suggestion, suggest
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.loading import build_store
-from offloaddoctor.config.values import ConfigValue
+from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.memory import MemoryEstimate, estimate, read_shape
 from offloaddoctor.memory.calibration import MiB
 
@@ -21,6 +21,7 @@ class Capacity:
 
 @dataclass
 class EstimateReport:
+    store: ConfigStore
     configs: list[str]
     estimate: MemoryEstimate
     capacity: Capacity | None
@@ -38,17 +39,12 @@ class EstimateReport:
     @property
     def fits(self) -> bool | None:
         budget = self.budget_bytes
-        return None if budget is None else fits_within(self.estimate, budget)
+        return None if budget is None else self.estimate.fits(budget)
 
     @property
     def headroom_bytes(self) -> float | None:
         budget = self.budget_bytes
         return None if budget is None else budget - self.estimate.nvidia_smi_bytes[0]
-
-
-def fits_within(result: MemoryEstimate, budget: int) -> bool:
-    """Fits when what nvidia-smi would show (peak + allocator slack + CUDA context, NCCL) is under budget."""
-    return result.nvidia_smi_bytes[0] <= budget
 
 
 def build_estimate(
@@ -58,31 +54,19 @@ def build_estimate(
     target: int | None = None,
     world_size: int | None = None,
     catalog: Catalog | None = None,
-    first_stage_layers: int | None = None,
 ) -> EstimateReport:
     store = build_store(values)
     shape = read_shape(store, world_size)
-    first = _integer(store, "model.num_layers_in_first_pipeline_stage")
-    last = _integer(store, "model.num_layers_in_last_pipeline_stage")
-    result = estimate(shape, first, last)
-    report = EstimateReport(list(configs), result, capacity, target)
+    report = EstimateReport(store, list(configs), estimate(shape), capacity, target)
     budget = report.budget_bytes
     if budget is not None and (target is not None or not report.fits):
-        report.suggestions = suggest(shape, lambda e: fits_within(e, budget), values, catalog)
+        report.suggestions = suggest(shape, budget, values, catalog)
     if shape.optimizer_cpu_offload and 0 < shape.optimizer_offload_fraction < 1:
         report.notes.append(
             "optimizer offloading moves whole parameter tensors in order until the fraction is reached: the "
             "real share differs by up to one tensor (measured: -7 % to +2 % of the peak on the recorded runs)"
         )
     return report
-
-
-def _integer(store, key: str) -> int | None:
-    resolved = store.resolve(key)
-    try:
-        return None if resolved is None or resolved.value is None else int(resolved.value)
-    except (TypeError, ValueError):
-        return None
 
 
 def mib(value: float) -> float:

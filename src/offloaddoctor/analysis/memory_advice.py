@@ -8,10 +8,10 @@ and say so where they are a rule of thumb.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from offloaddoctor.analysis.advice import _interpolate, SMALL_MODEL, expected_slowdown
+from offloaddoctor.analysis.advice import expected_slowdown, measured_slowdown
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.loading import build_store
@@ -36,12 +36,9 @@ class Suggestion:
         return self.estimate.peak_allocated_bytes
 
 
-Budget = Callable[[MemoryEstimate], bool]
-
-
-def suggest(shape: RunShape, fits: Budget, values: Sequence[ConfigValue], catalog: Catalog | None) -> list[Suggestion]:
+def suggest(shape: RunShape, budget: float, values: Sequence[ConfigValue], catalog: Catalog | None) -> list[Suggestion]:
     """Every single change that fits (cheapest first); when none fits alone, the ones that help most."""
-    candidates = [c for c in _candidates(shape, fits) if _allowed(c, values, catalog)]
+    candidates = [c for c in _candidates(shape, budget) if _allowed(c, values, catalog)]
     fitting = sorted((c for c in candidates if c.fits), key=lambda c: (c.cost_rank, c.peak_allocated_bytes))
     if fitting:
         return fitting
@@ -58,12 +55,12 @@ def _allowed(suggestion: Suggestion, values: Sequence[ConfigValue], catalog: Cat
     return not check_store(catalog, store).has_errors
 
 
-def _candidates(shape: RunShape, fits: Budget) -> list[Suggestion]:
+def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
     out: list[Suggestion] = []
 
     def add(change: str, overrides: list[str], new: RunShape, cost: str, rank: float) -> None:
         result = estimate(new)
-        out.append(Suggestion(change, tuple(overrides), result, fits(result), cost, rank))
+        out.append(Suggestion(change, tuple(overrides), result, result.fits(budget), cost, rank))
 
     shards = shape.data_parallel * shape.context_parallel
     if not shape.distributed_optimizer and shards > 1:
@@ -85,7 +82,7 @@ def _candidates(shape: RunShape, fits: Budget) -> list[Suggestion]:
     micro = shape.micro_batch_size // 2
     while micro >= 1:
         new = shape.with_changes(micro_batch_size=micro)
-        if fits(estimate(new)) or micro == 1:
+        if estimate(new).fits(budget) or micro == 1:
             add(
                 f"micro-batch size {shape.micro_batch_size} -> {micro} (same global batch, more micro-batches)",
                 [f"train.micro_batch_size={micro}"],
@@ -104,7 +101,7 @@ def _candidates(shape: RunShape, fits: Budget) -> list[Suggestion]:
             "~6 % when DP halves (the memory-tuning guide, Llama3 70B)",
             6.0,
         )
-    fraction = _smallest_fraction(shape, fits)
+    fraction = _smallest_fraction(shape, budget)
     if fraction is not None:
         overrides = [
             "optimizer.optimizer_cpu_offload=True",
@@ -118,7 +115,7 @@ def _candidates(shape: RunShape, fits: Budget) -> list[Suggestion]:
             overrides,
             _offloaded(shape, fraction),
             f"{expected_slowdown(fraction)} step time",
-            (_interpolate(SMALL_MODEL, fraction) - 1) * 100,
+            (measured_slowdown(fraction) - 1) * 100,
         )
     if shape.recompute_granularity != "full":
         add(
@@ -128,7 +125,7 @@ def _candidates(shape: RunShape, fits: Budget) -> list[Suggestion]:
             "~+33 % compute: one more forward pass (rule of thumb)",
             33.0,
         )
-    offload_layers = _smallest_offload(shape, fits)
+    offload_layers = _smallest_offload(shape, budget)
     if offload_layers:
         add(
             f"activation offloading of {offload_layers} layers",
@@ -155,20 +152,20 @@ def _offloaded(shape: RunShape, fraction: float) -> RunShape:
     )
 
 
-def _smallest_fraction(shape: RunShape, fits: Budget) -> float | None:
+def _smallest_fraction(shape: RunShape, budget: float) -> float | None:
     start = shape.gpu_offload_fraction
     steps = round(1 / FRACTION_STEP)
     for step in range(1, steps + 1):
         fraction = round(step * FRACTION_STEP, 2)
-        if fraction > start and fits(estimate(_offloaded(shape, fraction))):
+        if fraction > start and estimate(_offloaded(shape, fraction)).fits(budget):
             return fraction
     return 1.0 if start < 1.0 else None
 
 
-def _smallest_offload(shape: RunShape, fits: Budget) -> int | None:
+def _smallest_offload(shape: RunShape, budget: float) -> int | None:
     if shape.pipeline_parallel > 1 or shape.recompute_granularity is not None:
         return None
     for layers in range(max(1, shape.cpu_offloading_num_layers + 1), shape.num_layers):
-        if fits(estimate(shape.with_changes(cpu_offloading_num_layers=layers))):
+        if estimate(shape.with_changes(cpu_offloading_num_layers=layers)).fits(budget):
             return layers
     return shape.num_layers - 1 if shape.num_layers > 1 else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from offloaddoctor.coerce import boolean, number
+from offloaddoctor.coerce import boolean, is_none, number
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -167,7 +167,7 @@ def _compare(op: str, actual: Any, operand: Any) -> Truth:
         haystack = [str(x) for x in actual] if isinstance(actual, (list, tuple)) else str(actual)
         found = str(operand) in haystack
         return found if op == "contains" else not found
-    if _is_none(actual) or _is_none(operand):
+    if is_none(actual) or is_none(operand):
         return False  # a null setting (VPP None, recompute None) is off: no ordering or divisibility holds
     left, right = number(actual), number(operand)
     if left is None or right is None:
@@ -184,16 +184,16 @@ def _equal(actual: Any, expected: Any) -> Truth:
     """None when the value cannot be read as the operand's type (`maybe` for a true/false key, `abc` for a
     number): unknown, never "not equal", so a constraint is not passed on a value it cannot read."""
     if expected is None or actual is None:
-        return _is_none(actual) and _is_none(expected)
+        return is_none(actual) and is_none(expected)
     if isinstance(expected, bool) or isinstance(actual, bool):
         truth, wanted = boolean(actual), boolean(expected)
         if truth is None or wanted is None:
-            return False if _is_none(actual) or _is_none(expected) else None
+            return False if is_none(actual) or is_none(expected) else None
         return truth == wanted
     if isinstance(expected, (int, float)) or isinstance(actual, (int, float)):
         left, right = number(actual), number(expected)
         if left is None or right is None:
-            return False if _is_none(actual) or _is_none(expected) else None
+            return False if is_none(actual) or is_none(expected) else None
         return left == right
     return str(actual).strip().lower() == str(expected).strip().lower()
 
@@ -216,10 +216,6 @@ def unreadable_values(predicate: Predicate, lookup: Lookup) -> list[tuple[str, A
         for child in predicate.children:
             out.extend(unreadable_values(child, lookup))
     return out
-
-
-def _is_none(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "~", ""))
 
 
 def names_in(predicate: Predicate | None, kind: str) -> Iterator[str]:

@@ -12,8 +12,6 @@ from offloaddoctor.errors import UserError
 
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt", ".gz")
-# A log is read as config only up to here: the arguments block and the config lines come at start-up.
-LOG_CONFIG_LINES = 200_000
 
 
 # yaml_config is imported where it is used: PyYAML is a sizeable share of start-up, and most runs have no --config.
@@ -37,20 +35,16 @@ def parse_config_text(text: str, label: str, name: str) -> list[ConfigValue]:
 
 
 def load_log_config(path: str) -> list[ConfigValue]:
-    """What a training log prints about its own config (arguments block, launch line, config reprs)."""
-    import gzip
-    import itertools
-
-    from offloaddoctor.config.from_log import LogConfigCollector
+    """What a training log prints about its own config (arguments block, Bridge's start-up summary, launch line,
+    config reprs), read by the same line pass and config handlers as `diagnose`: gzip, rank prefixes and all."""
+    from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
+    from offloaddoctor.logs.line_pass import LinePass, pass_literals
+    from offloaddoctor.logs.sources import resolve_sources
 
     collector = LogConfigCollector(path, origin="log")
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8", errors="replace") as lines:
-            for number, line in enumerate(itertools.islice(lines, LOG_CONFIG_LINES), start=1):
-                collector.feed(line.rstrip("\r\n"), number)
-    except (OSError, EOFError) as exc:
-        raise UserError(f"{path}: cannot read this log ({exc.__class__.__name__}: {exc})") from None
+    handlers = config_handlers(collector)
+    for source in resolve_sources([path]):
+        LinePass(pass_literals(handlers), []).read_source(source, handlers)
     if not collector.values:
         raise UserError(f"{path}: no arguments block or config lines found in this log")
     return collector.values

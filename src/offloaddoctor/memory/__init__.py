@@ -4,7 +4,16 @@ Pure: reads no logs and renders nothing. `read_shape` turns a config store into 
 turns a shape into a `MemoryEstimate` for the most-loaded GPU.
 """
 
-from offloaddoctor.memory.model import Component, MemoryEstimate, StageEstimate, estimate
+from offloaddoctor.memory.model import Component, MemoryEstimate, StageEstimate, estimate, offloadable_state
 from offloaddoctor.memory.shape import MissingKeys, RunShape, read_shape
 
-__all__ = ["Component", "MemoryEstimate", "MissingKeys", "RunShape", "StageEstimate", "estimate", "read_shape"]
+__all__ = [
+    "Component",
+    "MemoryEstimate",
+    "MissingKeys",
+    "RunShape",
+    "StageEstimate",
+    "estimate",
+    "offloadable_state",
+    "read_shape",
+]

@@ -69,15 +69,23 @@ class MemoryEstimate:
         reserved = self.reserved_bytes
         return tuple(r + mib * cal.MiB for r, mib in zip(reserved, extra))  # type: ignore[return-value]
 
-    def component_bytes(self) -> dict[str, float]:
-        return {c.name: c.bytes for c in self.most_loaded.components}
+    def component(self, name: str) -> Component:
+        """One component of the most-loaded GPU at its peak."""
+        return next(c for c in self.most_loaded.components if c.name == name)
+
+    def fits(self, budget_bytes: float) -> bool:
+        """What nvidia-smi would show (peak + allocator slack + CUDA context, NCCL) is within the budget."""
+        return self.nvidia_smi_bytes[0] <= budget_bytes
 
 
-def estimate(
-    shape: RunShape, first_stage_layers: int | None = None, last_stage_layers: int | None = None
-) -> MemoryEstimate:
-    stages = tuple(_stage(shape, params) for params in stage_parameters(shape, first_stage_layers, last_stage_layers))
-    return MemoryEstimate(shape, stages)
+def estimate(shape: RunShape) -> MemoryEstimate:
+    return MemoryEstimate(shape, tuple(_stage(shape, params) for params in stage_parameters(shape)))
+
+
+def offloadable_state(shape: RunShape) -> Component:
+    """The optimizer state per GPU that optimizer offloading can move, as if none were offloaded yet."""
+    unloaded = estimate(shape.with_changes(optimizer_cpu_offload=False, offload_optimizer_states=False))
+    return unloaded.component("optimizer_states")
 
 
 def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:

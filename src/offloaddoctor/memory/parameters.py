@@ -26,8 +26,8 @@ class StageParameters:
         return self.dense + self.expert
 
 
-def layers_per_stage(shape: RunShape, first: int | None = None, last: int | None = None) -> list[int]:
-    p = shape.pipeline_parallel
+def layers_per_stage(shape: RunShape) -> list[int]:
+    p, first, last = shape.pipeline_parallel, shape.first_stage_layers, shape.last_stage_layers
     if p == 1:
         return [shape.num_layers]
     counts = [0] * p
@@ -78,14 +78,14 @@ def expert_layer_parameters(shape: RunShape) -> int:
     return shape.num_experts * per_expert // (shape.expert_model_parallel_size * etp)
 
 
-def stage_parameters(shape: RunShape, first: int | None = None, last: int | None = None) -> list[StageParameters]:
+def stage_parameters(shape: RunShape) -> list[StageParameters]:
     h, t, p = shape.hidden_size, shape.tensor_parallel, shape.pipeline_parallel
     sharded, replicated = dense_layer_parameters(shape)
     expert = expert_layer_parameters(shape)
     embedding = shape.padded_vocab_size * h // t
     norm = 2 * h if shape.normalization == "LayerNorm" else h
     stages = []
-    for stage, layers in enumerate(layers_per_stage(shape, first, last)):
+    for stage, layers in enumerate(layers_per_stage(shape)):
         dense = layers * (sharded + replicated)
         if stage == 0:
             dense += embedding

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from offloaddoctor.catalog.predicates import boolean, number
+from offloaddoctor.coerce import boolean, is_none, number
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.errors import UserError
 
@@ -64,6 +64,8 @@ class RunShape:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     virtual_pipeline: int | None = None
+    first_stage_layers: int | None = None  # uneven pipeline split (num_layers_in_first/last_pipeline_stage)
+    last_stage_layers: int | None = None
     context_parallel: int = 1
     sequence_parallel: bool = False
     data_parallel: int = 1
@@ -199,6 +201,8 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         tensor_parallel=tp,
         pipeline_parallel=pp,
         virtual_pipeline=reader.integer("model.virtual_pipeline_model_parallel_size", None),
+        first_stage_layers=reader.integer("model.num_layers_in_first_pipeline_stage", None),
+        last_stage_layers=reader.integer("model.num_layers_in_last_pipeline_stage", None),
         context_parallel=cp,
         sequence_parallel=bool(reader.flag("model.sequence_parallel")),
         data_parallel=dp,
@@ -235,7 +239,7 @@ class _Reader:
 
     def value(self, key: str) -> Any:
         resolved = self.store.resolve(key)
-        if resolved is None or _is_none(resolved.value):
+        if resolved is None or is_none(resolved.value):
             return None
         self.sources[key] = f"{resolved.value} ({resolved.source})"
         return resolved.value
@@ -262,10 +266,6 @@ class _Reader:
 
     def assume(self, text: str) -> None:
         self.assumptions.append(text)
-
-
-def _is_none(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "~", ""))
 
 
 def _precision(reader: _Reader) -> str:
