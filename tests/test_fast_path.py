@@ -168,21 +168,8 @@ def run_module(*args: str, **kwargs) -> subprocess.CompletedProcess:
 def test_the_installed_command_takes_the_fast_road_without_typer_or_typing(tmp_path):
     """Start-up budget (README, benchmarks/startup.py): importing typer costs ~5x a bare Python start and
     typing ~0.5x; modules on diagnose's path keep typing names under `if TYPE_CHECKING:`."""
-    probe = (
-        "import sys; sys.argv = ['offloaddoctor', 'diagnose', %r, '-f', 'json']\n"
-        "from offloaddoctor.cli import main\n"
-        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-        'sys.stderr.write(f\'{code} {sorted(m for m in ("typer", "typing", "yaml") if m in sys.modules)}\')'
-    ) % PP_LOG
     for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
-        result = subprocess.run(
-            [sys.executable, "-c", probe],
-            env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd=tmp_path,
-        )  # no project file
+        result = _run_listing_modules(["diagnose", PP_LOG, "-f", "json"], ("typer", "typing", "yaml"), tmp_path)
     assert result.stderr == "1 []"
     assert '"id": "pp-cpu-offload"' in result.stdout
 
@@ -203,21 +190,7 @@ def test_check_of_a_yaml_config_loads_neither_the_log_readers_nor_the_text_rende
         "textwrap",
         "typer",
     )
-    probe = (
-        "import sys; sys.argv = ['offloaddoctor', 'check', %r, '-f', 'json']\n"
-        "from offloaddoctor.cli import main\n"
-        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-        "unwanted = %r\n"
-        "sys.stderr.write(f'{code} {sorted(m for m in unwanted if m in sys.modules)}')"
-    ) % (str(config), unwanted)
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
+    result = _run_listing_modules(["check", str(config), "-f", "json"], unwanted, tmp_path)
     assert result.stderr == "0 []"
     assert '"violations": []' in result.stdout
 
@@ -241,3 +214,22 @@ def test_help_and_version_still_come_from_typer():
     assert run_module("--version").stdout.startswith("offloaddoctor ")
     bad = run_module("diagnose", PP_LOG, "--format", "yaml")
     assert bad.returncode == 2 and "yaml" in bad.stderr
+
+
+def _run_listing_modules(argv: list[str], modules: tuple[str, ...], cwd) -> subprocess.CompletedProcess:
+    """Run the CLI in a fresh interpreter; stderr is its exit code and which of `modules` it loaded."""
+    probe = (
+        f"import sys; sys.argv = ['offloaddoctor', *{argv!r}]\n"
+        "from offloaddoctor.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        f"listed = {modules!r}\n"
+        "sys.stderr.write(f'{code} {sorted(m for m in listed if m in sys.modules)}')"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+    )
