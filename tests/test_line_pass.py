@@ -142,8 +142,13 @@ def test_iteration_sampler_keeps_an_even_sample():
 
 def test_compare_reads_each_log_once(monkeypatch):
     opened = []
-    real = candidates.open_binary
-    monkeypatch.setattr(candidates, "open_binary", lambda source: opened.append(source.path) or real(source))
+    real = candidates.CandidateReader.__iter__
+
+    def reading(reader):
+        opened.append(reader.source.path)
+        return real(reader)
+
+    monkeypatch.setattr(candidates.CandidateReader, "__iter__", reading)
     family = FIXTURES / "compare-family"
     monkeypatch.chdir(family)
     api.compare("baseline.log", ["opt050.log"])
