@@ -211,3 +211,15 @@ def test_launch_lines_are_still_read_for_config(launch, catalog):
     assert [(v.key, v.value) for c in result.collectors for v in c.values if v.key.endswith("num_layers")] == [
         ("model.num_layers", 16)
     ]
+
+
+def test_the_literal_trie_taken_after_many_sources_changes_no_report(catalog, monkeypatch):
+    """Past FINDER_AFTER_SOURCES files a pass asks the literals' trie pattern first; every fixture, read
+    after it is on, gives the report it gives before."""
+    from offloaddoctor.logs import line_pass
+
+    logs = sorted(str(p) for p in FIXTURES.rglob("*.log") if p.stat().st_size > 0)
+    before = api.diagnose(logs, catalog=catalog)
+    monkeypatch.setattr(line_pass, "FINDER_AFTER_SOURCES", 1)
+    after = api.diagnose(logs, catalog=catalog)
+    assert json.dumps(report_to_dict(after), default=str) == json.dumps(report_to_dict(before), default=str)

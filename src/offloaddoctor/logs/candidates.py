@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import stat
 import sys
 import zlib
@@ -76,11 +77,14 @@ class CandidateReader:
         on_bytes: Callable[[int], None] | None = None,
         use_grep: bool = True,
         prefiltered: list[bytes] | None = None,
+        finder: re.Pattern[bytes] | None = None,
     ):
         self.source = source
         # `prefiltered`: prefilter_literals() of the literals, computed once for many sources.
         self.literals = prefiltered if prefiltered is not None else prefilter_literals(literals)
         self.patterns = self.literals  # what is searched for: the literals, or for a large file a cover of them
+        # literal_trie(literals), for a file read whole: one search says whether any literal is there at all.
+        self.finder = finder
         self.warnings = warnings
         self.block_bytes = max(block_bytes, MAX_LINE_BYTES + 1)
         self.every_line = False
@@ -171,7 +175,7 @@ class CandidateReader:
             self.on_bytes(size)
         if size and not data.endswith(b"\n"):
             data += b"\n"  # the last line has no newline: counted like the rest, as the block reader does
-        self.lines_read = (yield from self._block_lines(data, len(data), 0)) if size else 0
+        self.lines_read = (yield from self._block_lines(data, len(data), 0, self.finder)) if size else 0
         if size < size_at_open:
             self._note_shrunk(size_at_open, size)
 
@@ -315,8 +319,8 @@ class CandidateReader:
                 break
         self.lines_read = line_number
 
-    def _block_lines(self, block: bytes, end: int, line_number: int):
-        hits = self._hit_line_starts(block, end)
+    def _block_lines(self, block: bytes, end: int, line_number: int, finder: re.Pattern[bytes] | None = None):
+        hits = self._hit_line_starts(block, end, finder)
         pos = 0
         while pos < end:
             if self.every_line:
@@ -342,7 +346,7 @@ class CandidateReader:
             yield line_number, line.decode("utf-8", errors="replace")
         return line_number
 
-    def _hit_line_starts(self, block: bytes, end: int) -> list[int]:
+    def _hit_line_starts(self, block: bytes, end: int, finder: re.Pattern[bytes] | None = None) -> list[int]:
         starts: set[int] = set()
         haystack = block
         sampled = self.sampled[0] if self.sampled is not None else None
@@ -365,6 +369,10 @@ class CandidateReader:
                 rest.append(block[pos:end])
                 haystack = b"".join(rest)
         # Which patterns occur at all, in one comprehension: most blocks of a healthy log hold none or few.
+        # The finder (for the literals themselves, not a cover) first says whether any does.
+        searched = end if haystack is block else len(haystack)
+        if finder is not None and self.patterns is self.literals and not finder.search(haystack, 0, searched):
+            return sorted(starts)
         present = [literal for literal in self.patterns if literal in haystack and literal != sampled]
         for literal in present:
             found = block.find(literal, 0, end)
