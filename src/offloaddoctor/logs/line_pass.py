@@ -10,6 +10,7 @@ lines it needs candidates, its `feed` reads them. Nothing else changes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 from offloaddoctor.logs.normalize import normalize_line
@@ -82,7 +83,9 @@ class LinePass:
         self.on_bytes = on_bytes
         self._reader_literals: list[bytes] | None = None  # deduplicated byte literals, on the first source
         self._sources = 0
-        self._finder = None  # logs/literal_trie.py's pattern of them, once enough sources pay for compiling it
+        self._finder: re.Pattern[bytes] | None = (
+            None  # logs/literal_trie.py's pattern of them, once enough sources pay for compiling it
+        )
 
     def _gate_first(self, literal: bytes) -> tuple[str, ...]:
         gate = self._gates.get(literal)
