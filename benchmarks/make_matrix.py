@@ -5,6 +5,7 @@ arguments block) and ends with the real fragmentation OOM of fixtures/oom-fragme
 `diagnose` has the same finding to report on each. Files that already exist are kept (generate once, reuse).
 
 usage: python3 benchmarks/make_matrix.py [--out DIR] [--size-mb N] [--kinds k1,k2] [--small-counts 20000,200000]
+                                         [--failed-counts 20000,200000]
 
 DIR defaults to /tmp/offloaddoctor-bench; never inside the repository. The line mixes (see KINDS):
   nccl-info        NCCL_DEBUG=INFO chatter of 8 ranks, an iteration line per 8 ranks (benchmarks/make_log.py)
@@ -222,12 +223,34 @@ def write_small_files(directory: Path, count: int) -> None:
     partial.rename(directory)
 
 
+def write_failed_rank_files(directory: Path, count: int) -> None:
+    """The common shape of a failed large job: one rank's OOM traceback, and in every other rank's log the
+    NCCL watchdog timeout it ends with (the real lines of fixtures/oom-fragmentation-multirank), after its
+    start-up chatter and a few iteration lines: every file is a hit, one finding spans all of them."""
+    partial = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    failing = count * 3 // 7
+    traceback = [line.removeprefix("[rank5]:") for line in OOM if line.startswith("[rank5]:")]
+    timeout = next(line for line in OOM if "Watchdog caught" in line).removeprefix("[rank0]:")
+    for rank in range(count):
+        lines = [" " + nccl(rank % 8, count, 1, which) for which in (1, 2)]
+        lines += [" " + iteration_line(step) for step in (10, 20, 30)]
+        if rank == failing:
+            lines += traceback
+        else:
+            lines.append(timeout.replace("[Rank 0]", f"[Rank {rank}]"))  # torchrun's prefix, no space: `[rank7]:[E…`
+        (partial / f"rank{rank:06d}.log").write_text("".join(f"[rank{rank}]:{line}\n" for line in lines))
+    partial.rename(directory)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/offloaddoctor-bench"))
     parser.add_argument("--size-mb", type=int, default=512)
     parser.add_argument("--kinds", default=",".join([*KINDS, "gzip"]))
     parser.add_argument("--small-counts", default="20000,200000")
+    parser.add_argument("--failed-counts", default="20000,200000")
     args = parser.parse_args()
     out = args.out.resolve()
     if ROOT in out.parents or out == ROOT:
@@ -252,6 +275,11 @@ def main() -> int:
         target = out / f"ranks-{count}"
         if not target.exists():
             write_small_files(target, count)
+        print(f"{target} ({count} files)")
+    for count in [int(c) for c in args.failed_counts.split(",") if c]:
+        target = out / f"failed-ranks-{count}"
+        if not target.exists():
+            write_failed_rank_files(target, count)
         print(f"{target} ({count} files)")
     return 0
 

@@ -25,8 +25,12 @@ def report_to_dict(report: Report) -> dict[str, Any]:
 
 
 def _source_entries(report: Report) -> Iterator[dict[str, Any]]:
+    found_in: dict[str, list[str]] = {}  # path -> finding ids: one NCCL timeout can be in all 20,000 rank logs
+    for finding in report.findings:
+        for path in finding.files:
+            found_in.setdefault(path, []).append(finding.id)
     for s in report.sources:
-        yield {"path": s.path, "lines": s.lines, "findings": [f.id for f in report.findings if s.path in f.files]}
+        yield {"path": s.path, "lines": s.lines, "findings": found_in.get(s.path, [])}
 
 
 def _document(report: Report, sources: list[dict[str, Any]]) -> dict[str, Any]:
