@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from offloaddoctor.errors import UserError
 from offloaddoctor.logs import candidates
 from offloaddoctor.logs.candidates import CandidateReader
+from offloaddoctor.logs.literal_trie import literal_trie
 from offloaddoctor.logs.sources import (
     MAX_LINE_BYTES,
     LogSource,
@@ -72,7 +73,15 @@ class StreamRoad(CandidateReader):
         return None
 
 
-ROADS = (CandidateReader, StreamRoad)
+class TrieRoad(CandidateReader):
+    """A small file read whole, with the literals' trie pattern (LinePass gives it past many files)."""
+
+    def __init__(self, source, literals, *args, **kwargs):
+        super().__init__(source, literals, *args, **kwargs)
+        self.finder = literal_trie(tuple(self.literals))
+
+
+ROADS = (CandidateReader, StreamRoad, TrieRoad)
 
 
 def write(tmp_path, lines: list[str], final_newline: bool, name: str = "job.log"):

@@ -79,6 +79,10 @@ class Matcher:
     def match(self, text: str, timeout: float = SEARCH_TIMEOUT_S) -> dict | None:
         if not any(literal in text for literal in self.spec.literals):
             return None
+        return self.search(text, timeout)
+
+    def search(self, text: str, timeout: float = SEARCH_TIMEOUT_S) -> dict | None:
+        """`match` for a line known to hold one of the literals."""
         for pattern in self.spec.patterns:
             found = pattern.search(text, timeout=timeout)
             if found:
@@ -289,6 +293,29 @@ class FailureMatcher(LineHandler):
         self.literals = tuple(sorted({lit for m in matchers for lit in m.spec.literals} | set(_ERROR_LITERALS)))
         self._timeouts: dict[str, int] = {}
         self._user_budget = USER_PATTERN_BUDGET_S
+        self._index_literals()
+
+    def _index_literals(self) -> None:
+        """Which matchers each literal can start: a line asks each literal once, not each matcher for its own
+        (16 matchers hold one literal of an NCCL timeout line; 20,000 rank logs each end with one)."""
+        self._matcher_literals = tuple(sorted({lit for m in self.matchers for lit in m.spec.literals}))
+        by_literal: dict[str, list[int]] = {}
+        for position, matcher in enumerate(self.matchers):
+            for literal in set(matcher.spec.literals):
+                by_literal.setdefault(literal, []).append(position)
+        self._by_literal = by_literal
+
+    def _matchers_for(self, text: str) -> list[Matcher]:
+        """The matchers one of whose literals the line holds, in catalogue order."""
+        present = [literal for literal in self._matcher_literals if literal in text]
+        if not present:
+            return []
+        by_literal = self._by_literal
+        if len(present) == 1:
+            positions = by_literal[present[0]]
+        else:
+            positions = sorted({position for literal in present for position in by_literal[literal]})
+        return [self.matchers[position] for position in positions]
 
     def feed(self, line: Line) -> bool:
         self.match(line.path, line.number, line.rank, line.text)
@@ -296,12 +323,12 @@ class FailureMatcher(LineHandler):
 
     def match(self, path: str, number: int, rank: int | None, text: str) -> None:
         matched = False
-        for matcher in self.matchers:
+        for matcher in self._matchers_for(text):
             timeout = (
                 max(USER_SEARCH_FLOOR_S, min(SEARCH_TIMEOUT_S, self._user_budget)) if matcher.user else SEARCH_TIMEOUT_S
             )
             try:
-                facts = matcher.match(text, timeout)
+                facts = matcher.search(text, timeout)
             except TimeoutError:
                 if matcher.user:
                     self._user_budget -= timeout
@@ -325,6 +352,7 @@ class FailureMatcher(LineHandler):
         if count >= MAX_TIMEOUTS_PER_SIGNATURE or (matcher.user and self._user_budget <= 0):
             # a new list: the loop in match keeps iterating the old one
             self.matchers = [m for m in self.matchers if m is not matcher]
+            self._index_literals()
             note += f"; switched off for the rest of the scan after {count} such lines (run `offloaddoctor signatures lint`)"
         self.result.warnings.append(note)
 

@@ -138,13 +138,14 @@ class LogConfigCollector:
                 self._add(f"runtime.{package.replace('-', '_')}_version", version.group(2), line, "version line")
                 return True
         if " --" in text or "=" in text:
-            dataclass_repr = _DATACLASS_REPR.search(text)
+            # Each search only where its words are: both scan the whole line (an NCCL timeout line has `=`s).
+            dataclass_repr = _DATACLASS_REPR.search(text) if "Config(" in text else None
             if dataclass_repr:
                 section = _REPR_SECTION[dataclass_repr.group(1)]
                 for name, raw in _REPR_FIELD.findall(dataclass_repr.group(2)):
                     self._add(f"{section}.{name}", parse_printed(raw), line, dataclass_repr.group(1))
                 return True
-            if _PROGRAM.search(text):
+            if ("torchrun" in text or "python" in text or ".py" in text) and _PROGRAM.search(text):
                 return self._command_line(text, line)
         return False
 

@@ -20,7 +20,7 @@ import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 from offloaddoctor.errors import UserError
 from offloaddoctor.logs.sources import (
@@ -349,6 +349,8 @@ class CandidateReader:
     def _hit_line_starts(self, block: bytes, end: int, finder: re.Pattern[bytes] | None = None) -> list[int]:
         starts: set[int] = set()
         haystack = block
+        rest_at: list[int] = []  # where each piece of the joined rest starts in it, and in the block
+        rest_from: list[int] = []
         sampled = self.sampled[0] if self.sampled is not None else None
         if sampled is not None and sampled in self.patterns:
             # The sampled literal (iteration lines: the common candidates) first; the other patterns are then
@@ -356,23 +358,40 @@ class CandidateReader:
             # whole lines makes no false hit across a seam that matters: a pattern holds no newline, as the
             # line gate tests it within one line; and a false presence only costs a search of the block.)
             rest = []
-            pos = 0
+            pos = joined = 0
             found = block.find(sampled, 0, end)
             while found != -1:
                 start = block.rfind(b"\n", 0, found) + 1
                 starts.add(start)
                 rest.append(block[pos:start])
+                rest_at.append(joined)
+                rest_from.append(pos)
+                joined += start - pos
                 newline = block.find(b"\n", found, end)
                 pos = end if newline == -1 else newline + 1
                 found = -1 if newline == -1 else block.find(sampled, pos, end)
             if rest:
                 rest.append(block[pos:end])
+                rest_at.append(joined)
+                rest_from.append(pos)
                 haystack = b"".join(rest)
-        # Which patterns occur at all, in one comprehension: most blocks of a healthy log hold none or few.
-        # The finder (for the literals themselves, not a cover) first says whether any does.
         searched = end if haystack is block else len(haystack)
-        if finder is not None and self.patterns is self.literals and not finder.search(haystack, 0, searched):
+        if finder is not None and self.patterns is self.literals:
+            # One search per line holding a literal (a literal holds no newline, so each such line has a match
+            # of its own), mapped back from the joined lines to the block.
+            pos = 0
+            while (hit := finder.search(haystack, pos, searched)) is not None:
+                at = hit.start()
+                if haystack is not block:
+                    piece = bisect_right(rest_at, at) - 1
+                    at += rest_from[piece] - rest_at[piece]
+                starts.add(block.rfind(b"\n", 0, at) + 1)
+                newline = haystack.find(b"\n", hit.start(), searched)
+                if newline == -1:
+                    break
+                pos = newline + 1
             return sorted(starts)
+        # Which patterns occur at all, in one comprehension: most blocks of a healthy log hold none or few.
         present = [literal for literal in self.patterns if literal in haystack and literal != sampled]
         for literal in present:
             found = block.find(literal, 0, end)

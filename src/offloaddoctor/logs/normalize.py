@@ -31,6 +31,9 @@ def normalize_line(raw: str, default_rank: int | None = None) -> tuple[str, int 
     torchrun_rank: int | None = None
     slurm_rank: int | None = None
     for _ in range(4):  # decorations stack in any order, a few deep at most
+        first = text.lstrip()[:1]
+        if first != "[" and not first.isdigit():  # each decoration starts with one (after spaces): none here
+            break
         match = _TORCHRUN_PREFIX.match(text)
         if match:
             torchrun_rank = int(match.group(1))
