@@ -161,3 +161,30 @@ def test_rank_logs_without_steady_state_keep_shared_stand_ins_with_the_same_fact
     assert facts.values["median_iteration_ms"] == 306.0
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
     assert summary(parallel.scan_sources(MATCHERS, sources, workers=2)) == summary(serial)
+
+
+def test_steady_records_of_logs_that_cannot_be_cited_become_stand_ins_and_no_report_changes(
+    tmp_path, monkeypatch, catalog
+):
+    """Of steady-state records run_facts cites only the last log's and those of segments whose optimizer
+    offload setting is known (a slowdown between segments). Every other log's become stand-ins, one log
+    late; the report over every fixture, and over rank logs with steady states, is what it is without."""
+    from offloaddoctor.analysis.scanner import Scanner
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.render.json_report import render_json
+
+    line = (
+        "[rank{r}]:  iteration        {i}/ 1000 | consumed samples: 32 | elapsed time per iteration (ms): "
+        "{ms} | throughput per GPU (TFLOP/s/GPU): 200.0 | lm loss: 8.1E+00 |\n"
+    )
+    for rank in range(40):
+        (tmp_path / f"rank{rank:04d}.log").write_text(
+            "".join(line.format(r=rank, i=i, ms=300 + rank + i) for i in range(1, 9))
+        )
+    logs = [str(p) for p in sorted(FIXTURES.rglob("*.log")) if p.stat().st_size > 0] + [str(tmp_path)]
+    stripped = parallel.scan_sources(MATCHERS, resolve_sources(logs), workers=1)
+    assert stripped.iterations[(str(tmp_path / "rank0000.log"), 0)][-1].path == ""  # a stand-in
+    assert stripped.iterations[(str(tmp_path / "rank0039.log"), 0)][-1].text  # the last log's: real
+    with_stripping = render_json(diagnose(logs, catalog=catalog))
+    monkeypatch.setattr(Scanner, "_uncitable_unless_offload_known", lambda self, path, collector: None)
+    assert render_json(diagnose(logs, catalog=catalog)) == with_stripping

@@ -11,6 +11,7 @@ from offloaddoctor.coerce import boolean
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: `check` builds RunFacts without reading a log
     from offloaddoctor.analysis.scanner import ScanResult
+    from offloaddoctor.config.from_log import LogConfigCollector
     from offloaddoctor.metrics.model import IterationMetrics
 
 
@@ -43,8 +44,8 @@ def compute_run_facts(scan: ScanResult) -> RunFacts:
     return facts
 
 
-def _offload_on(scan: ScanResult, path: str, segment: int) -> bool | None:
-    collector = next((c for c in scan.collectors if c.path == path), None)
+def offload_on(collector: LogConfigCollector | None, segment: int) -> bool | None:
+    """The optimizer offload setting a segment of a log printed; None when it printed none."""
     if collector is None:
         return None
     values = [v for v in collector.segment_values(segment) if v.key == "optimizer.optimizer_cpu_offload"]
@@ -54,11 +55,17 @@ def _offload_on(scan: ScanResult, path: str, segment: int) -> bool | None:
 def _slowdown_between_segments(scan: ScanResult, segments, facts: RunFacts) -> None:
     from offloaddoctor.metrics.iteration_lines import median_of, steady_state
 
+    collectors: dict[str, LogConfigCollector] = {}
+    for collector in scan.collectors:
+        collectors.setdefault(collector.path, collector)  # the first, as a search from the start would find
     medians = []
     for (path, segment), records in segments:
+        offload = offload_on(collectors.get(path), segment)
+        if offload is None:
+            continue  # neither side of a slowdown: the median is not needed (20,000 rank logs)
         found = median_of(steady_state(records), "elapsed_ms")
         if found:
-            medians.append((path, segment, _offload_on(scan, path, segment), *found))
+            medians.append((path, segment, offload, *found))
     offloaded = [m for m in medians if m[2] is True]
     if not offloaded:
         return

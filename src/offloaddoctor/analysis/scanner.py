@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from offloaddoctor.analysis.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.analysis.fact_parsers import FACT_PARSERS, captured_facts
+from offloaddoctor.analysis.run_facts import offload_on
 from offloaddoctor.analysis.failure_lines import (
     FAILURE_LINE_LITERALS,
     FAILURE_LINE_PATTERN,
@@ -365,6 +366,7 @@ class Scanner:
         self.literals = pass_literals(self.handlers_for(LogConfigCollector("<literals>")))
         self.line_pass = LinePass(self.literals, self.result.warnings, on_bytes)
         self._uncitable: dict[int, IterationMetrics] = {}  # iteration number -> its shared stand-in record
+        self._previous: tuple[str, LogConfigCollector] | None = None  # the log read before the current one
 
     def handlers_for(self, collector: LogConfigCollector) -> list[LineHandler]:
         """The handler set for one log (the collector and open blocks are per log, findings per scan)."""
@@ -392,18 +394,34 @@ class Scanner:
 
     def _source_done(self, path: str) -> None:
         """Keep memory bounded by the findings, not the file count (200,000 rank logs): a collector that
-        collected nothing is dropped, and a segment's iteration records that can never be cited (no steady
-        state: run_facts cites only steady-state records, and reads of the others only how many there are
-        and their iteration numbers) become stand-ins shared by every log, one per iteration number."""
+        collected nothing is dropped, and a segment's iteration records that can never be cited become
+        stand-ins shared by every log, one per iteration number. run_facts cites only steady-state records
+        (it reads of the others only how many there are and their iteration numbers), and of those only
+        the last log's and those of segments whose optimizer offload setting is known (a slowdown between
+        segments); the last log is known only once the next one is done, so that rule waits a log."""
         result = self.result
         collector = result.collectors[-1]
         for segment in range(len(collector.segment_starts)):
             key = (path, segment)
             records = result.iterations.get(key)
             if records and not steady_state(records):
-                result.iterations[key] = [self._stand_in(record.iteration) for record in records]
+                result.iterations[key] = self._stand_ins(records)
+        if self._previous is not None:
+            self._uncitable_unless_offload_known(*self._previous)
+        self._previous = (path, collector)
         if not collector.values and len(collector.segment_starts) == 1:
             result.collectors.pop()
+
+    def _uncitable_unless_offload_known(self, path: str, collector: LogConfigCollector) -> None:
+        iterations = self.result.iterations
+        for segment in range(len(collector.segment_starts)):
+            key = (path, segment)
+            records = iterations.get(key)
+            if records and records[0].path and offload_on(collector, segment) is None:
+                iterations[key] = self._stand_ins(records)
+
+    def _stand_ins(self, records: list[IterationMetrics]) -> list[IterationMetrics]:
+        return [self._stand_in(record.iteration) for record in records]
 
     def _stand_in(self, iteration: int) -> IterationMetrics:
         record = self._uncitable.get(iteration)
