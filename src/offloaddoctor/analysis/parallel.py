@@ -91,6 +91,8 @@ def _scan_run(sources: list[LogSource]) -> ScanResult:
 
 
 def _size(source: LogSource) -> int:
+    if source.size is not None:
+        return source.size
     try:
         return os.path.getsize(source.path) if source.path != "-" else 0
     except OSError:

@@ -8,7 +8,7 @@ import re
 import sys
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from offloaddoctor.errors import UserError
@@ -35,6 +35,8 @@ class LogSource:
 
     path: str
     listed: bool = False
+    # Bytes when the path was resolved (the stat that tells files apart gives it): to balance work, not to read.
+    size: int | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -98,21 +100,24 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             raise UserError(f"{raw}: symbolic link that leads nowhere (dangling, or a loop)")
         else:
             raise UserError(f"{raw}: no such file or directory")
-    unique: dict[str, LogSource] = {}
+    unique: dict[object, LogSource] = {}
     for source in sources:
-        unique.setdefault(_identity(source), source)
+        identity, size = _identity(source)
+        if identity not in unique:
+            unique[identity] = source if size is None else LogSource(source.path, source.listed, size)
     return list(unique.values())
 
 
-def _identity(source: LogSource):
-    """The file behind a path (one stat, where resolving a path costs one per component: 20,000 rank logs)."""
+def _identity(source: LogSource) -> tuple[object, int | None]:
+    """The file behind a path and its size (one stat, where resolving a path costs one per component:
+    20,000 rank logs)."""
     if source.path == "-":
-        return "-"
+        return "-", None
     try:
         found = os.stat(source.path)
-        return found.st_dev, found.st_ino
+        return (found.st_dev, found.st_ino), found.st_size
     except OSError:
-        return str(Path(source.path).resolve())
+        return str(Path(source.path).resolve()), None
 
 
 class VanishedLog(UserError):
@@ -177,7 +182,8 @@ def _listed_logs(directory: Path) -> list[str]:
             names = sorted(e.name for e in entries if _is_log_name(e.name) and _is_file(e))
     except OSError as exc:
         raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
-    return [os.path.join(str(directory), name) for name in names]
+    prefix = os.path.join(str(directory), "")  # `dir/`: joined once, not per name
+    return [prefix + name for name in names]
 
 
 def _is_file(entry: os.DirEntry) -> bool:
