@@ -46,3 +46,24 @@ def test_sources_encoded_in_batches_give_the_document_encoded_at_once(monkeypatc
     monkeypatch.setattr(json_report, "JOIN_CHUNKS", 5)
     whole = inert_json(json.dumps(json_report.report_to_dict(report), indent=2, ensure_ascii=False, default=str)) + "\n"
     assert json_report.render_json(report) == whole
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.text(), st.integers(0, 10**12)), max_size=6),
+    st.lists(st.tuples(st.text(), st.lists(st.integers(0, 5), max_size=4)), max_size=3),
+)
+def test_the_written_out_source_list_is_what_json_writes(sources, findings):
+    """The sources' entries are written out, not encoded: any path, count and finding ids give json's text."""
+    from types import SimpleNamespace
+
+    report = SimpleNamespace(
+        sources=[SourceSummary(path, lines) for path, lines in sources],
+        findings=[
+            SimpleNamespace(id=name, files=[sources[i][0] for i in at if i < len(sources)]) for name, at in findings
+        ],
+    )
+    listed = list(json_report._source_entries(report))
+    expected = json.dumps({"sources": listed}, indent=2, ensure_ascii=False)
+    expected = expected[expected.index("[") : expected.rindex("]") + 1]
+    assert "".join(json_report._source_list(report)) == inert_json(expected)

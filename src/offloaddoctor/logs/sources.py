@@ -63,10 +63,10 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
     sources, each file once; fail with one clear line on anything unusable."""
     if not paths:
         raise UserError("no log given: pass one or more log files, directories, or - for standard input")
-    sources: list[LogSource] = []
+    named: list[tuple[str, bool]] = []  # (path, listed): a LogSource is made once, with the size its stat gives
     for raw in paths:
         if raw == "-":
-            sources.append(LogSource("-"))
+            named.append(("-", False))
             continue
         if _GLOB.search(raw) and not Path(raw).exists():
             import glob  # patterns are the exception (the shell expands them first)
@@ -74,10 +74,10 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             matches = sorted(glob.glob(raw, recursive=True))
             if not matches:
                 raise UserError(f"{raw}: the pattern matches no file")
-            files = [LogSource(m, listed=True) for m in matches if Path(m).is_file()]
+            files = [(m, True) for m in matches if Path(m).is_file()]
             if not files:
                 raise UserError(f"{raw}: the pattern matches no regular file (only directories or special files)")
-            sources.extend(files)
+            named.extend(files)
             continue
         path = Path(raw)
         if path.is_dir():
@@ -91,33 +91,33 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
                 raise UserError(
                     f"{raw}: directory has no log files{where} (looked for {', '.join('*' + s for s in LOG_SUFFIXES)} and .gz)"
                 )
-            sources.extend(LogSource(str(p), listed=True) for p in found)
+            named.extend((str(p), True) for p in found)
         elif path.exists():
             if not path.is_file():
                 raise UserError(f"{raw}: not a regular file")
-            sources.append(LogSource(raw))
+            named.append((raw, False))
         elif path.is_symlink():
             raise UserError(f"{raw}: symbolic link that leads nowhere (dangling, or a loop)")
         else:
             raise UserError(f"{raw}: no such file or directory")
     unique: dict[object, LogSource] = {}
-    for source in sources:
-        identity, size = _identity(source)
+    for path, listed in named:
+        identity, size = _identity(path)
         if identity not in unique:
-            unique[identity] = source if size is None else LogSource(source.path, source.listed, size)
+            unique[identity] = LogSource(path, listed, size)
     return list(unique.values())
 
 
-def _identity(source: LogSource) -> tuple[object, int | None]:
+def _identity(path: str) -> tuple[object, int | None]:
     """The file behind a path and its size (one stat, where resolving a path costs one per component:
     20,000 rank logs)."""
-    if source.path == "-":
+    if path == "-":
         return "-", None
     try:
-        found = os.stat(source.path)
+        found = os.stat(path)
         return (found.st_dev, found.st_ino), found.st_size
     except OSError:
-        return str(Path(source.path).resolve()), None
+        return str(Path(path).resolve()), None
 
 
 class VanishedLog(UserError):

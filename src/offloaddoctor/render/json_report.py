@@ -14,7 +14,7 @@ from offloaddoctor.analysis.evidence import Evidence  # not the scanner's re-exp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterator
     from typing import Any
 
 SCHEMA_VERSION = 1
@@ -117,31 +117,39 @@ def json_parts(report: Report) -> list[str]:
     text = _indented(_document(report, []))
     empty = '\n  "sources": [],\n'
     at = text.index(empty) + len(empty) - 4  # the empty list's `[`
-    return [inert_json(text[:at]), *_indented_list(_source_entries(report)), inert_json(text[at + 2 :]) + "\n"]
+    return [inert_json(text[:at]), *_source_list(report), inert_json(text[at + 2 :]) + "\n"]
 
 
-JOIN_CHUNKS = 1 << 16
-JOIN_ITEMS = 4096
-
-
-def _indented_list(items: Iterable[Any]) -> list[str]:
-    """`_indented`'s text for a list of `items` at the second level of the document, in parts (made inert),
-    encoding a batch of items at a time: a list encoded alone, its lines indented one level more, is the same
-    list's text inside the document."""
+def _source_list(report: Report) -> list[str]:
+    """The sources' list as `json.dumps(…, indent=2, ensure_ascii=False)` writes it at the document's second
+    level, in parts (made inert), a batch of entries at a time. Written out, not encoded: an entry is a
+    path, a count and finding ids, and json's indenting encoder is pure Python (1.3 s for 200,000 entries;
+    its C encoder does not indent). Strings go through json's own string encoder, so escaping is json's."""
     from itertools import islice
+    from json.encoder import encode_basestring as string  # the ensure_ascii=False form
 
-    encoder = json.JSONEncoder(ensure_ascii=False, indent=2, default=str)
-    parts, items = ["[\n"], iter(items)
-    while True:
-        batch = list(islice(items, JOIN_ITEMS))
-        if not batch:
-            break
-        text = encoder.encode(batch).replace("\n", "\n  ")  # "[\n    {…},\n    {…}\n  ]"
-        parts += [inert_json(text[2:-4]), ",\n"]
+    def ids(found: list[str]) -> str:
+        if not found:
+            return "[]"
+        return "[\n        " + ",\n        ".join(map(string, found)) + "\n      ]"
+
+    def entry(source: dict[str, Any]) -> str:
+        return (
+            f'    {{\n      "path": {string(source["path"])},\n      "lines": {int(source["lines"])!r},\n'
+            f'      "findings": {ids(source["findings"])}\n    }}'
+        )
+
+    parts, entries = ["[\n"], _source_entries(report)
+    while batch := [entry(source) for source in islice(entries, JOIN_ITEMS)]:
+        parts += [inert_json(",\n".join(batch)), ",\n"]
     if len(parts) == 1:
         return ["[]"]
     parts[-1] = "\n  ]"
     return parts
+
+
+JOIN_CHUNKS = 1 << 16
+JOIN_ITEMS = 4096
 
 
 def _indented(document: dict[str, Any]) -> str:
