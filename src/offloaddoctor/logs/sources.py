@@ -101,10 +101,10 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
         else:
             raise UserError(f"{raw}: no such file or directory")
     unique: dict[object, LogSource] = {}
-    for path, listed in named:
-        identity, size = _identity(path)
+    for name, listed in named:
+        identity, size = _identity(name)
         if identity not in unique:
-            unique[identity] = LogSource(path, listed, size)
+            unique[identity] = LogSource(name, listed, size)
     return list(unique.values())
 
 
