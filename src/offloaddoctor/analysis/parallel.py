@@ -29,16 +29,15 @@ def scan_sources(
     progress: Callable[[int, int], None] | None = None,
 ) -> ScanResult:
     """`progress(done, total)` in bytes: per block read serially, per run of files finished in parallel."""
-    sizes = [_size(source) for source in sources]
+    many = len(sources) >= PARALLEL_MIN_FILES
+    # Many files go to the pool whatever their bytes: without a progress bar to size, their sizes are only
+    # what resolving them gave (a directory's listing gives none: no stat per file for 200,000 rank logs).
+    sizes = [s.size or 0 for s in sources] if many and progress is None else [_size(s) for s in sources]
     total = sum(sizes)
     on_bytes = None if progress is None else _progress_counter(progress, total)
 
     workers = min(workers or _cores(), len(sources))
-    if (
-        workers < 2
-        or any(s.path == "-" for s in sources)
-        or (total < PARALLEL_MIN_BYTES and len(sources) < PARALLEL_MIN_FILES)
-    ):
+    if workers < 2 or any(s.path == "-" for s in sources) or (total < PARALLEL_MIN_BYTES and not many):
         return Scanner(matchers, on_bytes).scan(sources)
     from concurrent.futures import ProcessPoolExecutor  # not imported for a single small log (start-up time)
     from multiprocessing import get_context
