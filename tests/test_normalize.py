@@ -50,3 +50,22 @@ def test_prefixed_text_comes_back_with_its_rank(text, rank):
 def test_normalized_text_has_no_control_characters(text):
     result, _ = normalize_line(text)
     assert not any(ord(c) < 32 and c != "\t" for c in result)
+
+
+def _strip_reference(text: str) -> str:
+    """strip_terminal_codes without its shortcut for printable lines."""
+    import re
+
+    if "\r" in text:
+        text = text.rstrip("\r")
+        text = text[text.rfind("\r") + 1 :]
+    if "\x1b" in text:
+        text = re.sub(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]", "", text)
+    return re.sub(r"[\x00-\x08\x0a-\x1f\x7f]", "", text)
+
+
+@given(
+    st.lists(st.sampled_from(list("ab [1]:\t\r\x1b\x07\x7f\u2028\u00a0é") + ["\x1b[31m", "\x1b]0;t\x07"])).map("".join)
+)
+def test_printable_lines_take_a_shortcut_that_strips_the_same(text):
+    assert strip_terminal_codes(text) == _strip_reference(text)

@@ -98,6 +98,7 @@ class CandidateReader:
         self.on_bytes = on_bytes  # progress: called with the bytes of each block read
         self._failed = False
         self.lines_read = 0  # after iteration: the number of lines in the source
+        self.last_cut = 0  # the number of the last line cut short (its literal may have been in the cut part)
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         if self.source.path != "-":
@@ -439,5 +440,11 @@ class CandidateReader:
             if newline != -1:
                 return False, data[newline + 1 :]
 
+    def exact_candidate(self, line_number: int) -> bool:
+        """Whether a line handed out while `every_line` is off surely holds a literal: not when the patterns
+        are a cover (they find more), nor when the line was cut (the literal may have been in the cut part)."""
+        return self.patterns is self.literals and line_number != self.last_cut
+
     def _cut(self, line_number: int) -> None:
+        self.last_cut = line_number
         self.warnings.append(f"{self.source.name}:{line_number}: line longer than {MAX_LINE_BYTES} bytes was cut")

@@ -144,8 +144,13 @@ class LinePass:
             gate_literals = self._gate_first(sampled[0])
         every = False
         number = 0
+        exact = reader.exact_candidate if reader is not None else None
         for number, raw in numbered:
-            candidate = any(literal in raw for literal in gate_literals)
+            # A line the reader found by a literal holds one (its bytes did, and decoding keeps valid UTF-8):
+            # only lines read for a block, or found by a cover, or cut, are tested again.
+            candidate = (not every and exact is not None and exact(number)) or any(
+                literal in raw for literal in gate_literals
+            )
             if not every:
                 if not candidate:
                     continue

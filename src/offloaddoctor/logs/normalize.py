@@ -17,6 +17,8 @@ _TORCHRUN_PREFIX = lazy_compile(r"\s*\[(?:rank|default)(\d{1,6})\]:\s?")
 
 def strip_terminal_codes(text: str) -> str:
     """Drop ANSI/OSC escapes and other control characters; keep the last redraw of a `\\r` line."""
+    if text.isprintable():  # the common line, in one C pass: `\r`, ESC and every control are not printable
+        return text
     if "\r" in text:
         text = text.rstrip("\r")
         text = text[text.rfind("\r") + 1 :]
@@ -31,7 +33,8 @@ def normalize_line(raw: str, default_rank: int | None = None) -> tuple[str, int 
     torchrun_rank: int | None = None
     slurm_rank: int | None = None
     for _ in range(4):  # decorations stack in any order, a few deep at most
-        first = text.lstrip()[:1]
+        stripped = text.lstrip()
+        first = stripped[:1]
         if first != "[" and not first.isdigit():  # each decoration starts with one (after spaces): none here
             break
         match = _TORCHRUN_PREFIX.match(text)
@@ -44,9 +47,9 @@ def normalize_line(raw: str, default_rank: int | None = None) -> tuple[str, int 
             slurm_rank = int(match.group(1))
             text = text[match.end() :]
             continue
-        match = _TIMESTAMP.match(text.lstrip())
+        match = _TIMESTAMP.match(stripped)
         if match:
-            text = text.lstrip()[match.end() :]
+            text = stripped[match.end() :]
             continue
         break
     if torchrun_rank is not None:
