@@ -44,6 +44,7 @@ def test_sources_encoded_in_batches_give_the_document_encoded_at_once(monkeypatc
     report.sources = [*report.sources, *extra] if sources else []
     monkeypatch.setattr(json_report, "JOIN_ITEMS", 2)
     monkeypatch.setattr(json_report, "JOIN_CHUNKS", 5)
+    monkeypatch.setattr(json_report, "TAIL_PART_CHARS", 7)  # the rest of the document in many parts
     whole = inert_json(json.dumps(json_report.report_to_dict(report), indent=2, ensure_ascii=False, default=str)) + "\n"
     assert json_report.render_json(report) == whole
 

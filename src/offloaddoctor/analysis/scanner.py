@@ -9,6 +9,7 @@ if it holds one of the handlers' literals.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -367,6 +368,7 @@ class Scanner:
         self.line_pass = LinePass(self.literals, self.result.warnings, on_bytes)
         self._uncitable: dict[int, IterationMetrics] = {}  # iteration number -> its shared stand-in record
         self._previous: tuple[str, LogConfigCollector] | None = None  # the log read before the current one
+        self._stand_in_lists: dict[tuple[int, ...], list[IterationMetrics]] = {}
 
     def handlers_for(self, collector: LogConfigCollector) -> list[LineHandler]:
         """The handler set for one log (the collector and open blocks are per log, findings per scan)."""
@@ -421,7 +423,13 @@ class Scanner:
                 iterations[key] = self._stand_ins(records)
 
     def _stand_ins(self, records: list[IterationMetrics]) -> list[IterationMetrics]:
-        return [self._stand_in(record.iteration) for record in records]
+        """One list per run of iteration numbers, shared by every log that logged those (never appended to
+        again: its log is done)."""
+        numbers = tuple(record.iteration for record in records)
+        shared = self._stand_in_lists.get(numbers)
+        if shared is None:
+            shared = self._stand_in_lists[numbers] = [self._stand_in(number) for number in numbers]
+        return shared
 
     def _stand_in(self, iteration: int) -> IterationMetrics:
         record = self._uncitable.get(iteration)
@@ -438,14 +446,19 @@ class Scanner:
         """Combine per-source results (scanned in parallel) as if the sources had been scanned in order."""
         merged = self.result
         for partial in results:
+            # A worker's paths arrive as copies of the parent's: the interned ones are kept (200,000 rank logs
+            # named in several places each: sources, line counts, iteration keys, a finding's files).
             for aggregate in partial.aggregates:
+                aggregate.paths = set(map(sys.intern, aggregate.paths))
                 self.failures.aggregates.get(aggregate.matcher_id, aggregate.facts).absorb(aggregate)
             for evidence in partial.exceptions:
                 merged.remember_exception(evidence)
             merged.last_error_line = partial.last_error_line or merged.last_error_line
-            merged.iterations.update(partial.iterations)
+            merged.iterations.update(
+                ((sys.intern(path), segment), r) for (path, segment), r in partial.iterations.items()
+            )
             merged.collectors.extend(partial.collectors)
-            merged.lines_read.update(partial.lines_read)
+            merged.lines_read.update((sys.intern(path), count) for path, count in partial.lines_read.items())
             merged.ranks_seen |= partial.ranks_seen
             merged.warnings.extend(partial.warnings)
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)

@@ -108,7 +108,7 @@ def render_json(report: Report) -> str:
     return "".join(json_parts(report))
 
 
-def json_parts(report: Report) -> list[str]:
+def json_parts(report: Report) -> Iterator[str]:
     """`render_json`'s text in parts, for writing without one more copy of it all (200,000 rank logs). The
     sources, one entry per log, are encoded a batch at a time into the place of an empty list: a dict for each of
     200,000 rank logs at once was ~60 MB. The text is the same as encoding them in place; `inert_json` is
@@ -117,10 +117,20 @@ def json_parts(report: Report) -> list[str]:
     text = _indented(_document(report, []))
     empty = '\n  "sources": [],\n'
     at = text.index(empty) + len(empty) - 4  # the empty list's `[`
-    return [inert_json(text[:at]), *_source_list(report), inert_json(text[at + 2 :]) + "\n"]
+    yield inert_json(text[:at])
+    yield from _source_list(report)  # made as written: one batch of entries in memory at a time
+    # The rest (a finding's files: every rank log) in parts cut after a newline, which no `##[` spans: no
+    # copy of it all (its slice, the inert one, the encoded one).
+    start = at + 2
+    while start < len(text):
+        stop = text.find("\n", start + TAIL_PART_CHARS)
+        stop = len(text) if stop == -1 else stop + 1
+        yield inert_json(text[start:stop])
+        start = stop
+    yield "\n"
 
 
-def _source_list(report: Report) -> list[str]:
+def _source_list(report: Report) -> Iterator[str]:
     """The sources' list as `json.dumps(…, indent=2, ensure_ascii=False)` writes it at the document's second
     level, in parts (made inert), a batch of entries at a time. Written out, not encoded: an entry is a
     path, a count and finding ids, and json's indenting encoder is pure Python (1.3 s for 200,000 entries;
@@ -139,16 +149,16 @@ def _source_list(report: Report) -> list[str]:
             f'      "findings": {ids(source["findings"])}\n    }}'
         )
 
-    parts, entries = ["[\n"], _source_entries(report)
+    entries = _source_entries(report)
+    opening = "[\n"
     while batch := [entry(source) for source in islice(entries, JOIN_ITEMS)]:
-        parts += [inert_json(",\n".join(batch)), ",\n"]
-    if len(parts) == 1:
-        return ["[]"]
-    parts[-1] = "\n  ]"
-    return parts
+        yield opening + inert_json(",\n".join(batch))
+        opening = ",\n"
+    yield "[]" if opening == "[\n" else "\n  ]"
 
 
 JOIN_CHUNKS = 1 << 16
+TAIL_PART_CHARS = 1 << 20
 JOIN_ITEMS = 4096
 
 
