@@ -13,7 +13,6 @@ usage: python3 benchmarks/scan_matrix.py [--runs N] [--only NAME[,NAME]] [DIR]
 from __future__ import annotations
 
 import argparse
-import re
 import os
 import statistics
 import subprocess
@@ -76,14 +75,9 @@ def bench(path: Path, patterns: Path, runs: int, scratch: Path, env_python: str)
             ours_s, ours_rc, peak, ours_cpu = timed(
                 [env_python, "-m", "offloaddoctor", "diagnose", str(path), "--format", "json"], sink
             )
-        # Not json.loads: 200,000 sources make a large report, and a big parent inflates every later child's
-        # peak RSS (Linux keeps the high-water mark across fork and exec).
-        text = (scratch / "ours.json").read_text()
-        report = (
-            {"findings": [{"id": i} for i in re.findall(r'^    \{\n      "id": "([^"]+)"', text, re.M)]}
-            if '"findings": [' in text
-            else {}
-        )
+        # Read line by line, never whole: 200,000 sources make a 50 MB report, and a big parent inflates every
+        # later child's peak RSS (Linux keeps the high-water mark across fork and exec).
+        report = finding_ids(scratch / "ours.json")
         if grep_rc not in (0, 1) or ours_rc not in (0, 1) or "findings" not in report:
             return f"{path.name}: a run failed (grep exit {grep_rc}, offloaddoctor exit {ours_rc})"
         ratios.append(ours_s / grep_s)
@@ -99,6 +93,21 @@ def bench(path: Path, patterns: Path, runs: int, scratch: Path, env_python: str)
         f"({', '.join(f'{r:.2f}' for r in ratios)}) | {statistics.median(cpu_ratios):.2f}x | {max(peaks):.0f} "
         f"| {findings} |"
     )
+
+
+def finding_ids(path: Path) -> dict:
+    """{"findings": [{"id": …}, …]} from a report, or {} when it has no findings list."""
+    found, seen_list, inside, previous = [], False, False, ""
+    with open(path, encoding="utf-8") as report:
+        for line in report:
+            if line.startswith('  "findings": ['):
+                seen_list, inside = True, not line.rstrip().endswith(("[]", "[],"))  # `[]`: none
+            elif inside and line.startswith("  ]"):
+                inside = False
+            elif inside and previous == "    {\n" and line.startswith('      "id": "'):
+                found.append({"id": line.split('"')[3]})
+            previous = line
+    return {"findings": found} if seen_list else {}
 
 
 def startup(runs: int, env_python: str, scratch: Path) -> list[str]:
