@@ -48,14 +48,26 @@ def scan_sources(
     del sizes
 
     def results(pool) -> Iterator[ScanResult]:
-        for (_, run_bytes), result in zip(runs, pool.map(_scan_run, [run for run, _ in runs])):
+        for (run, run_bytes), result in zip(runs, pool.map(_scan_run, [run for run, _ in runs])):
             if on_bytes is not None:
                 on_bytes(run_bytes)
+            _adopt_paths(result, run)
             yield result
 
     with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
         # Merged as they come, in order: each run's result is dropped once absorbed (200,000 rank logs).
         return Scanner(matchers).merge(results(pool))
+
+
+def _adopt_paths(result: ScanResult, run: list[LogSource]) -> None:
+    """A worker's result names its files with copies of the parent's path strings: point it at the parent's
+    own, so that each name is held once (200,000 rank logs, each named by its source, its line count, its
+    iteration records' key and a finding's files)."""
+    own = {source.name: source.name for source in run}
+    result.lines_read = {own.get(path, path): count for path, count in result.lines_read.items()}
+    result.iterations = {(own.get(path, path), segment): r for (path, segment), r in result.iterations.items()}
+    for aggregate in result.aggregates:
+        aggregate.paths = {own.get(path, path) for path in aggregate.paths}
 
 
 def _progress_counter(progress: Callable[[int, int], None], total: int) -> Callable[[int], None]:

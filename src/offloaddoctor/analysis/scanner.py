@@ -9,7 +9,6 @@ if it holds one of the handlers' literals.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -446,19 +445,14 @@ class Scanner:
         """Combine per-source results (scanned in parallel) as if the sources had been scanned in order."""
         merged = self.result
         for partial in results:
-            # A worker's paths arrive as copies of the parent's: the interned ones are kept (200,000 rank logs
-            # named in several places each: sources, line counts, iteration keys, a finding's files).
             for aggregate in partial.aggregates:
-                aggregate.paths = set(map(sys.intern, aggregate.paths))
                 self.failures.aggregates.get(aggregate.matcher_id, aggregate.facts).absorb(aggregate)
             for evidence in partial.exceptions:
                 merged.remember_exception(evidence)
             merged.last_error_line = partial.last_error_line or merged.last_error_line
-            merged.iterations.update(
-                ((sys.intern(path), segment), r) for (path, segment), r in partial.iterations.items()
-            )
+            merged.iterations.update(partial.iterations)
             merged.collectors.extend(partial.collectors)
-            merged.lines_read.update((sys.intern(path), count) for path, count in partial.lines_read.items())
+            merged.lines_read.update(partial.lines_read)
             merged.ranks_seen |= partial.ranks_seen
             merged.warnings.extend(partial.warnings)
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)

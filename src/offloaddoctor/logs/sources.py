@@ -211,8 +211,7 @@ def _listed_logs_with_inodes(directory: Path) -> list[tuple[str, object]]:
     except OSError as exc:
         raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
     prefix = os.path.join(str(directory), "")
-    # Interned: a worker's results name the same files, and merging keeps one copy of each name (sys.intern).
-    return [(sys.intern(prefix + name), identity) for name, identity in entries]
+    return [(prefix + name, identity) for name, identity in entries]
 
 
 def _listed_logs(directory: Path) -> list[str]:
