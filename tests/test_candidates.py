@@ -267,3 +267,17 @@ def test_a_large_file_reads_the_same_through_the_literal_cover(tmp_path, monkeyp
         exact = [(n, text) for n, text in got if any(lit in text for lit in literals)]
         assert exact == [(n, t) for n, t in enumerate(lines, 1) if any(lit in t for lit in literals)]
         assert len(got) > len(exact)  # "the optimizer is adam" came too: the consumer's gate drops it
+
+
+def test_a_small_log_still_being_written_is_read_to_its_end(tmp_path, monkeypatch):
+    """The whole-file read asks for the size `fstat` gave plus one byte, then reads on to the end: a log that
+    grew after the `fstat` (a job still writing) is not cut there."""
+    import os as real_os
+
+    lines = [f"line {i} Error" for i in range(1000)]
+    source = write(tmp_path, lines, final_newline=True)
+    stale = real_os.stat_result((real_os.stat(source.path).st_mode, *[0] * 5, 100, 0, 0, 0))  # 100 bytes then
+    monkeypatch.setattr(candidates.os, "fstat", lambda fd: stale)
+    reader = CandidateReader(source, LITERALS, [])
+    assert [n for n, _ in reader] == list(range(1, 1001))
+    assert reader.lines_read == 1000 and not reader.warnings

@@ -24,7 +24,7 @@ from bisect import bisect_left, bisect_right
 
 from offloaddoctor.errors import UserError
 from offloaddoctor.logs.sources import (
-    _GZIP_MAGIC,
+    GZIP_MAGIC,
     MAX_LINE_BYTES,
     LogSource,
     describe_read_error,
@@ -150,7 +150,7 @@ class CandidateReader:
             if not stat.S_ISREG(status.st_mode) or status.st_size >= limit:
                 return None
             data = os.read(fd, status.st_size + 1)
-            while len(data) <= status.st_size:  # a short read (or a file growing while read): go on to its end
+            while len(data) < limit:  # to the end: a short read, or a log still being written, reads on
                 more = os.read(fd, limit - len(data))
                 if not more:
                     break
@@ -159,7 +159,7 @@ class CandidateReader:
             return None
         finally:
             os.close(fd)
-        if data[:2] == _GZIP_MAGIC or len(data) >= limit:
+        if data[:2] == GZIP_MAGIC or len(data) >= limit:
             return None
         return data, status.st_size
 

@@ -22,7 +22,7 @@ LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 STDIN_NAME = "<stdin>"
 # Longer lines are cut: nothing we match is that long, and a 1 GB line must not become a 1 GB string.
 MAX_LINE_BYTES = 64 * 1024
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 _GLOB = lazy_compile(r"[*?\[]")
 _RANK_IN_NAME = lazy_compile(r"rank[-_.]?(\d{1,6})", re.IGNORECASE)
 
@@ -263,7 +263,7 @@ def open_binary(source: LogSource) -> BinaryIO:
     except OSError as exc:
         raise UserError(f"{source.path}: cannot read: {exc.strerror or exc}") from None
     head = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
-    if head == _GZIP_MAGIC:
+    if head == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
     return handle
 
