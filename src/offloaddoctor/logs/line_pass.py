@@ -83,9 +83,8 @@ class LinePass:
         self.on_bytes = on_bytes
         self._reader_literals: list[bytes] | None = None  # deduplicated byte literals, on the first source
         self._sources = 0
-        self._finder: re.Pattern[bytes] | None = (
-            None  # logs/literal_trie.py's pattern of them, once enough sources pay for compiling it
-        )
+        # logs/literal_trie.py's pattern of them, once enough sources pay for compiling it.
+        self._finder: re.Pattern[bytes] | None = None
 
     def _gate_first(self, literal: bytes) -> tuple[str, ...]:
         gate = self._gates.get(literal)
