@@ -207,3 +207,15 @@ def test_one_directory_tells_its_files_apart_by_the_listing_and_still_reads_each
     # With other paths beside it, every file is told apart by a stat: the same files, the same order.
     beside = resolve_sources([str(tmp_path), str(tmp_path / "rank0.log")])
     assert [s.path for s in beside] == [s.path for s in alone]
+
+
+def test_a_listing_whose_inode_numbers_are_made_up_still_reads_every_file(tmp_path, monkeypatch):
+    """A filesystem may give every entry one made-up inode number (FUSE without `use_ino`): entries that share
+    one are told apart by a stat, not merged."""
+    from offloaddoctor.logs import sources
+
+    for rank in range(4):
+        (tmp_path / f"rank{rank}.log").write_text(f"[rank{rank}]: hello\n")
+    listed = sources._listed_logs_with_inodes
+    monkeypatch.setattr(sources, "_listed_logs_with_inodes", lambda d: [(p, (0, 1)) for p, _ in listed(d)])
+    assert len(resolve_sources([str(tmp_path)])) == 4

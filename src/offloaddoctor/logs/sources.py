@@ -113,8 +113,16 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
 
 def _unique(named: list[tuple[str, bool]], known: list[object] | None = None) -> list[LogSource]:
     """Each file once, in order. `known`: identities already at hand (None where a stat must tell)."""
-    if known is not None and None not in known and len(set(known)) == len(known):
-        return [LogSource(name, listed) for name, listed in named]  # all different: no dictionary needed
+    if known is not None:
+        distinct = set(known)
+        if None not in distinct and len(distinct) == len(known):
+            return [LogSource(name, listed) for name, listed in named]  # all different: no dictionary needed
+        # Entries whose listed inode number is shared are told apart by a stat: hard links (the same file),
+        # or a filesystem that gives every entry the same made-up number (FUSE without `use_ino`).
+        seen: dict[object, int] = {}
+        for identity in known:
+            seen[identity] = seen.get(identity, 0) + 1
+        known = [identity if seen[identity] == 1 else None for identity in known]
     unique: dict[object, LogSource] = {}
     for index, (name, listed) in enumerate(named):
         identity = known[index] if known is not None else None
