@@ -248,6 +248,7 @@ def test_one_binary_file_in_a_directory_is_named_and_skipped(tmp_path):
     report = json.loads(result.stdout)
     assert [f["id"] for f in report["findings"]] == ["pp-cpu-offload"]
     assert f"{tmp_path / 'core.out'}: looks like a binary file, not a text log; skipped" in report["notes"]
+    assert not any("is empty" in note for note in report["notes"])  # skipped, not read: not "empty"
 
 
 # ---- configs -----------------------------------------------------------------------------------------

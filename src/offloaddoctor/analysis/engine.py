@@ -137,7 +137,7 @@ def _empty_log_notes(scan: ScanResult) -> list[str]:
     return [
         f"{'standard input' if path == '-' else path} is empty: check the path (or whether the job wrote its log elsewhere)"
         for path, lines in scan.lines_read.items()
-        if lines == 0
+        if lines == 0 and path not in scan.skipped  # a skipped log has its own note: not read is not empty
     ]
 
 

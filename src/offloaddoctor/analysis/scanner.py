@@ -104,6 +104,7 @@ class ScanResult:
     lines_read: dict[str, int] = field(default_factory=dict)
     ranks_seen: set[int] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    skipped: set[str] = field(default_factory=set)  # listed logs gone or not text by the time they were read
     parameters: ParameterCounts = field(default_factory=ParameterCounts)
 
     def remember_exception(self, evidence: Evidence) -> None:
@@ -364,7 +365,7 @@ class Scanner:
         self.result = ScanResult()
         self.failures = FailureMatcher(matchers, self.result)
         self.literals = pass_literals(self.handlers_for(LogConfigCollector("<literals>")))
-        self.line_pass = LinePass(self.literals, self.result.warnings, on_bytes)
+        self.line_pass = LinePass(self.literals, self.result.warnings, on_bytes, self.result.skipped)
         self._uncitable: dict[int, IterationMetrics] = {}  # iteration number -> its shared stand-in record
         self._previous: tuple[str, LogConfigCollector] | None = None  # the log read before the current one
         self._stand_in_lists: dict[tuple[int, ...], list[IterationMetrics]] = {}
@@ -455,6 +456,7 @@ class Scanner:
             merged.lines_read.update(partial.lines_read)
             merged.ranks_seen |= partial.ranks_seen
             merged.warnings.extend(partial.warnings)
+            merged.skipped |= partial.skipped
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
         return self.finish()

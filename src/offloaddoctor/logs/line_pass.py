@@ -75,11 +75,18 @@ def pass_literals(handlers: Iterable[LineHandler]) -> set[str]:
 class LinePass:
     """Runs one handler set over sources. `literals` is computed once per pass, not per source."""
 
-    def __init__(self, literals: Iterable[str], warnings: list[str], on_bytes: Callable[[int], None] | None = None):
+    def __init__(
+        self,
+        literals: Iterable[str],
+        warnings: list[str],
+        on_bytes: Callable[[int], None] | None = None,
+        skipped: set[str] | None = None,
+    ):
         self.literals = frozenset(literals)
         self._gate_literals = tuple(sorted(self.literals))
         self._gates: dict[bytes, tuple[str, ...]] = {}  # the gate with a sampled literal first, by that literal
         self.warnings = warnings
+        self.skipped = skipped if skipped is not None else set()  # sources gone or not text: noted, not read
         self.on_bytes = on_bytes
         self._reader_literals: list[bytes] | None = None  # deduplicated byte literals, on the first source
         self._sources = 0
@@ -115,6 +122,7 @@ class LinePass:
             self.run(source.name, source.rank_from_name, reader, handler_sets, reader)
         except VanishedLog as gone:
             self.warnings.append(str(gone))
+            self.skipped.add(source.name)
             return 0
         return reader.lines_read
 
