@@ -8,7 +8,7 @@ usage: python3 benchmarks/make_matrix.py [--out DIR] [--size-mb N] [--kinds k1,k
                                          [--failed-counts 20000,200000]
 
 DIR defaults to /tmp/offloaddoctor-bench; never inside the repository. The line mixes (see KINDS):
-  nccl-info        NCCL_DEBUG=INFO chatter of 8 ranks, an iteration line per 8 ranks (benchmarks/make_log.py)
+  nccl-info        NCCL_DEBUG=INFO chatter of 8 ranks, an iteration line per 8 ranks (make_log.py: any rank count)
   interval-1       --log-interval 1 on one node: ~half the lines are iteration lines
   py-warnings      interval-1 plus Python warnings with site-packages paths and their source lines (~14 %)
   torchrun-64      64 ranks interleaved, every line with torchrun's `[rankN]:` prefix
@@ -99,13 +99,13 @@ def nccl(rank: int, ranks: int, step: int, which: int) -> str:
     return NCCL[which % len(NCCL)].format(**values)
 
 
-def chunks_nccl_info(step: int) -> list[str]:
-    """benchmarks/make_log.py's mix: per interval of 10 steps, 4 NCCL lines and a memory line per rank."""
+def chunks_nccl_info(step: int, ranks: int = 8) -> list[str]:
+    """Per interval of 10 steps, 4 NCCL lines and a memory line per rank, the iteration line on the last."""
     lines = []
-    for rank in range(8):
-        lines += [f"[rank{rank}]:" + nccl(rank, 8, step, k) for k in range(4)]
-        if rank == 7:
-            lines.append("[rank7]:" + iteration_line(step * 10))
+    for rank in range(ranks):
+        lines += [f"[rank{rank}]:" + nccl(rank, ranks, step, k) for k in range(4)]
+        if rank == ranks - 1:  # Megatron prints the iteration line on the last rank only
+            lines.append(f"[rank{rank}]:" + iteration_line(step * 10))
         lines.append(
             f"[rank{rank}]:" + MEMORY.replace("[Rank 0]", f"[Rank {rank}]").replace("after 10", f"after {step * 10}")
         )
@@ -175,8 +175,9 @@ KINDS = {
 }
 
 
-def write_log(path: Path, kind: str, size_bytes: int) -> None:
-    make, head = KINDS[kind]
+def write_log(path: Path, kind: str, size_bytes: int, make=None) -> None:
+    """`make(step)`: the lines of one step, instead of the kind's own (make_log.py: another rank count)."""
+    make, head = make or KINDS[kind][0], KINDS[kind][1]
     partial = path.with_suffix(path.suffix + ".partial")
     with partial.open("w", buffering=1 << 22) as handle:
         handle.write("\n".join(head) + "\n")
