@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import zlib
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,23 +84,23 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
             continue
         path = Path(raw)
         if path.is_dir():
-            if not recursive and len(paths) == 1:
-                # One directory and nothing else: its entries tell files apart by their inode numbers, with
-                # no stat each (200,000 rank logs); symbolic links among them are still followed by one.
+            if recursive:
+                found = [
+                    str(p) for p in sorted(p for p in _entries(path, True) if p.is_file() and _is_log_name(p.name))
+                ]
+            else:
                 listed = _listed_logs_with_inodes(path)
-                if listed:
+                if listed and len(paths) == 1:
+                    # One directory and nothing else: its entries tell files apart by their inode numbers,
+                    # with no stat each (200,000 rank logs); symbolic links among them are still followed.
                     return _unique([(name, True) for name, _ in listed], [inode for _, inode in listed])
-            found = (
-                _listed_logs(path)
-                if not recursive
-                else sorted(p for p in _entries(path, recursive) if p.is_file() and _is_log_name(p.name))
-            )
+                found = [name for name, _ in listed]
             if not found:
                 where = " or below it" if recursive else " (--recursive looks in subdirectories)"
                 raise UserError(
                     f"{raw}: directory has no log files{where} (looked for {', '.join('*' + s for s in LOG_SUFFIXES)} and .gz)"
                 )
-            named.extend((str(p), True) for p in found)
+            named.extend((name, True) for name in found)
         elif path.exists():
             if not path.is_file():
                 raise UserError(f"{raw}: not a regular file")
@@ -119,9 +120,7 @@ def _unique(named: list[tuple[str, bool]], known: list[object] | None = None) ->
             return [LogSource(name, listed) for name, listed in named]  # all different: no dictionary needed
         # Entries whose listed inode number is shared are told apart by a stat: hard links (the same file),
         # or a filesystem that gives every entry the same made-up number (FUSE without `use_ino`).
-        seen: dict[object, int] = {}
-        for identity in known:
-            seen[identity] = seen.get(identity, 0) + 1
+        seen = Counter(known)
         known = [identity if seen[identity] == 1 else None for identity in known]
     unique: dict[object, LogSource] = {}
     for index, (name, listed) in enumerate(named):
@@ -220,11 +219,6 @@ def _listed_logs_with_inodes(directory: Path) -> list[tuple[str, object]]:
         raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
     prefix = os.path.join(str(directory), "")
     return [(prefix + name, identity) for name, identity in entries]
-
-
-def _listed_logs(directory: Path) -> list[str]:
-    """The log files directly in `directory`, sorted: one scandir, no stat per entry (20,000 rank logs)."""
-    return [name for name, _ in _listed_logs_with_inodes(directory)]
 
 
 def _is_file(entry: os.DirEntry) -> bool:
