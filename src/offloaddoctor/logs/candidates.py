@@ -350,7 +350,10 @@ class CandidateReader:
     def _hit_line_starts(self, block: bytes, end: int, finder: re.Pattern[bytes] | None = None) -> list[int]:
         starts: set[int] = set()
         haystack = block
-        rest_at: list[int] = []  # where each piece of the joined rest starts in it, and in the block
+        if finder is not None and self.patterns is not self.literals:
+            finder = None  # it finds the literals, not a cover's patterns
+        # With the finder: where each piece of the joined rest starts in it, and in the block.
+        rest_at: list[int] = []
         rest_from: list[int] = []
         sampled = self.sampled[0] if self.sampled is not None else None
         if sampled is not None and sampled in self.patterns:
@@ -365,9 +368,10 @@ class CandidateReader:
                 start = block.rfind(b"\n", 0, found) + 1
                 starts.add(start)
                 rest.append(block[pos:start])
-                rest_at.append(joined)
-                rest_from.append(pos)
-                joined += start - pos
+                if finder is not None:
+                    rest_at.append(joined)
+                    rest_from.append(pos)
+                    joined += start - pos
                 newline = block.find(b"\n", found, end)
                 pos = end if newline == -1 else newline + 1
                 found = -1 if newline == -1 else block.find(sampled, pos, end)
@@ -377,7 +381,7 @@ class CandidateReader:
                 rest_from.append(pos)
                 haystack = b"".join(rest)
         searched = end if haystack is block else len(haystack)
-        if finder is not None and self.patterns is self.literals:
+        if finder is not None:
             # One search per line holding a literal (a literal holds no newline, so each such line has a match
             # of its own), mapped back from the joined lines to the block.
             pos = 0
