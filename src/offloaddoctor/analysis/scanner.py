@@ -27,7 +27,7 @@ from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, pass_literals
 from offloaddoctor.logs.sources import LogSource
 from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
-from offloaddoctor.metrics.iteration_lines import parse_iteration_speed, steady_state
+from offloaddoctor.metrics.iteration_lines import has_steady_state, iteration_found, speed_record
 from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
 from offloaddoctor.metrics.parameter_lines import ParameterCounts, read_parameter_line
@@ -207,13 +207,20 @@ class IterationSampler(LineHandler):
     """An even sample of one log's iteration lines per segment. Past MAX_ITERATION_RECORDS records the
     kept ones are thinned by half and only every `stride`-th line is parsed from then on: the median is the
     same, and a long log parses a few thousand lines, not 100k. Lines read while a handler wants every line
-    (inside a block) are always kept."""
+    (inside a block) are always kept.
+
+    A kept line is only found to be a record here (its `iteration N/ M |`): it waits in `unparsed`, under
+    its (path, segment), for the Scanner to decide whether it can ever be cited (Scanner._source_done).
+    Until then `records` holds that key's place, in the order records were first found."""
 
     literals = (ITERATION_LITERAL,)
     _BYTES = ITERATION_LITERAL.encode()
 
-    def __init__(self, records: dict, collector: LogConfigCollector, limit: int = MAX_ITERATION_RECORDS):
+    def __init__(
+        self, records: dict, unparsed: dict, collector: LogConfigCollector, limit: int = MAX_ITERATION_RECORDS
+    ):
         self.records = records  # (path, segment) -> records, shared with the scan result
+        self.unparsed = unparsed  # (path, segment) -> [(iteration match, line number, rank)], the Scanner's
         self.collector = collector
         self.limit = limit
         self._state: dict[int, list[int]] = {}  # segment -> [lines seen, stride]
@@ -252,14 +259,18 @@ class IterationSampler(LineHandler):
     def feed(self, line: Line) -> bool:
         if ITERATION_LITERAL not in line.text:
             return False
-        segment = self.collector.segment
-        record = parse_iteration_speed(line.text, line.path, line.number, line.rank, segment)
-        if record is None:
+        found = iteration_found(line.text)
+        if found is None:
             return True
-        records = self.records.setdefault((line.path, segment), [])
-        records.append(record)
-        if len(records) > self.limit:
-            del records[1::2]  # keep the first and an even thinning of the rest
+        segment = self.collector.segment
+        key = (line.path, segment)
+        waiting = self.unparsed.get(key)
+        if waiting is None:
+            waiting = self.unparsed[key] = []
+            self.records.setdefault(key, [])
+        waiting.append((found, line.number, line.rank))
+        if len(waiting) > self.limit:
+            del waiting[1::2]  # keep the first and an even thinning of the rest
             self._state.setdefault(segment, [0, 1])[1] *= 2
         return True
 
@@ -364,6 +375,8 @@ class Scanner:
         self.matchers = matchers
         self.result = ScanResult()
         self.failures = FailureMatcher(matchers, self.result)
+        # (path, segment) -> its sampled iteration lines not yet made records (IterationSampler)
+        self._unparsed: dict[tuple[str, int], list[tuple]] = {}
         self.literals = pass_literals(self.handlers_for(LogConfigCollector("<literals>")))
         self.line_pass = LinePass(self.literals, self.result.warnings, on_bytes, self.result.skipped)
         self._uncitable: dict[int, IterationMetrics] = {}  # iteration number -> its shared stand-in record
@@ -377,7 +390,7 @@ class Scanner:
             RanksSeen(result.ranks_seen),
             *config_handlers(collector),
             TracebackTracker(self.failures.exception, self.result.remember_exception),
-            IterationSampler(result.iterations, collector),
+            IterationSampler(result.iterations, self._unparsed, collector),
             ParameterLines(result.parameters),
             self.failures,
         ]
@@ -395,19 +408,20 @@ class Scanner:
         return self.finish()
 
     def _source_done(self, path: str) -> None:
-        """Keep memory bounded by the findings, not the file count (200,000 rank logs): a collector that
-        collected nothing is dropped, and a segment's iteration records that can never be cited become
-        stand-ins shared by every log, one per iteration number. run_facts cites only steady-state records
-        (it reads of the others only how many there are and their iteration numbers), and of those only
-        the last log's and those of segments whose optimizer offload setting is known (a slowdown between
-        segments); the last log is known only once the next one is done, so that rule waits a log."""
+        """Keep memory and time bounded by the findings, not the file count (200,000 rank logs): a collector
+        that collected nothing is dropped, and the iteration lines of a segment that can never be cited
+        become stand-ins shared by every log, one per iteration number, without being parsed further.
+        run_facts cites only steady-state records (it reads of the others only how many there are and their
+        iteration numbers), and of those only the last log's and those of segments whose optimizer offload
+        setting is known (a slowdown between segments); the last log is known only once the next one is
+        done, so that rule waits a log, and its lines wait unparsed with it."""
         result = self.result
         collector = result.collectors[-1]
         for segment in range(len(collector.segment_starts)):
             key = (path, segment)
-            records = result.iterations.get(key)
-            if records and not steady_state(records):
-                result.iterations[key] = self._stand_ins(records)
+            waiting = self._unparsed.get(key)
+            if waiting is not None and not has_steady_state(_iterations(result.iterations[key], waiting)):
+                self._resolve(key, cite=False)
         if self._previous is not None:
             self._uncitable_unless_offload_known(*self._previous)
         self._previous = (path, collector)
@@ -415,17 +429,24 @@ class Scanner:
             result.collectors.pop()
 
     def _uncitable_unless_offload_known(self, path: str, collector: LogConfigCollector) -> None:
-        iterations = self.result.iterations
         for segment in range(len(collector.segment_starts)):
             key = (path, segment)
-            records = iterations.get(key)
-            if records and records[0].path and offload_on(collector, segment) is None:
-                iterations[key] = self._stand_ins(records)
+            if key in self._unparsed:
+                self._resolve(key, cite=offload_on(collector, segment) is not None)
 
-    def _stand_ins(self, records: list[IterationMetrics]) -> list[IterationMetrics]:
+    def _resolve(self, key: tuple[str, int], cite: bool) -> None:
+        """A key's waiting lines become records (`cite`) or stand-ins."""
+        waiting = self._unparsed.pop(key)
+        done = self.result.iterations[key]  # [] until now, unless the same log was read twice
+        if cite:
+            path, segment = key
+            done += [speed_record(found, path, number, rank, segment) for found, number, rank in waiting]
+        else:
+            self.result.iterations[key] = self._stand_ins(_iterations(done, waiting))
+
+    def _stand_ins(self, numbers: tuple[int, ...]) -> list[IterationMetrics]:
         """One list per run of iteration numbers, shared by every log that logged those (never appended to
         again: its log is done)."""
-        numbers = tuple(record.iteration for record in records)
         shared = self._stand_in_lists.get(numbers)
         if shared is None:
             shared = self._stand_in_lists[numbers] = [self._stand_in(number) for number in numbers]
@@ -462,5 +483,11 @@ class Scanner:
         return self.finish()
 
     def finish(self) -> ScanResult:
+        for key in list(self._unparsed):  # the last log's, and every log's when _source_done is not called
+            self._resolve(key, cite=True)
         self.result.aggregates = self.failures.aggregates.ordered()
         return self.result
+
+
+def _iterations(done: list[IterationMetrics], waiting: list[tuple]) -> tuple[int, ...]:
+    return (*(record.iteration for record in done), *(int(found.group(1)) for found, _, _ in waiting))

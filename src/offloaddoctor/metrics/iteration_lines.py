@@ -98,9 +98,18 @@ _SPEED = (
 def parse_iteration_speed(text: str, path: str, line: int, rank: int | None, segment: int) -> IterationMetrics | None:
     """The same record with only what `diagnose` reads (iteration, elapsed ms, TFLOP/s/GPU) and the line
     itself: two searches instead of every field, for 20,000 rank logs of an iteration line each."""
-    found = _ITERATION.search(text)
-    if not found:
-        return None
+    found = iteration_found(text)
+    return None if found is None else speed_record(found, path, line, rank, segment)
+
+
+def iteration_found(text: str) -> re.Match[str] | None:
+    """The `iteration N/ M |` of a line: the first step of parse_iteration_speed, all that says whether the line
+    is a record and which iteration (`int(found.group(1))`). speed_record(found, …) finishes it."""
+    return _ITERATION.search(text)
+
+
+def speed_record(found: re.Match[str], path: str, line: int, rank: int | None, segment: int) -> IterationMetrics:
+    text = found.string
     record = IterationMetrics(path, line, rank, segment, int(found.group(1)), train_iters=int(found.group(2)) or None)
     for attribute, pattern in _SPEED:
         value = pattern.search(text, found.end() - 1)
@@ -116,10 +125,17 @@ def steady_state(records: Sequence[IterationMetrics]) -> list[IterationMetrics]:
     carry compilation, allocator growth and data-loader start-up). The first line of a log never
     qualifies. A log that stops inside warm-up has no steady state: better no number than a wrong one."""
     return [
-        record
-        for previous, record in zip(records, records[1:])
-        if previous.iteration >= WARMUP_ITERATIONS and record.iteration > previous.iteration
+        record for previous, record in zip(records, records[1:]) if _after_warm_up(previous.iteration, record.iteration)
     ]
+
+
+def has_steady_state(iterations: Sequence[int]) -> bool:
+    """Whether records of these iteration numbers, in this order, would leave steady_state anything."""
+    return any(_after_warm_up(previous, current) for previous, current in zip(iterations, iterations[1:]))
+
+
+def _after_warm_up(previous: int, current: int) -> bool:
+    return previous >= WARMUP_ITERATIONS and current > previous
 
 
 def median_of(records: list[IterationMetrics], attribute: str) -> tuple[float, IterationMetrics] | None:
