@@ -6,6 +6,8 @@ live in test_metrics.py and test_config.py."""
 
 from __future__ import annotations
 
+import re
+
 import math
 import sys
 
@@ -93,11 +95,70 @@ def test_decorations_are_stripped_in_any_stack(case, default_rank):
 
 
 def _starts_with_decoration(text: str) -> bool:
-    return bool(
-        normalize._TORCHRUN_PREFIX.match(text)
-        or normalize._SLURM_LABEL.match(text)
-        or normalize._TIMESTAMP.match(text.lstrip())
-    )
+    return bool(normalize._DECORATION.match(text.lstrip()))
+
+
+_TORCHRUN_PREFIX = re.compile(r"\s*\[(?:rank|default)(\d{1,6})\]:\s?")
+_SLURM_LABEL = re.compile(r"\s*(\d{1,6}): ")
+_LOG_TIMESTAMP = re.compile(r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+")
+
+
+def _normalize_three_searches(raw: str, default_rank: int | None) -> tuple[str, int | None]:
+    """normalize_line as it was before its three decoration searches became one (_DECORATION)."""
+    text = strip_terminal_codes(raw)
+    torchrun_rank = slurm_rank = None
+    for _ in range(4):
+        stripped = text.lstrip()
+        match = _TORCHRUN_PREFIX.match(text)
+        if match:
+            torchrun_rank = int(match.group(1))
+            text = text[match.end() :]
+            continue
+        match = _SLURM_LABEL.match(text)
+        if match and slurm_rank is None and torchrun_rank is None:
+            slurm_rank = int(match.group(1))
+            text = text[match.end() :]
+            continue
+        match = _LOG_TIMESTAMP.match(stripped)
+        if match:
+            text = stripped[match.end() :]
+            continue
+        break
+    rank = torchrun_rank if torchrun_rank is not None else slurm_rank
+    return text, rank if rank is not None else default_rank
+
+
+_DECORATION_SOUP = st.lists(
+    st.sampled_from(
+        [
+            "[rank3]:",
+            "[default12]: ",
+            "7: ",
+            "1234567: ",
+            " ",
+            "\t",
+            "\u2003",
+            "[2026-11-22 10:50:42.731213] ",
+            "2026-11-22T10:50:42Z ",
+            "2026-11-22 10:50:42,5+01:00: ",
+            "[",
+            "]",
+            "12",
+            ":",
+            "-",
+            "iteration 10/ 100 |",
+            "\x1b[1m",
+            "\r",
+            "x",
+        ]
+    ),
+    max_size=12,
+).map("".join)
+
+
+@given(_DECORATION_SOUP | st.text(max_size=80), st.none() | st.integers(0, 64))
+def test_one_decoration_search_strips_what_three_did(raw, default_rank):
+    assert normalize_line(raw, default_rank) == _normalize_three_searches(raw, default_rank)
 
 
 @given(st.text(max_size=300))

@@ -10,9 +10,14 @@ from offloaddoctor.lazy_pattern import lazy_compile
 
 _ANSI = lazy_compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 _CONTROL = lazy_compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-_TIMESTAMP = lazy_compile(r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+")
-_SLURM_LABEL = lazy_compile(r"\s*(\d{1,6}): ")
-_TORCHRUN_PREFIX = lazy_compile(r"\s*\[(?:rank|default)(\d{1,6})\]:\s?")
+# A launcher's or logger's decoration at the start of a line (after its spaces), one search for any of the
+# three, tried in this order: torchrun's `[rank3]: ` / `[default0]:`, srun --label's `12: `, a timestamp. A
+# label and a timestamp cannot both match at one place: after the digits the label needs `:`, a timestamp `-`.
+_DECORATION = lazy_compile(
+    r"\[(?:rank|default)(?P<torchrun>\d{1,6})\]:\s?"
+    r"|(?P<slurm>\d{1,6}): "
+    r"|\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+"
+)
 
 
 def strip_terminal_codes(text: str) -> str:
@@ -37,21 +42,17 @@ def normalize_line(raw: str, default_rank: int | None = None) -> tuple[str, int 
         first = stripped[:1]
         if first != "[" and not first.isdigit():  # each decoration starts with one (after spaces): none here
             break
-        match = _TORCHRUN_PREFIX.match(text)
-        if match:
-            torchrun_rank = int(match.group(1))
-            text = text[match.end() :]
-            continue
-        match = _SLURM_LABEL.match(text)
-        if match and slurm_rank is None and torchrun_rank is None:
-            slurm_rank = int(match.group(1))
-            text = text[match.end() :]
-            continue
-        match = _TIMESTAMP.match(stripped)
-        if match:
-            text = stripped[match.end() :]
-            continue
-        break
+        match = _DECORATION.match(stripped)
+        if match is None:
+            break
+        torchrun, slurm = match.group("torchrun", "slurm")
+        if torchrun is not None:
+            torchrun_rank = int(torchrun)
+        elif slurm is not None:
+            if slurm_rank is not None or torchrun_rank is not None:
+                break  # a second label, or one inside torchrun's prefix: the program's own text
+            slurm_rank = int(slurm)
+        text = stripped[match.end() :]
     if torchrun_rank is not None:
         return text, torchrun_rank
     if slurm_rank is not None:
