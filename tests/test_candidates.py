@@ -6,6 +6,7 @@ import gzip
 import sys
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from offloaddoctor.errors import UserError
 from offloaddoctor.logs import candidates
 from offloaddoctor.logs.candidates import CandidateReader
 from offloaddoctor.logs.literal_trie import literal_trie
+from offloaddoctor.logs.normalize import strip_terminal_codes
 from offloaddoctor.logs.sources import (
     MAX_LINE_BYTES,
     LogSource,
@@ -118,6 +120,32 @@ def test_a_sampled_literal_searched_first_finds_the_same_lines(tmp_path_factory,
         reader = road(source, LITERALS, [], block_bytes=block)
         reader.sampled = (sampled, lambda m: None)  # as LinePass sets it; `keep` is the grep road's, unused here
         assert list(reader) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["Error", "ab", " ", "\t", "\r", "\x1b[1m", "\x07", "\x7f", "é", "\u0085"]), max_size=8
+        ).map("".join),
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_a_file_said_to_hold_no_control_bytes_gives_lines_normalising_leaves_alone(tmp_path_factory, lines, final):
+    """The whole-file road checks a file for normalize.CONTROL_BYTES once, and the line pass then skips
+    strip_terminal_codes: while the reader says so, that must change no line it hands out."""
+    source = write(tmp_path_factory.mktemp("c"), lines, final)
+    clean = not any(ch in "\r\x1b\x07\x7f" for line in lines for ch in line)
+    for road in ROADS:
+        reader = road(source, LITERALS, [])
+        for _number, text in reader:
+            if reader.no_controls:
+                assert strip_terminal_codes(text) == text
+        if road is StreamRoad:
+            assert not reader.no_controls  # checked only for a file read whole
+        elif Path(source.path).stat().st_size:
+            assert reader.no_controls == clean  # and found when there is nothing to strip
 
 
 def test_every_line_mode_gives_every_line_across_blocks(tmp_path):

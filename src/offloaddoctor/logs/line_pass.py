@@ -163,7 +163,7 @@ class LinePass:
                     continue
                 if reader is None and skip is not None and skip(number, raw.encode("utf-8", "surrogateescape")):
                     continue
-            text, rank = normalize_line(raw, default_rank)
+            text, rank = normalize_line(raw, default_rank, reader is not None and reader.no_controls)
             line = Line(path, number, rank, text, raw, candidate)
             stop = declined[1] if declined[0] == number else ()
             for handlers in handler_sets:

@@ -32,9 +32,14 @@ def strip_terminal_codes(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-def normalize_line(raw: str, default_rank: int | None = None) -> tuple[str, int | None]:
-    """Return (text without decorations, rank). A torchrun rank wins over a Slurm task label."""
-    text = strip_terminal_codes(raw)
+# The bytes strip_terminal_codes acts on: a line holding none of them (as UTF-8) comes back unchanged.
+CONTROL_BYTES = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F])  # not \t (kept), not \n (ends a line)
+
+
+def normalize_line(raw: str, default_rank: int | None = None, no_controls: bool = False) -> tuple[str, int | None]:
+    """Return (text without decorations, rank). A torchrun rank wins over a Slurm task label.
+    `no_controls`: the caller knows the line holds none of CONTROL_BYTES (a whole file checked at once)."""
+    text = raw if no_controls else strip_terminal_codes(raw)
     torchrun_rank: int | None = None
     slurm_rank: int | None = None
     for _ in range(4):  # decorations stack in any order, a few deep at most
