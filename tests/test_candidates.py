@@ -309,3 +309,25 @@ def test_a_small_log_still_being_written_is_read_to_its_end(tmp_path, monkeypatc
     reader = CandidateReader(source, LITERALS, [])
     assert [n for n, _ in reader] == list(range(1, 1001))
     assert reader.lines_read == 1000 and not reader.warnings
+
+
+def test_a_small_log_handed_out_in_short_reads_is_read_whole(tmp_path, monkeypatch):
+    """A filesystem may return fewer bytes than asked before the end: the whole-file read goes on until it has
+    the bytes `fstat` gave (and stops there: no read that only confirms the end)."""
+    import os as real_os
+
+    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 8 << 20)  # as shipped (monkeypatch_module lowers it)
+    lines = [f"line {i} Error" for i in range(50)]
+    source = write(tmp_path, lines, final_newline=True)
+    calls = []
+    read = real_os.read
+
+    def short_read(fd, count):
+        calls.append(count)
+        return read(fd, min(count, 7))
+
+    monkeypatch.setattr(candidates.os, "read", short_read)
+    reader = CandidateReader(source, LITERALS, [])
+    assert [n for n, _ in reader] == list(range(1, 51))
+    size = real_os.path.getsize(source.path)
+    assert len(calls) == -(-size // 7)  # every byte, and not one read more

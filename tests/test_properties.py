@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import math
+import os
 import sys
 
 import pytest
@@ -553,3 +554,18 @@ def test_pyproject_that_only_names_offloaddoctor_is_not_parsed(tmp_path, monkeyp
     )
     monkeypatch.setitem(sys.modules, "tomllib", None)  # importing it would fail
     assert load_policy(tmp_path).source is None
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            ["rank", "RANK", "Rank", "\u212a", "r", "a", "n", "k", "-", "_", ".", "3", "٣", "0", "İ", "x", "/"]
+        ),
+        max_size=10,
+    ).map("".join)
+)
+def test_the_rank_in_a_file_name_is_found_as_a_case_insensitive_search_finds_it(name):
+    from offloaddoctor.logs.sources import LogSource
+
+    found = re.search(r"rank[-_.]?(\d{1,6})", os.path.basename(name), re.IGNORECASE)
+    assert LogSource(name + ".log").rank_from_name == (int(found.group(1)) if found else None)

@@ -153,7 +153,9 @@ class CandidateReader:
             if not stat.S_ISREG(status.st_mode) or status.st_size >= limit:
                 return None
             data = os.read(fd, status.st_size + 1)
-            while len(data) < limit:  # to the end: a short read, or a log still being written, reads on
+            # To the end: a short read, or a log still being written, reads on; all the bytes fstat gave and
+            # no more is the end (no second read for 20,000 rank logs).
+            while len(data) < limit and len(data) != status.st_size:
                 more = os.read(fd, limit - len(data))
                 if not more:
                     break
