@@ -83,7 +83,14 @@ class TrieRoad(CandidateReader):
         self.finder = literal_trie(tuple(self.literals))
 
 
-ROADS = (CandidateReader, StreamRoad, TrieRoad)
+class TrieStreamRoad(TrieRoad):
+    """The block reader's stream road with the finder (a large block read in Python: standard input, a .gz)."""
+
+    def _read_small(self):
+        return None
+
+
+ROADS = (CandidateReader, StreamRoad, TrieRoad, TrieStreamRoad)
 
 
 def write(tmp_path, lines: list[str], final_newline: bool, name: str = "job.log"):
@@ -142,7 +149,7 @@ def test_a_file_said_to_hold_no_control_bytes_gives_lines_normalising_leaves_alo
         for _number, text in reader:
             if reader.no_controls:
                 assert strip_terminal_codes(text) == text
-        if road is StreamRoad:
+        if road in (StreamRoad, TrieStreamRoad):
             assert not reader.no_controls  # checked only for a file read whole
         elif Path(source.path).stat().st_size:
             assert reader.no_controls == clean  # and found when there is nothing to strip
@@ -331,3 +338,14 @@ def test_a_small_log_handed_out_in_short_reads_is_read_whole(tmp_path, monkeypat
     assert [n for n, _ in reader] == list(range(1, 51))
     size = real_os.path.getsize(source.path)
     assert len(calls) == -(-size // 7)  # every byte, and not one read more
+
+
+def test_a_large_block_read_in_python_takes_the_finder_and_finds_the_same_lines(tmp_path, monkeypatch):
+    lines = [f"step {i} " + ("Error" if i % 7 == 0 else "ok") + (" é" if i % 5 == 0 else "") for i in range(300)]
+    source = write(tmp_path, lines, final_newline=False)
+    without = StreamRoad(source, LITERALS, [])
+    expected = list(without)
+    assert without.finder is None  # a small block: the test per literal
+    monkeypatch.setattr(candidates, "FINDER_MIN_BLOCK", 0)
+    with_finder = StreamRoad(source, LITERALS, [])
+    assert list(with_finder) == expected and with_finder.finder is not None

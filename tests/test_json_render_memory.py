@@ -28,12 +28,14 @@ VALUES = st.recursive(
 @given(st.dictionaries(st.text(), VALUES))
 def test_indented_in_batches_is_json_dumps(document):
     expected = json.dumps(document, indent=2, ensure_ascii=False, default=str)
-    original = json_report.JOIN_CHUNKS
+    original = json_report.JOIN_CHUNKS, json_report.SPLICE_MIN_ITEMS
     try:
         json_report.JOIN_CHUNKS = 3  # many batches, and a batch boundary anywhere
         assert json_report._indented(document) == expected
+        json_report.SPLICE_MIN_ITEMS = 1  # every list of strings written out into its place
+        assert json_report._indented(document) == expected
     finally:
-        json_report.JOIN_CHUNKS = original
+        json_report.JOIN_CHUNKS, json_report.SPLICE_MIN_ITEMS = original
 
 
 @pytest.mark.parametrize("sources", [0, 1, 7])
@@ -68,3 +70,13 @@ def test_the_written_out_source_list_is_what_json_writes(sources, findings):
     expected = json.dumps({"sources": listed}, indent=2, ensure_ascii=False)
     expected = expected[expected.index("[") : expected.rindex("]") + 1]
     assert "".join(json_report._source_list(report)) == inert_json(expected)
+
+
+@given(
+    st.text(alphabet=st.sampled_from(["a", "#", "[", "\x7f", "\x85", "\u2028", "\u202e", "é", '"', "\\"]), max_size=30)
+)
+def test_inert_json_skips_its_search_only_where_it_would_change_nothing(text):
+    from offloaddoctor import text_safety
+
+    every_time = text_safety._UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text).replace("##[", "#\\u0023[")
+    assert inert_json(text) == every_time

@@ -36,5 +36,6 @@ def safe_lines(text: str) -> str:
 def inert_json(document: str) -> str:
     """JSON keeps log text exact, so encode `##[` and raw C1/separator/bidi characters (only ever inside
     strings) as the same data, escaped."""
-    document = _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
+    if not document.isascii() or "\x7f" in document:  # isascii is a flag: no scan of a 50 MB report for nothing
+        document = _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
     return document.replace("##[", "#\\u0023[")

@@ -35,6 +35,9 @@ from offloaddoctor.logs.sources import (
 )
 
 BLOCK_BYTES = 1 << 20
+# A block this large read in Python (standard input, a small .gz, no GNU grep) pays for compiling the
+# literals' finder: on NCCL INFO chatter 12 ms a MiB against 21 for a test per literal.
+FINDER_MIN_BLOCK = 256 << 10
 GREP_MIN_BYTES = 8 << 20  # a plain file this large goes through GNU grep (logs/grep_prefilter.py) when there is one
 COVER_MIN_BYTES = 8 << 20
 COVER_SAMPLE_BYTES = 1 << 20
@@ -321,7 +324,12 @@ class CandidateReader:
                 leftover = block
                 continue
             if end:  # not the empty read that ends a file
-                line_number = yield from self._block_lines(block, end, line_number)
+                finder = self.finder
+                if finder is None and end >= FINDER_MIN_BLOCK and self.patterns is self.literals:
+                    from offloaddoctor.logs.literal_trie import literal_trie  # compiled once a process (~12 ms)
+
+                    finder = self.finder = literal_trie(tuple(self.literals))
+                line_number = yield from self._block_lines(block, end, line_number, finder)
             leftover = block[end:]
             if at_end:
                 break
