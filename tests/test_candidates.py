@@ -341,6 +341,7 @@ def test_a_small_log_handed_out_in_short_reads_is_read_whole(tmp_path, monkeypat
 
 
 def test_a_large_block_read_in_python_takes_the_finder_and_finds_the_same_lines(tmp_path, monkeypatch):
+    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 8 << 20)  # read in Python (monkeypatch_module lowers it)
     lines = [f"step {i} " + ("Error" if i % 7 == 0 else "ok") + (" é" if i % 5 == 0 else "") for i in range(300)]
     source = write(tmp_path, lines, final_newline=False)
     without = StreamRoad(source, LITERALS, [])
