@@ -28,14 +28,15 @@ VALUES = st.recursive(
 @given(st.dictionaries(st.text(), VALUES))
 def test_indented_in_batches_is_json_dumps(document):
     expected = json.dumps(document, indent=2, ensure_ascii=False, default=str)
-    original = json_report.JOIN_CHUNKS, json_report.SPLICE_MIN_ITEMS
+    original = json_report.JOIN_CHUNKS, json_report.SPLICE_MIN_ITEMS, json_report.JOIN_ITEMS
     try:
         json_report.JOIN_CHUNKS = 3  # many batches, and a batch boundary anywhere
         assert json_report._indented(document) == expected
-        json_report.SPLICE_MIN_ITEMS = 1  # every list of strings written out into its place
+        json_report.SPLICE_MIN_ITEMS = 1  # every list of strings written out into its place, two items a batch
+        json_report.JOIN_ITEMS = 2
         assert json_report._indented(document) == expected
     finally:
-        json_report.JOIN_CHUNKS, json_report.SPLICE_MIN_ITEMS = original
+        json_report.JOIN_CHUNKS, json_report.SPLICE_MIN_ITEMS, json_report.JOIN_ITEMS = original
 
 
 @pytest.mark.parametrize("sources", [0, 1, 7])
@@ -47,6 +48,7 @@ def test_sources_encoded_in_batches_give_the_document_encoded_at_once(monkeypatc
     monkeypatch.setattr(json_report, "JOIN_ITEMS", 2)
     monkeypatch.setattr(json_report, "JOIN_CHUNKS", 5)
     monkeypatch.setattr(json_report, "TAIL_PART_CHARS", 7)  # the rest of the document in many parts
+    monkeypatch.setattr(json_report, "SPLICE_MIN_ITEMS", 1)  # and a finding's files written out, in batches
     whole = inert_json(json.dumps(json_report.report_to_dict(report), indent=2, ensure_ascii=False, default=str)) + "\n"
     assert json_report.render_json(report) == whole
 

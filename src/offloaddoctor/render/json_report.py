@@ -111,23 +111,30 @@ def render_json(report: Report) -> str:
 def json_parts(report: Report) -> Iterator[str]:
     """`render_json`'s text in parts, for writing without one more copy of it all (200,000 rank logs). The
     sources, one entry per log, are encoded a batch at a time into the place of an empty list: a dict for each of
-    200,000 rank logs at once was ~60 MB. The text is the same as encoding them in place; `inert_json` is
-    applied per part, which is the same (it rewrites single characters and `##[`, and no part ends inside a
-    `##[`: each ends at a `[`, `}` or `]` of the document's structure or at the separators between them)."""
-    text = _indented(_document(report, []))
+    200,000 rank logs at once was ~60 MB; a finding's long list of files is written a batch at a time too
+    (_indented_parts). The text is the same as encoding them in place; `inert_json` is applied per part, which
+    is the same (it rewrites single characters and `##[`, and no part ends inside a `##[`: each ends at a `[`,
+    `}` or `]` of the document's structure, at the separators between them, or after a newline)."""
+    pieces = _indented_parts(_document(report, []))
+    head = next(pieces)  # the text up to the first list set aside: the empty sources list is in it
     empty = '\n  "sources": [],\n'
-    at = text.index(empty) + len(empty) - 4  # the empty list's `[`
-    yield inert_json(text[:at])
+    at = head.index(empty) + len(empty) - 4  # the empty list's `[`
+    yield inert_json(head[:at])
     yield from _source_list(report)  # made as written: one batch of entries in memory at a time
-    # The rest (a finding's files: every rank log) in parts cut after a newline, which no `##[` spans: no
-    # copy of it all (its slice, the inert one, the encoded one).
-    start = at + 2
+    yield from _cut_at_newlines(head[at + 2 :])
+    for piece in pieces:
+        yield from _cut_at_newlines(piece)
+    yield "\n"
+
+
+def _cut_at_newlines(text: str) -> Iterator[str]:
+    """`text` made inert in parts cut after a newline, which no `##[` spans: no copy of it all at once."""
+    start = 0
     while start < len(text):
         stop = text.find("\n", start + TAIL_PART_CHARS)
         stop = len(text) if stop == -1 else stop + 1
         yield inert_json(text[start:stop])
         start = stop
-    yield "\n"
 
 
 def _source_list(report: Report) -> Iterator[str]:
@@ -168,10 +175,17 @@ SPLICE_MIN_ITEMS = 64
 
 
 def _indented(document: dict[str, Any]) -> str:
-    """`json.dumps(document, indent=2, ensure_ascii=False, default=str)`, joined a batch of chunks at a time:
-    dumps holds every chunk at once (~15 small strings per source: 200,000 rank logs made it ~180 MB). Long
-    lists of strings stand aside behind a placeholder and are written out into its place."""
+    """`json.dumps(document, indent=2, ensure_ascii=False, default=str)`."""
+    return "".join(_indented_parts(document))
+
+
+def _indented_parts(document: dict[str, Any]) -> Iterator[str]:
+    """_indented's text in parts: the encoded document joined a batch of chunks at a time (json.dumps holds every
+    chunk at once: ~15 small strings per source, 200,000 rank logs made it ~180 MB), and each long list of
+    strings, set aside behind a placeholder while encoding, written out in its place a batch at a time. The
+    first part is the text before the first such list (or all of it)."""
     from itertools import islice
+    from json.encoder import encode_basestring as string  # the ensure_ascii=False form
 
     aside: dict[str, list[str]] = {}
     chunks = json.JSONEncoder(ensure_ascii=False, indent=2, default=str).iterencode(_set_aside(document, aside))
@@ -182,7 +196,23 @@ def _indented(document: dict[str, Any]) -> str:
         pieces.append("".join(batch))
         if len(batch) < JOIN_CHUNKS:
             del batch, chunks
-            return _spliced("".join(pieces), aside)
+            break
+    text = "".join(pieces)
+    del pieces
+    start = 0
+    for placeholder, items in aside.items():  # in the order the encoder wrote them
+        encoded = string(placeholder)
+        at = text.index(encoded, start)
+        line = text[text.rfind("\n", 0, at) + 1 : at]
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        yield text[start:at]
+        opening = "[\n"
+        for first in range(0, len(items), JOIN_ITEMS):
+            yield opening + ",\n".join(indent + "  " + string(item) for item in items[first : first + JOIN_ITEMS])
+            opening = ",\n"
+        yield "\n" + indent + "]"
+        start = at + len(encoded)
+    yield text[start:]
 
 
 def _set_aside(value: Any, aside: dict[str, list[str]]) -> Any:
@@ -199,17 +229,3 @@ def _set_aside(value: Any, aside: dict[str, list[str]]) -> Any:
             return placeholder
         return [_set_aside(item, aside) for item in value]
     return value
-
-
-def _spliced(text: str, aside: dict[str, list[str]]) -> str:
-    """Each placeholder's list written out as json.dumps would indent it there."""
-    from json.encoder import encode_basestring as string  # the ensure_ascii=False form
-
-    for placeholder, items in aside.items():
-        encoded = string(placeholder)
-        at = text.index(encoded)
-        line = text[text.rfind("\n", 0, at) + 1 : at]
-        indent = " " * (len(line) - len(line.lstrip(" ")))
-        written = "[\n" + ",\n".join(indent + "  " + string(item) for item in items) + "\n" + indent + "]"
-        text = text[:at] + written + text[at + len(encoded) :]
-    return text
