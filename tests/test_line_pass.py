@@ -138,7 +138,7 @@ def test_iteration_sampler_keeps_an_even_sample():
             continue
         sampler.feed(Line("x", number, None, text, text, True))
     assert records == {("x", 0): []}  # the key's place; its lines wait unparsed for the Scanner
-    kept = [int(found.group(1)) for found, _, _ in unparsed[("x", 0)]]
+    kept = [iteration for iteration, *_ in unparsed[("x", 0)]]
     assert kept[0] == 1 and len(kept) <= 8 and len({b - a for a, b in zip(kept[1:], kept[2:])}) == 1
 
 

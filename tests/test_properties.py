@@ -6,10 +6,9 @@ live in test_metrics.py and test_config.py."""
 
 from __future__ import annotations
 
-import re
-
 import math
 import os
+import re
 import sys
 
 import pytest
@@ -39,8 +38,9 @@ from offloaddoctor.metrics.iteration_lines import (
     ELAPSED_MS,
     THROUGHPUT,
     parse_iteration_line,
+    iteration_found,
     parse_iteration_metrics,
-    parse_iteration_speed,
+    speed_record,
 )
 from offloaddoctor.metrics.memory_lines import parse_memory_report
 
@@ -327,7 +327,7 @@ def test_iteration_record_carries_the_printed_speed_fields(iteration, ms, loss):
     assert record.iteration == full[0] == iteration
     assert (record.elapsed_ms, record.tflops_per_gpu) == (full[2][ELAPSED_MS], full[2][THROUGHPUT])
     assert record.text == line.strip()
-    speed = parse_iteration_speed(line, "x", 1, None, 0)  # diagnose's two searches read the same numbers
+    speed = speed_record(iteration_found(line), "x", 1, None, 0)  # diagnose's two searches read the same numbers
     assert (speed.iteration, speed.train_iters, speed.elapsed_ms, speed.tflops_per_gpu, speed.text) == (
         record.iteration,
         record.train_iters,
@@ -346,7 +346,7 @@ def test_damaged_iteration_and_memory_lines_never_raise(data):
     damaged = line[:start] + junk + line[end:]
     full = parse_iteration_line(damaged)
     record = parse_iteration_metrics(damaged, "x", 1, None, 0)
-    assert (record is None) == (full is None) == (parse_iteration_speed(damaged, "x", 1, None, 0) is None)
+    assert (record is None) == (full is None) == (iteration_found(damaged) is None)
     if record is not None:
         assert record.iteration >= 0
     parse_memory_report(damaged, "x", 1, None, 0)

@@ -220,7 +220,7 @@ class IterationSampler(LineHandler):
         self, records: dict, unparsed: dict, collector: LogConfigCollector, limit: int = MAX_ITERATION_RECORDS
     ):
         self.records = records  # (path, segment) -> records, shared with the scan result
-        self.unparsed = unparsed  # (path, segment) -> [(iteration match, line number, rank)], the Scanner's
+        self.unparsed = unparsed  # (path, segment) -> [(iteration, its match, line number, rank)], the Scanner's
         self.collector = collector
         self.limit = limit
         self._state: dict[int, list[int]] = {}  # segment -> [lines seen, stride]
@@ -268,7 +268,7 @@ class IterationSampler(LineHandler):
         if waiting is None:
             waiting = self.unparsed[key] = []
             self.records.setdefault(key, [])
-        waiting.append((found, line.number, line.rank))
+        waiting.append((int(found.group(1)), found, line.number, line.rank))
         if len(waiting) > self.limit:
             del waiting[1::2]  # keep the first and an even thinning of the rest
             self._state.setdefault(segment, [0, 1])[1] *= 2
@@ -440,7 +440,7 @@ class Scanner:
         done = self.result.iterations[key]  # [] until now, unless the same log was read twice
         if cite:
             path, segment = key
-            done += [speed_record(found, path, number, rank, segment) for found, number, rank in waiting]
+            done += [speed_record(found, path, number, rank, segment) for _, found, number, rank in waiting]
         else:
             self.result.iterations[key] = self._stand_ins(_iterations(done, waiting))
 
@@ -490,4 +490,4 @@ class Scanner:
 
 
 def _iterations(done: list[IterationMetrics], waiting: list[tuple]) -> tuple[int, ...]:
-    return (*(record.iteration for record in done), *(int(found.group(1)) for found, _, _ in waiting))
+    return (*(record.iteration for record in done), *(waiting_line[0] for waiting_line in waiting))

@@ -87,7 +87,8 @@ class CandidateReader:
         # `prefiltered`: prefilter_literals() of the literals, computed once for many sources.
         self.literals = prefiltered if prefiltered is not None else prefilter_literals(literals)
         self.patterns = self.literals  # what is searched for: the literals, or for a large file a cover of them
-        # literal_trie(literals), for a file read whole: one search says whether any literal is there at all.
+        # literal_trie(literals): one search a hit line instead of a test per literal (a pass past many small
+        # files gives it; a large block read here makes it).
         self.finder = finder
         self.warnings = warnings
         self.block_bytes = max(block_bytes, MAX_LINE_BYTES + 1)
@@ -325,7 +326,7 @@ class CandidateReader:
                 continue
             if end:  # not the empty read that ends a file
                 finder = self.finder
-                if finder is None and end >= FINDER_MIN_BLOCK and self.patterns is self.literals:
+                if finder is None and end >= FINDER_MIN_BLOCK:  # (a cover's road drops it: _hit_line_starts)
                     from offloaddoctor.logs.literal_trie import literal_trie  # compiled once a process (~12 ms)
 
                     finder = self.finder = literal_trie(tuple(self.literals))

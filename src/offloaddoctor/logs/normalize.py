@@ -9,7 +9,10 @@ from __future__ import annotations
 from offloaddoctor.lazy_pattern import lazy_compile
 
 _ANSI = lazy_compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
-_CONTROL = lazy_compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# The bytes strip_terminal_codes removes (with the newline, which never reaches it inside a line): a line
+# holding none of them (as UTF-8) comes back unchanged. Not \t: it is kept.
+CONTROL_BYTES = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F])
+_CONTROL = lazy_compile("[" + "".join(f"\\x{byte:02x}" for byte in CONTROL_BYTES) + "\\n]")
 # A launcher's or logger's decoration at the start of a line (after its spaces), one search for any of the
 # three, tried in this order: torchrun's `[rank3]: ` / `[default0]:`, srun --label's `12: `, a timestamp. A
 # label and a timestamp cannot both match at one place: after the digits the label needs `:`, a timestamp `-`.
@@ -30,10 +33,6 @@ def strip_terminal_codes(text: str) -> str:
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     return _CONTROL.sub("", text)
-
-
-# The bytes strip_terminal_codes acts on: a line holding none of them (as UTF-8) comes back unchanged.
-CONTROL_BYTES = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F])  # not \t (kept), not \n (ends a line)
 
 
 def normalize_line(raw: str, default_rank: int | None = None, no_controls: bool = False) -> tuple[str, int | None]:

@@ -95,20 +95,15 @@ _SPEED = (
 )
 
 
-def parse_iteration_speed(text: str, path: str, line: int, rank: int | None, segment: int) -> IterationMetrics | None:
-    """The same record with only what `diagnose` reads (iteration, elapsed ms, TFLOP/s/GPU) and the line
-    itself: two searches instead of every field, for 20,000 rank logs of an iteration line each."""
-    found = iteration_found(text)
-    return None if found is None else speed_record(found, path, line, rank, segment)
-
-
 def iteration_found(text: str) -> re.Match[str] | None:
-    """The `iteration N/ M |` of a line: the first step of parse_iteration_speed, all that says whether the line
-    is a record and which iteration (`int(found.group(1))`). speed_record(found, …) finishes it."""
+    """The `iteration N/ M |` of a line: all that says whether the line is a record, and which iteration
+    (`int(found.group(1))`). speed_record(found, …) finishes the record `diagnose` reads."""
     return _ITERATION.search(text)
 
 
 def speed_record(found: re.Match[str], path: str, line: int, rank: int | None, segment: int) -> IterationMetrics:
+    """The record with only what `diagnose` reads (iteration, elapsed ms, TFLOP/s/GPU) and the line itself:
+    two searches instead of every field, for 20,000 rank logs of iteration lines."""
     text = found.string
     record = IterationMetrics(path, line, rank, segment, int(found.group(1)), train_iters=int(found.group(2)) or None)
     for attribute, pattern in _SPEED:

@@ -145,15 +145,10 @@ def _source_list(report: Report) -> Iterator[str]:
     from itertools import islice
     from json.encoder import encode_basestring as string  # the ensure_ascii=False form
 
-    def ids(found: list[str]) -> str:
-        if not found:
-            return "[]"
-        return "[\n        " + ",\n        ".join(map(string, found)) + "\n      ]"
-
     def entry(source: dict[str, Any]) -> str:
         return (
             f'    {{\n      "path": {string(source["path"])},\n      "lines": {int(source["lines"])!r},\n'
-            f'      "findings": {ids(source["findings"])}\n    }}'
+            f'      "findings": {"".join(_string_list(source["findings"], "      "))}\n    }}'
         )
 
     entries = _source_entries(report)
@@ -206,13 +201,24 @@ def _indented_parts(document: dict[str, Any]) -> Iterator[str]:
         line = text[text.rfind("\n", 0, at) + 1 : at]
         indent = " " * (len(line) - len(line.lstrip(" ")))
         yield text[start:at]
-        opening = "[\n"
-        for first in range(0, len(items), JOIN_ITEMS):
-            yield opening + ",\n".join(indent + "  " + string(item) for item in items[first : first + JOIN_ITEMS])
-            opening = ",\n"
-        yield "\n" + indent + "]"
+        yield from _string_list(items, indent)
         start = at + len(encoded)
     yield text[start:]
+
+
+def _string_list(items: list[str], indent: str) -> Iterator[str]:
+    """A list of strings as json.dumps(indent=2, ensure_ascii=False) writes it on a line indented by `indent`,
+    a batch of items a part."""
+    from json.encoder import encode_basestring as string  # the ensure_ascii=False form
+
+    if not items:
+        yield "[]"
+        return
+    opening = "[\n"
+    for first in range(0, len(items), JOIN_ITEMS):
+        yield opening + ",\n".join(indent + "  " + string(item) for item in items[first : first + JOIN_ITEMS])
+        opening = ",\n"
+    yield "\n" + indent + "]"
 
 
 def _set_aside(value: Any, aside: dict[str, list[str]]) -> Any:
