@@ -8,7 +8,7 @@ from offloaddoctor.render.text_safety import inert_json
 from dataclasses import asdict
 
 from offloaddoctor import __version__
-from offloaddoctor.analysis.findings import Finding, Report
+from offloaddoctor.analysis.findings import Finding, Report, SourceSummary
 from offloaddoctor.analysis.ranks import format_ranks
 from offloaddoctor.analysis.evidence import Evidence  # not the scanner's re-export: `check` never loads the scanner
 
@@ -25,12 +25,18 @@ def report_to_dict(report: Report) -> dict[str, Any]:
 
 
 def _source_entries(report: Report) -> Iterator[dict[str, Any]]:
-    found_in: dict[str, list[str]] = {}  # path -> finding ids: one NCCL timeout can be in all 20,000 rank logs
+    found_in = _found_in(report)
+    for s in report.sources:
+        yield {"path": s.path, "lines": s.lines, "findings": found_in.get(s.path, [])}
+
+
+def _found_in(report: Report) -> dict[str, list[str]]:
+    """path -> the ids of the findings in it: one NCCL timeout can be in all 20,000 rank logs."""
+    found_in: dict[str, list[str]] = {}
     for finding in report.findings:
         for path in finding.files:
             found_in.setdefault(path, []).append(finding.id)
-    for s in report.sources:
-        yield {"path": s.path, "lines": s.lines, "findings": found_in.get(s.path, [])}
+    return found_in
 
 
 def _document(report: Report, sources: list[dict[str, Any]]) -> dict[str, Any]:
@@ -145,15 +151,25 @@ def _source_list(report: Report) -> Iterator[str]:
     from itertools import islice
     from json.encoder import encode_basestring as string  # the ensure_ascii=False form
 
-    def entry(source: dict[str, Any]) -> str:
+    found_in = _found_in(report)
+    written: dict[tuple[str, ...], str] = {}  # finding ids -> their list as written: most sources share one
+
+    def findings(path: str) -> str:
+        ids = tuple(found_in.get(path, ()))
+        text = written.get(ids)
+        if text is None:
+            text = written[ids] = "".join(_string_list(list(ids), "      "))
+        return text
+
+    def entry(source: SourceSummary) -> str:
         return (
-            f'    {{\n      "path": {string(source["path"])},\n      "lines": {int(source["lines"])!r},\n'
-            f'      "findings": {"".join(_string_list(source["findings"], "      "))}\n    }}'
+            f'    {{\n      "path": {string(source.path)},\n      "lines": {int(source.lines)!r},\n'
+            f'      "findings": {findings(source.path)}\n    }}'
         )
 
-    entries = _source_entries(report)
+    sources = iter(report.sources)
     opening = "[\n"
-    while batch := [entry(source) for source in islice(entries, JOIN_ITEMS)]:
+    while batch := [entry(source) for source in islice(sources, JOIN_ITEMS)]:
         yield opening + inert_json(",\n".join(batch))
         opening = ",\n"
     yield "[]" if opening == "[\n" else "\n  ]"
@@ -164,8 +180,8 @@ TAIL_PART_CHARS = 1 << 20
 JOIN_ITEMS = 4096
 
 
-# A list of this many strings (a finding's files: every rank log) is written out instead of encoded: json's
-# indenting encoder is pure Python, ~3 µs an item.
+# A list of this many strings or ints (a finding's files and ranks: every rank log) is written out instead of
+# encoded: json's indenting encoder is pure Python, ~3 µs an item.
 SPLICE_MIN_ITEMS = 64
 
 
@@ -182,7 +198,7 @@ def _indented_parts(document: dict[str, Any]) -> Iterator[str]:
     from itertools import islice
     from json.encoder import encode_basestring as string  # the ensure_ascii=False form
 
-    aside: dict[str, list[str]] = {}
+    aside: dict[str, list[str] | list[int]] = {}
     chunks = json.JSONEncoder(ensure_ascii=False, indent=2, default=str).iterencode(_set_aside(document, aside))
     del document  # the generator holds it until it is done: then it goes before the final join
     pieces = []
@@ -206,28 +222,30 @@ def _indented_parts(document: dict[str, Any]) -> Iterator[str]:
     yield text[start:]
 
 
-def _string_list(items: list[str], indent: str) -> Iterator[str]:
-    """A list of strings as json.dumps(indent=2, ensure_ascii=False) writes it on a line indented by `indent`,
-    a batch of items a part."""
-    from json.encoder import encode_basestring as string  # the ensure_ascii=False form
+def _string_list(items: list[str] | list[int], indent: str) -> Iterator[str]:
+    """A list of strings (or of ints) as json.dumps(indent=2, ensure_ascii=False) writes it on a line indented
+    by `indent`, a batch of items a part."""
+    from json.encoder import encode_basestring  # the ensure_ascii=False form
 
     if not items:
         yield "[]"
         return
+    encode = encode_basestring if type(items[0]) is str else int.__repr__  # json writes an int as its repr
     opening = "[\n"
     for first in range(0, len(items), JOIN_ITEMS):
-        yield opening + ",\n".join(indent + "  " + string(item) for item in items[first : first + JOIN_ITEMS])
+        yield opening + ",\n".join(indent + "  " + encode(item) for item in items[first : first + JOIN_ITEMS])
         opening = ",\n"
     yield "\n" + indent + "]"
 
 
-def _set_aside(value: Any, aside: dict[str, list[str]]) -> Any:
-    """The document with each long list of strings replaced by a placeholder string (a copy: the caller's
+def _set_aside(value: Any, aside: dict[str, list[str] | list[int]]) -> Any:
+    """The document with each long list of strings (or of ints) replaced by a placeholder string (a copy: the caller's
     document is not changed). A placeholder holds a random token: the text cannot hold it by chance."""
     if isinstance(value, dict):
         return {key: _set_aside(item, aside) for key, item in value.items()}
     if isinstance(value, list):
-        if len(value) >= SPLICE_MIN_ITEMS and all(type(item) is str for item in value):
+        kind = type(value[0]) if value else None
+        if len(value) >= SPLICE_MIN_ITEMS and kind in (str, int) and all(type(item) is kind for item in value):
             import secrets
 
             placeholder = f"\x00offloaddoctor-list-{len(aside)}-{secrets.token_hex(8)}"
