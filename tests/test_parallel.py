@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 from offloaddoctor.analysis import parallel
-from offloaddoctor.analysis.scanner import build_matchers
+from offloaddoctor.analysis.scanner import Scanner, build_matchers
 from offloaddoctor.api import load_catalog
 from offloaddoctor.logs.sources import resolve_sources
 
@@ -219,3 +219,44 @@ def test_a_listing_whose_inode_numbers_are_made_up_still_reads_every_file(tmp_pa
     listed = sources._listed_logs_with_inodes
     monkeypatch.setattr(sources, "_listed_logs_with_inodes", lambda d: [(p, (0, 1)) for p, _ in listed(d)])
     assert len(resolve_sources([str(tmp_path)])) == 4
+
+
+def _scan_with_a_fresh_handler_set_per_source(sources):
+    """The scan as it was before handler sets were reused: every source gets new handlers."""
+    scanner = Scanner(MATCHERS)
+    for source in sources:
+        scanner.result.lines_read[source.name] = scanner.line_pass.read_source(
+            source, scanner.start_source(source.name)
+        )
+        scanner._source_done(source.name)
+    return scanner.finish()
+
+
+LEAKY_TAILS = {
+    # Each ends with something open that must not reach the next log: a traceback, an arguments block, a
+    # Bridge summary, a sampled run of iteration lines past its thinning.
+    "cut-traceback.log": '[rank1]: Traceback (most recent call last):\n[rank1]:   File "train.py", line 3, in <module>\n'
+    "[rank1]:     raise RuntimeError('boom')\n",
+    "open-arguments.log": "------------------------ arguments ------------------------\n"
+    "  optimizer_cpu_offload ........................... True\n",
+    "iterations.log": "".join(
+        f" [2026-11-22 10:50:42] iteration {i:8d}/ 100000 | elapsed time per iteration (ms): 400.0 |\n"
+        for i in range(1, 3000)
+    ),
+    "indented-next.log": "    RuntimeError: an indented line that an open traceback would take\n"
+    "  hidden_size ........ 4096\n",
+}
+
+
+def test_one_handler_set_reading_source_after_source_equals_a_fresh_set_each(tmp_path):
+    from itertools import permutations
+
+    for case in ("oom-fragmentation-multirank", "pp-cpu-offload", "optimizer-offload-slowdown-restart"):
+        shutil.copy(FIXTURES / case / "job.log", tmp_path / f"{case}.log")
+    for name, text in LEAKY_TAILS.items():
+        (tmp_path / name).write_text(text)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    for order in list(permutations(names))[:: max(1, len(list(permutations(names))) // 40)]:
+        sources = resolve_sources([str(tmp_path / name) for name in order])
+        reused = Scanner(MATCHERS).scan(sources)
+        assert summary(reused) == summary(_scan_with_a_fresh_handler_set_per_source(sources)), order

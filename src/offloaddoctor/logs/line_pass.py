@@ -66,7 +66,8 @@ class LineHandler:
         return False
 
     def finish(self) -> None:
-        """The source ended: close what is still open (a block cut short counts for what it held)."""
+        """The source ended: close what is still open (a block cut short counts for what it held), and forget
+        the source: the same handler set may read another one next (Scanner.scan, 20,000 rank logs)."""
 
 
 def pass_literals(handlers: Iterable[LineHandler]) -> set[str]:
@@ -93,6 +94,7 @@ class LinePass:
         self._sources = 0
         # logs/literal_trie.py's pattern of them, once enough sources pay for compiling it.
         self._finder: re.Pattern[bytes] | None = None
+        self._plan: _Plan | None = None  # of the last handler sets run: the same ones again reuse it
 
     def _gate_first(self, literal: bytes) -> tuple[str, ...]:
         gate = self._gates.get(literal)
@@ -138,18 +140,21 @@ class LinePass:
     ) -> int:
         """`numbered` yields (line number, raw text); a CandidateReader (`reader`) yields only candidate
         lines unless told (`every_line`) that a handler wants them all. Returns the last line number."""
-        gate_literals = self._gate_literals
-        every_handler = [h for handlers in handler_sets for h in handlers]
-        watchers = [h for h in every_handler if type(h).wants_every_line is not LineHandler.wants_every_line]
-        declined: list = [None, ()]  # a line delivered although some handlers declined it: [number, handlers]
-        skippers = [h for h in every_handler if h.skip is not None]
-        skip = _combined_skip([(h, h.skip) for h in skippers], declined)
-        sampled = skippers[0].sampled if len(skippers) == 1 else None
+        plan = self._plan
+        if plan is None or not plan.runs(handler_sets):
+            plan = self._plan = _Plan(handler_sets, self._gate_literals, self._gate_first)
+        every_handler, watchers, skip, sampled, gate_literals = (
+            plan.every_handler,
+            plan.watchers,
+            plan.skip,
+            plan.sampled,
+            plan.gate_literals,
+        )
+        declined = plan.declined
+        declined[0] = None
         if reader is not None:
             reader.skip = skip
             reader.sampled = sampled
-        if sampled is not None:  # the sampled literal's lines are the common candidates: test it first
-            gate_literals = self._gate_first(sampled[0])
         every = False
         number = 0
         exact = reader.exact_candidate if reader is not None else None
@@ -181,6 +186,34 @@ class LinePass:
         for handler in every_handler:
             handler.finish()
         return number
+
+
+class _Plan:
+    """What a run derives from its handler sets (who watches for blocks, who skips, which literal to test
+    first): made once for a handler set that reads source after source."""
+
+    def __init__(self, handler_sets: Sequence[Sequence[LineHandler]], gate_literals: tuple[str, ...], gate_first):
+        self.handler_sets = tuple(tuple(handlers) for handlers in handler_sets)
+        self.every_handler = [h for handlers in handler_sets for h in handlers]
+        self.watchers = [h for h in self.every_handler if type(h).wants_every_line is not LineHandler.wants_every_line]
+        self.declined: list = [None, ()]  # a line delivered although some handlers declined it: [number, handlers]
+        skippers = [h for h in self.every_handler if h.skip is not None]
+        self.skip = _combined_skip([(h, h.skip) for h in skippers], self.declined)
+        self.sampled = skippers[0].sampled if len(skippers) == 1 else None
+        # The sampled literal's lines are the common candidates: test it first.
+        self.gate_literals = gate_first(self.sampled[0]) if self.sampled is not None else gate_literals
+
+    def runs(self, handler_sets: Sequence[Sequence[LineHandler]]) -> bool:
+        """Whether these are the very handler sets the plan was made for (the same objects, in order)."""
+        if len(self.handler_sets) != len(handler_sets):
+            return False
+        for mine, theirs in zip(self.handler_sets, handler_sets):
+            if len(mine) != len(theirs):
+                return False
+            for planned, given in zip(mine, theirs):
+                if planned is not given:  # identity: handlers equal by value may hold other state
+                    return False
+        return True
 
 
 def _combined_skip(skips: list, declined: list) -> Callable | None:

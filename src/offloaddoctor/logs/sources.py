@@ -166,13 +166,19 @@ _COMPRESSED = (
 )
 
 
+_BINARY_REASON = "looks like a binary file, not a text log"
+_MAGIC_FIRST_BYTES = frozenset(magic[0] for magic, _ in _COMPRESSED)
+
+
 def not_text_reason(block: bytes) -> str | None:
     """Why the first block of a source is not a text log (naming the compression when recognisable), or None."""
+    if block[:1] and block[0] not in _MAGIC_FIRST_BYTES:  # (one test for the usual log, not one per format)
+        return _BINARY_REASON if looks_binary(block) else None
     for magic, reason in _COMPRESSED:
         if block.startswith(magic) and (magic != b"BZh" or looks_binary(block) or block[3:4].isdigit()):
             return reason
     if looks_binary(block):
-        return "looks like a binary file, not a text log"
+        return _BINARY_REASON
     return None
 
 
@@ -274,7 +280,7 @@ def open_binary(source: LogSource) -> BinaryIO:
 def looks_binary(block: bytes) -> bool:
     if not block:
         return False
-    if b"\x00" not in block:
+    if block.find(b"\x00") < 0:  # not `in`: see analysis/scanner.py IterationSampler._make_skip
         return False
     controls = sum(1 for byte in block if byte < 9 or 13 < byte < 32)
     if controls / len(block) > 0.10:

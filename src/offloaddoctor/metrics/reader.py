@@ -38,7 +38,7 @@ class MetricLines(LineHandler):
             self.skip = self._keep_iteration_lines
 
     def _keep_iteration_lines(self, number: int, raw: bytes) -> bool | None:
-        return False if self._ITERATION_BYTES in raw else None
+        return False if raw.find(self._ITERATION_BYTES) >= 0 else None  # (find: see scanner's skip)
 
     def feed(self, line: Line) -> bool:
         run, text = self.run, line.text
