@@ -14,7 +14,7 @@ from offloaddoctor.analysis.evidence import Evidence  # not the scanner's re-exp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import Any
 
 SCHEMA_VERSION = 1
@@ -230,7 +230,7 @@ def _string_list(items: list[str] | list[int], indent: str) -> Iterator[str]:
     if not items:
         yield "[]"
         return
-    encode = encode_basestring if type(items[0]) is str else int.__repr__  # json writes an int as its repr
+    encode: Callable[[Any], str] = encode_basestring if type(items[0]) is str else int.__repr__  # an int: its repr
     opening = "[\n"
     for first in range(0, len(items), JOIN_ITEMS):
         yield opening + ",\n".join(indent + "  " + encode(item) for item in items[first : first + JOIN_ITEMS])
