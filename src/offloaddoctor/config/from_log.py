@@ -118,12 +118,14 @@ class LogConfigCollector:
                 self._add(entry.group(1), parse_printed(entry.group(2)), line, "arguments block")
                 return True
             self.in_megatron_arguments = False  # a block cut short by a crash or interleaved output
-        if _ARGS_START.match(text):
+        # Each regex behind a test its match implies (a dash first; an `=`): cheap for the lines most logs
+        # deliver here (iteration lines: 11k -> 5k instructions).
+        if text[:1] == "-" and _ARGS_START.match(text):
             if any(v.source.detail == "arguments block" for v in self._by_segment.get(self.segment, [])):
                 self.segment_starts.append(line)
             self.in_megatron_arguments = True
             return True
-        env = _ENV_LINE.match(text)
+        env = _ENV_LINE.match(text) if "=" in text else None
         if env:
             self._add("env." + env.group(1), env.group(2), line, "environment")
             return True

@@ -16,11 +16,13 @@ _CONTROL = lazy_compile("[" + "".join(f"\\x{byte:02x}" for byte in CONTROL_BYTES
 # A launcher's or logger's decoration at the start of a line (after its spaces), one search for any of the
 # three, tried in this order: torchrun's `[rank3]: ` / `[default0]:`, srun --label's `12: `, a timestamp. A
 # label and a timestamp cannot both match at one place: after the digits the label needs `:`, a timestamp `-`.
-_DECORATION = lazy_compile(
-    r"\[(?:rank|default)(?P<torchrun>\d{1,6})\]:\s?"
-    r"|(?P<slurm>\d{1,6}): "
-    r"|\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+"
-)
+_TORCHRUN = r"\[(?:rank|default)(?P<torchrun>\d{1,6})\]:\s?"
+_TIMESTAMP = r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+"
+_DECORATION = lazy_compile(_TORCHRUN + r"|(?P<slurm>\d{1,6}): |" + _TIMESTAMP)
+# What most decorated lines start with, torchrun's prefix and maybe a timestamp, in one match: the first one
+# or two decorations the loop in normalize_line would strip (after torchrun's, neither of the others can
+# match where a timestamp does).
+_TORCHRUN_THEN_TIMESTAMP = lazy_compile(_TORCHRUN + r"(?:\s*(?P<timestamp>" + _TIMESTAMP + "))?")
 
 
 def strip_terminal_codes(text: str) -> str:
@@ -41,7 +43,14 @@ def normalize_line(raw: str, default_rank: int | None = None, no_controls: bool 
     text = raw if no_controls else strip_terminal_codes(raw)
     torchrun_rank: int | None = None
     slurm_rank: int | None = None
-    for _ in range(4):  # decorations stack in any order, a few deep at most
+    left = 4  # decorations stack in any order, a few deep at most
+    if text[:1] == "[":
+        common = _TORCHRUN_THEN_TIMESTAMP.match(text)
+        if common is not None:
+            torchrun_rank = int(common.group("torchrun"))
+            left = 3 if common.group("timestamp") is None else 2
+            text = text[common.end() :]
+    for _ in range(left):
         stripped = text.lstrip()
         first = stripped[:1]
         if first != "[" and not first.isdigit():  # each decoration starts with one (after spaces): none here
