@@ -268,7 +268,7 @@ class IterationSampler(LineHandler):
         found = iteration_found(line.text)
         if found is None:
             return True
-        segment = self.collector.segment
+        segment = len(self.collector.segment_starts) - 1  # (collector.segment, without a property's call)
         key = (line.path, segment)
         waiting = self.unparsed.get(key)
         if waiting is None:
@@ -459,7 +459,7 @@ class Scanner:
         for segment in range(len(collector.segment_starts)):
             key = (path, segment)
             if key in self._unparsed:
-                self._resolve(key, cite=offload_on(collector, segment) is not None)
+                self._resolve(key, cite=bool(collector.values) and offload_on(collector, segment) is not None)
 
     def _resolve(self, key: tuple[str, int], cite: bool, numbers: tuple[int, ...] | None = None) -> None:
         """A key's waiting lines become records (`cite`) or stand-ins (`numbers`: _iterations of the key, if
