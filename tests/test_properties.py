@@ -32,7 +32,7 @@ from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.config.yaml_config import parse_yaml_config
 from offloaddoctor.errors import UserError
-from offloaddoctor.logs import normalize
+from offloaddoctor.logs import normalize, sources
 from offloaddoctor.logs.normalize import normalize_line, strip_terminal_codes
 from offloaddoctor.metrics.iteration_lines import (
     ELAPSED_MS,
@@ -569,3 +569,19 @@ def test_the_rank_in_a_file_name_is_found_as_a_case_insensitive_search_finds_it(
 
     found = re.search(r"rank[-_.]?(\d{1,6})", os.path.basename(name), re.IGNORECASE)
     assert LogSource(name + ".log").rank_from_name == (int(found.group(1)) if found else None)
+
+
+def _not_text_reason_format_by_format(block: bytes) -> str | None:
+    """sources.not_text_reason as it was before its first-byte test: every format's magic asked in turn."""
+    for magic, reason in sources._COMPRESSED:
+        if block.startswith(magic) and (magic != b"BZh" or sources.looks_binary(block) or block[3:4].isdigit()):
+            return reason
+    return "looks like a binary file, not a text log" if sources.looks_binary(block) else None
+
+
+_MAGIC_HEADS = st.sampled_from([magic for magic, _ in sources._COMPRESSED])
+
+
+@given(st.one_of(st.binary(max_size=40), st.tuples(_MAGIC_HEADS, st.binary(max_size=40)).map(b"".join)))
+def test_the_first_byte_test_names_what_every_magic_did(block):
+    assert sources.not_text_reason(block) == _not_text_reason_format_by_format(block)
