@@ -12,7 +12,7 @@ from offloaddoctor.analysis.scanner import IterationSampler, Scanner, TracebackT
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.logs import candidates
 from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass
-from offloaddoctor.logs.sources import LogSource
+from offloaddoctor.logs.sources import LogSource, resolve_sources
 from offloaddoctor.metrics import run_metrics
 from offloaddoctor.render.json_report import report_to_dict
 from offloaddoctor.render.metrics_json import metrics_to_dict
@@ -251,3 +251,26 @@ def test_a_line_the_reader_hands_out_without_a_literal_is_still_dropped(tmp_path
     every = Every()
     LinePass(literals, []).read_source(LogSource(str(path)), [every, Collect("offload_optimizer_states")])
     assert set(every.ranks) == {2}
+
+
+def test_a_pass_told_of_many_sources_takes_the_finder_at_once_and_finds_the_same_lines(tmp_path, catalog):
+    from offloaddoctor.logs import line_pass
+
+    for rank in range(3):
+        (tmp_path / f"rank{rank}.log").write_text(
+            f"[rank{rank}]: NCCL INFO comm 0x1 rank {rank}\n[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory.\n"
+        )
+    sources = resolve_sources([str(tmp_path)])
+    few = Scanner(build_matchers(catalog))
+    few.line_pass.expect_sources(len(sources))
+    assert few.line_pass._finder is None  # three logs do not pay for compiling it
+    many = Scanner(build_matchers(catalog))
+    many.line_pass.expect_sources(line_pass.FINDER_AFTER_SOURCES)
+    assert many.line_pass._finder is not None
+    plain = Scanner(build_matchers(catalog)).scan(sources)
+    found = many.scan(sources)
+    assert found.aggregates  # the OOM on every rank
+    assert [(a.matcher_id, a.count, sorted(a.paths)) for a in found.aggregates] == [
+        (a.matcher_id, a.count, sorted(a.paths)) for a in plain.aggregates
+    ]
+    assert found.lines_read == plain.lines_read and found.ranks_seen == plain.ranks_seen == {0, 1, 2}

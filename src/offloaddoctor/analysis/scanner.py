@@ -9,7 +9,7 @@ if it holds one of the handlers' literals.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass, field
 
 from offloaddoctor.analysis.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
@@ -413,6 +413,8 @@ class Scanner:
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
         """One handler set reads source after source (each forgets its source when it finishes); only the
         log's collector is new each time, handed to the handlers that read into one."""
+        if isinstance(sources, Sized):
+            self.line_pass.expect_sources(len(sources))
         handlers: list[LineHandler] | None = None
         with_collector: list = []
         lines_read, collectors, read_source = self.result.lines_read, self.result.collectors, self.line_pass.read_source

@@ -114,10 +114,8 @@ class LinePass:
         if self._reader_literals is None:
             self._reader_literals = prefilter_literals(self.literals)
         self._sources += 1
-        if self._sources == FINDER_AFTER_SOURCES:
-            from offloaddoctor.logs.literal_trie import literal_trie
-
-            self._finder = literal_trie(tuple(self._reader_literals))
+        if self._sources == FINDER_AFTER_SOURCES and self._finder is None:
+            self._take_finder()
         reader = CandidateReader(
             source, (), self.warnings, on_bytes=self.on_bytes, prefiltered=self._reader_literals, finder=self._finder
         )
@@ -128,6 +126,21 @@ class LinePass:
             self.skipped.add(source.name)
             return 0
         return reader.lines_read
+
+    def expect_sources(self, count: int) -> None:
+        """`count` sources are coming (a worker's run of rank logs): as many as pay for the finder take it at
+        once, not after their first FINDER_AFTER_SOURCES (each of those tests every literal: ~180k
+        instructions a rank log more; a pool's every run of files starts a pass)."""
+        if count >= FINDER_AFTER_SOURCES and self._finder is None:
+            self._take_finder()
+
+    def _take_finder(self) -> None:
+        from offloaddoctor.logs.candidates import prefilter_literals
+        from offloaddoctor.logs.literal_trie import literal_trie
+
+        if self._reader_literals is None:
+            self._reader_literals = prefilter_literals(self.literals)
+        self._finder = literal_trie(tuple(self._reader_literals))
 
     def read_lines(
         self, name: str, lines: Iterable[str], *handler_sets: Sequence[LineHandler], default_rank: int | None = None
