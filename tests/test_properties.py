@@ -585,3 +585,36 @@ _MAGIC_HEADS = st.sampled_from([magic for magic, _ in sources._COMPRESSED])
 @given(st.one_of(st.binary(max_size=40), st.tuples(_MAGIC_HEADS, st.binary(max_size=40)).map(b"".join)))
 def test_the_first_byte_test_names_what_every_magic_did(block):
     assert sources.not_text_reason(block) == _not_text_reason_format_by_format(block)
+
+
+_MATCHER_LITERAL_SOUP = st.lists(
+    st.sampled_from(
+        [
+            "Watchdog caught collective operation timeout",
+            "NCCL_GRAPH_REGISTER=0 to avoid illegal memory access",
+            "NCCL_GRAPH_REGISTER=1 to avoid illegal memory access",
+            "out of memory",
+            "ncclSystemError",
+            "[Rank 12] ",
+            "SeqNum=1213, ",
+            "0",
+            "7",
+            "é",
+            " ",
+            "CUDA",
+            "offload_optimizer_states",
+        ]
+    ),
+    max_size=10,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_MATCHER_LITERAL_SOUP | st.text(max_size=40), min_size=1, max_size=6))
+def test_the_literals_remembered_by_a_lines_shape_are_the_literals_it_holds(lines):
+    """Lines alike but for their digits share a shape; a literal with a digit is still tested on the line."""
+    from offloaddoctor.analysis.scanner import FailureMatcher, ScanResult, build_matchers
+
+    failures = FailureMatcher(build_matchers(load_catalog()), ScanResult())
+    for line in lines + [line.translate(str.maketrans("0123456789", "9876543210")) for line in lines]:
+        assert sorted(failures._present(line)) == sorted(lit for lit in failures._matcher_literals if lit in line)
