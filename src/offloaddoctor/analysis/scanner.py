@@ -273,7 +273,7 @@ class IterationSampler(LineHandler):
         found = iteration_found(line.text)
         if found is None:
             return True
-        segment = len(self.collector.segment_starts) - 1  # (collector.segment, without a property's call)
+        segment = self.collector.segment
         key = (line.path, segment)
         waiting = self.unparsed.get(key)
         if waiting is None:
@@ -331,8 +331,11 @@ class FailureMatcher(LineHandler):
             for literal in set(matcher.spec.literals):
                 by_literal.setdefault(literal, []).append(position)
         self._by_literal = by_literal
-        self._digit_free = tuple(lit for lit in self._matcher_literals if not any(c.isdigit() for c in lit))
-        self._with_digits = tuple(lit for lit in self._matcher_literals if lit not in self._digit_free)
+        digit_free: list[str] = []
+        with_digits: list[str] = []
+        for literal in self._matcher_literals:
+            (with_digits if any(c.isdigit() for c in literal) else digit_free).append(literal)
+        self._digit_free, self._with_digits = tuple(digit_free), tuple(with_digits)
         self._present_by_shape: dict[bytes, list[str]] = {}
 
     def _present(self, text: str) -> list[str]:
@@ -430,9 +433,12 @@ class Scanner:
 
     def start_source(self, path: str) -> list[LineHandler]:
         """The handler set for the next source (for a pass shared with another handler set)."""
+        return self.handlers_for(self._collector_for(path))
+
+    def _collector_for(self, path: str) -> LogConfigCollector:
         collector = LogConfigCollector(path)
         self.result.collectors.append(collector)
-        return self.handlers_for(collector)
+        return collector
 
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
         """One handler set reads source after source (each forgets its source when it finishes); only the
@@ -441,11 +447,10 @@ class Scanner:
             self.line_pass.expect_sources(len(sources))
         handlers: list[LineHandler] | None = None
         with_collector: list = []
-        lines_read, collectors, read_source = self.result.lines_read, self.result.collectors, self.line_pass.read_source
+        lines_read, read_source = self.result.lines_read, self.line_pass.read_source
         for source in sources:
             name = source.name
-            collector = LogConfigCollector(name)
-            collectors.append(collector)
+            collector = self._collector_for(name)
             if handlers is None:
                 handlers = self.handlers_for(collector)
                 with_collector = [h for h in handlers if hasattr(h, "collector")]

@@ -90,7 +90,7 @@ class LinePass:
         self.warnings = warnings
         self.skipped = skipped if skipped is not None else set()  # sources gone or not text: noted, not read
         self.on_bytes = on_bytes
-        self._reader_literals: list[bytes] | None = None  # deduplicated byte literals, on the first source
+        self._reader_literals: list[bytes] | None = None  # _prefiltered()
         self._sources = 0
         # logs/literal_trie.py's pattern of them, once enough sources pay for compiling it.
         self._finder: re.Pattern[bytes] | None = None
@@ -109,15 +109,13 @@ class LinePass:
     def read_source(self, source: LogSource, *handler_sets: Sequence[LineHandler]) -> int:
         """Lines in the source (0 when a listed log vanished, which is noted in `warnings`). Each handler set
         sees every delivered line on its own: what one set consumes, the next set still gets."""
-        from offloaddoctor.logs.candidates import CandidateReader, prefilter_literals
+        from offloaddoctor.logs.candidates import CandidateReader
 
-        if self._reader_literals is None:
-            self._reader_literals = prefilter_literals(self.literals)
         self._sources += 1
         if self._sources == FINDER_AFTER_SOURCES and self._finder is None:
             self._take_finder()
         reader = CandidateReader(
-            source, (), self.warnings, on_bytes=self.on_bytes, prefiltered=self._reader_literals, finder=self._finder
+            source, (), self.warnings, on_bytes=self.on_bytes, prefiltered=self._prefiltered(), finder=self._finder
         )
         try:
             self.run(source.name, source.rank_from_name, reader, handler_sets, reader)
@@ -135,12 +133,17 @@ class LinePass:
             self._take_finder()
 
     def _take_finder(self) -> None:
-        from offloaddoctor.logs.candidates import prefilter_literals
         from offloaddoctor.logs.literal_trie import literal_trie
 
+        self._finder = literal_trie(tuple(self._prefiltered()))
+
+    def _prefiltered(self) -> list[bytes]:
+        """The literals as the reader searches for them (prefilter_literals), worked out on first use."""
         if self._reader_literals is None:
+            from offloaddoctor.logs.candidates import prefilter_literals
+
             self._reader_literals = prefilter_literals(self.literals)
-        self._finder = literal_trie(tuple(self._reader_literals))
+        return self._reader_literals
 
     def read_lines(
         self, name: str, lines: Iterable[str], *handler_sets: Sequence[LineHandler], default_rank: int | None = None

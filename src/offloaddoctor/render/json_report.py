@@ -148,7 +148,6 @@ def _source_list(report: Report) -> Iterator[str]:
     level, in parts (made inert), a batch of entries at a time. Written out, not encoded: an entry is a
     path, a count and finding ids, and json's indenting encoder is pure Python (1.3 s for 200,000 entries;
     its C encoder does not indent). Strings go through json's own string encoder, so escaping is json's."""
-    from itertools import islice
     from json.encoder import encode_basestring as string  # the ensure_ascii=False form
 
     found_in = _found_in(report)
@@ -158,7 +157,7 @@ def _source_list(report: Report) -> Iterator[str]:
         ids = tuple(found_in.get(path, ()))
         text = written.get(ids)
         if text is None:
-            text = written[ids] = "".join(_string_list(list(ids), "      "))
+            text = written[ids] = "".join(_scalar_list(list(ids), "      "))
         return text
 
     def entry(source: SourceSummary) -> str:
@@ -167,12 +166,7 @@ def _source_list(report: Report) -> Iterator[str]:
             f'      "findings": {findings(source.path)}\n    }}'
         )
 
-    sources = iter(report.sources)
-    opening = "[\n"
-    while batch := [entry(source) for source in islice(sources, JOIN_ITEMS)]:
-        yield opening + inert_json(",\n".join(batch))
-        opening = ",\n"
-    yield "[]" if opening == "[\n" else "\n  ]"
+    return map(inert_json, _written_list(map(entry, report.sources), "  "))
 
 
 JOIN_CHUNKS = 1 << 16
@@ -217,25 +211,30 @@ def _indented_parts(document: dict[str, Any]) -> Iterator[str]:
         line = text[text.rfind("\n", 0, at) + 1 : at]
         indent = " " * (len(line) - len(line.lstrip(" ")))
         yield text[start:at]
-        yield from _string_list(items, indent)
+        yield from _scalar_list(items, indent)
         start = at + len(encoded)
     yield text[start:]
 
 
-def _string_list(items: list[str] | list[int], indent: str) -> Iterator[str]:
+def _scalar_list(items: list[str] | list[int], indent: str) -> Iterator[str]:
     """A list of strings (or of ints) as json.dumps(indent=2, ensure_ascii=False) writes it on a line indented
     by `indent`, a batch of items a part."""
     from json.encoder import encode_basestring  # the ensure_ascii=False form
 
-    if not items:
-        yield "[]"
-        return
-    encode: Callable[[Any], str] = encode_basestring if type(items[0]) is str else int.__repr__  # an int: its repr
+    encode: Callable[[Any], str] = encode_basestring if items and type(items[0]) is str else int.__repr__
+    return _written_list((indent + "  " + encode(item) for item in items), indent)
+
+
+def _written_list(items: Iterator[str], indent: str) -> Iterator[str]:
+    """A list whose items are already written (each on its own lines, indented), as json.dumps(indent=2) lays
+    it out on a line indented by `indent`: `[]` when empty, else a batch of JOIN_ITEMS items a part."""
+    from itertools import islice
+
     opening = "[\n"
-    for first in range(0, len(items), JOIN_ITEMS):
-        yield opening + ",\n".join(indent + "  " + encode(item) for item in items[first : first + JOIN_ITEMS])
+    while batch := list(islice(items, JOIN_ITEMS)):
+        yield opening + ",\n".join(batch)
         opening = ",\n"
-    yield "\n" + indent + "]"
+    yield "[]" if opening == "[\n" else "\n" + indent + "]"
 
 
 def _set_aside(value: Any, aside: dict[str, list[str] | list[int]]) -> Any:
