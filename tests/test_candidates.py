@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offloaddoctor.errors import UserError
-from offloaddoctor.logs import candidates
+from offloaddoctor.logs import candidates, grep_prefilter
 from offloaddoctor.logs.candidates import CandidateReader
 from offloaddoctor.logs.literal_trie import literal_trie
 from offloaddoctor.logs.normalize import strip_terminal_codes
@@ -192,7 +192,6 @@ def test_truncated_gzip_keeps_what_came_before(tmp_path):
 
 
 # The GNU grep prefilter (large plain files) must agree with the block reader line for line.
-grep_prefilter = __import__("offloaddoctor.logs.grep_prefilter", fromlist=["x"])
 needs_grep = __import__("pytest").mark.skipif(grep_prefilter.gnu_grep() is None, reason="needs GNU grep")
 
 
@@ -350,3 +349,37 @@ def test_a_large_block_read_in_python_takes_the_finder_and_finds_the_same_lines(
     monkeypatch.setattr(candidates, "FINDER_MIN_BLOCK", 0)
     with_finder = StreamRoad(source, LITERALS, [])
     assert list(with_finder) == expected and with_finder.finder is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300).map(lambda b: b.replace(b"\r", b"\n")), st.integers(1, 40))
+def test_a_newline_in_every_window_rules_out_a_long_run(data, length):
+    longest = max(map(len, data.split(b"\n")))
+    if not grep_prefilter.may_hold_a_run(data, length):
+        assert longest < length
+
+
+class _Chunks:
+    def __init__(self, data: bytes, sizes: list[int]):
+        self.data, self.sizes = data, sizes
+
+    def read(self, _size: int) -> bytes:
+        size = self.sizes.pop(0) if self.sizes else len(self.data)
+        chunk, self.data = self.data[:size], self.data[size:]
+        return chunk
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([b"", b"a", b"ab:1", b"x" * 7, b"y" * 20]), max_size=30),
+    st.booleans(),
+    st.lists(st.integers(1, 25), max_size=40),
+    st.integers(4, 12),
+)
+def test_grep_output_blocks_give_every_record_cut_at_the_cap(records, final_newline, sizes, cap):
+    data = b"\n".join(records) + (b"\n" if final_newline and records else b"")
+    got = [record for block in grep_prefilter._record_blocks(_Chunks(data, list(sizes)), cap) for record in block]
+    expected = data.split(b"\n")
+    if expected[-1] == b"":
+        expected.pop()
+    assert got == [record[:cap] for record in expected]

@@ -11,7 +11,6 @@ files go through the block reader.
 from __future__ import annotations
 
 import functools
-import operator
 import os
 import shutil
 import subprocess
@@ -31,6 +30,7 @@ _SPLIT_WINDOW = 1 << 20
 _FEED_BYTES = 1 << 20
 _COUNT_BLOCK = 1 << 22
 _RECORDS_BYTES = 1 << 20
+_PIPE_BYTES = 1 << 20
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,12 +59,12 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
         patterns.flush()
         if middle is None:
             whole = jobs.grep(patterns.name, path)
-            streams = [lambda position: _Stream(whole, whole.stdout)]
+            streams = [lambda position: _Stream(whole, whole.output)]
         else:
             # Both cores: one grep reads the first half from a pipe this process fills with sendfile (no
             # copy through user space), the other the second half from its offset into a spool file, so
             # that it never waits for this reader to catch up.
-            read_end, write_end = os.pipe()
+            read_end, write_end = large_pipe()
             try:
                 first = jobs.grep(patterns.name, None, stdin=read_end)
                 spool = jobs.keep(tempfile.TemporaryFile(prefix="offloaddoctor-grep-"))
@@ -85,7 +85,7 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
                 spool.seek(0)
                 return _Stream(second, spool, _lines_before(path, middle, position), middle)
 
-            streams = [lambda position: _Stream(first, first.stdout), second_half]
+            streams = [lambda position: _Stream(first, first.output), second_half]
         with open(path, "rb") as log:
             yield from _deliver(reader, streams, log, position)
             if position.failed:
@@ -115,6 +115,19 @@ def split_point(path: str, size: int) -> int | None:
     return at + newline + 1
 
 
+def large_pipe() -> tuple[int, int]:
+    """A pipe of _PIPE_BYTES where Linux allows it: with the default 64 KiB, grep and this reader take turns
+    every few dozen lines (a `--log-interval 1` log: ~10,000 reads for 200 MB of grep's output)."""
+    read_end, write_end = os.pipe()
+    try:
+        import fcntl
+
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):  # not Linux, or above /proc/sys/fs/pipe-max-size
+        pass
+    return read_end, write_end
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -134,16 +147,29 @@ class _Jobs:
         self.files.append(handle)
         return handle
 
-    def grep(self, patterns: str, path: str | None, stdin=None, stdout=subprocess.PIPE) -> subprocess.Popen:
+    def grep(self, patterns: str, path: str | None, stdin=None, stdout=None) -> subprocess.Popen:
+        """grep's output goes to `stdout`, or to a pipe of _PIPE_BYTES read as `process.output`."""
         command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns] + (["--", path] if path else [])
-        process = subprocess.Popen(
-            command,
-            stdin=stdin,
-            stdout=stdout,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "LC_ALL": "C"},
-            preexec_fn=_limit_memory,
-        )
+        read_end = None
+        if stdout is None:
+            read_end, stdout = large_pipe()
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, "LC_ALL": "C"},
+                preexec_fn=_limit_memory,
+            )
+        except BaseException:
+            if read_end is not None:
+                os.close(read_end)
+            raise
+        finally:
+            if read_end is not None:
+                os.close(stdout)
+        process.output = open(read_end, "rb") if read_end is not None else None
         self.processes.append(process)
         process.feeder = None  # what fills its input, when not a file: a failure there is this grep's failure
         return process
@@ -155,8 +181,8 @@ class _Jobs:
 
     def stop(self) -> None:
         for process in self.processes:
-            if process.stdout is not None:
-                process.stdout.close()
+            if process.output is not None:
+                process.output.close()
             process.kill()
             process.wait()
         for feeder in self.feeders:  # its grep is gone: a blocked write ends with a broken pipe
@@ -316,11 +342,13 @@ def _deliver(reader, streams, log, position: _Position) -> Iterator[tuple[int, s
 
 
 def _misses(records: list[bytes], literal: bytes) -> list[int]:
-    """Indices of the records without `literal`, the test run in C (map), a Python step per miss only."""
-    holds = list(map(operator.contains, records, repeat(literal)))
+    """Indices of the records without `literal`, the test run in C (map), a Python step per miss only. `find`,
+    not `contains`: bytes' `in` first tries its operand as an int, and raising and clearing that TypeError
+    doubled the cost of this test (a `--log-interval 1` log has a million records)."""
+    found = list(map(bytes.find, records, repeat(literal)))
     misses, index = [], -1
-    for _ in range(holds.count(False)):
-        index = holds.index(False, index + 1)
+    for _ in range(found.count(-1)):
+        index = found.index(-1, index + 1)
         misses.append(index)
     return misses
 
@@ -342,12 +370,25 @@ def _record_blocks(output, cap: int) -> Iterator[list[bytes]]:
             if newline == -1:
                 continue
             chunk, dropping = chunk[newline + 1 :], False
-        records = (pending + chunk if pending else chunk).split(b"\n")
+        data = pending + chunk if pending else chunk
+        records = data.split(b"\n")
         pending = records.pop()
         if len(pending) >= cap:
             records.append(pending[:cap])
             pending, dropping = b"", True
+        elif not may_hold_a_run(data, cap):
+            yield records
+            continue
         yield [record[:cap] for record in records] if records and max(map(len, records)) >= cap else records
+
+
+def may_hold_a_run(data: bytes, length: int) -> bool:
+    """False when `data` surely has no `length` bytes in a row without a newline: a run that long holds one of
+    the windows of length // 2 that tile `data`, so a newline in every window rules it out (a few dozen `find`s
+    a MiB, against `len` of every record)."""
+    step = max(length // 2, 1)
+    find = data.find
+    return any(find(b"\n", start, start + step) < 0 for start in range(0, len(data), step))
 
 
 def _every_line(reader, log, position: _Position, offset: int, last: int):
