@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from offloaddoctor.errors import UserError
@@ -376,6 +376,7 @@ class _Chunks:
     st.lists(st.integers(1, 25), max_size=40),
     st.integers(4, 12),
 )
+@example(records=[b"x" * 7], final_newline=True, sizes=[5], cap=6)  # a block's first record, begun in the last
 def test_grep_output_blocks_give_every_record_cut_at_the_cap(records, final_newline, sizes, cap):
     data = b"\n".join(records) + (b"\n" if final_newline and records else b"")
     got = [record for block in grep_prefilter._record_blocks(_Chunks(data, list(sizes)), cap) for record in block]

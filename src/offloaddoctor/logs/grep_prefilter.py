@@ -370,13 +370,14 @@ def _record_blocks(output, cap: int) -> Iterator[list[bytes]]:
             if newline == -1:
                 continue
             chunk, dropping = chunk[newline + 1 :], False
-        data = pending + chunk if pending else chunk
-        records = data.split(b"\n")
+        records = chunk.split(b"\n")
+        if pending:  # (not `pending + chunk`: a copy of every block)
+            records[0] = pending + records[0]
         pending = records.pop()
         if len(pending) >= cap:
             records.append(pending[:cap])
             pending, dropping = b"", True
-        elif not may_hold_a_run(data, cap):
+        elif not (records and len(records[0]) >= cap) and not may_hold_a_run(chunk, cap):
             yield records
             continue
         yield [record[:cap] for record in records] if records and max(map(len, records)) >= cap else records
