@@ -123,7 +123,8 @@ def test_many_small_files_go_to_the_pool_by_count(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "_runs", lambda *args: runs.append(real(*args)) or runs[-1])
     monkeypatch.setattr(parallel, "PARALLEL_MIN_FILES", 10)  # 12 files of a few bytes: under the byte bar
     assert summary(parallel.scan_sources(MATCHERS, sources, workers=2)) == summary(serial)
-    assert runs and [s for run, _ in runs[0] for s in run] == sources  # contiguous runs, in order
+    assert runs and [s for start, stop, _ in runs[0] for s in sources[start:stop]] == sources  # contiguous, in order
+    assert parallel._SOURCES == []  # the parent's list for the workers is let go
 
 
 def test_runs_are_contiguous_and_balanced_by_bytes():
@@ -132,8 +133,8 @@ def test_runs_are_contiguous_and_balanced_by_bytes():
     sources = [LogSource(f"{i}.log") for i in range(10)]
     sizes = [10 << 20] + [1] * 9
     runs = parallel._runs(sources, sizes, 4)
-    assert [s for run, _ in runs for s in run] == sources
-    assert runs[0] == ([sources[0]], 10 << 20) and sum(b for _, b in runs) == sum(sizes)
+    assert [s for start, stop, _ in runs for s in sources[start:stop]] == sources
+    assert runs[0] == (0, 1, 10 << 20) and sum(b for _, _, b in runs) == sum(sizes)
 
 
 def test_rank_logs_without_steady_state_keep_shared_stand_ins_with_the_same_facts(tmp_path, monkeypatch):
