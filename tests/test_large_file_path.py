@@ -120,3 +120,74 @@ def test_a_damaged_gz_keeps_the_python_readers_warning(tmp_path, catalog, monkey
     monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
     assert _report(packed, catalog) == in_python
     assert any("gzip" in note for note in in_python["notes"])
+
+
+def _script(path, text: str) -> str:
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(0o755)
+    return str(path)
+
+
+needs_gzip_and_grep = pytest.mark.skipif(
+    grep_prefilter.gnu_grep() is None
+    or __import__("shutil").which("gzip") is None
+    or __import__("shutil").which("dd") is None,
+    reason="needs GNU grep, gzip and dd",
+)
+
+
+@needs_gzip_and_grep
+@pytest.mark.parametrize("pause", ["0", "0.3"])
+def test_grep_follows_a_gz_as_gzip_writes_it(tmp_path, catalog, monkeypatch, pause):
+    """grep reads the decompressed log while gzip still writes it: a gzip that stops for a while after its
+    first bytes must still have every line read, once."""
+    import gzip
+    import shutil
+
+    log = FIXTURES / "oom-fragmentation-multirank" / "job.log"
+    packed = tmp_path / "job.log.gz"
+    packed.write_bytes(gzip.compress(log.read_bytes()))
+    in_python = _report(packed, catalog)
+    real_gzip, real_which = shutil.which("gzip"), shutil.which
+    slow = _script(
+        tmp_path / "gzip",
+        f'for last; do :; done\n"{real_gzip}" -c -d -- "$last" | '
+        f"{{ dd bs=4096 count=1 iflag=fullblock 2>/dev/null; sleep {pause}; cat; }}\n",
+    )
+    monkeypatch.setattr(shutil, "which", lambda name: slow if name == "gzip" else real_which(name))
+    monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
+    outcomes = []
+    real_road = grep_prefilter.gunzip_and_grep
+
+    def road(*args):
+        outcomes.append(real_road(*args))
+        return outcomes[-1]
+
+    monkeypatch.setattr(grep_prefilter, "gunzip_and_grep", road)
+    assert _report(packed, catalog) == in_python
+    assert [(whole, found is not None) for whole, found in outcomes] == [(True, True)]
+
+
+@needs_gzip_and_grep
+@pytest.mark.parametrize("fails", ["grep", "gzip"])
+def test_a_failure_while_gzip_and_grep_run_together_changes_no_report(tmp_path, catalog, monkeypatch, fails):
+    """grep failing: the decompressed log is read on the grep road again (which reads on in Python from where
+    grep stopped); gzip failing after writing a part: nothing of that part was handed out, Python reads it all."""
+    import gzip
+    import shutil
+
+    log = FIXTURES / "pp-cpu-offload" / "job.log"
+    packed = tmp_path / "job.log.gz"
+    packed.write_bytes(gzip.compress(log.read_bytes()))
+    in_python = _report(packed, catalog)
+    monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
+    if fails == "grep":
+        failing = _script(tmp_path / "grep", f'"{grep_prefilter.gnu_grep()}" "$@" >/dev/null\nexit 2\n')
+        monkeypatch.setattr(grep_prefilter, "gnu_grep", lambda: failing)
+    else:
+        real_gzip, real_which = shutil.which("gzip"), shutil.which
+        failing = _script(
+            tmp_path / "gzip", f'for last; do :; done\n"{real_gzip}" -c -d -- "$last" | head -c 5000\nexit 1\n'
+        )
+        monkeypatch.setattr(shutil, "which", lambda name: failing if name == "gzip" else real_which(name))
+    assert _report(packed, catalog) == in_python

@@ -35,6 +35,10 @@ from offloaddoctor.logs.sources import (
     open_binary,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import BinaryIO
+
 BLOCK_BYTES = 1 << 20
 # A block this large read in Python (standard input, a small .gz, no GNU grep) pays for compiling the
 # literals' finder: on NCCL INFO chatter 12 ms a MiB against 21 for a test per literal.
@@ -45,12 +49,6 @@ COVER_SAMPLE_BYTES = 1 << 20
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 GZ_SPOOL_MIN_BYTES = 1 << 20  # a .gz this large (compressed) is decompressed by gzip(1) into a temporary file
 GZ_SPOOL_MAX_BYTES = 16 << 30  # ... of at most this (and half the free space there), or read in Python
-
-
-def _limit_file_size(limit: int) -> None:  # runs in the gzip child before exec: past the limit it fails
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 def prefilter_literals(literals: Iterable[str]) -> list[bytes]:
@@ -125,10 +123,10 @@ class CandidateReader:
         size_at_open = _file_size(stream)
         try:
             if isinstance(stream, gzip.GzipFile):
-                spool = self._gunzip_to_spool()
-                if spool is not None:  # a large .gz: decompressed by gzip(1), then read like a plain file
+                gunzipped = self._gunzip_to_spool()
+                if gunzipped is not None:  # a large .gz: decompressed by gzip(1), then read like a plain file
                     stream.close()
-                    yield from self._spooled(spool)
+                    yield from self._spooled(*gunzipped)
                     return
             if (
                 size_at_open is not None
@@ -199,10 +197,11 @@ class CandidateReader:
         if size < size_at_open:
             self._note_shrunk(size_at_open, size)
 
-    def _gunzip_to_spool(self) -> str | None:
-        """A temporary file with the log decompressed by gzip(1) (C, no Python per byte), for the grep road;
-        None (read it in Python, as before) unless it is large, gzip and GNU grep are at hand, and gzip
-        decompresses it cleanly: a truncated or damaged file keeps the Python reader's warnings."""
+    def _gunzip_to_spool(self) -> tuple[str, BinaryIO | None] | None:
+        """A temporary file with the log decompressed by gzip(1) (C, no Python per byte), for the grep road,
+        with grep's output for it when grep could read it as it was decompressed; None (read it in Python, as
+        before) unless it is large, gzip and GNU grep are at hand, and gzip decompresses it cleanly: a
+        truncated or damaged file keeps the Python reader's warnings."""
         if not self.use_grep:
             return None
         try:
@@ -211,10 +210,9 @@ class CandidateReader:
         except OSError:
             return None
         import shutil
-        import subprocess
         import tempfile
 
-        from offloaddoctor.logs.grep_prefilter import gnu_grep
+        from offloaddoctor.logs.grep_prefilter import gnu_grep, gunzip_and_grep
 
         gunzip = shutil.which("gzip")
         if gunzip is None or gnu_grep() is None:
@@ -222,23 +220,19 @@ class CandidateReader:
         handle, spool = tempfile.mkstemp(prefix="offloaddoctor-gunzip-", suffix=".log")
         try:
             limit = max(0, min(GZ_SPOOL_MAX_BYTES, shutil.disk_usage(os.path.dirname(spool)).free // 2))
-            done = subprocess.run(
-                [gunzip, "-c", "-d", "--", self.source.path],
-                stdout=handle,
-                stderr=subprocess.DEVNULL,
-                preexec_fn=lambda: _limit_file_size(limit),
-                check=False,
-            )
+            # All the literals: a cover would be chosen on the middle of a log not yet decompressed.
+            whole, found = gunzip_and_grep(gunzip, self.source.path, handle, spool, self.literals, limit)
         except OSError:
-            done = None
+            whole, found = False, None
         finally:
             os.close(handle)
-        if done is None or done.returncode != 0:
+        if not whole:
             os.unlink(spool)
             return None
-        return spool
+        return spool, found
 
-    def _spooled(self, spool: str) -> Iterator[tuple[int, str]]:
+    def _spooled(self, spool: str, found: BinaryIO | None) -> Iterator[tuple[int, str]]:
+        """`found`: grep's output for the spool (made with all the literals), or None to run grep on it now."""
         from offloaddoctor.logs.grep_prefilter import grep_lines
 
         try:
@@ -246,15 +240,18 @@ class CandidateReader:
                 reason = not_text_reason(plain.peek(8192)[:8192])
                 if reason:
                     raise not_text_error(self.source, reason)
-                self.patterns = self._patterns_for(plain)
+                self.patterns = self.literals if found is not None else self._patterns_for(plain)
             progress, self.on_bytes = self.on_bytes, None  # progress counts the file's own (compressed) bytes
             try:
-                yield from grep_lines(self, spool)
+                yield from grep_lines(self, spool, found)
+                found = None  # closed by grep_lines
             finally:
                 self.on_bytes = progress
             if progress is not None:
                 progress(os.path.getsize(self.source.path))
         finally:
+            if found is not None:
+                found.close()
             os.unlink(spool)
 
     def _note_shrinking(self, stream, size_at_open: int | None) -> None:

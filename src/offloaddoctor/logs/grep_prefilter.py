@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from itertools import repeat
 from typing import BinaryIO, NamedTuple
@@ -31,6 +32,7 @@ _FEED_BYTES = 1 << 20
 _COUNT_BLOCK = 1 << 22
 _RECORDS_BYTES = 1 << 20
 _PIPE_BYTES = 1 << 20
+_FOLLOW_SECONDS = 0.002  # a feeder that caught up with gzip waits this long for more
 
 
 @functools.lru_cache(maxsize=1)
@@ -45,47 +47,18 @@ def gnu_grep() -> str | None:
     return path if "GNU grep" in version else None
 
 
-def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
-    """`reader` is the CandidateReader whose patterns, every_line, skip, warnings and counters this serves."""
-    import tempfile
-
+def grep_lines(reader, path: str, found: BinaryIO | None = None) -> Iterator[tuple[int, str]]:
+    """`reader` is the CandidateReader whose patterns, every_line, skip, warnings and counters this serves.
+    `found`: grep's output for the whole file with the reader's patterns, made already (gunzip_and_grep)."""
     size = os.path.getsize(path)
-    middle = split_point(path, size) if _cores() > 1 and size >= SPLIT_MIN_BYTES and hasattr(os, "sendfile") else None
     jobs = _Jobs()
     position = _Position()
     try:
-        patterns = jobs.keep(tempfile.NamedTemporaryFile("wb", prefix="offloaddoctor-literals-"))
-        patterns.write(b"\n".join(reader.patterns) + b"\n")
-        patterns.flush()
-        if middle is None:
-            whole = jobs.grep(patterns.name, path)
-            streams = [lambda position: _Stream(whole, whole.output)]
+        if found is not None:
+            jobs.keep(found)
+            streams = [lambda position: _Stream(None, found)]
         else:
-            # Both cores: one grep reads the first half from a pipe this process fills with sendfile (no
-            # copy through user space), the other the second half from its offset into a spool file, so
-            # that it never waits for this reader to catch up.
-            read_end, write_end = large_pipe()
-            try:
-                first = jobs.grep(patterns.name, None, stdin=read_end)
-                spool = jobs.keep(tempfile.TemporaryFile(prefix="offloaddoctor-grep-"))
-                with open(path, "rb") as tail:
-                    tail.seek(middle)
-                    second = jobs.grep(patterns.name, None, stdin=tail, stdout=spool)
-            except BaseException:
-                os.close(write_end)
-                raise
-            finally:
-                os.close(read_end)
-            # Started last: forking (for the greps' memory limit) while another thread runs is unsafe.
-            first.feeder = jobs.feed(path, write_end, middle)
-
-            def second_half(position: _Position) -> _Stream:
-                if second.wait() not in (0, 1):
-                    raise _GrepFailed
-                spool.seek(0)
-                return _Stream(second, spool, _lines_before(path, middle, position), middle)
-
-            streams = [lambda position: _Stream(first, first.output), second_half]
+            streams = _start_greps(jobs, reader.patterns, path, size)
         with open(path, "rb") as log:
             yield from _deliver(reader, streams, log, position)
             if position.failed:
@@ -102,6 +75,105 @@ def grep_lines(reader, path: str) -> Iterator[tuple[int, str]]:
     reader.lines_read = _count_lines(path, size, position)
     if reader.on_bytes is not None:
         reader.on_bytes(os.path.getsize(path) - reader.bytes_reported)
+
+
+def _start_greps(jobs: _Jobs, patterns: list[bytes], path: str, size: int) -> list:
+    """The greps over the file: functions that each give one grep's output stream, in the file's order."""
+    import tempfile
+
+    middle = split_point(path, size) if _cores() > 1 and size >= SPLIT_MIN_BYTES and hasattr(os, "sendfile") else None
+    listed = jobs.keep(_patterns_file(patterns))
+    if middle is None:
+        whole = jobs.grep(listed.name, path)
+        streams = [lambda position: _Stream(whole, whole.output)]
+    else:
+        # Both cores: one grep reads the first half from a pipe this process fills with sendfile (no
+        # copy through user space), the other the second half from its offset into a spool file, so
+        # that it never waits for this reader to catch up.
+        read_end, write_end = large_pipe()
+        try:
+            first = jobs.grep(listed.name, None, stdin=read_end)
+            spool = jobs.keep(tempfile.TemporaryFile(prefix="offloaddoctor-grep-"))
+            with open(path, "rb") as tail:
+                tail.seek(middle)
+                second = jobs.grep(listed.name, None, stdin=tail, stdout=spool)
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        # Started last: forking (for the greps' memory limit) while another thread runs is unsafe.
+        first.feeder = jobs.feed(path, write_end, middle)
+
+        def second_half(position: _Position) -> _Stream:
+            if second.wait() not in (0, 1):
+                raise _GrepFailed
+            spool.seek(0)
+            return _Stream(second, spool, _lines_before(path, middle, position), middle)
+
+        streams = [lambda position: _Stream(first, first.output), second_half]
+    return streams
+
+
+def gunzip_and_grep(
+    gunzip: str, path: str, spool: int, spool_path: str, patterns: list[bytes], limit: int
+) -> tuple[bool, BinaryIO | None]:
+    """Decompress the .gz at `path` with `gunzip` (gzip(1)) into the open file `spool` (at most `limit` bytes)
+    while one grep reads what it has written so far (a thread feeds it): both cores at once, where
+    decompressing first and grepping after left one idle. (Whether the spool holds the whole log; grep's
+    output for it, or None when grep or its feeding failed.) Nothing is handed out before gzip has finished
+    cleanly: a damaged file is read by Python from its start, with its warnings."""
+    import tempfile
+
+    jobs = _Jobs()
+    found = tempfile.TemporaryFile(prefix="offloaddoctor-grep-")
+    whole = searched = False
+    try:
+        listed = jobs.keep(_patterns_file(patterns))
+        decompress = jobs.run(
+            [gunzip, "-c", "-d", "--", path], subprocess.DEVNULL, spool, preexec=lambda: limit_file_size(limit)
+        )
+        read_end, write_end = large_pipe()
+        try:
+            search = jobs.grep(listed.name, None, stdin=read_end, stdout=found)
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        # Started last: forking while another thread runs is unsafe.
+        search.feeder = jobs.feed(spool_path, write_end, None, writer=decompress)
+        whole = decompress.wait() == 0
+        search.wait()
+        try:
+            _check_exit(search)
+            searched = True
+        except _GrepFailed:
+            pass
+    except OSError:
+        pass
+    finally:
+        jobs.stop()
+    if not (whole and searched):
+        found.close()
+        return whole, None
+    found.seek(0)
+    return True, found
+
+
+def _patterns_file(patterns: list[bytes]):
+    import tempfile
+
+    listed = tempfile.NamedTemporaryFile("wb", prefix="offloaddoctor-literals-")
+    listed.write(b"\n".join(patterns) + b"\n")
+    listed.flush()
+    return listed
+
+
+def limit_file_size(limit: int) -> None:  # runs in a child before exec: a write past the limit fails
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 def split_point(path: str, size: int) -> int | None:
@@ -148,19 +220,17 @@ class _Jobs:
         return handle
 
     def grep(self, patterns: str, path: str | None, stdin=None, stdout=None) -> subprocess.Popen:
-        """grep's output goes to `stdout`, or to a pipe of _PIPE_BYTES read as `process.output`."""
         command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns] + (["--", path] if path else [])
+        return self.run(command, stdin, stdout, _limit_memory, {**os.environ, "LC_ALL": "C"})
+
+    def run(self, command: list[str], stdin, stdout=None, preexec=None, env=None) -> subprocess.Popen:
+        """The command's output goes to `stdout`, or to a pipe of _PIPE_BYTES read as `process.output`."""
         read_end = None
         if stdout is None:
             read_end, stdout = large_pipe()
         try:
             process = subprocess.Popen(
-                command,
-                stdin=stdin,
-                stdout=stdout,
-                stderr=subprocess.DEVNULL,
-                env={**os.environ, "LC_ALL": "C"},
-                preexec_fn=_limit_memory,
+                command, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, env=env, preexec_fn=preexec
             )
         except BaseException:
             if read_end is not None:
@@ -174,8 +244,8 @@ class _Jobs:
         process.feeder = None  # what fills its input, when not a file: a failure there is this grep's failure
         return process
 
-    def feed(self, path: str, pipe: int, end: int) -> _Feeder:
-        feeder = _Feeder(path, pipe, end)
+    def feed(self, path: str, pipe: int, end: int | None, writer: subprocess.Popen | None = None) -> _Feeder:
+        feeder = _Feeder(path, pipe, end, writer)
         self.feeders.append(feeder)
         return feeder
 
@@ -192,27 +262,44 @@ class _Jobs:
 
 
 class _Feeder(threading.Thread):
-    """Copies bytes [0, end) of a file into a pipe with sendfile, then closes the pipe."""
+    """Copies bytes [0, end) of a file into a pipe with sendfile, then closes the pipe. With a `writer` (and no
+    end), the file is still being written by that process: its bytes are copied as they come, to the end it
+    has when the writer has exited."""
 
-    def __init__(self, path: str, pipe: int, end: int):
+    def __init__(self, path: str, pipe: int, end: int | None, writer: subprocess.Popen | None = None):
         super().__init__(daemon=True)
-        self.path, self.pipe, self.end, self.failed = path, pipe, end, False
+        self.path, self.pipe, self.end, self.writer, self.failed = path, pipe, end, writer, False
         self.start()
 
     def run(self) -> None:
         try:
             with open(self.path, "rb") as log:
+                if self.writer is None:
+                    assert self.end is not None
+                    self._copy(log.fileno(), 0, self.end)
+                    return
                 offset = 0
-                while offset < self.end:
-                    sent = os.sendfile(self.pipe, log.fileno(), offset, min(_FEED_BYTES, self.end - offset))
-                    if sent == 0:  # the file shrank under us
-                        self.failed = True
-                        break
-                    offset += sent
+                while not self.failed:
+                    written = self.writer.poll() is not None  # asked first: the size after it is the last
+                    end = os.fstat(log.fileno()).st_size
+                    offset = self._copy(log.fileno(), offset, end)
+                    if written:
+                        return
+                    if offset == end:
+                        time.sleep(_FOLLOW_SECONDS)
         except OSError:  # a read error, or grep gone (broken pipe)
             self.failed = True
         finally:
             os.close(self.pipe)
+
+    def _copy(self, file: int, offset: int, end: int) -> int:
+        while offset < end:
+            sent = os.sendfile(self.pipe, file, offset, min(_FEED_BYTES, end - offset))
+            if sent == 0:  # the file shrank under us
+                self.failed = True
+                break
+            offset += sent
+        return offset
 
 
 class _Position:
@@ -225,9 +312,10 @@ class _Position:
 
 
 class _Stream(NamedTuple):
-    """One grep's `-n -b` output; its numbers count from `base_line` lines and `base_offset` bytes."""
+    """One grep's `-n -b` output; its numbers count from `base_line` lines and `base_offset` bytes. No process:
+    the output of one that has ended well already."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen | None
     output: BinaryIO
     base_line: int = 0
     base_offset: int = 0
@@ -410,7 +498,9 @@ def _every_line(reader, log, position: _Position, offset: int, last: int):
     return last
 
 
-def _check_exit(process: subprocess.Popen) -> None:
+def _check_exit(process: subprocess.Popen | None) -> None:
+    if process is None:
+        return
     failed = process.wait() not in (0, 1)
     if process.feeder is not None:
         process.feeder.join()
