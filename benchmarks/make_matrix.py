@@ -5,7 +5,7 @@ arguments block) and ends with the real fragmentation OOM of fixtures/oom-fragme
 `diagnose` has the same finding to report on each. Files that already exist are kept (generate once, reuse).
 
 usage: python3 benchmarks/make_matrix.py [--out DIR] [--size-mb N] [--kinds k1,k2] [--small-counts 20000,200000]
-                                         [--failed-counts 20000,200000]
+                                         [--failed-counts 20000,200000] [--last-rank-counts 20000]
 
 DIR defaults to /tmp/offloaddoctor-bench; never inside the repository. The line mixes (see KINDS):
   nccl-info        NCCL_DEBUG=INFO chatter of 8 ranks, an iteration line per 8 ranks (make_log.py: any rank count)
@@ -224,10 +224,12 @@ def write_small_files(directory: Path, count: int) -> None:
     partial.rename(directory)
 
 
-def write_failed_rank_files(directory: Path, count: int) -> None:
+def write_failed_rank_files(directory: Path, count: int, iterations_everywhere: bool = True) -> None:
     """The common shape of a failed large job: one rank's OOM traceback, and in every other rank's log the
     NCCL watchdog timeout it ends with (the real lines of fixtures/oom-fragmentation-multirank), after its
-    start-up chatter and a few iteration lines: every file is a hit, one finding spans all of them."""
+    start-up chatter and a few iteration lines: every file is a hit, one finding spans all of them.
+    With `iterations_everywhere` off, only the last rank's log has the iteration lines, as Megatron-LM and
+    Megatron-Bridge print them (`print_rank_last`: Bridge 0.3.1 training/utils/train_utils.py:735)."""
     partial = directory.with_name(directory.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -236,7 +238,8 @@ def write_failed_rank_files(directory: Path, count: int) -> None:
     timeout = next(line for line in OOM if "Watchdog caught" in line).removeprefix("[rank0]:")
     for rank in range(count):
         lines = [" " + nccl(rank % 8, count, 1, which) for which in (1, 2)]
-        lines += [" " + iteration_line(step) for step in (10, 20, 30)]
+        if iterations_everywhere or rank == count - 1:
+            lines += [" " + iteration_line(step) for step in (10, 20, 30)]
         if rank == failing:
             lines += traceback
         else:
@@ -252,6 +255,7 @@ def main() -> int:
     parser.add_argument("--kinds", default=",".join([*KINDS, "gzip"]))
     parser.add_argument("--small-counts", default="20000,200000")
     parser.add_argument("--failed-counts", default="20000,200000")
+    parser.add_argument("--last-rank-counts", default="20000")  # failed, iteration lines on the last rank only
     args = parser.parse_args()
     out = args.out.resolve()
     if ROOT in out.parents or out == ROOT:
@@ -281,6 +285,11 @@ def main() -> int:
         target = out / f"failed-ranks-{count}"
         if not target.exists():
             write_failed_rank_files(target, count)
+        print(f"{target} ({count} files)")
+    for count in [int(c) for c in args.last_rank_counts.split(",") if c]:
+        target = out / f"failed-last-rank-iterations-{count}"
+        if not target.exists():
+            write_failed_rank_files(target, count, iterations_everywhere=False)
         print(f"{target} ({count} files)")
     return 0
 
