@@ -4,8 +4,9 @@
 needs one `bytes.find` pass per pattern. Same contract as CandidateReader: (line number, text) for candidate
 lines, and every line while the caller sets `every_line` (read from the file itself, from the byte offset
 grep reports). A file of SPLIT_MIN_BYTES or more is split in two, one grep per core. Used only for a plain
-regular file of at least candidates.GREP_MIN_BYTES when GNU grep is on PATH; gzip, standard input and small
-files go through the block reader.
+regular file of at least candidates.GREP_MIN_BYTES when GNU grep is on PATH, and for a large .gz, which gzip(1)
+decompresses into a temporary file as one grep reads it (gunzip_and_grep); standard input, a small .gz and
+small files go through the block reader.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def _start_greps(jobs: _Jobs, patterns: list[bytes], path: str, size: int) -> li
         # Both cores: one grep reads the first half from a pipe this process fills with sendfile (no
         # copy through user space), the other the second half from its offset into a spool file, so
         # that it never waits for this reader to catch up.
-        read_end, write_end = large_pipe()
+        read_end, write_end = _large_pipe()
         try:
             first = jobs.grep(listed.name, None, stdin=read_end)
             spool = jobs.keep(tempfile.TemporaryFile(prefix="offloaddoctor-grep-"))
@@ -131,9 +132,9 @@ def gunzip_and_grep(
     try:
         listed = jobs.keep(_patterns_file(patterns))
         decompress = jobs.run(
-            [gunzip, "-c", "-d", "--", path], subprocess.DEVNULL, spool, preexec=lambda: limit_file_size(limit)
+            [gunzip, "-c", "-d", "--", path], subprocess.DEVNULL, spool, preexec=lambda: _limit_file_size(limit)
         )
-        read_end, write_end = large_pipe()
+        read_end, write_end = _large_pipe()
         try:
             search = jobs.grep(listed.name, None, stdin=read_end, stdout=found)
         except BaseException:
@@ -144,7 +145,6 @@ def gunzip_and_grep(
         # Started last: forking while another thread runs is unsafe.
         search.feeder = jobs.feed(spool_path, write_end, None, writer=decompress)
         whole = decompress.wait() == 0
-        search.wait()
         try:
             _check_exit(search)
             searched = True
@@ -152,6 +152,9 @@ def gunzip_and_grep(
             pass
     except OSError:
         pass
+    except BaseException:
+        found.close()
+        raise
     finally:
         jobs.stop()
     if not (whole and searched):
@@ -170,7 +173,7 @@ def _patterns_file(patterns: list[bytes]):
     return listed
 
 
-def limit_file_size(limit: int) -> None:  # runs in a child before exec: a write past the limit fails
+def _limit_file_size(limit: int) -> None:  # runs in a child before exec: a write past the limit fails
     import resource
 
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
@@ -187,7 +190,7 @@ def split_point(path: str, size: int) -> int | None:
     return at + newline + 1
 
 
-def large_pipe() -> tuple[int, int]:
+def _large_pipe() -> tuple[int, int]:
     """A pipe of _PIPE_BYTES where Linux allows it: with the default 64 KiB, grep and this reader take turns
     every few dozen lines (a `--log-interval 1` log: ~10,000 reads for 200 MB of grep's output)."""
     read_end, write_end = os.pipe()
@@ -227,7 +230,7 @@ class _Jobs:
         """The command's output goes to `stdout`, or to a pipe of _PIPE_BYTES read as `process.output`."""
         read_end = None
         if stdout is None:
-            read_end, stdout = large_pipe()
+            read_end, stdout = _large_pipe()
         try:
             process = subprocess.Popen(
                 command, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, env=env, preexec_fn=preexec
