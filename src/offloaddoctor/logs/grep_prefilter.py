@@ -91,9 +91,8 @@ def _start_greps(jobs: _Jobs, patterns: list[bytes], path: str, size: int) -> li
         # Both cores: one grep reads the first half from a pipe this process fills with sendfile (no
         # copy through user space), the other the second half from its offset into a spool file, so
         # that it never waits for this reader to catch up.
-        read_end, write_end = _large_pipe()
+        first, write_end = jobs.grep_from_pipe(listed.name)
         try:
-            first = jobs.grep(listed.name, None, stdin=read_end)
             spool = jobs.keep(tempfile.TemporaryFile(prefix="offloaddoctor-grep-"))
             with open(path, "rb") as tail:
                 tail.seek(middle)
@@ -101,8 +100,6 @@ def _start_greps(jobs: _Jobs, patterns: list[bytes], path: str, size: int) -> li
         except BaseException:
             os.close(write_end)
             raise
-        finally:
-            os.close(read_end)
         # Started last: forking (for the greps' memory limit) while another thread runs is unsafe.
         first.feeder = jobs.feed(path, write_end, middle)
 
@@ -134,14 +131,7 @@ def gunzip_and_grep(
         decompress = jobs.run(
             [gunzip, "-c", "-d", "--", path], subprocess.DEVNULL, spool, preexec=lambda: _limit_file_size(limit)
         )
-        read_end, write_end = _large_pipe()
-        try:
-            search = jobs.grep(listed.name, None, stdin=read_end, stdout=found)
-        except BaseException:
-            os.close(write_end)
-            raise
-        finally:
-            os.close(read_end)
+        search, write_end = jobs.grep_from_pipe(listed.name, stdout=found)
         # Started last: forking while another thread runs is unsafe.
         search.feeder = jobs.feed(spool_path, write_end, None, writer=decompress)
         whole = decompress.wait() == 0
@@ -225,6 +215,18 @@ class _Jobs:
     def grep(self, patterns: str, path: str | None, stdin=None, stdout=None) -> subprocess.Popen:
         command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns] + (["--", path] if path else [])
         return self.run(command, stdin, stdout, _limit_memory, {**os.environ, "LC_ALL": "C"})
+
+    def grep_from_pipe(self, patterns: str, stdout=None) -> tuple[subprocess.Popen, int]:
+        """A grep reading a new pipe, and the pipe's write end for the caller to fill (a feeder, started after
+        the last fork) and close."""
+        read_end, write_end = _large_pipe()
+        try:
+            return self.grep(patterns, None, stdin=read_end, stdout=stdout), write_end
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
 
     def run(self, command: list[str], stdin, stdout=None, preexec=None, env=None) -> subprocess.Popen:
         """The command's output goes to `stdout`, or to a pipe of _PIPE_BYTES read as `process.output`."""
