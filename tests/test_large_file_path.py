@@ -191,3 +191,28 @@ def test_a_failure_while_gzip_and_grep_run_together_changes_no_report(tmp_path, 
         )
         monkeypatch.setattr(shutil, "which", lambda name: failing if name == "gzip" else real_which(name))
     assert _report(packed, catalog) == in_python
+
+
+@needs_gzip_and_grep
+def test_grep_output_past_its_share_of_the_disk_limit_falls_back_to_the_finished_spool(tmp_path, catalog, monkeypatch):
+    """grep's output file may take half the spool's limit: a log whose every line is a candidate passes that, so
+    grep stops there, and the log gzip finished is read on the plain file's grep road instead."""
+    import gzip
+
+    log = FIXTURES / "oom-fragmentation-multirank" / "job.log"
+    text = "".join(line + "\n" for line in log.read_text().splitlines() if "Watchdog caught" in line) * 50
+    packed = tmp_path / "timeouts.log.gz"
+    packed.write_bytes(gzip.compress(text.encode()))
+    in_python = _report(packed, catalog)
+    monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
+    monkeypatch.setattr(candidates, "GZ_SPOOL_MAX_BYTES", len(text.encode()) + 1)
+    outcomes = []
+    real_road = grep_prefilter.gunzip_and_grep
+
+    def road(*args):
+        outcomes.append(real_road(*args))
+        return outcomes[-1]
+
+    monkeypatch.setattr(grep_prefilter, "gunzip_and_grep", road)
+    assert _report(packed, catalog) == in_python
+    assert [(whole, found is not None) for whole, found in outcomes] == [(True, False)]

@@ -131,7 +131,9 @@ def gunzip_and_grep(
         decompress = jobs.run(
             [gunzip, "-c", "-d", "--", path], subprocess.DEVNULL, spool, preexec=lambda: _limit_file_size(limit)
         )
-        search, write_end = jobs.grep_from_pipe(listed.name, stdout=found)
+        # grep's output is at most the log's size; past half the spool's limit grep fails, and the finished
+        # spool is read on the grep road as a plain file (disk: at most 1.5 times the limit in all).
+        search, write_end = jobs.grep_from_pipe(listed.name, stdout=found, output_limit=limit // 2)
         # Started last: forking while another thread runs is unsafe.
         search.feeder = jobs.feed(spool_path, write_end, None, writer=decompress)
         whole = decompress.wait() == 0
@@ -212,16 +214,18 @@ class _Jobs:
         self.files.append(handle)
         return handle
 
-    def grep(self, patterns: str, path: str | None, stdin=None, stdout=None) -> subprocess.Popen:
+    def grep(self, patterns: str, path: str | None, stdin=None, stdout=None, output_limit=None) -> subprocess.Popen:
+        """`output_limit`: the most bytes grep may write to a file given as `stdout` (past it, grep fails)."""
         command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns] + (["--", path] if path else [])
-        return self.run(command, stdin, stdout, _limit_memory, {**os.environ, "LC_ALL": "C"})
+        limits = _limit_memory if output_limit is None else lambda: _limit_memory(output_limit)
+        return self.run(command, stdin, stdout, limits, {**os.environ, "LC_ALL": "C"})
 
-    def grep_from_pipe(self, patterns: str, stdout=None) -> tuple[subprocess.Popen, int]:
+    def grep_from_pipe(self, patterns: str, stdout=None, output_limit=None) -> tuple[subprocess.Popen, int]:
         """A grep reading a new pipe, and the pipe's write end for the caller to fill (a feeder, started after
         the last fork) and close."""
         read_end, write_end = _large_pipe()
         try:
-            return self.grep(patterns, None, stdin=read_end, stdout=stdout), write_end
+            return self.grep(patterns, None, read_end, stdout, output_limit), write_end
         except BaseException:
             os.close(write_end)
             raise
@@ -330,10 +334,12 @@ class _GrepFailed(Exception):
     pass
 
 
-def _limit_memory() -> None:  # runs in the grep child before exec
+def _limit_memory(file_size: int | None = None) -> None:  # runs in the grep child before exec
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (GREP_MEMORY_BYTES, GREP_MEMORY_BYTES))
+    if file_size is not None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
 
 
 def _lines_before(path: str, middle: int, position: _Position) -> int:
