@@ -216,3 +216,23 @@ def test_grep_output_past_its_share_of_the_disk_limit_falls_back_to_the_finished
     monkeypatch.setattr(grep_prefilter, "gunzip_and_grep", road)
     assert _report(packed, catalog) == in_python
     assert [(whole, found is not None) for whole, found in outcomes] == [(True, False)]
+
+
+@needs_gzip_and_grep
+def test_an_interrupt_while_gzip_runs_leaves_no_temporary_file(tmp_path, catalog, monkeypatch):
+    import gzip
+    import tempfile
+    from pathlib import Path
+
+    packed = tmp_path / "job.log.gz"
+    packed.write_bytes(gzip.compress((FIXTURES / "pp-cpu-offload" / "job.log").read_bytes()))
+    monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grep_prefilter, "gunzip_and_grep", interrupted)
+    spools = set(Path(tempfile.gettempdir()).glob("offloaddoctor-gunzip-*"))
+    with pytest.raises(KeyboardInterrupt):
+        _report(packed, catalog)
+    assert set(Path(tempfile.gettempdir()).glob("offloaddoctor-gunzip-*")) == spools

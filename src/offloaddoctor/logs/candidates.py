@@ -224,6 +224,9 @@ class CandidateReader:
             whole, found = gunzip_and_grep(gunzip, self.source.path, handle, spool, self.literals, limit)
         except OSError:
             whole, found = False, None
+        except BaseException:  # an interrupt: the temporary file goes too
+            os.unlink(spool)
+            raise
         finally:
             os.close(handle)
         if not whole:
