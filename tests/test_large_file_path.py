@@ -128,6 +128,37 @@ def _script(path, text: str) -> str:
     return str(path)
 
 
+def _gzipped(tmp_path, data: bytes, name: str = "job.log.gz"):
+    import gzip
+
+    packed = tmp_path / name
+    packed.write_bytes(gzip.compress(data))
+    return packed
+
+
+def _gzip_piped_through(tmp_path, monkeypatch, tail: str) -> None:
+    """gzip(1) for the .gz road becomes the real one piped into the shell command `tail`."""
+    import shutil
+
+    real_gzip, real_which = shutil.which("gzip"), shutil.which
+    fake = _script(tmp_path / "gzip", f'for last; do :; done\n"{real_gzip}" -c -d -- "$last" | {tail}\n')
+    monkeypatch.setattr(shutil, "which", lambda name: fake if name == "gzip" else real_which(name))
+
+
+def _gz_roads_taken(monkeypatch) -> list[tuple[bool, bool]]:
+    """(whole, grep's output made) of each gunzip_and_grep call from here on."""
+    taken = []
+    real_road = grep_prefilter.gunzip_and_grep
+
+    def road(*args):
+        whole, found = real_road(*args)
+        taken.append((whole, found is not None))
+        return whole, found
+
+    monkeypatch.setattr(grep_prefilter, "gunzip_and_grep", road)
+    return taken
+
+
 needs_gzip_and_grep = pytest.mark.skipif(
     grep_prefilter.gnu_grep() is None
     or __import__("shutil").which("gzip") is None
@@ -141,31 +172,15 @@ needs_gzip_and_grep = pytest.mark.skipif(
 def test_grep_follows_a_gz_as_gzip_writes_it(tmp_path, catalog, monkeypatch, pause):
     """grep reads the decompressed log while gzip still writes it: a gzip that stops for a while after its
     first bytes must still have every line read, once."""
-    import gzip
-    import shutil
-
-    log = FIXTURES / "oom-fragmentation-multirank" / "job.log"
-    packed = tmp_path / "job.log.gz"
-    packed.write_bytes(gzip.compress(log.read_bytes()))
+    packed = _gzipped(tmp_path, (FIXTURES / "oom-fragmentation-multirank" / "job.log").read_bytes())
     in_python = _report(packed, catalog)
-    real_gzip, real_which = shutil.which("gzip"), shutil.which
-    slow = _script(
-        tmp_path / "gzip",
-        f'for last; do :; done\n"{real_gzip}" -c -d -- "$last" | '
-        f"{{ dd bs=4096 count=1 iflag=fullblock 2>/dev/null; sleep {pause}; cat; }}\n",
+    _gzip_piped_through(
+        tmp_path, monkeypatch, f"{{ dd bs=4096 count=1 iflag=fullblock 2>/dev/null; sleep {pause}; cat; }}"
     )
-    monkeypatch.setattr(shutil, "which", lambda name: slow if name == "gzip" else real_which(name))
     monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
-    outcomes = []
-    real_road = grep_prefilter.gunzip_and_grep
-
-    def road(*args):
-        outcomes.append(real_road(*args))
-        return outcomes[-1]
-
-    monkeypatch.setattr(grep_prefilter, "gunzip_and_grep", road)
+    taken = _gz_roads_taken(monkeypatch)
     assert _report(packed, catalog) == in_python
-    assert [(whole, found is not None) for whole, found in outcomes] == [(True, True)]
+    assert taken == [(True, True)]
 
 
 @needs_gzip_and_grep
@@ -173,23 +188,14 @@ def test_grep_follows_a_gz_as_gzip_writes_it(tmp_path, catalog, monkeypatch, pau
 def test_a_failure_while_gzip_and_grep_run_together_changes_no_report(tmp_path, catalog, monkeypatch, fails):
     """grep failing: the decompressed log is read on the grep road again (which reads on in Python from where
     grep stopped); gzip failing after writing a part: nothing of that part was handed out, Python reads it all."""
-    import gzip
-    import shutil
-
-    log = FIXTURES / "pp-cpu-offload" / "job.log"
-    packed = tmp_path / "job.log.gz"
-    packed.write_bytes(gzip.compress(log.read_bytes()))
+    packed = _gzipped(tmp_path, (FIXTURES / "pp-cpu-offload" / "job.log").read_bytes())
     in_python = _report(packed, catalog)
     monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
     if fails == "grep":
         failing = _script(tmp_path / "grep", f'"{grep_prefilter.gnu_grep()}" "$@" >/dev/null\nexit 2\n')
         monkeypatch.setattr(grep_prefilter, "gnu_grep", lambda: failing)
     else:
-        real_gzip, real_which = shutil.which("gzip"), shutil.which
-        failing = _script(
-            tmp_path / "gzip", f'for last; do :; done\n"{real_gzip}" -c -d -- "$last" | head -c 5000\nexit 1\n'
-        )
-        monkeypatch.setattr(shutil, "which", lambda name: failing if name == "gzip" else real_which(name))
+        _gzip_piped_through(tmp_path, monkeypatch, "head -c 5000\nexit 1")
     assert _report(packed, catalog) == in_python
 
 
@@ -197,35 +203,23 @@ def test_a_failure_while_gzip_and_grep_run_together_changes_no_report(tmp_path, 
 def test_grep_output_past_its_share_of_the_disk_limit_falls_back_to_the_finished_spool(tmp_path, catalog, monkeypatch):
     """grep's output file may take half the spool's limit: a log whose every line is a candidate passes that, so
     grep stops there, and the log gzip finished is read on the plain file's grep road instead."""
-    import gzip
-
     log = FIXTURES / "oom-fragmentation-multirank" / "job.log"
     text = "".join(line + "\n" for line in log.read_text().splitlines() if "Watchdog caught" in line) * 50
-    packed = tmp_path / "timeouts.log.gz"
-    packed.write_bytes(gzip.compress(text.encode()))
+    packed = _gzipped(tmp_path, text.encode(), "timeouts.log.gz")
     in_python = _report(packed, catalog)
     monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
     monkeypatch.setattr(candidates, "GZ_SPOOL_MAX_BYTES", len(text.encode()) + 1)
-    outcomes = []
-    real_road = grep_prefilter.gunzip_and_grep
-
-    def road(*args):
-        outcomes.append(real_road(*args))
-        return outcomes[-1]
-
-    monkeypatch.setattr(grep_prefilter, "gunzip_and_grep", road)
+    taken = _gz_roads_taken(monkeypatch)
     assert _report(packed, catalog) == in_python
-    assert [(whole, found is not None) for whole, found in outcomes] == [(True, False)]
+    assert taken == [(True, False)]
 
 
 @needs_gzip_and_grep
 def test_an_interrupt_while_gzip_runs_leaves_no_temporary_file(tmp_path, catalog, monkeypatch):
-    import gzip
     import tempfile
     from pathlib import Path
 
-    packed = tmp_path / "job.log.gz"
-    packed.write_bytes(gzip.compress((FIXTURES / "pp-cpu-offload" / "job.log").read_bytes()))
+    packed = _gzipped(tmp_path, (FIXTURES / "pp-cpu-offload" / "job.log").read_bytes())
     monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0)
 
     def interrupted(*args):

@@ -132,7 +132,7 @@ def test_runs_are_contiguous_and_balanced_by_bytes():
 
     sources = [LogSource(f"{i}.log") for i in range(10)]
     sizes = [10 << 20] + [1] * 9
-    runs = parallel._runs(sources, sizes, 4)
+    runs = parallel._runs(sizes, 4)
     assert [s for start, stop, _ in runs for s in sources[start:stop]] == sources
     assert runs[0] == (0, 1, 10 << 20) and sum(b for _, _, b in runs) == sum(sizes)
 

@@ -47,7 +47,7 @@ def scan_sources(
     # Inherited by the forked workers, not pickled: compiled patterns, and the sources, which a task names by
     # their places (pickling 20,000 sources cost the parent ~40 ms as the workers started).
     _MATCHERS, _SOURCES = matchers, list(sources)
-    runs = _runs(_SOURCES, sizes, workers * TASKS_PER_WORKER)
+    runs = _runs(sizes, workers * TASKS_PER_WORKER)
     del sizes
 
     def results(pool) -> Iterator[ScanResult]:
@@ -86,9 +86,9 @@ def _progress_counter(progress: Callable[[int, int], None], total: int) -> Calla
     return on_bytes
 
 
-def _runs(sources: list[LogSource], sizes: list[int], count: int) -> list[tuple[int, int, int]]:
+def _runs(sizes: list[int], count: int) -> list[tuple[int, int, int]]:
     """Contiguous runs of about equal bytes (each file also weighs a fixed amount: its opening costs), as
-    (start, stop, bytes) of the sources' list."""
+    (start, stop, bytes) of the files whose `sizes` these are."""
     weight = [size + 64 * 1024 for size in sizes]
     target = sum(weight) / max(1, count)
     runs, start, current_bytes, current_weight = [], 0, 0, 0.0
@@ -98,8 +98,8 @@ def _runs(sources: list[LogSource], sizes: list[int], count: int) -> list[tuple[
         if current_weight >= target:
             runs.append((start, index + 1, current_bytes))
             start, current_bytes, current_weight = index + 1, 0, 0.0
-    if start < len(sources):
-        runs.append((start, len(sources), current_bytes))
+    if start < len(sizes):
+        runs.append((start, len(sizes), current_bytes))
     return runs
 
 

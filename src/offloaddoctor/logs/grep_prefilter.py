@@ -129,7 +129,7 @@ def gunzip_and_grep(
     try:
         listed = jobs.keep(_patterns_file(patterns))
         decompress = jobs.run(
-            [gunzip, "-c", "-d", "--", path], subprocess.DEVNULL, spool, preexec=lambda: _limit_file_size(limit)
+            [gunzip, "-c", "-d", "--", path], subprocess.DEVNULL, spool, preexec=functools.partial(_limit, None, limit)
         )
         # grep's output is at most the log's size; past half the spool's limit grep fails, and the finished
         # spool is read on the grep road as a plain file (disk: at most 1.5 times the limit in all).
@@ -163,12 +163,6 @@ def _patterns_file(patterns: list[bytes]):
     listed.write(b"\n".join(patterns) + b"\n")
     listed.flush()
     return listed
-
-
-def _limit_file_size(limit: int) -> None:  # runs in a child before exec: a write past the limit fails
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 def split_point(path: str, size: int) -> int | None:
@@ -217,7 +211,7 @@ class _Jobs:
     def grep(self, patterns: str, path: str | None, stdin=None, stdout=None, output_limit=None) -> subprocess.Popen:
         """`output_limit`: the most bytes grep may write to a file given as `stdout` (past it, grep fails)."""
         command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns] + (["--", path] if path else [])
-        limits = _limit_memory if output_limit is None else lambda: _limit_memory(output_limit)
+        limits = functools.partial(_limit, GREP_MEMORY_BYTES, output_limit)
         return self.run(command, stdin, stdout, limits, {**os.environ, "LC_ALL": "C"})
 
     def grep_from_pipe(self, patterns: str, stdout=None, output_limit=None) -> tuple[subprocess.Popen, int]:
@@ -334,10 +328,13 @@ class _GrepFailed(Exception):
     pass
 
 
-def _limit_memory(file_size: int | None = None) -> None:  # runs in the grep child before exec
+def _limit(memory: int | None, file_size: int | None) -> None:
+    """Runs in a child before exec: past `memory` of address space it fails to allocate (a giant line makes grep
+    stop, not swell), past `file_size` its write to a file fails."""
     import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (GREP_MEMORY_BYTES, GREP_MEMORY_BYTES))
+    if memory is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     if file_size is not None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
 
@@ -442,8 +439,7 @@ def _deliver(reader, streams, log, position: _Position) -> Iterator[tuple[int, s
 
 def _misses(records: list[bytes], literal: bytes) -> list[int]:
     """Indices of the records without `literal`, the test run in C (map), a Python step per miss only. `find`,
-    not `contains`: bytes' `in` first tries its operand as an int, and raising and clearing that TypeError
-    doubled the cost of this test (a `--log-interval 1` log has a million records)."""
+    not `contains` (see IterationSampler._make_skip): half the cost for a `--log-interval 1` log's million."""
     found = list(map(bytes.find, records, repeat(literal)))
     misses, index = [], -1
     for _ in range(found.count(-1)):
