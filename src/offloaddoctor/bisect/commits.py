@@ -7,10 +7,11 @@ from collections.abc import Callable
 
 from offloaddoctor.bisect.git import Repo
 from offloaddoctor.bisect.result import BisectResult, Tested
-from offloaddoctor.bisect.search import BAD, GOOD, Outcome, find_first_bad
+from offloaddoctor.bisect.search import BAD, GOOD, SKIP, Outcome, find_first_bad
 from offloaddoctor.errors import UserError
 
 Progress = Callable[[str], None]
+_DECIDED = {SKIP: "skipped"}  # "good: exit 0, ...", "bad: log shows ...", "skipped: exit 127, ..."
 
 
 def bisect_commits(
@@ -39,7 +40,7 @@ def bisect_commits(
         say(f"{label} {commit.short} {commit.subject}")
         outcome = test(sha)
         tested.append(Tested(commit, outcome))
-        say(f"  {outcome.verdict}: {outcome.reason}")
+        say(f"  {_DECIDED.get(outcome.verdict, outcome.verdict)}: {outcome.reason}")
         return outcome
 
     first = run_test(good, "[good end]")

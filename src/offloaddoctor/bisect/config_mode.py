@@ -41,7 +41,10 @@ def bisect_config(
         raise UserError(_missing_at_good(repo, good, bad, path))
 
     def test(sha: str) -> Outcome:
-        name, text = read(sha)
+        try:
+            name, text = read(sha)
+        except UserError as exc:  # larger than a config may be
+            return Outcome(SKIP, str(exc))
         if text is None:
             return Outcome(SKIP, f"{path} is not in this commit")
         try:

@@ -7,14 +7,59 @@ temporary worktrees (worktree.py).
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from offloaddoctor.bisect.interrupts import signals_deferred
+from offloaddoctor.config.yaml_config import MAX_CONFIG_BYTES
 from offloaddoctor.errors import UserError
 
 # Hooks stay off: a user's post-checkout hook must not run in our temporary worktrees.
 _GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false"]
+
+# What `git rev-parse --local-env-vars` lists (git 2.39): variables that point git at another repository,
+# index or object store. Git sets some of them in hooks and aliases; `GIT_INDEX_FILE` there would make our
+# `git worktree add` write the user's index. Our calls find the repository from their directory alone.
+REPO_LOCAL_GIT_VARIABLES = frozenset(
+    {
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_CONFIG",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_IMPLICIT_WORK_TREE",
+        "GIT_GRAFT_FILE",
+        "GIT_INDEX_FILE",
+        "GIT_NO_REPLACE_OBJECTS",
+        "GIT_REPLACE_REF_BASE",
+        "GIT_PREFIX",
+        "GIT_INTERNAL_SUPER_PREFIX",
+        "GIT_SHALLOW_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_NAMESPACE",
+        "GIT_QUARANTINE_PATH",
+    }
+)
+
+
+def without_repo_local_git_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """ENVIRON less every variable that would send a git call elsewhere than its working directory's repo
+    (the `GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n` pairs that go with `GIT_CONFIG_COUNT` too)."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if name not in REPO_LOCAL_GIT_VARIABLES and not name.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+    }
+
+
+def git_environment() -> dict[str, str]:
+    # No optional locks: reading the repository never rewrites its index (git status would refresh it).
+    return {**without_repo_local_git_variables(os.environ), "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
 
 
 @dataclass(frozen=True)
@@ -40,10 +85,21 @@ class Repo:
         self.toplevel = Path(result.stdout.strip())
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        # Never cut in half (a killed `git worktree add` leaves a locked worktree behind): a signal waits for
+        # git to finish. Its own session keeps a terminal's Ctrl-C or hang-up from reaching git directly.
         try:
-            result = subprocess.run(
-                [*_GIT, *args], cwd=self.directory, capture_output=True, text=True, errors="replace", check=False
-            )
+            with signals_deferred():
+                result = subprocess.run(
+                    [*_GIT, *args],
+                    cwd=self.directory,
+                    env=git_environment(),
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
         except FileNotFoundError:
             raise UserError("git is not installed or not on PATH") from None
         if check and result.returncode != 0:
@@ -90,9 +146,17 @@ class Repo:
         except ValueError:
             raise UserError(f"{path}: not inside the repository {self.toplevel}") from None
 
-    def read_file(self, sha: str, path: str) -> str | None:
-        """The file's text at a commit, or None where the commit does not have it."""
-        result = self._run("show", f"{sha}:{path}", check=False)
+    def read_file(self, sha: str, path: str, max_bytes: int = MAX_CONFIG_BYTES) -> str | None:
+        """The file's text at a commit, or None where the commit does not have it (or has a directory there).
+        Larger than MAX_BYTES (the limit of a config on disk): refused before git reads the blob."""
+        size = self._run("cat-file", "-s", f"{sha}:{path}", check=False)
+        if size.returncode != 0:
+            return None
+        if int(size.stdout.strip() or 0) > max_bytes:
+            raise UserError(
+                f"{sha[:12]}:{path}: larger than {max_bytes // 2**20} MiB ({int(size.stdout)} bytes); refusing to read it"
+            )
+        result = self._run("cat-file", "blob", f"{sha}:{path}", check=False)
         return result.stdout if result.returncode == 0 else None
 
     def path_history(self, rev: str, path: str) -> list[tuple[str, str]]:

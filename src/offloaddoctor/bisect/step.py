@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from offloaddoctor.bisect.judge import ConfigJudge
-from offloaddoctor.bisect.run_mode import run_and_judge, terminate_as_interrupt
+from offloaddoctor.bisect.interrupts import signals_interrupt
+from offloaddoctor.bisect.run_mode import run_and_judge
 from offloaddoctor.bisect.search import BAD, GOOD, SKIP, Outcome
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.loading import load_config_file
@@ -28,7 +29,7 @@ def bisect_step(
     signature_id: str | None = None,
 ) -> Outcome:
     if command:
-        with terminate_as_interrupt():
+        with signals_interrupt():
             configs = [config_path] if config_path else []
             return run_and_judge(command, Path.cwd(), catalog, log_path, timeout, signature_id, configs)
     if not config_path:

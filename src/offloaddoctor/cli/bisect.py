@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -9,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from offloaddoctor.cli._app import Command, app
-from offloaddoctor.cli.common import EXIT_INTERRUPTED, TextOrJson, load_catalog_or_fail, fail
+from offloaddoctor.cli.common import TextOrJson, load_catalog_or_fail, fail
 from offloaddoctor.errors import UserError
 
 
@@ -88,9 +89,16 @@ def bisect(
                 raise UserError("pass --config PATH (config mode) or --run CMD (run mode)")
     except UserError as exc:
         fail(str(exc))
-    except KeyboardInterrupt:
-        typer.echo("offloaddoctor: interrupted; temporary worktrees removed, your checkout untouched", err=True)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except KeyboardInterrupt as exc:
+        # Interrupted carries the signal (SIGHUP, SIGQUIT, SIGTERM, SIGINT); exit as a shell reports it.
+        signum = getattr(exc, "signum", signal.SIGINT)
+        name = getattr(exc, "name", "SIGINT")
+        try:
+            done = "test command ended, temporary worktrees removed, " if run_command else ""
+            typer.echo(f"offloaddoctor: interrupted ({name}); {done}your checkout untouched", err=True)
+        except OSError:  # the terminal that sent SIGHUP is gone
+            pass
+        raise typer.Exit(128 + signum) from None
     from offloaddoctor.render.bisect_view import render_bisect_json, render_bisect_plain
 
     sys.stdout.write(render_bisect_json(result) if output_format is TextOrJson.json else render_bisect_plain(result))
