@@ -51,7 +51,7 @@ def test_a_run_that_fails_for_another_reason_is_skipped_not_good(unrelated_failu
     assert verdicts["initial"] == "good: exit 0, log shows no error finding"
     assert verdicts["offload activations"] == "bad: log shows pp-cpu-offload (exit 1)"
     assert verdicts["broken import 7"] == (
-        "skip: exit 1, not this failure: the log does not show error finding (no finding explains it)"
+        "skip: exit 1, not this failure: log shows no error finding (no finding explains it)"
     )
     assert verdicts["broken import 6"] == "skip: exit 125, the command asked to skip this commit"
     assert verdicts["broken import 8"].startswith("skip: exit 127, command not found")
@@ -81,7 +81,7 @@ def test_a_run_that_fails_for_another_reason_is_skipped_not_good(unrelated_failu
             (),
             ("oom-capacity",),
             SKIP,
-            "exit 1, not this failure: the log does not show pp-cpu-offload (it shows oom-capacity)",
+            "exit 1, not this failure: log shows no pp-cpu-offload (it shows oom-capacity)",
         ),
         (0, False, (), ("oom-capacity",), GOOD, "exit 0, log shows no pp-cpu-offload"),
     ],

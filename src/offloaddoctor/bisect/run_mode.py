@@ -79,7 +79,7 @@ def judge_run(
         return Outcome(SKIP, f"exit {exit_code}, {_CANNOT_RUN[exit_code]} (git bisect run would call it bad)")
     others = [e for e in errors if e != signature_id]
     shows = f"it shows {', '.join(others)}" if others else "no finding explains it"
-    return Outcome(SKIP, f"exit {exit_code}, not this failure: the log does not show {target} ({shows})")
+    return Outcome(SKIP, f"exit {exit_code}, not this failure: log shows no {target} ({shows})")
 
 
 _CANNOT_RUN = {126: "command found but cannot run", 127: "command not found"}
