@@ -240,3 +240,20 @@ def test_config_mode_refuses_a_config_blob_over_the_limit_before_reading_it(tmp_
     assert [c.sha for c in result.candidates] == shas[1:]
     reads_of_the_huge_one = [a for a in calls if a[0] in ("show", "cat-file") and a[-1] == f"{shas[1]}:cfg.yaml"]
     assert reads_of_the_huge_one == [("cat-file", "-s", f"{shas[1]}:cfg.yaml")]
+
+
+def test_a_signal_waits_for_a_deferred_section_and_a_second_one_cannot_cut_the_clean_up():
+    from offloaddoctor.bisect.interrupts import Interrupted, signals_deferred, signals_interrupt
+
+    steps = []
+    hangup_handler = signal.getsignal(signal.SIGHUP)
+    with signals_interrupt(), pytest.raises(Interrupted) as raised:
+        try:
+            with signals_deferred():
+                os.kill(os.getpid(), signal.SIGHUP)
+                steps.append("git finished")  # held: the section runs to its end
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)  # a second signal during the clean-up is ignored
+            steps.append("cleaned up")
+    assert raised.value.signum == signal.SIGHUP and steps == ["git finished", "cleaned up"]
+    assert signal.getsignal(signal.SIGHUP) == hangup_handler  # handlers restored
