@@ -30,7 +30,9 @@ if TYPE_CHECKING:  # annotations only: typing, and the findings (with the scanne
     from offloaddoctor.analysis.findings import Finding, Report
 
 FAIL_ON = ("error", "warning", "unknown", "never")
-# `unknown`: errors, and also a failure line no signature explains (the caller checks the report for it).
+# Besides these severities, every level but `never` fails on a traceback no signature explains (a crash nobody
+# recognises must not pass CI), and `unknown` also on any failure line no signature explains and on input
+# that gave not one line (empty, or every log skipped as unreadable).
 _FAILING_SEVERITIES = {"error": {"error"}, "warning": {"error", "warning"}, "unknown": {"error"}, "never": set()}
 
 
@@ -46,10 +48,15 @@ class Policy:
         return finding.signature.severity in _FAILING_SEVERITIES[self.fail_on]
 
     def failed(self, report: Report) -> bool:
-        """Whether the run fails by `fail_on`: a finding left after suppression has a failing severity (or,
-        with `unknown`, a failure line no signature explains)."""
-        return any(self.fails(f) for f in report.findings) or (
-            self.fail_on == "unknown" and report.unmatched is not None
+        """Whether the run fails by `fail_on`: a finding left after suppression has a failing severity, or a
+        traceback no signature explains (all but `never`); with `unknown`, also any failure line no signature
+        explains, or not one line read."""
+        if self.fail_on == "never":
+            return False
+        if any(self.fails(f) for f in report.findings) or report.unmatched_traceback:
+            return True
+        return self.fail_on == "unknown" and (
+            report.unmatched is not None or not any(source.lines for source in report.sources)
         )
 
     def add_command_line(self, fail_on: str | None = None, ignore: list[str] | tuple[str, ...] = ()) -> Policy:
