@@ -55,7 +55,7 @@ class LogSource:
         return int(found.group(1)) if found else None
 
 
-def _is_log_name(name: str) -> bool:
+def is_log_name(name: str) -> bool:
     name = name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
@@ -87,7 +87,7 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
         if path.is_dir():
             if recursive:
                 found = [
-                    str(p) for p in sorted(p for p in _entries(path, True) if p.is_file() and _is_log_name(p.name))
+                    str(p) for p in sorted(p for p in _entries(path, True) if p.is_file() and is_log_name(p.name))
                 ]
             else:
                 listed = _listed_logs_with_inodes(path)
@@ -170,8 +170,22 @@ _BINARY_REASON = "looks like a binary file, not a text log"
 _MAGIC_FIRST_BYTES = frozenset(magic[0] for magic, _ in _COMPRESSED)
 
 
+# The start of our own reports (text, markdown, JSON, JUnit; tests/test_outputs.py renders each against it): one
+# saved in a log directory must not be read back as a log, where its evidence lines would be findings again.
+_OUR_REPORT = lazy_compile(
+    rb"(?:## offloaddoctor\n\n)?offloaddoctor [^\s:]+: (?:no known failure|\d[\d,]* findings?) in \d[\d,]* logs? \("
+    rb'|\{\n  "schema_version": \d+,\n  "tool": \{\n    "name": "offloaddoctor"'
+    rb'|<\?xml[^\n]*\n<testsuites name="offloaddoctor"'
+)
+_OUR_REPORT_FIRST_BYTES = frozenset(b"#o{<")
+OUR_REPORT_REASON = "an offloaddoctor report (written by --output), not a log"
+
+
 def not_text_reason(block: bytes) -> str | None:
-    """Why the first block of a source is not a text log (naming the compression when recognisable), or None."""
+    """Why the first block of a source is not a text log (naming the compression when recognisable, or saying
+    it is one of our reports), or None."""
+    if block[:1] and block[0] in _OUR_REPORT_FIRST_BYTES and _OUR_REPORT.match(block) is not None:
+        return OUR_REPORT_REASON
     if block[:1] and block[0] not in _MAGIC_FIRST_BYTES:  # (one test for the usual log, not one per format)
         return _BINARY_REASON if looks_binary(block) else None
     for magic, reason in _COMPRESSED:
@@ -218,7 +232,7 @@ def _listed_logs_with_inodes(directory: Path) -> list[tuple[str, object]]:
                 (
                     (e.name, None if e.is_symlink() else (device, e.inode()))
                     for e in scan
-                    if _is_log_name(e.name) and _is_file(e)
+                    if is_log_name(e.name) and _is_file(e)
                 ),
                 key=lambda entry: entry[0],
             )
