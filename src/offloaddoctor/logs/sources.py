@@ -62,9 +62,11 @@ def is_log_name(name: str) -> bool:
     return name.endswith(LOG_SUFFIXES)
 
 
-def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSource]:
+def resolve_sources(paths: Sequence[str], recursive: bool = False, notes: list[str] | None = None) -> list[LogSource]:
     """Expand globs and directories (their log files; with `recursive`, their subdirectories' too) into
-    sources, each file once; fail with one clear line on anything unusable."""
+    sources, each file once; fail with one clear line on anything unusable. What a directory scan passes over
+    (a symbolic link leading out of the directory, a subdirectory it cannot list) is said in `notes`."""
+    notes = notes if notes is not None else []
     if not paths:
         raise UserError("no log given: pass one or more log files, directories, or - for standard input")
     named: list[tuple[str, bool]] = []  # (path, listed): a LogSource is made once, with the size its stat gives
@@ -87,13 +89,19 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
         if path.is_dir():
             if recursive:
                 found = [
-                    str(p) for p in sorted(p for p in _entries(path, True) if p.is_file() and is_log_name(p.name))
+                    str(p)
+                    for p in sorted(p for p in _entries(path, True, notes) if p.is_file() and is_log_name(p.name))
                 ]
+                found = _inside(path, found, notes)
             else:
                 listed = _listed_logs_with_inodes(path)
+                linked = [name for name, identity in listed if identity is None]
+                if linked:
+                    kept = set(_inside(path, linked, notes))
+                    listed = [(name, identity) for name, identity in listed if identity is not None or name in kept]
                 if listed and len(paths) == 1:
                     # One directory and nothing else: its entries tell files apart by their inode numbers,
-                    # with no stat each (200,000 rank logs); symbolic links among them are still followed.
+                    # with no stat each (200,000 rank logs); symbolic links within it are still followed.
                     return _unique([(name, True) for name, _ in listed], [inode for _, inode in listed])
                 found = [name for name, _ in listed]
             if not found:
@@ -111,6 +119,21 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
         else:
             raise UserError(f"{raw}: no such file or directory")
     return _unique(named)
+
+
+def _inside(directory: Path, found: list[str], notes: list[str]) -> list[str]:
+    """The files of a directory scan that stay inside it: a symbolic link that leads out of the directory
+    (`secret.log -> ~/.ssh/id_rsa`) is not followed, with a note; naming its target reads it."""
+    root = os.path.realpath(directory)
+    kept = []
+    for name in found:
+        if os.path.islink(name):
+            target = os.path.realpath(name)
+            if os.path.commonpath([root, target]) != root:
+                notes.append(f"{name}: symbolic link to a file outside {directory}; skipped (name it to read it)")
+                continue
+        kept.append(name)
+    return kept
 
 
 def _unique(named: list[tuple[str, bool]], known: list[object] | None = None) -> list[LogSource]:
@@ -148,6 +171,11 @@ def _identity(path: str) -> tuple[object, int | None]:
 
 class VanishedLog(UserError):
     """A listed log that no longer exists: the scanners note it and go on."""
+
+
+class UnreadableLog(VanishedLog):
+    """A listed log that cannot be opened (permission denied): skipped with a note, so that one rank's
+    unreadable file does not end a directory's diagnosis; a log the user named is still an error."""
 
 
 class NotTextLog(VanishedLog):
@@ -204,8 +232,9 @@ def not_text_error(source: LogSource, reason: str) -> UserError:
 
 
 def first_not_text(sources: Sequence[LogSource]) -> UserError | None:
-    """When a run read nothing at all: the error for its first source that is not text, if every listed one
-    was skipped as such (a directory holding only a core dump is an error, not an empty report)."""
+    """When a run read nothing at all: the error for its first source that is not text or cannot be opened,
+    if every listed one was skipped as such (a directory holding only a core dump, or only files we may not
+    read, is an error, not an empty report)."""
     first: UserError | None = None
     for source in sources:
         if source.path == "-" or not source.listed:
@@ -213,6 +242,9 @@ def first_not_text(sources: Sequence[LogSource]) -> UserError | None:
         try:
             with open_binary(source) as stream:
                 reason = not_text_reason(stream.read(8192))
+        except UnreadableLog as exc:
+            first = first or UserError(str(exc).removesuffix("; skipped"))
+            continue
         except (UserError, EOFError, gzip.BadGzipFile, zlib.error, OSError):
             return None
         if reason is None:
@@ -250,10 +282,11 @@ def _is_file(entry: os.DirEntry) -> bool:
         return False
 
 
-def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
+def _entries(directory: Path, recursive: bool, notes: list[str] | None = None) -> Iterator[Path]:
     """What the directory holds (with `recursive`, everything below it; symlinked directories are not
-    followed). A subdirectory that vanishes or cannot be listed while we walk (a job still writing, logs
-    being rotated) is skipped, as `rglob` skips unreadable ones; the directory named itself must be listable."""
+    followed). A subdirectory that cannot be listed is skipped with a note in `notes` (one that vanished
+    while we walk, a job still writing or logs being rotated, silently); the directory named itself must be
+    listable."""
 
     def cannot_list(exc: OSError) -> UserError:
         return UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}")
@@ -268,6 +301,8 @@ def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
     def skip_unless_top(exc: OSError) -> None:
         if exc.filename == os.fspath(directory):
             raise cannot_list(exc)
+        if notes is not None and not isinstance(exc, FileNotFoundError):
+            notes.append(f"{exc.filename}: cannot list the directory: {exc.strerror or exc}; skipped")
 
     for root, _subdirectories, files in os.walk(directory, onerror=skip_unless_top):
         for name in files:
@@ -284,6 +319,8 @@ def open_binary(source: LogSource) -> BinaryIO:
             raise VanishedLog(f"{source.path}: gone before it was read (rotated or removed?); skipped") from None
         raise UserError(f"{source.path}: cannot read: No such file or directory") from None
     except OSError as exc:
+        if source.listed:
+            raise UnreadableLog(f"{source.path}: cannot read: {exc.strerror or exc}; skipped") from None
         raise UserError(f"{source.path}: cannot read: {exc.strerror or exc}") from None
     head = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
     if head == GZIP_MAGIC:
