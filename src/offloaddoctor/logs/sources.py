@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 STDIN_NAME = "<stdin>"
+STDIN_CLOSED = "-: standard input is closed; pipe a log into it or name a log file"
 # Longer lines are cut: nothing we match is that long, and a 1 GB line must not become a 1 GB string.
 MAX_LINE_BYTES = 64 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
@@ -72,6 +73,8 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False, notes: list[s
     named: list[tuple[str, bool]] = []  # (path, listed): a LogSource is made once, with the size its stat gives
     for raw in paths:
         if raw == "-":
+            if sys.stdin is None:
+                raise UserError(STDIN_CLOSED)
             named.append(("-", False))
             continue
         if _GLOB.search(raw) and not Path(raw).exists():
@@ -311,6 +314,8 @@ def _entries(directory: Path, recursive: bool, notes: list[str] | None = None) -
 
 def open_binary(source: LogSource) -> BinaryIO:
     if source.path == "-":
+        if sys.stdin is None:
+            raise UserError(STDIN_CLOSED)
         return sys.stdin.buffer
     try:
         handle = open(source.path, "rb")  # noqa: SIM115 - closed by the caller's context
