@@ -37,16 +37,25 @@ def check_outputs(
         shown = f"--output {output_format}={path}"
         if path in ("", "-"):
             raise UserError(f"{shown}: name a file (standard output is --format's: use --format {output_format})")
-        if os.path.isdir(path):
-            raise UserError(f"{shown}: is a directory; name a file in it")
-        parent = os.path.dirname(path) or "."
-        if not os.path.isdir(parent):
-            raise UserError(f"{shown}: directory {parent} does not exist")
-        if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-            raise UserError(f"{shown}: cannot write there (permission denied)")
-        read = _input_it_would_overwrite(path, logs, other_inputs, recursive)
-        if read is not None:
-            raise UserError(f"{shown}: {read}; name another file")
+        check_output_path(shown, path, logs, other_inputs, recursive)
+
+
+def check_output_path(
+    shown: str, path: str, logs: Sequence[str], other_inputs: Sequence[str] = (), recursive: bool = False
+) -> None:
+    """One output file (`shown`: the option as the user wrote it): see check_outputs."""
+    if path in ("", "-"):
+        raise UserError(f"{shown}: name a file")
+    if os.path.isdir(path):
+        raise UserError(f"{shown}: is a directory; name a file in it")
+    parent = os.path.dirname(path) or "."
+    if not os.path.isdir(parent):
+        raise UserError(f"{shown}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UserError(f"{shown}: cannot write there (permission denied)")
+    read = _input_it_would_overwrite(path, logs, other_inputs, recursive)
+    if read is not None:
+        raise UserError(f"{shown}: {read}; name another file")
 
 
 def _input_it_would_overwrite(path: str, logs: Sequence[str], other_inputs: Sequence[str], recursive: bool) -> str | None:
