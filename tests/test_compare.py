@@ -177,8 +177,6 @@ def test_plot_writes_a_png(family, tmp_path):
 
 
 def test_plot_without_matplotlib_is_one_clear_line_and_fails(monkeypatch):
-    import sys
-
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if it were not installed
     monkeypatch.chdir(FAMILY)
     result = RUNNER.invoke(app, ["compare", "baseline.log", "opt025.log", "--plot", "x.png"])
@@ -195,7 +193,9 @@ def test_plot_without_matplotlib_is_one_clear_line_and_fails(monkeypatch):
 )
 def test_a_plot_path_that_cannot_be_written_is_refused_first(monkeypatch, plot, fragment):
     real_find_spec = importlib.util.find_spec  # matplotlib at hand or not: the path is what is refused
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "matplotlib" else real_find_spec(name))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: object() if name == "matplotlib" else real_find_spec(name)
+    )
     monkeypatch.chdir(FAMILY)
     result = RUNNER.invoke(app, ["compare", "baseline.log", "opt025.log", "--plot", plot])
     assert (result.exit_code, result.stdout) == (2, "") and fragment in result.stderr, result.stderr

@@ -82,13 +82,13 @@ def test_an_unreadable_rank_log_in_a_directory_is_skipped_with_a_note(logs, rank
 
 
 def test_an_unreadable_log_named_directly_is_still_an_error(rank1_unreadable):
-    with pytest.raises(UserError, match="rank1.log: cannot read: Permission denied$"):
+    with pytest.raises(UserError, match=r"rank1\.log: cannot read: Permission denied$"):
         api.diagnose([str(rank1_unreadable)], policy=Policy())
 
 
 def test_a_directory_of_only_unreadable_logs_is_an_error_not_a_clean_report(logs, rank1_unreadable):
     (logs / "rank0.log").unlink()
-    with pytest.raises(UserError, match="rank1.log: cannot read: Permission denied$"):
+    with pytest.raises(UserError, match=r"rank1\.log: cannot read: Permission denied$"):
         api.diagnose([str(logs)], policy=Policy())
 
 

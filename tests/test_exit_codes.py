@@ -109,7 +109,9 @@ def test_standard_input_closed_is_a_one_line_error(args):
 def test_standard_output_closed_exits_2_with_a_line_on_stderr(args):
     result = shell(f"{args} >&-")
     assert result.returncode == 2, result.stderr
-    assert result.stderr == "offloaddoctor: error: cannot write the output to standard output: standard output is closed\n"
+    assert (
+        result.stderr == "offloaddoctor: error: cannot write the output to standard output: standard output is closed\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -206,7 +206,9 @@ def test_one_directory_tells_its_files_apart_by_the_listing_and_still_reads_each
     notes: list[str] = []
     alone = resolve_sources([str(tmp_path)], notes=notes)
     assert [os.path.basename(s.path) for s in alone] == ["latest.log", "rank0.log", "rank1-again.log"]
-    assert notes == [f"{tmp_path / 'other.log'}: symbolic link to a file outside {tmp_path}; skipped (name it to read it)"]
+    assert notes == [
+        f"{tmp_path / 'other.log'}: symbolic link to a file outside {tmp_path}; skipped (name it to read it)"
+    ]
     # With other paths beside it, every file is told apart by a stat: the same files, the same order.
     beside = resolve_sources([str(tmp_path), str(tmp_path / "rank0.log")])
     assert [s.path for s in beside] == [s.path for s in alone]

@@ -102,7 +102,9 @@ def test_a_project_file_owned_by_another_user_is_ignored(tmp_path, monkeypatch):
         monkeypatch.setattr(os, "getuid", lambda: owner + 1)
     policy = load_policy(tmp_path)
     assert policy.source is None and policy.fail_on == "error"
-    assert policy.warnings == [f"{planted}: project settings ignored: owned by another user (uid {os.stat(planted).st_uid})"]
+    assert policy.warnings == [
+        f"{planted}: project settings ignored: owned by another user (uid {os.stat(planted).st_uid})"
+    ]
 
 
 def test_the_report_names_the_project_file_it_obeyed(tmp_path, monkeypatch):
@@ -117,9 +119,7 @@ def test_the_report_names_the_project_file_it_obeyed(tmp_path, monkeypatch):
 
 def test_an_alias_bomb_in_the_project_file_is_refused_quickly(tmp_path):
     # 400 bytes that PyYAML expanded to 9**9 list items (2.58 GB, 16 s) before the configs' guard applied here.
-    levels = ["a0: &a0 [x,x,x,x,x,x,x,x,x]"] + [
-        f"a{n}: &a{n} [{','.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 9)
-    ]
+    levels = ["a0: &a0 [x,x,x,x,x,x,x,x,x]"] + [f"a{n}: &a{n} [{','.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 9)]
     _planted(tmp_path, "\n".join(levels) + "\n")
     started = time.monotonic()
     with pytest.raises(UserError, match="alias bomb"):

@@ -204,9 +204,9 @@ _MAGIC_FIRST_BYTES = frozenset(magic[0] for magic, _ in _COMPRESSED)
 # The start of our own reports (text, markdown, JSON, JUnit; tests/test_outputs.py renders each against it): one
 # saved in a log directory must not be read back as a log, where its evidence lines would be findings again.
 _OUR_REPORT = lazy_compile(
-    rb"(?:## offloaddoctor\n\n)?offloaddoctor [^\s:]+: (?:no known failure|\d[\d,]* findings?) in \d[\d,]* logs? \("
-    rb'|\{\n  "schema_version": \d+,\n  "tool": \{\n    "name": "offloaddoctor"'
-    rb'|<\?xml[^\n]*\n<testsuites name="offloaddoctor"'
+    r"(?:## offloaddoctor\n\n)?offloaddoctor [^\s:]+: (?:no known failure|\d[\d,]* findings?) in \d[\d,]* logs? \("
+    r'|\{\n  "schema_version": \d+,\n  "tool": \{\n    "name": "offloaddoctor"'
+    r'|<\?xml[^\n]*\n<testsuites name="offloaddoctor"'
 )
 _OUR_REPORT_FIRST_BYTES = frozenset(b"#o{<")
 OUR_REPORT_REASON = "an offloaddoctor report (written by --output), not a log"
@@ -215,7 +215,7 @@ OUR_REPORT_REASON = "an offloaddoctor report (written by --output), not a log"
 def not_text_reason(block: bytes) -> str | None:
     """Why the first block of a source is not a text log (naming the compression when recognisable, or saying
     it is one of our reports), or None."""
-    if block[:1] and block[0] in _OUR_REPORT_FIRST_BYTES and _OUR_REPORT.match(block) is not None:
+    if block[:1] and block[0] in _OUR_REPORT_FIRST_BYTES and _OUR_REPORT.match(block[:300].decode("utf-8", "replace")):
         return OUR_REPORT_REASON
     if block[:1] and block[0] not in _MAGIC_FIRST_BYTES:  # (one test for the usual log, not one per format)
         return _BINARY_REASON if looks_binary(block) else None

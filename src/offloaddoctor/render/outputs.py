@@ -58,7 +58,9 @@ def check_output_path(
         raise UserError(f"{shown}: {read}; name another file")
 
 
-def _input_it_would_overwrite(path: str, logs: Sequence[str], other_inputs: Sequence[str], recursive: bool) -> str | None:
+def _input_it_would_overwrite(
+    path: str, logs: Sequence[str], other_inputs: Sequence[str], recursive: bool
+) -> str | None:
     """What `path` is among the inputs: the same file as one (by inode, or by real path when it does not exist
     yet), or a log file one of the log directories would list."""
     from offloaddoctor.logs.sources import is_log_name
@@ -77,7 +79,9 @@ def _input_it_would_overwrite(path: str, logs: Sequence[str], other_inputs: Sequ
                 return f"the input pattern {given} would read it as a log"
         elif os.path.isdir(given) and given in logs:
             directory = os.path.realpath(given)
-            within = os.path.commonpath([directory, real]) == directory if recursive else os.path.dirname(real) == directory
+            within = (
+                os.path.commonpath([directory, real]) == directory if recursive else os.path.dirname(real) == directory
+            )
             if within and is_log_name(os.path.basename(real)):
                 return f"it would be read as a log of the input directory {given}"
         elif _same_file(path, real, given):
