@@ -50,9 +50,9 @@ def check_output_path(
         raise UserError(f"{shown}: is a directory; name a file in it")
     parent = os.path.dirname(path) or "."
     if not os.path.isdir(parent):
-        raise UserError(f"{shown}: directory {parent} does not exist")
+        raise UserError(f"{shown}: cannot write: directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise UserError(f"{shown}: cannot write there (permission denied)")
+        raise UserError(f"{shown}: cannot write: permission denied")
     read = _input_it_would_overwrite(path, logs, other_inputs, recursive)
     if read is not None:
         raise UserError(f"{shown}: {read}; name another file")
