@@ -125,3 +125,15 @@ def test_an_alias_bomb_in_the_project_file_is_refused_quickly(tmp_path):
     with pytest.raises(UserError, match="alias bomb"):
         load_policy(tmp_path)
     assert time.monotonic() - started < 5
+
+
+def test_other_commands_warn_on_stderr_of_a_project_file_they_ignore(tmp_path, monkeypatch):
+    planted = _planted(tmp_path, "ignore:\n  - {id: oom-capacity, reason: planted}\n")
+    planted.chmod(0o664)
+    monkeypatch.chdir(tmp_path)
+    result = RUNNER.invoke(app, ["explain", "oom-capacity"])
+    assert result.exit_code == 0
+    assert (
+        result.stderr
+        == f"offloaddoctor: warning: {planted}: project settings ignored: writable by group or others (chmod go-w to use it)\n"
+    )
