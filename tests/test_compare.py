@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -174,17 +176,29 @@ def test_plot_writes_a_png(family, tmp_path):
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_without_matplotlib_is_one_clear_line(monkeypatch):
-    import sys
-
+def test_plot_without_matplotlib_is_one_clear_line_and_fails(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if it were not installed
     monkeypatch.chdir(FAMILY)
     result = RUNNER.invoke(app, ["compare", "baseline.log", "opt025.log", "--plot", "x.png"])
-    # The comparison is printed first and decides the exit code; the missing plot is one line after it.
-    assert result.exit_code == 0 and "opt025.log" in result.stdout
+    # A plot asked for and not drawn is an error (it exited 0: CI never noticed), said before any comparison.
+    assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr.strip().splitlines() == [
-        "offloaddoctor: no plot: --plot needs matplotlib: pip install 'offloaddoctor[plot]'"
+        "offloaddoctor: error: --plot needs matplotlib: pip install 'offloaddoctor[plot]'"
     ]
+
+
+@pytest.mark.parametrize(
+    ("plot", "fragment"),
+    [("/no/such/dir/p.png", "directory /no/such/dir does not exist"), ("opt025.log", "it is the input opt025.log")],
+)
+def test_a_plot_path_that_cannot_be_written_is_refused_first(monkeypatch, plot, fragment):
+    real_find_spec = importlib.util.find_spec  # matplotlib at hand or not: the path is what is refused
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: object() if name == "matplotlib" else real_find_spec(name)
+    )
+    monkeypatch.chdir(FAMILY)
+    result = RUNNER.invoke(app, ["compare", "baseline.log", "opt025.log", "--plot", plot])
+    assert (result.exit_code, result.stdout) == (2, "") and fragment in result.stderr, result.stderr
 
 
 def test_plot_says_where_it_went_and_marks_the_failing_run(family, tmp_path, monkeypatch):

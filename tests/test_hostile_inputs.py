@@ -399,7 +399,7 @@ def test_set_without_equals():
         (".offloaddoctor.yaml", "fail_on: never\nfail_on: error\n", "duplicate key 'fail_on'"),
         (".offloaddoctor.yaml", "- fail_on\n", "must be a mapping"),
         (".offloaddoctor.yaml", "ignore: 5\n", "ignore must be a list"),
-        (".offloaddoctor.yaml", ALIAS_BOMB, "unknown setting"),
+        (".offloaddoctor.yaml", ALIAS_BOMB, "alias bomb"),
         ("pyproject.toml", "[tool.offloaddoctor\n", "pyproject.toml"),
         ("pyproject.toml", "[tool.offloaddoctor]\nignore = 5\n", "ignore must be a list"),
     ],
@@ -609,8 +609,8 @@ def test_a_listed_log_that_is_gone_when_read_is_a_note_and_the_run_goes_on(tmp_p
     shutil.copy(PP_LOG, tmp_path / "rank0.log")
     gone = tmp_path / "rank1.log"
 
-    def listing_then_removal(paths, recursive=False):
-        return [*resolve_sources(paths, recursive), LogSource(str(gone), listed=True)]
+    def listing_then_removal(paths, recursive=False, notes=None):
+        return [*resolve_sources(paths, recursive, notes), LogSource(str(gone), listed=True)]
 
     # `api.diagnose` imports resolve_sources when it runs (start-up of `check`): patch it where it lives
     monkeypatch.setattr(offloaddoctor.logs.sources, "resolve_sources", listing_then_removal)

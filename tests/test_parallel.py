@@ -193,7 +193,7 @@ def test_steady_records_of_logs_that_cannot_be_cited_become_stand_ins_and_no_rep
 
 def test_one_directory_tells_its_files_apart_by_the_listing_and_still_reads_each_once(tmp_path):
     """A directory given alone is resolved from its listing (inode numbers, no stat per file): a hard link
-    and a symbolic link to a log in it are still that log, a link to a log elsewhere is its own source."""
+    and a symbolic link to a log in it are still that log; a link to a log elsewhere is not followed (a note)."""
     import os
 
     for rank in range(3):
@@ -203,8 +203,12 @@ def test_one_directory_tells_its_files_apart_by_the_listing_and_still_reads_each
     elsewhere = tmp_path.parent / f"{tmp_path.name}-other.log"
     elsewhere.write_text("other\n")
     os.symlink(elsewhere, tmp_path / "other.log")
-    alone = resolve_sources([str(tmp_path)])
-    assert [os.path.basename(s.path) for s in alone] == ["latest.log", "other.log", "rank0.log", "rank1-again.log"]
+    notes: list[str] = []
+    alone = resolve_sources([str(tmp_path)], notes=notes)
+    assert [os.path.basename(s.path) for s in alone] == ["latest.log", "rank0.log", "rank1-again.log"]
+    assert notes == [
+        f"{tmp_path / 'other.log'}: symbolic link to a file outside {tmp_path}; skipped (name it to read it)"
+    ]
     # With other paths beside it, every file is told apart by a stat: the same files, the same order.
     beside = resolve_sources([str(tmp_path), str(tmp_path / "rank0.log")])
     assert [s.path for s in beside] == [s.path for s in alone]

@@ -80,7 +80,8 @@ def diagnose(
         raise UserError(f"--ignore: unknown signature id {unknown[0]!r}{did_you_mean(unknown[0], catalog)}")
     from offloaddoctor.logs.sources import first_not_text, resolve_sources  # not for `check`: start-up
 
-    sources = resolve_sources(paths, recursive)
+    passed_over: list[str] = []  # what the directory scans did not read, and why
+    sources = resolve_sources(paths, recursive, passed_over)
     from offloaddoctor.config.mixups import refuse_configs_as_logs
 
     refuse_configs_as_logs([p for p in paths if p != "-"])
@@ -107,7 +108,7 @@ def diagnose(
             raise unreadable
     store = build_store(*(c.values for c in scan.collectors), explicit)
     report = build_report(catalog, scan, store, matchers, baseline_metrics)
-    report.notes[:0] = _unknown_set_keys(explicit, catalog, store)
+    report.notes[:0] = _unknown_set_keys(explicit, catalog, store) + passed_over
     return policy.apply(report)
 
 

@@ -2,7 +2,10 @@
 Applied by the library (`api.diagnose(policy=…)`, `Policy.apply`), so every caller gets what the CLI gets.
 
 Read from `.offloaddoctor.yaml` or `[tool.offloaddoctor]` in `pyproject.toml`, the nearest one found
-walking up from the current directory; command-line options add to it or override it.
+walking up from the current directory, no higher than the repository's root (a directory holding `.git`) or
+the user's home; command-line options add to it or override it. A file that someone else could have written
+(writable by group or others, or owned by a user other than root and the current one) is ignored with a
+warning: one planted in a shared directory must not turn a failed run into a pass.
 
     fail_on: warning                    # error (default) | warning | unknown | never
     signatures: [ci/signatures]         # relative to the project file
@@ -12,6 +15,7 @@ walking up from the current directory; command-line options add to it or overrid
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +30,9 @@ if TYPE_CHECKING:  # annotations only: typing, and the findings (with the scanne
     from offloaddoctor.analysis.findings import Finding, Report
 
 FAIL_ON = ("error", "warning", "unknown", "never")
-# `unknown`: errors, and also a failure line no signature explains (the caller checks the report for it).
+# Besides these severities, every level but `never` fails on a traceback no signature explains (a crash nobody
+# recognises must not pass CI), and `unknown` also on any failure line no signature explains and on input
+# that gave not one line (empty, or every log skipped as unreadable).
 _FAILING_SEVERITIES = {"error": {"error"}, "warning": {"error", "warning"}, "unknown": {"error"}, "never": set()}
 
 
@@ -36,15 +42,21 @@ class Policy:
     ignore: dict[str, str] = field(default_factory=dict)  # id -> reason
     signature_dirs: list[Path] = field(default_factory=list)
     source: str | None = None  # the project file, when one was read
+    warnings: list[str] = field(default_factory=list)  # project files passed over, and why
 
     def fails(self, finding: Finding) -> bool:
         return finding.signature.severity in _FAILING_SEVERITIES[self.fail_on]
 
     def failed(self, report: Report) -> bool:
-        """Whether the run fails by `fail_on`: a finding left after suppression has a failing severity (or,
-        with `unknown`, a failure line no signature explains)."""
-        return any(self.fails(f) for f in report.findings) or (
-            self.fail_on == "unknown" and report.unmatched is not None
+        """Whether the run fails by `fail_on`: a finding left after suppression has a failing severity, or a
+        traceback no signature explains (all but `never`); with `unknown`, also any failure line no signature
+        explains, or not one line read."""
+        if self.fail_on == "never":
+            return False
+        if any(self.fails(f) for f in report.findings) or report.unmatched_traceback:
+            return True
+        return self.fail_on == "unknown" and (
+            report.unmatched is not None or not any(source.lines for source in report.sources)
         )
 
     def add_command_line(self, fail_on: str | None = None, ignore: list[str] | tuple[str, ...] = ()) -> Policy:
@@ -61,59 +73,81 @@ class Policy:
         return [i for i in self.ignore if catalog.get(i) is None]
 
     def apply(self, report: Report) -> Report:
-        """Move ignored findings out of `findings` into `suppressed` (id -> reason)."""
+        """Move ignored findings out of `findings` into `suppressed` (id -> reason); name the project file read
+        (`project_file`) and note the ones passed over."""
+        report.project_file = self.source
+        report.notes[:0] = [n for n in self.warnings if n not in report.notes]
         report.suppressed = {f.id: self.ignore[f.id] for f in report.findings if f.id in self.ignore}
         report.findings = [f for f in report.findings if f.id not in self.ignore]
         return report
 
 
-def find_project_file(start: Path) -> Path | None:
+def find_project_file(start: Path, warnings: list[str] | None = None) -> Path | None:
+    """The nearest trusted project file from `start` up to the repository root or home; a file not trusted
+    (`untrusted_reason`) is passed over with a line in `warnings`."""
+    home = _home()
     for directory in [start, *start.parents]:
-        candidate = directory / ".offloaddoctor.yaml"
-        if candidate.is_file():
-            return candidate
-        pyproject = directory / "pyproject.toml"
-        if pyproject.is_file() and _pyproject_table(pyproject) is not None:
-            return pyproject
+        for candidate in (directory / ".offloaddoctor.yaml", directory / "pyproject.toml"):
+            if not candidate.is_file():
+                continue
+            if candidate.name == "pyproject.toml" and _pyproject_table(candidate) is None:
+                continue
+            reason = untrusted_reason(candidate)
+            if reason is None:
+                return candidate
+            if warnings is not None:
+                warnings.append(f"{candidate}: project settings ignored: {reason}")
+        if directory == home or (directory / ".git").exists():
+            break
+    return None
+
+
+def _home() -> Path | None:
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no password entry
+        return None
+
+
+def untrusted_reason(path: Path) -> str | None:
+    """Why a project file may have been written by someone else, or None: writable by group or others, or
+    owned by a user who is neither root nor the current one."""
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None  # reading it says what is wrong
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by group or others (chmod go-w to use it)"
+    getuid = getattr(os, "getuid", None)
+    if getuid is not None and info.st_uid not in (0, getuid()):
+        return f"owned by another user (uid {info.st_uid})"
     return None
 
 
 def load_policy(start: Path | None = None) -> Policy:
-    path = find_project_file(start or Path.cwd())
+    warnings: list[str] = []
+    path = find_project_file(start or Path.cwd(), warnings)
     if path is None:
-        return Policy()
+        return Policy(warnings=warnings)
     if path.name == "pyproject.toml":
         table = _pyproject_table(path)
     else:
-        import yaml  # here, not at the top: most projects have no such file, and PyYAML costs start-up
+        # here, not at the top: most projects have no such file, and PyYAML costs start-up
+        import yaml
+
+        from offloaddoctor.config.yaml_config import read_config_text, safe_load_bounded
 
         try:
-            table = yaml.load(path.read_text(encoding="utf-8"), Loader=_unique_key_loader())  # noqa: S506 - safe
-        except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+            table = safe_load_bounded(read_config_text(str(path)), str(path))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise UserError(f"{path}: cannot read project settings: {' '.join(str(exc).split())[:200]}") from None
         except RecursionError:
             raise UserError(f"{path}: cannot read project settings: nested too deeply") from None
-    return _parse(table or {}, path)
-
-
-def _unique_key_loader():
-    import yaml
-
-    class UniqueKeyLoader(yaml.SafeLoader):
-        """A duplicate setting is refused, as in run configs: PyYAML would silently keep the last one."""
-
-        def construct_mapping(self, node, deep=False):
-            seen = set()
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    if key_node.value in seen:
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key {key_node.value!r}", key_node.start_mark
-                        )
-                    seen.add(key_node.value)
-            return super().construct_mapping(node, deep)
-
-    return UniqueKeyLoader
+    policy = _parse(table or {}, path)
+    policy.warnings = warnings
+    return policy
 
 
 # Where a `tool.offloaddoctor` table can be defined: a `[tool.offloaddoctor…]` (or `[[…]]`) header, a `[tool]`

@@ -86,9 +86,11 @@ def build_report(
         for finding in ordered:
             if finding.config.verdict != UNKNOWN and any(v.known for v in finding.config.values):
                 finding.config.explanation += "; but the config is probably from another run"
+    unmatched = _unexplained_failure(scan, ordered, matchers, unclaimed)
     return Report(
         findings=ordered,
-        unmatched=_unexplained_failure(scan, ordered, matchers, unclaimed),
+        unmatched=unmatched,
+        unmatched_traceback=unmatched is not None and any(unmatched is e for e in scan.exceptions),
         sources=[SourceSummary(path, lines) for path, lines in scan.lines_read.items()],
         notes=notes,
         run_facts=run.values,

@@ -74,6 +74,8 @@ class Report:
     suppressed: dict[str, str] = field(default_factory=dict)  # id -> reason (--ignore, project file)
     note_keys: dict[str, str] = field(default_factory=dict)  # config-vs-log note -> the key it is about
     config_mismatch: str | None = None  # the config is probably from another run: why (also the first note)
+    project_file: str | None = None  # the project settings file applied (policy.py), when one was read
+    unmatched_traceback: bool = False  # `unmatched` ends a traceback: a crash no signature knows
 
     @property
     def has_errors(self) -> bool:

@@ -27,6 +27,7 @@ GC_THRESHOLD = 100_000
 
 
 def main() -> None:
+    _fill_closed_standard_streams()
     # Always UTF-8 (JSON and the JUnit declaration require it), and a character nothing can encode (a file
     # name's undecodable byte, kept by Python as a lone surrogate) is shown escaped: a Latin-1 or ASCII
     # locale, or strict stdio, must not end the run with UnicodeEncodeError.
@@ -49,6 +50,49 @@ def main() -> None:
     except StdoutWriteError as exc:
         code = _stdout_failed(exc)
     sys.exit(code)
+
+
+def _fill_closed_standard_streams() -> None:
+    """A standard stream closed when we started (`<&-`, `>&-`, `2>&-`; Python sets it to None) gets /dev/null
+    on its descriptor, so that no file we open takes that number. Then stderr writes there (an error still
+    exits with its own code, not 1 for a failed message), stdout refuses every write (exit 2, said on stderr:
+    the report went nowhere), and stdin stays None (`-` is a one-line error, logs/sources.py)."""
+    import os
+
+    for descriptor, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(descriptor)
+            continue  # the number is in use already: leave it
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != descriptor:
+            os.dup2(null, descriptor)
+            os.close(null)
+        if name == "stderr":
+            sys.stderr = open(descriptor, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        elif name == "stdout":
+            sys.stdout = _ClosedStdout()
+
+
+class _ClosedStdout:
+    """Standard output that was closed: every write is an error the user is told of (exit 2)."""
+
+    def write(self, text: str) -> int:
+        import errno
+
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return 1
 
 
 class StdoutWriteError(OSError):

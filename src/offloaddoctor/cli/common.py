@@ -88,9 +88,19 @@ def load_catalog_or_fail(signature_dirs: list[Path], policy=None):
     from offloaddoctor.policy import load_policy
 
     try:
-        return load_catalog(signature_dirs, policy=policy if policy is not None else load_policy())
+        if policy is None:
+            policy = load_policy()
+            _warn(policy.warnings)  # diagnose's report notes them; other commands say it here
+        return load_catalog(signature_dirs, policy=policy)
     except (CatalogError, UserError) as exc:
         fail(str(exc))
+
+
+def _warn(lines: list[str]) -> None:
+    from offloaddoctor.render.text_safety import safe_text
+
+    for line in lines:
+        sys.stderr.write(f"offloaddoctor: warning: {safe_text(line)}\n")
 
 
 def wants_terminal(output_format) -> bool:

@@ -54,6 +54,8 @@ def compare(
         if not sep or not log or not path:
             fail(f"--run-config {item}: expected LOG=PATH, e.g. --run-config run.log=run_config.yaml")
         run_configs.setdefault(log, []).append(path)
+    if plot:  # before the comparison: a plot asked for and not drawn is an error, which must not come last
+        _check_plot(plot, [baseline, *runs], [p for paths in run_configs.values() for p in paths])
     try:
         comparison = run_compare(baseline, runs, run_configs, Criteria(loss_tolerance, memory_tolerance))
     except UserError as exc:
@@ -64,15 +66,29 @@ def compare(
         render_compare_json(comparison) if output_format is TextOrJson.json else render_compare_plain(comparison)
     )
     sys.stdout.flush()
-    if plot:  # after the table: a missing matplotlib or an unwritable path costs the plot, not the comparison
+    if plot:
         from offloaddoctor.render.compare_plot import write_plot
 
         try:
             write_plot(comparison, plot)
-            typer.echo(f"offloaddoctor: plot written to {plot}", err=True)
         except UserError as exc:
-            typer.echo(f"offloaddoctor: no plot: {exc}", err=True)
+            fail(str(exc))
+        typer.echo(f"offloaddoctor: plot written to {plot}", err=True)
     raise typer.Exit(EXIT_FINDINGS if comparison.failed else EXIT_CLEAN)
+
+
+def _check_plot(plot: str, logs: list[str], configs: list[str]) -> None:
+    """matplotlib is at hand and the PNG can be written where asked (not over an input)."""
+    import importlib.util
+
+    from offloaddoctor.render.outputs import check_output_path
+
+    if importlib.util.find_spec("matplotlib") is None:
+        fail("--plot needs matplotlib: pip install 'offloaddoctor[plot]'")
+    try:
+        check_output_path(f"--plot {plot}", plot, logs, configs)
+    except UserError as exc:
+        fail(str(exc))
 
 
 @app.command(

@@ -38,11 +38,13 @@ def run_diagnose(
     """Returns the exit code; a usage error exits with EXIT_USAGE after one line on stderr."""
     from offloaddoctor.api import diagnose
     from offloaddoctor.policy import load_policy
-    from offloaddoctor.render.outputs import parse_output
+    from offloaddoctor.render.outputs import check_outputs, parse_output
 
     try:
         policy = load_policy().add_command_line(fail_on.value if fail_on is not None else None, ignore)
         outputs = [parse_output(spec) for spec in output]
+        # before the scan: a failure to write after the report printed would exit 2 and hide its exit 1
+        check_outputs(outputs, logs, [*config, *([baseline] if baseline else [])], recursive)
     except UserError as exc:
         fail(str(exc))
     catalog = load_catalog_or_fail(signatures, policy)

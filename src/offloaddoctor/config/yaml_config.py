@@ -87,6 +87,17 @@ def _compose(text: str, path: str) -> yaml.Node | None:
         loader.dispose()
 
 
+def safe_load_bounded(text: str, path: str) -> Any:
+    """Data as `yaml.safe_load` gives it, under the guards configs are read with: at most MAX_COMPOSED_NODES
+    as written and MAX_NODES after alias expansion (an alias bomb of 400 bytes would build 2.5 GB), no
+    duplicate key (UserError). A tag SafeLoader does not know is its yaml.YAMLError; RecursionError passes."""
+    root = _compose(text, path)
+    if root is None:
+        return None
+    _plain(root, [MAX_NODES], path)  # spends the expansion budget before anything is built
+    return yaml.constructor.SafeConstructor().construct_document(root)
+
+
 def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[ConfigValue]:
     """Read config text; `path` labels the sources (a file, or `REV:path` for a git object)."""
     try:

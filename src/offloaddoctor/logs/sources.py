@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 STDIN_NAME = "<stdin>"
+STDIN_CLOSED = "-: standard input is closed; pipe a log into it or name a log file"
 # Longer lines are cut: nothing we match is that long, and a 1 GB line must not become a 1 GB string.
 MAX_LINE_BYTES = 64 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
@@ -55,21 +56,25 @@ class LogSource:
         return int(found.group(1)) if found else None
 
 
-def _is_log_name(name: str) -> bool:
+def is_log_name(name: str) -> bool:
     name = name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
     return name.endswith(LOG_SUFFIXES)
 
 
-def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSource]:
+def resolve_sources(paths: Sequence[str], recursive: bool = False, notes: list[str] | None = None) -> list[LogSource]:
     """Expand globs and directories (their log files; with `recursive`, their subdirectories' too) into
-    sources, each file once; fail with one clear line on anything unusable."""
+    sources, each file once; fail with one clear line on anything unusable. What a directory scan passes over
+    (a symbolic link leading out of the directory, a subdirectory it cannot list) is said in `notes`."""
+    notes = notes if notes is not None else []
     if not paths:
         raise UserError("no log given: pass one or more log files, directories, or - for standard input")
     named: list[tuple[str, bool]] = []  # (path, listed): a LogSource is made once, with the size its stat gives
     for raw in paths:
         if raw == "-":
+            if sys.stdin is None:
+                raise UserError(STDIN_CLOSED)
             named.append(("-", False))
             continue
         if _GLOB.search(raw) and not Path(raw).exists():
@@ -87,13 +92,19 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
         if path.is_dir():
             if recursive:
                 found = [
-                    str(p) for p in sorted(p for p in _entries(path, True) if p.is_file() and _is_log_name(p.name))
+                    str(p)
+                    for p in sorted(p for p in _entries(path, True, notes) if p.is_file() and is_log_name(p.name))
                 ]
+                found = _inside(path, found, notes)
             else:
                 listed = _listed_logs_with_inodes(path)
+                linked = [name for name, identity in listed if identity is None]
+                if linked:
+                    kept = set(_inside(path, linked, notes))
+                    listed = [(name, identity) for name, identity in listed if identity is not None or name in kept]
                 if listed and len(paths) == 1:
                     # One directory and nothing else: its entries tell files apart by their inode numbers,
-                    # with no stat each (200,000 rank logs); symbolic links among them are still followed.
+                    # with no stat each (200,000 rank logs); symbolic links within it are still followed.
                     return _unique([(name, True) for name, _ in listed], [inode for _, inode in listed])
                 found = [name for name, _ in listed]
             if not found:
@@ -111,6 +122,21 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False) -> list[LogSo
         else:
             raise UserError(f"{raw}: no such file or directory")
     return _unique(named)
+
+
+def _inside(directory: Path, found: list[str], notes: list[str]) -> list[str]:
+    """The files of a directory scan that stay inside it: a symbolic link that leads out of the directory
+    (`secret.log -> ~/.ssh/id_rsa`) is not followed, with a note; naming its target reads it."""
+    root = os.path.realpath(directory)
+    kept = []
+    for name in found:
+        if os.path.islink(name):
+            target = os.path.realpath(name)
+            if os.path.commonpath([root, target]) != root:
+                notes.append(f"{name}: symbolic link to a file outside {directory}; skipped (name it to read it)")
+                continue
+        kept.append(name)
+    return kept
 
 
 def _unique(named: list[tuple[str, bool]], known: list[object] | None = None) -> list[LogSource]:
@@ -150,6 +176,11 @@ class VanishedLog(UserError):
     """A listed log that no longer exists: the scanners note it and go on."""
 
 
+class UnreadableLog(VanishedLog):
+    """A listed log that cannot be opened (permission denied): skipped with a note, so that one rank's
+    unreadable file does not end a directory's diagnosis; a log the user named is still an error."""
+
+
 class NotTextLog(VanishedLog):
     """A listed log that is not text (binary, or compressed in a format we do not read): skipped with a
     note like a vanished one, so that one stray `rank3.log.zst` does not hide the other ranks' failure."""
@@ -170,8 +201,22 @@ _BINARY_REASON = "looks like a binary file, not a text log"
 _MAGIC_FIRST_BYTES = frozenset(magic[0] for magic, _ in _COMPRESSED)
 
 
+# The start of our own reports (text, markdown, JSON, JUnit; tests/test_outputs.py renders each against it): one
+# saved in a log directory must not be read back as a log, where its evidence lines would be findings again.
+_OUR_REPORT = lazy_compile(
+    r"(?:## offloaddoctor\n\n)?offloaddoctor [^\s:]+: (?:no known failure|\d[\d,]* findings?) in \d[\d,]* logs? \("
+    r'|\{\n  "schema_version": \d+,\n  "tool": \{\n    "name": "offloaddoctor"'
+    r'|<\?xml[^\n]*\n<testsuites name="offloaddoctor"'
+)
+_OUR_REPORT_FIRST_BYTES = frozenset(b"#o{<")
+OUR_REPORT_REASON = "an offloaddoctor report (written by --output), not a log"
+
+
 def not_text_reason(block: bytes) -> str | None:
-    """Why the first block of a source is not a text log (naming the compression when recognisable), or None."""
+    """Why the first block of a source is not a text log (naming the compression when recognisable, or saying
+    it is one of our reports), or None."""
+    if block[:1] and block[0] in _OUR_REPORT_FIRST_BYTES and _OUR_REPORT.match(block[:300].decode("utf-8", "replace")):
+        return OUR_REPORT_REASON
     if block[:1] and block[0] not in _MAGIC_FIRST_BYTES:  # (one test for the usual log, not one per format)
         return _BINARY_REASON if looks_binary(block) else None
     for magic, reason in _COMPRESSED:
@@ -190,8 +235,9 @@ def not_text_error(source: LogSource, reason: str) -> UserError:
 
 
 def first_not_text(sources: Sequence[LogSource]) -> UserError | None:
-    """When a run read nothing at all: the error for its first source that is not text, if every listed one
-    was skipped as such (a directory holding only a core dump is an error, not an empty report)."""
+    """When a run read nothing at all: the error for its first source that is not text or cannot be opened,
+    if every listed one was skipped as such (a directory holding only a core dump, or only files we may not
+    read, is an error, not an empty report)."""
     first: UserError | None = None
     for source in sources:
         if source.path == "-" or not source.listed:
@@ -199,6 +245,9 @@ def first_not_text(sources: Sequence[LogSource]) -> UserError | None:
         try:
             with open_binary(source) as stream:
                 reason = not_text_reason(stream.read(8192))
+        except UnreadableLog as exc:
+            first = first or UserError(str(exc).removesuffix("; skipped"))
+            continue
         except (UserError, EOFError, gzip.BadGzipFile, zlib.error, OSError):
             return None
         if reason is None:
@@ -218,7 +267,7 @@ def _listed_logs_with_inodes(directory: Path) -> list[tuple[str, object]]:
                 (
                     (e.name, None if e.is_symlink() else (device, e.inode()))
                     for e in scan
-                    if _is_log_name(e.name) and _is_file(e)
+                    if is_log_name(e.name) and _is_file(e)
                 ),
                 key=lambda entry: entry[0],
             )
@@ -236,10 +285,11 @@ def _is_file(entry: os.DirEntry) -> bool:
         return False
 
 
-def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
+def _entries(directory: Path, recursive: bool, notes: list[str] | None = None) -> Iterator[Path]:
     """What the directory holds (with `recursive`, everything below it; symlinked directories are not
-    followed). A subdirectory that vanishes or cannot be listed while we walk (a job still writing, logs
-    being rotated) is skipped, as `rglob` skips unreadable ones; the directory named itself must be listable."""
+    followed). A subdirectory that cannot be listed is skipped with a note in `notes` (one that vanished
+    while we walk, a job still writing or logs being rotated, silently); the directory named itself must be
+    listable."""
 
     def cannot_list(exc: OSError) -> UserError:
         return UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}")
@@ -254,6 +304,8 @@ def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
     def skip_unless_top(exc: OSError) -> None:
         if exc.filename == os.fspath(directory):
             raise cannot_list(exc)
+        if notes is not None and not isinstance(exc, FileNotFoundError):
+            notes.append(f"{exc.filename}: cannot list the directory: {exc.strerror or exc}; skipped")
 
     for root, _subdirectories, files in os.walk(directory, onerror=skip_unless_top):
         for name in files:
@@ -262,6 +314,8 @@ def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
 
 def open_binary(source: LogSource) -> BinaryIO:
     if source.path == "-":
+        if sys.stdin is None:
+            raise UserError(STDIN_CLOSED)
         return sys.stdin.buffer
     try:
         handle = open(source.path, "rb")  # noqa: SIM115 - closed by the caller's context
@@ -270,6 +324,8 @@ def open_binary(source: LogSource) -> BinaryIO:
             raise VanishedLog(f"{source.path}: gone before it was read (rotated or removed?); skipped") from None
         raise UserError(f"{source.path}: cannot read: No such file or directory") from None
     except OSError as exc:
+        if source.listed:
+            raise UnreadableLog(f"{source.path}: cannot read: {exc.strerror or exc}; skipped") from None
         raise UserError(f"{source.path}: cannot read: {exc.strerror or exc}") from None
     head = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
     if head == GZIP_MAGIC:

@@ -49,6 +49,7 @@ def _document(report: Report, sources: list[dict[str, Any]]) -> dict[str, Any]:
         "run": dict(report.run_facts),
         "notes": list(report.notes),
         "suppressed": [{"id": k, "reason": v} for k, v in report.suppressed.items()],
+        "project_file": report.project_file,
     }
 
 

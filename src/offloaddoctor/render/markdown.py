@@ -57,6 +57,8 @@ def render_markdown(report: Report, findings: list[Finding] | None = None, title
     elif not findings:
         out += ["No known failure and no traceback in the logs.", ""]
     out += [f"- note: {cell(note)}" for note in report.notes]
+    if report.project_file:
+        out.append(f"- project settings: {cell(report.project_file)}")
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -218,6 +218,8 @@ def render_plain(report: Report, details: bool = False) -> str:
         out += finding_blocks(report.findings, details)
     for note in shown_notes(report, details):
         out.append(f"note: {note}")
+    if report.project_file:
+        out.append(f"project settings: {safe_text(report.project_file)}")
     return "\n".join(out).rstrip() + "\n"
 
 

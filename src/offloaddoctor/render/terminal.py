@@ -102,6 +102,8 @@ def _render_report(report: Report, console: Console, details: bool = False) -> N
         console.print(finding_panel(index, finding, details))
     for note in shown_notes(report, details):
         console.print(Text("note: " + note, style="dim"))
+    if report.project_file:
+        console.print(Text("project settings: " + safe_text(report.project_file), style="dim"))
 
 
 def finding_panel(index: int, finding: Finding, details: bool = True) -> Panel:
