@@ -95,8 +95,8 @@ def diagnose(
             raise UserError(
                 f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)"
             )
-    from offloaddoctor.analysis.engine import build_report
     from offloaddoctor.analysis.parallel import scan_sources
+    from offloaddoctor.analysis.runs import runs_in_scan, several_runs
     from offloaddoctor.analysis.scanner import build_matchers
 
     matchers = build_matchers(catalog)
@@ -105,10 +105,34 @@ def diagnose(
         unreadable = first_not_text(sources)  # every file was skipped as binary: nothing was diagnosed
         if unreadable is not None:
             raise unreadable
+    runs = runs_in_scan(scan)
+    if len(runs) == 1:
+        return policy.apply(_run_report(scan, explicit, catalog, matchers, baseline_metrics))
+    # Several runs (config/run_identity.py): each is scanned again on its own, as if diagnosed alone; the
+    # common case (one job, however many rank logs) is read once.
+    if any(s.path == "-" for s in sources):
+        raise UserError(
+            "standard input and the other logs are from different runs, and standard input cannot be read twice: "
+            "diagnose it on its own (or save it to a file)"
+        )
+    reports = []
+    for run in runs:
+        members = set(run.paths)
+        run_scan = scan_sources(matchers, [s for s in sources if s.name in members])
+        report = policy.apply(_run_report(run_scan, explicit, catalog, matchers, baseline_metrics))
+        report.run = run
+        reports.append(report)
+    return several_runs(reports)
+
+
+def _run_report(scan, explicit: list[ConfigValue], catalog: Catalog, matchers, baseline_metrics) -> Report:
+    """One run's report: its logs' config (never another run's), the --config/--set values on top."""
+    from offloaddoctor.analysis.engine import build_report
+
     store = build_store(*(c.values for c in scan.collectors), explicit)
     report = build_report(catalog, scan, store, matchers, baseline_metrics)
     report.notes[:0] = _unknown_set_keys(explicit, catalog, store)
-    return policy.apply(report)
+    return report
 
 
 def did_you_mean(name: str, catalog: Catalog) -> str:

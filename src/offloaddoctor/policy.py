@@ -36,6 +36,7 @@ class Policy:
     ignore: dict[str, str] = field(default_factory=dict)  # id -> reason
     signature_dirs: list[Path] = field(default_factory=list)
     source: str | None = None  # the project file, when one was read
+    ignored_by: dict[str, str] = field(default_factory=dict)  # id -> "--ignore" or the project file
 
     def fails(self, finding: Finding) -> bool:
         return finding.signature.severity in _FAILING_SEVERITIES[self.fail_on]
@@ -54,6 +55,7 @@ class Policy:
                 raise UserError(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
             self.fail_on = fail_on
         self.ignore.update(dict.fromkeys(ignore, "--ignore on the command line"))
+        self.ignored_by.update(dict.fromkeys(ignore, "--ignore"))
         return self
 
     def unknown_ids(self, catalog) -> list[str]:
@@ -61,9 +63,14 @@ class Policy:
         return [i for i in self.ignore if catalog.get(i) is None]
 
     def apply(self, report: Report) -> Report:
-        """Move ignored findings out of `findings` into `suppressed` (id -> reason)."""
-        report.suppressed = {f.id: self.ignore[f.id] for f in report.findings if f.id in self.ignore}
+        """Move ignored findings out of `findings` into `suppressed` (id -> reason), saying by what
+        (`suppressed_by`) and how often they matched; the report names the project file read, if one was."""
+        gone = [f for f in report.findings if f.id in self.ignore]
+        report.suppressed = {f.id: self.ignore[f.id] for f in gone}
+        report.suppressed_by = {f.id: self.ignored_by.get(f.id, self.source or "--ignore") for f in gone}
+        report.suppressed_occurrences = {f.id: f.occurrences for f in gone}
         report.findings = [f for f in report.findings if f.id not in self.ignore]
+        report.project_file = self.source
         return report
 
 
@@ -166,4 +173,4 @@ def _parse(table: Any, path: Path) -> Policy:
     dirs = table.get("signatures") or []
     if not isinstance(dirs, list):
         raise UserError(f"{path}: signatures must be a list of directories")
-    return Policy(fail_on, ignore, [path.parent / str(d) for d in dirs], str(path))
+    return Policy(fail_on, ignore, [path.parent / str(d) for d in dirs], str(path), dict.fromkeys(ignore, str(path)))
