@@ -293,10 +293,10 @@ def compare(
     catalog = catalog or load_catalog()
     matchers = build_matchers(catalog)
     measured, errors = [], {}
-    for path in paths:
-        run, report = _measure_and_diagnose(path, catalog, matchers)
-        errors[path] = [f.id for f in report.findings if f.signature.severity == "error"]
-        configs = (run_configs or {}).get(path, ())
+    for group in _compared_runs(baseline, paths):
+        run, report = _measure_and_diagnose(group.name, group.sources, catalog, matchers)
+        errors[group.name] = [f.id for f in report.findings if f.signature.severity == "error"]
+        configs = [c for path in group.given for c in (run_configs or {}).get(path, ())]
         if configs:
             arguments = {**run.arguments, **{v.key: v.value for v in explicit_config(configs, ())}}
             run.summary.offload = offload_settings(arguments)
@@ -320,19 +320,35 @@ def _model_state_mb(run) -> tuple[float, str] | None:
     return states.bytes / 2**20, states.formula
 
 
-def _measure_and_diagnose(path: str, catalog: Catalog, matchers) -> tuple[Any, Report]:
-    """`run_metrics(path)` and `diagnose([path])` from one read of each log: both handler sets share a pass."""
+def _compared_runs(baseline: str, paths: list[str]):
+    """The runs to compare, by the rule `diagnose` and `metrics` use (metrics/runs.py): the baseline's logs must
+    be one run of their own; logs of one job given apart are one run."""
+    from offloaddoctor.analysis.runs import describe_run
+    from offloaddoctor.metrics.runs import read_runs
+
+    runs, _ = read_runs(paths)
+    base = [run for run in runs if baseline in run.given]
+    if len(base) > 1:
+        shown = "; ".join(describe_run(run.run) for run in base[:3])
+        raise UserError(f"{baseline}: the baseline's logs are {len(base)} runs ({shown}): pass the logs of one run")
+    others = [path for path in base[0].given if path != baseline]
+    if others:
+        raise UserError(f"{others[0]}: its logs are of the baseline's run, not a run to compare with it")
+    return [base[0], *(run for run in runs if run is not base[0])]
+
+
+def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tuple[Any, Report]:
+    """`run_metrics` and `diagnose` of one run's logs from one read of each: both handler sets share a pass."""
     from offloaddoctor.analysis.engine import build_report
     from offloaddoctor.analysis.scanner import Scanner
     from offloaddoctor.logs.line_pass import LinePass
-    from offloaddoctor.logs.sources import resolve_sources
     from offloaddoctor.metrics.reader import RunReader
     from offloaddoctor.metrics.summary import summarise
 
-    scanner, reader = Scanner(matchers), RunReader(path)
+    scanner, reader = Scanner(matchers), RunReader(name)
     warnings: list[str] = []
     line_pass = LinePass(scanner.literals | reader.line_pass.literals, warnings)
-    for source in resolve_sources([path]):
+    for source in sources:
         before = len(warnings)
         lines = line_pass.read_source(
             source, scanner.start_source(source.name), reader.start_source(source.name, shared=True)
