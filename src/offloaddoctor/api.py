@@ -321,20 +321,17 @@ def _model_state_mb(run) -> tuple[float, str] | None:
 
 
 def _compared_runs(baseline: str, paths: list[str]):
-    """The runs to compare, by the rule `diagnose` and `metrics` use (metrics/runs.py): the baseline's logs must
-    be one run of their own; logs of one job given apart are one run."""
+    """The runs to compare, by the rule `diagnose` and `metrics` use (metrics/runs.py), within each role: the
+    baseline's logs must be one run; the other logs are grouped into runs (one job's logs given apart are one)."""
     from offloaddoctor.analysis.runs import describe_run
     from offloaddoctor.metrics.runs import read_runs
 
-    runs, _ = read_runs(paths)
-    base = [run for run in runs if baseline in run.given]
+    base, _ = read_runs([baseline])
     if len(base) > 1:
         shown = "; ".join(describe_run(run.run) for run in base[:3])
         raise UserError(f"{baseline}: the baseline's logs are {len(base)} runs ({shown}): pass the logs of one run")
-    others = [path for path in base[0].given if path != baseline]
-    if others:
-        raise UserError(f"{others[0]}: its logs are of the baseline's run, not a run to compare with it")
-    return [base[0], *(run for run in runs if run is not base[0])]
+    others, _ = read_runs([path for path in paths if path != baseline])
+    return [*base, *others]
 
 
 def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tuple[Any, Report]:
