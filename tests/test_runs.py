@@ -152,3 +152,17 @@ def test_ci_formats_group_findings_per_run():
 def test_help_says_the_rule(command):
     text = " ".join(RUNNER.invoke(app, [command, "--help"]).stdout.split())
     assert ("one run" in text and "model shape" in text) or "rule diagnose uses" in text
+
+
+@pytest.mark.parametrize("extra", [[], ["--ignore", "pp-cpu-offload"]])
+def test_the_fast_road_groups_and_suppresses_as_typer(extra, capsys):
+    from offloaddoctor.cli import fast_path
+
+    argv = ["diagnose", PP, CLEAN, "--format", "text", *extra]
+    through_typer = RUNNER.invoke(app, argv)
+    try:
+        code = fast_path.run(argv)
+    except SystemExit as exc:
+        code = exc.code
+    assert (code, capsys.readouterr().out) == (through_typer.exit_code, through_typer.stdout)
+    assert "2 runs" in through_typer.stdout
