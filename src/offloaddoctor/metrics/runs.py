@@ -40,9 +40,10 @@ def read_runs(paths: Sequence[str]) -> tuple[list[RunLogs], dict[str, RunReader]
         lines = dict(reader.run.sources)
         for collector in reader.collectors:
             identities.append(log_identity(collector.path, collector.values, lines.get(collector.path, 0)))
-        for record in [*reader.run.iterations, *reader.run.memory]:
-            if record.rank is not None and rank_logs.setdefault(record.rank, record.path) != record.path:
-                clashes.add((rank_logs[record.rank], record.path))
+        seen = [(r.rank, r.path) for r in reader.run.iterations] + [(m.rank, m.path) for m in reader.run.memory]
+        for rank, log in seen:
+            if rank is not None and rank_logs.setdefault(rank, log) != log:
+                clashes.add((rank_logs[rank], log))
     runs = group_runs(identities, clashes)
     as_given = [set(run.paths) for run in runs] == [{s.name for s in by_path[p]} for p in readers]
     named = {source.name: source for sources in by_path.values() for source in sources}

@@ -41,7 +41,9 @@ def annotation(finding: Finding, run: str = "") -> str:
 def render_github(report: Report) -> tuple[str, str]:
     """Returns (stdout: annotations and a one-line headline, Markdown for the job summary)."""
     shown = [f for f in report.findings if f.signature.severity in ("error", "warning")][:MAX_ANNOTATIONS]
-    run_of = {id(f): f"run {index} of {len(report.runs)}: " for index, run in enumerate(report.runs, 1) for f in run.findings}
+    run_of = {
+        id(f): f"run {index} of {len(report.runs)}: " for index, run in enumerate(report.runs, 1) for f in run.findings
+    }
     out = [annotation(f, run_of.get(id(f), "")) for f in shown]
     rest = len(report.findings) - len(shown)
     out.append(safe_text(headline(report)) + (f" ({rest} more in the job summary)" if rest > 0 else ""))

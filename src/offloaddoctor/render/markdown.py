@@ -65,7 +65,10 @@ def render_markdown(report: Report, findings: list[Finding] | None = None, title
         out += ["### No signature explains this failure line", "", cell(evidence_location(report.unmatched)), ""]
         out += fenced([safe_text(report.unmatched.text)], "text") + [""]
     elif not findings:
-        out += [cell(nothing_found_line(report)) if report.suppressed else "No known failure and no traceback in the logs.", ""]
+        out += [
+            cell(nothing_found_line(report)) if report.suppressed else "No known failure and no traceback in the logs.",
+            "",
+        ]
     out += [f"- note: {cell(note)}" for note in report.notes]
     out += [f"- {cell(line)}" for line in suppressed_lines(report)]
     return "\n".join(out).rstrip() + "\n"
