@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -154,7 +155,9 @@ def test_fail_on_and_ignore(args, code):
     assert result.exit_code == code
     if "--ignore" in args:
         data = json.loads(result.stdout)
-        assert data["suppressed"] == [{"id": "pp-cpu-offload", "reason": "--ignore on the command line"}]
+        assert data["suppressed"] == [
+            {"id": "pp-cpu-offload", "reason": "--ignore on the command line", "by": "--ignore", "occurrences": 8}
+        ]
         assert all(f["id"] != "pp-cpu-offload" for f in data["findings"])
 
 
@@ -181,7 +184,11 @@ def test_project_file_sets_defaults_and_suppressions(tmp_path, monkeypatch, kind
     monkeypatch.chdir(tmp_path / "sub")  # found by walking up
     result = RUNNER.invoke(app, ["diagnose", str(PP_LOG), "-f", "json"])
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["suppressed"] == [{"id": "pp-cpu-offload", "reason": "known issue #12"}]
+    suppressed = json.loads(result.stdout)["suppressed"]
+    assert [(s["id"], s["reason"], s["occurrences"]) for s in suppressed] == [("pp-cpu-offload", "known issue #12", 8)]
+    project_file = tmp_path / (".offloaddoctor.yaml" if kind == "yaml" else "pyproject.toml")
+    assert suppressed[0]["by"] == json.loads(result.stdout)["project_file"]
+    assert Path(suppressed[0]["by"]).resolve() == project_file.resolve()
     assert (
         RUNNER.invoke(
             app, ["diagnose", str(PP_LOG), "-f", "json", "--fail-on", "error", "--ignore", "oom-capacity"]

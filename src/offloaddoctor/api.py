@@ -96,8 +96,8 @@ def diagnose(
             raise UserError(
                 f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)"
             )
-    from offloaddoctor.analysis.engine import build_report
     from offloaddoctor.analysis.parallel import scan_sources
+    from offloaddoctor.analysis.runs import runs_in_scan, several_runs
     from offloaddoctor.analysis.scanner import build_matchers
 
     matchers = build_matchers(catalog)
@@ -106,10 +106,37 @@ def diagnose(
         unreadable = first_not_text(sources)  # every file was skipped as binary: nothing was diagnosed
         if unreadable is not None:
             raise unreadable
+    runs = runs_in_scan(scan)
+    if len(runs) == 1:
+        return policy.apply(_run_report(scan, explicit, catalog, matchers, baseline_metrics, passed_over))
+    # Several runs (config/run_identity.py): each is scanned again on its own, as if diagnosed alone; the
+    # common case (one job, however many rank logs) is read once.
+    if any(s.path == "-" for s in sources):
+        raise UserError(
+            "standard input and the other logs are from different runs, and standard input cannot be read twice: "
+            "diagnose it on its own (or save it to a file)"
+        )
+    reports = []
+    for run in runs:
+        members = set(run.paths)
+        run_scan = scan_sources(matchers, [s for s in sources if s.name in members])
+        report = policy.apply(_run_report(run_scan, explicit, catalog, matchers, baseline_metrics, passed_over))
+        report.run = run
+        reports.append(report)
+    return several_runs(reports)
+
+
+def _run_report(
+    scan, explicit: list[ConfigValue], catalog: Catalog, matchers, baseline_metrics, passed_over: list[str]
+) -> Report:
+    """One run's report: its logs' config (never another run's), the --config/--set values on top; what the
+    directory scans passed over is said in each run's report, as if it were diagnosed alone."""
+    from offloaddoctor.analysis.engine import build_report
+
     store = build_store(*(c.values for c in scan.collectors), explicit)
     report = build_report(catalog, scan, store, matchers, baseline_metrics)
     report.notes[:0] = _unknown_set_keys(explicit, catalog, store) + passed_over
-    return policy.apply(report)
+    return report
 
 
 def did_you_mean(name: str, catalog: Catalog) -> str:
@@ -270,10 +297,10 @@ def compare(
     catalog = catalog or load_catalog()
     matchers = build_matchers(catalog)
     measured, errors = [], {}
-    for path in paths:
-        run, report = _measure_and_diagnose(path, catalog, matchers)
-        errors[path] = [f.id for f in report.findings if f.signature.severity == "error"]
-        configs = (run_configs or {}).get(path, ())
+    for group in _compared_runs(baseline, paths):
+        run, report = _measure_and_diagnose(group.name, group.sources, catalog, matchers)
+        errors[group.name] = [f.id for f in report.findings if f.signature.severity == "error"]
+        configs = [c for path in group.given for c in (run_configs or {}).get(path, ())]
         if configs:
             arguments = {**run.arguments, **{v.key: v.value for v in explicit_config(configs, ())}}
             run.summary.offload = offload_settings(arguments)
@@ -297,19 +324,32 @@ def _model_state_mb(run) -> tuple[float, str] | None:
     return states.bytes / 2**20, states.formula
 
 
-def _measure_and_diagnose(path: str, catalog: Catalog, matchers) -> tuple[Any, Report]:
-    """`run_metrics(path)` and `diagnose([path])` from one read of each log: both handler sets share a pass."""
+def _compared_runs(baseline: str, paths: list[str]):
+    """The runs to compare, by the rule `diagnose` and `metrics` use (metrics/runs.py), within each role: the
+    baseline's logs must be one run; the other logs are grouped into runs (one job's logs given apart are one)."""
+    from offloaddoctor.analysis.runs import describe_run
+    from offloaddoctor.metrics.runs import read_runs
+
+    base, _ = read_runs([baseline])
+    if len(base) > 1:
+        shown = "; ".join(describe_run(run.run) for run in base[:3])
+        raise UserError(f"{baseline}: the baseline's logs are {len(base)} runs ({shown}): pass the logs of one run")
+    others, _ = read_runs([path for path in paths if path != baseline])
+    return [*base, *others]
+
+
+def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tuple[Any, Report]:
+    """`run_metrics` and `diagnose` of one run's logs from one read of each: both handler sets share a pass."""
     from offloaddoctor.analysis.engine import build_report
     from offloaddoctor.analysis.scanner import Scanner
     from offloaddoctor.logs.line_pass import LinePass
-    from offloaddoctor.logs.sources import resolve_sources
     from offloaddoctor.metrics.reader import RunReader
     from offloaddoctor.metrics.summary import summarise
 
-    scanner, reader = Scanner(matchers), RunReader(path)
+    scanner, reader = Scanner(matchers), RunReader(name)
     warnings: list[str] = []
     line_pass = LinePass(scanner.literals | reader.line_pass.literals, warnings)
-    for source in resolve_sources([path]):
+    for source in sources:
         before = len(warnings)
         lines = line_pass.read_source(
             source, scanner.start_source(source.name), reader.start_source(source.name, shared=True)

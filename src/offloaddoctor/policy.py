@@ -43,6 +43,7 @@ class Policy:
     signature_dirs: list[Path] = field(default_factory=list)
     source: str | None = None  # the project file, when one was read
     warnings: list[str] = field(default_factory=list)  # project files passed over, and why
+    ignored_by: dict[str, str] = field(default_factory=dict)  # id -> "--ignore" or the project file
 
     def fails(self, finding: Finding) -> bool:
         return finding.signature.severity in _FAILING_SEVERITIES[self.fail_on]
@@ -50,9 +51,11 @@ class Policy:
     def failed(self, report: Report) -> bool:
         """Whether the run fails by `fail_on`: a finding left after suppression has a failing severity, or a
         traceback no signature explains (all but `never`); with `unknown`, also any failure line no signature
-        explains, or not one line read."""
+        explains, or not one line read. Logs of several runs fail when one run does."""
         if self.fail_on == "never":
             return False
+        if report.runs:
+            return any(self.failed(run) for run in report.runs)
         if any(self.fails(f) for f in report.findings) or report.unmatched_traceback:
             return True
         return self.fail_on == "unknown" and (
@@ -66,6 +69,7 @@ class Policy:
                 raise UserError(f"--fail-on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
             self.fail_on = fail_on
         self.ignore.update(dict.fromkeys(ignore, "--ignore on the command line"))
+        self.ignored_by.update(dict.fromkeys(ignore, "--ignore"))
         return self
 
     def unknown_ids(self, catalog) -> list[str]:
@@ -73,12 +77,16 @@ class Policy:
         return [i for i in self.ignore if catalog.get(i) is None]
 
     def apply(self, report: Report) -> Report:
-        """Move ignored findings out of `findings` into `suppressed` (id -> reason); name the project file read
-        (`project_file`) and note the ones passed over."""
-        report.project_file = self.source
+        """Move ignored findings out of `findings` into `suppressed` (id -> reason), saying by what
+        (`suppressed_by`) and how often they matched; the report names the project file read, if one was
+        (`project_file`), and notes the ones passed over."""
         report.notes[:0] = [n for n in self.warnings if n not in report.notes]
-        report.suppressed = {f.id: self.ignore[f.id] for f in report.findings if f.id in self.ignore}
+        gone = [f for f in report.findings if f.id in self.ignore]
+        report.suppressed = {f.id: self.ignore[f.id] for f in gone}
+        report.suppressed_by = {f.id: self.ignored_by.get(f.id, self.source or "--ignore") for f in gone}
+        report.suppressed_occurrences = {f.id: f.occurrences for f in gone}
         report.findings = [f for f in report.findings if f.id not in self.ignore]
+        report.project_file = self.source
         return report
 
 
@@ -200,4 +208,4 @@ def _parse(table: Any, path: Path) -> Policy:
     dirs = table.get("signatures") or []
     if not isinstance(dirs, list):
         raise UserError(f"{path}: signatures must be a list of directories")
-    return Policy(fail_on, ignore, [path.parent / str(d) for d in dirs], str(path))
+    return Policy(fail_on, ignore, [path.parent / str(d) for d in dirs], str(path), dict.fromkeys(ignore, str(path)))

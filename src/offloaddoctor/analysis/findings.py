@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from offloaddoctor.analysis.evidence import Evidence
 from offloaddoctor.catalog.model import Signature
+from offloaddoctor.config.run_identity import Run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -72,10 +73,15 @@ class Report:
     run_facts: dict[str, Any]
     ranks_seen: list[int]
     suppressed: dict[str, str] = field(default_factory=dict)  # id -> reason (--ignore, project file)
+    suppressed_by: dict[str, str] = field(default_factory=dict)  # id -> "--ignore" or the project file
+    suppressed_occurrences: dict[str, int] = field(default_factory=dict)  # id -> lines it matched
+    project_file: str | None = None  # the project file read (policy.py), if one was
     note_keys: dict[str, str] = field(default_factory=dict)  # config-vs-log note -> the key it is about
     config_mismatch: str | None = None  # the config is probably from another run: why (also the first note)
-    project_file: str | None = None  # the project settings file applied (policy.py), when one was read
     unmatched_traceback: bool = False  # `unmatched` ends a traceback: a crash no signature knows
+    # The logs hold several runs (config/run_identity.py): one report each; this one then holds every finding.
+    runs: list[Report] = field(default_factory=list)
+    run: Run | None = None  # in a report of `runs`: its logs and what tells it apart
 
     @property
     def has_errors(self) -> bool:

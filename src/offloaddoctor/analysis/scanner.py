@@ -108,6 +108,8 @@ class ScanResult:
     collectors: list[LogConfigCollector] = field(default_factory=list)
     lines_read: dict[str, int] = field(default_factory=dict)
     ranks_seen: set[int] = field(default_factory=set)
+    rank_logs: dict[int, str] = field(default_factory=dict)  # rank -> the first log its lines were seen in
+    rank_clashes: set[tuple[str, str]] = field(default_factory=set)  # (earlier log, later log) sharing a rank
     warnings: list[str] = field(default_factory=list)
     skipped: set[str] = field(default_factory=set)  # listed logs gone or not text by the time they were read
     parameters: ParameterCounts = field(default_factory=ParameterCounts)
@@ -300,13 +302,33 @@ class ParameterLines(LineHandler):
 
 
 class RanksSeen(LineHandler):
-    def __init__(self, ranks: set[int]):
-        self.ranks = ranks
+    """The ranks of the lines read, and which logs share a rank (config/run_identity.py: another run)."""
+
+    def __init__(self, result: ScanResult):
+        self.ranks = result.ranks_seen
+        self.result = result
+        self._in_source: set[int] = set()
+        self._path = ""
 
     def feed(self, line: Line) -> bool:
         if line.rank is not None:
             self.ranks.add(line.rank)
+            self._in_source.add(line.rank)
+            self._path = line.path
         return False
+
+    def finish(self) -> None:
+        if self._in_source:
+            note_ranks(self.result, self._path, self._in_source)
+            self._in_source = set()
+
+
+def note_ranks(result: ScanResult, path: str, ranks: Iterable[int]) -> None:
+    owners = result.rank_logs
+    for rank in ranks:
+        owner = owners.setdefault(rank, path)
+        if owner != path:
+            result.rank_clashes.add((owner, path))
 
 
 class FailureMatcher(LineHandler):
@@ -423,7 +445,7 @@ class Scanner:
         """The handler set for one log (the collector and open blocks are per log, findings per scan)."""
         result = self.result
         return [
-            RanksSeen(result.ranks_seen),
+            RanksSeen(result),
             *config_handlers(collector),
             TracebackTracker(self.failures.exception, self.result.remember_exception),
             IterationSampler(result.iterations, self._unparsed, collector),
@@ -535,6 +557,9 @@ class Scanner:
             merged.collectors.extend(partial.collectors)
             merged.lines_read.update(partial.lines_read)
             merged.ranks_seen |= partial.ranks_seen
+            merged.rank_clashes |= partial.rank_clashes
+            for rank, path in partial.rank_logs.items():
+                note_ranks(merged, path, (rank,))
             merged.warnings.extend(partial.warnings)
             merged.skipped |= partial.skipped
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)

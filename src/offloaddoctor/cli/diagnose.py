@@ -14,7 +14,10 @@ from offloaddoctor.cli.common import FailOn, OutputFormat
 @app.command(cls=Command, short_help="Find known offloading/memory failures in logs; check them against the config.")
 def diagnose(
     logs: List[str] = typer.Argument(
-        ..., metavar="LOG...", help="Log files, directories of logs, or - for standard input."
+        ...,
+        metavar="LOG...",
+        help="Log files, directories of logs, or - for standard input. Logs of one job (its rank logs) make one "
+        "report; logs of different runs (told apart by arguments block, world size, model shape, ranks) one each.",
     ),
     config: List[str] = typer.Option(
         [], "--config", "-c", metavar="PATH", help="Run config: Bridge/Megatron YAML or a launch script. Repeatable."
@@ -40,7 +43,9 @@ def diagnose(
         "--fail-on",
         help="Exit 1 on findings of this severity or worse (default: error); unknown: also on a failure no signature explains.",
     ),
-    ignore: List[str] = typer.Option([], "--ignore", metavar="ID", help="Suppress a signature id. Repeatable."),
+    ignore: List[str] = typer.Option(
+        [], "--ignore", metavar="ID", help="Suppress a signature id (the report says what it left out). Repeatable."
+    ),
     signatures: List[Path] = typer.Option(
         [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
     ),
@@ -58,7 +63,12 @@ def diagnose(
         help="Text and terminal: every evidence line, causes, confirmation steps and every note.",
     ),
 ) -> None:
-    """Find known offloading/memory failures in training logs and check them against the run's config."""
+    """Find known offloading/memory failures in training logs and check them against the run's config.
+
+    Logs of one job (per-rank logs, a restarted job's log) are one run and one report. Logs of different runs
+    (a different arguments block, world size or model shape, or the same rank twice with different content)
+    are never merged into one config: each run gets its own report (in json, junit, github and markdown, the
+    findings are grouped per run). A log that prints no config joins the others only if they are one run."""
     from offloaddoctor.cli.run_diagnose import run_diagnose
 
     raise typer.Exit(

@@ -21,7 +21,11 @@ def compare(
     baseline: str = typer.Argument(
         ..., metavar="BASELINE", help="The baseline run's log (or directory of per-rank logs)."
     ),
-    runs: List[str] = typer.Argument(..., metavar="LOG...", help="Logs of runs with other offload settings."),
+    runs: List[str] = typer.Argument(
+        ...,
+        metavar="LOG...",
+        help="Logs of runs with other offload settings; grouped into runs as diagnose does (logs of one job are one run).",
+    ),
     run_config: List[str] = typer.Option(
         [],
         "--run-config",
@@ -44,7 +48,10 @@ def compare(
         None, "--plot", metavar="PATH.png", help="Also plot time and memory against the fraction (needs matplotlib)."
     ),
 ) -> None:
-    """Compare runs with different offload settings against a baseline: time, memory, loss; pass/fail per run."""
+    """Compare runs with different offload settings against a baseline: time, memory, loss; pass/fail per run.
+
+    Logs are grouped into runs by the rule diagnose uses: the logs of one job are one run however they are
+    passed (and a directory holding several runs gives several); the baseline's logs must be one run."""
     from offloaddoctor.api import compare as run_compare
     from offloaddoctor.metrics.compare import Criteria
 
@@ -96,13 +103,19 @@ def _check_plot(plot: str, logs: list[str], configs: list[str]) -> None:
 )
 def metrics(
     logs: List[str] = typer.Argument(
-        ..., metavar="LOG...", help="One run each: a log file, a directory of its per-rank logs, or -."
+        ...,
+        metavar="LOG...",
+        help="Log files, directories of per-rank logs, or -. Grouped into runs as diagnose does: logs of one job "
+        "are one run, however passed; logs of different runs (arguments block, world size, model shape, ranks) one each.",
     ),
     output_format: MetricsFormat = typer.Option(
         MetricsFormat.text, "--format", "-f", help="text, json or csv (one row per rank and iteration)."
     ),
 ) -> None:
-    """Per-rank, per-iteration numbers from training logs, and a steady-state summary per run."""
+    """Per-rank, per-iteration numbers from training logs, and a steady-state summary per run.
+
+    The logs are grouped into runs by the rule diagnose uses: the logs of one job are one run however they are
+    passed, and a directory holding several runs gives one summary each."""
     from offloaddoctor.cli.run_check import run_metrics
 
     raise typer.Exit(run_metrics(logs=logs, output_format=output_format))

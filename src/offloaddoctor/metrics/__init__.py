@@ -43,11 +43,24 @@ def run_metrics(path: str) -> RunMetrics:
 
 
 def collect_metrics(paths: Sequence[str]) -> list[RunMetrics]:
-    """One RunMetrics per path given. Raises UserError (one line) for a path that cannot be read."""
-    from offloaddoctor.logs.sources import resolve_sources
+    """One RunMetrics per run among the logs of `paths` (metrics/runs.py: the rule `diagnose` uses): a path
+    each when each holds one run; logs of one job given apart are one run, a path holding several runs gives
+    several. Raises UserError (one line) for a path that cannot be read."""
+    from offloaddoctor.logs.sources import first_not_text, resolve_sources
+    from offloaddoctor.metrics.runs import read_run, read_runs
+    from offloaddoctor.metrics.summary import summarise
 
     resolve_sources(paths)  # every path is checked before any is read
-    return [run_metrics(path) for path in paths]
+    runs, readers = read_runs(paths)
+    measured = []
+    for run in runs:
+        reader = readers[run.name] if readers else read_run(run)
+        if not any(lines for _name, lines in reader.run.sources):
+            unreadable = first_not_text(run.sources)  # every file was skipped as binary: nothing was measured
+            if unreadable is not None:
+                raise unreadable
+        measured.append(summarise(reader.run, reader.collectors, reader.layout_line))
+    return measured
 
 
 def metrics_from_text(text: str, name: str = "<text>") -> RunMetrics:

@@ -25,9 +25,10 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def annotation(finding: Finding) -> str:
+def annotation(finding: Finding, run: str = "") -> str:
+    """`run`: `run 2 of 3: ` when the logs hold several runs."""
     signature = finding.signature
-    properties = [f"title={escape_property(safe_text(f'{finding.id}: {signature.title}'))}"]
+    properties = [f"title={escape_property(safe_text(f'{run}{finding.id}: {signature.title}'))}"]
     first = finding.evidence[0] if finding.evidence else None
     if first is not None and first.line:
         properties = [f"file={escape_property(safe_text(first.path))}", f"line={first.line}"] + properties
@@ -40,7 +41,10 @@ def annotation(finding: Finding) -> str:
 def render_github(report: Report) -> tuple[str, str]:
     """Returns (stdout: annotations and a one-line headline, Markdown for the job summary)."""
     shown = [f for f in report.findings if f.signature.severity in ("error", "warning")][:MAX_ANNOTATIONS]
-    out = [annotation(f) for f in shown]
+    run_of = {
+        id(f): f"run {index} of {len(report.runs)}: " for index, run in enumerate(report.runs, 1) for f in run.findings
+    }
+    out = [annotation(f, run_of.get(id(f), "")) for f in shown]
     rest = len(report.findings) - len(shown)
     out.append(safe_text(headline(report)) + (f" ({rest} more in the job summary)" if rest > 0 else ""))
     return "\n".join(out) + "\n", render_markdown(report)

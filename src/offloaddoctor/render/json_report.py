@@ -40,16 +40,49 @@ def _found_in(report: Report) -> dict[str, list[str]]:
 
 
 def _document(report: Report, sources: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
+    run_of = {id(f): index for index, run in enumerate(report.runs, start=1) for f in run.findings}
+    document = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "offloaddoctor", "version": __version__},
         "sources": sources,
-        "findings": [finding_to_dict(f) for f in report.findings],
+        "findings": [
+            {**finding_to_dict(f), **({"run": run_of[id(f)]} if id(f) in run_of else {})} for f in report.findings
+        ],
         "unmatched": _evidence(report.unmatched) if report.unmatched else None,
         "run": dict(report.run_facts),
         "notes": list(report.notes),
-        "suppressed": [{"id": k, "reason": v} for k, v in report.suppressed.items()],
+        "suppressed": _suppressed(report),
         "project_file": report.project_file,
+    }
+    if report.runs:  # the logs hold several runs: each one's own view (docs/json-output.md)
+        document["runs"] = [_run_entry(index, run) for index, run in enumerate(report.runs, start=1)]
+    return document
+
+
+def _suppressed(report: Report) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": key,
+            "reason": reason,
+            "by": report.suppressed_by.get(key, "--ignore"),
+            "occurrences": report.suppressed_occurrences.get(key, 0),
+        }
+        for key, reason in report.suppressed.items()
+    ]
+
+
+def _run_entry(index: int, report: Report) -> dict[str, Any]:
+    run = report.run
+    return {
+        "index": index,
+        "paths": list(run.paths) if run else [s.path for s in report.sources],
+        "differs_in": list(run.differs_in) if run else [],
+        "prints_config": run.placed if run else True,
+        "findings": [f.id for f in report.findings],
+        "unmatched": _evidence(report.unmatched) if report.unmatched else None,
+        "run": dict(report.run_facts),
+        "notes": list(report.notes),
+        "suppressed": _suppressed(report),
     }
 
 

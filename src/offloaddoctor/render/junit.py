@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.catalog.model import Catalog
-from offloaddoctor.render.plain import finding_block
+from offloaddoctor.render.plain import finding_block, run_heading
 from offloaddoctor.render.text_safety import safe_text
 
 _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
@@ -23,10 +23,33 @@ def _xml_text(text: str) -> str:
 
 
 def render_junit(report: Report, catalog: Catalog, failing: set[str], suppressed: dict[str, str] | None = None) -> str:
-    """`failing`: ids of findings that fail the run; `suppressed`: id -> reason."""
-    suppressed = suppressed or {}
+    """`failing`: ids of findings that fail the run; `suppressed`: id -> reason. Logs of several runs give a
+    test suite per run, named after it."""
+    suites = []
+    if report.runs:
+        for index, run in enumerate(report.runs, start=1):
+            name = f"offloaddoctor {run_heading(index, run, len(report.runs))}"
+            suites.append(_suite(run, catalog, failing, run.suppressed, name))
+    else:
+        suites.append(_suite(report, catalog, failing, suppressed or {}, "offloaddoctor"))
+    totals = {name: sum(int(suite.get(name, "0")) for suite in suites) for name in ("tests", "failures", "skipped")}
+    root = ET.Element(
+        "testsuites",
+        name="offloaddoctor",
+        tests=str(totals["tests"]),
+        failures=str(totals["failures"]),
+        errors="0",
+        skipped=str(totals["skipped"]),
+        time="0",
+    )
+    root.extend(suites)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _suite(report: Report, catalog: Catalog, failing: set[str], suppressed: dict[str, str], name: str) -> ET.Element:
     found = {f.id: f for f in report.findings}
-    suite = ET.Element("testsuite", name="offloaddoctor")
+    suite = ET.Element("testsuite", name=_xml_text(name))
     counts = {"tests": 0, "failures": 0, "skipped": 0}
     for signature in catalog.signatures:
         counts["tests"] += 1
@@ -35,7 +58,9 @@ def render_junit(report: Report, catalog: Catalog, failing: set[str], suppressed
         )
         if signature.id in suppressed:
             counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=_xml_text(suppressed[signature.id]))
+            by = report.suppressed_by.get(signature.id, "--ignore")
+            reason = suppressed[signature.id] + ("" if by == "--ignore" else f" (ignored in {by})")
+            ET.SubElement(case, "skipped", message=_xml_text(reason))
             continue
         finding = found.get(signature.id)
         if finding is None:
@@ -47,22 +72,11 @@ def render_junit(report: Report, catalog: Catalog, failing: set[str], suppressed
             failure.text = body
         else:
             ET.SubElement(case, "system-out").text = body
-    for name, value in counts.items():
-        suite.set(name, str(value))
+    for key, value in counts.items():
+        suite.set(key, str(value))
     suite.set("errors", "0")
     suite.set("time", "0")
-    root = ET.Element(
-        "testsuites",
-        name="offloaddoctor",
-        tests=str(counts["tests"]),
-        failures=str(counts["failures"]),
-        errors="0",
-        skipped=str(counts["skipped"]),
-        time="0",
-    )
-    root.append(suite)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return suite
 
 
 def _message(finding: Finding) -> str:

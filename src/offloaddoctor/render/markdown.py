@@ -10,7 +10,11 @@ from offloaddoctor.render.plain import (
     evidence_location,
     grouped_evidence,
     headline,
+    nothing_found_line,
     occurrence_summary,
+    project_file_lines,
+    run_heading,
+    suppressed_lines,
 )
 from offloaddoctor.render.text_safety import safe_text
 
@@ -39,6 +43,12 @@ def _longest_backtick_run(lines: list[str]) -> int:
 
 
 def render_markdown(report: Report, findings: list[Finding] | None = None, title: str = "offloaddoctor") -> str:
+    if report.runs and findings is None:
+        out = [f"## {title}", "", cell(headline(report)), ""]
+        for index, run in enumerate(report.runs, start=1):
+            out.append(render_markdown(run, title=f"{title}: {cell(run_heading(index, run, len(report.runs)))}"))
+        out += [f"- {cell(line)}" for line in project_file_lines(report)]
+        return "\n".join(out).rstrip() + "\n"
     findings = report.findings if findings is None else findings
     out = [f"## {title}", "", cell(headline(report)), ""]
     if findings:
@@ -55,10 +65,12 @@ def render_markdown(report: Report, findings: list[Finding] | None = None, title
         out += ["### No signature explains this failure line", "", cell(evidence_location(report.unmatched)), ""]
         out += fenced([safe_text(report.unmatched.text)], "text") + [""]
     elif not findings:
-        out += ["No known failure and no traceback in the logs.", ""]
+        out += [
+            cell(nothing_found_line(report)) if report.suppressed else "No known failure and no traceback in the logs.",
+            "",
+        ]
     out += [f"- note: {cell(note)}" for note in report.notes]
-    if report.project_file:
-        out.append(f"- project settings: {cell(report.project_file)}")
+    out += [f"- {cell(line)}" for line in suppressed_lines(report)]
     return "\n".join(out).rstrip() + "\n"
 
 

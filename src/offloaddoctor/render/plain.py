@@ -23,11 +23,49 @@ def headline(report: Report) -> str:
     logs = len(report.sources)
     count = len(report.findings)
     found = f"{count} finding{'s' if count != 1 else ''}" if count else "no known failure"
+    if report.suppressed:  # as ruff's "N ignored": what is not shown is not absent
+        found += f" ({len(report.suppressed)} suppressed)"
     ranks = f", {len(report.ranks_seen)} ranks" if len(report.ranks_seen) > 1 else ""
     empty = (": the log is empty" if logs == 1 else ": every log is empty") if all_empty(report) else ""
-    return (
-        f"offloaddoctor {__version__}: {found} in {logs} log{'s' if logs != 1 else ''} ({lines:,} lines{ranks}){empty}"
-    )
+    runs = f": {len(report.runs)} runs, each diagnosed on its own" if report.runs else ""
+    return f"offloaddoctor {__version__}: {found} in {logs} log{'s' if logs != 1 else ''} ({lines:,} lines{ranks}){empty}{runs}"
+
+
+def run_heading(index: int, report: Report, of: int) -> str:
+    """`run 2 of 3: 1 log: b.log; world_size 8` for a report of `Report.runs`."""
+    from offloaddoctor.analysis.runs import describe_run
+
+    return f"run {index} of {of}: {safe_text(describe_run(report.run))}" if report.run else f"run {index} of {of}"
+
+
+def suppressed_lines(report: Report) -> list[str]:
+    """What --ignore or the project file left out, by which, and why; the project file read, if one was."""
+    out = []
+    for finding_id, reason in report.suppressed.items():
+        count = report.suppressed_occurrences.get(finding_id, 0)
+        times = f", {count} occurrence{'s' if count != 1 else ''}" if count else ""
+        by = report.suppressed_by.get(finding_id, "--ignore")
+        why = "" if reason == "--ignore on the command line" else f": {safe_text(reason)}"
+        out.append(f"suppressed: {finding_id}{times}, by {safe_text(by)}{why}")
+    return out + project_file_lines(report)
+
+
+def project_file_lines(report: Report) -> list[str]:
+    return [f"project settings: {safe_text(report.project_file)}"] if report.project_file else []
+
+
+NOTHING_KNOWN = "The log shows no error that offloaddoctor knows, and no traceback."
+
+
+def nothing_found_line(report: Report) -> str:
+    """Said when no finding is left: never that the log is clean when a finding was only suppressed."""
+    if report.suppressed:
+        count = len(report.suppressed)
+        return (
+            f"No finding left to report: {count} finding{'s' if count != 1 else ''} suppressed "
+            f"({', '.join(report.suppressed)}), listed below."
+        )
+    return NOTHING_KNOWN
 
 
 def evidence_location(evidence: Evidence) -> str:
@@ -197,6 +235,12 @@ def finding_blocks(findings: list[Finding], details: bool = True) -> list[str]:
 
 
 def render_plain(report: Report, details: bool = False) -> str:
+    if report.runs:
+        out = [headline(report), ""]
+        for index, run in enumerate(report.runs, start=1):
+            out += [f"=== {run_heading(index, run, len(report.runs))} ===", render_plain(run, details)]
+        out += project_file_lines(report)
+        return "\n".join(out).rstrip() + "\n"
     out = [headline(report), *up_front_lines(report), ""]
     if report.findings:
         out += [*summary_table(report), ""]
@@ -210,7 +254,7 @@ def render_plain(report: Report, details: bool = False) -> str:
         out.append(f"  {safe_text(report.unmatched.text)}")
         out.append("")
     elif not report.findings and not all_empty(report):
-        out.append("The log shows no error that offloaddoctor knows, and no traceback.")
+        out.append(nothing_found_line(report))
         out.append("")
     if report.findings:
         if not details:
@@ -218,8 +262,7 @@ def render_plain(report: Report, details: bool = False) -> str:
         out += finding_blocks(report.findings, details)
     for note in shown_notes(report, details):
         out.append(f"note: {note}")
-    if report.project_file:
-        out.append(f"project settings: {safe_text(report.project_file)}")
+    out += suppressed_lines(report)
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -23,9 +23,13 @@ from offloaddoctor.render.plain import (
     evidence_location,
     grouped_evidence,
     headline,
+    nothing_found_line,
     occurrence_summary,
+    project_file_lines,
+    run_heading,
     shown_notes,
     summary_rows,
+    suppressed_lines,
     up_front_lines,
 )
 from offloaddoctor.render.text_safety import safe_text
@@ -84,6 +88,14 @@ def print_summary(report: Report, console: Console) -> None:
 
 
 def _render_report(report: Report, console: Console, details: bool = False) -> None:
+    if report.runs:
+        console.print(Text(headline(report), style="bold"))
+        for index, run in enumerate(report.runs, start=1):
+            console.rule(Text(run_heading(index, run, len(report.runs)), style="bold"), align="left")
+            _render_report(run, console, details)
+        for line in project_file_lines(report):
+            console.print(Text(line, style="dim"))
+        return
     console.print(Text(headline(report), style="bold"))
     for line in up_front_lines(report):
         console.print(Text(line, style="bold yellow"))
@@ -95,15 +107,15 @@ def _render_report(report: Report, console: Console, details: bool = False) -> N
         body.append(safe_text(report.unmatched.text))
         console.print(Panel(body, title=title, title_align="left", border_style="yellow"))
     elif not report.findings and not all_empty(report):
-        console.print(Text("The log shows no error that offloaddoctor knows, and no traceback.", style="green"))
+        console.print(Text(nothing_found_line(report), style="yellow" if report.suppressed else "green"))
     if report.findings and not details:
         console.print(Text(DETAILS_HINT, style="dim"))
     for index, finding in enumerate(report.findings, start=1):
         console.print(finding_panel(index, finding, details))
     for note in shown_notes(report, details):
         console.print(Text("note: " + note, style="dim"))
-    if report.project_file:
-        console.print(Text("project settings: " + safe_text(report.project_file), style="dim"))
+    for line in suppressed_lines(report):
+        console.print(Text(line, style="yellow" if line.startswith("suppressed") else "dim"))
 
 
 def finding_panel(index: int, finding: Finding, details: bool = True) -> Panel:
