@@ -19,7 +19,7 @@ from offloaddoctor.analysis.findings import (
     SourceSummary,
 )
 from offloaddoctor.analysis.failure_lines import says_only_that_a_rank_failed
-from offloaddoctor.analysis.oom import apply_close_calls
+from offloaddoctor.analysis.oom import lead_with_expandable_segments
 from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
 from offloaddoctor.analysis.evidence import Aggregate, Evidence, keep_evidence
 from offloaddoctor.catalog.model import Catalog, Signature
@@ -73,7 +73,7 @@ def build_report(
         apply_known_issues(ordered, store)
     add_advice(ordered, store, scan.parameters, catalog)
     expandable = store.resolve("allocator.expandable_segments")
-    apply_close_calls(ordered, None if expandable is None else expandable.value)
+    lead_with_expandable_segments(ordered, None if expandable is None else expandable.value)
     if not _megatron_run(scan, store):
         _drop_megatron_fix_lines(ordered)
     mismatch = config_mismatch(store)

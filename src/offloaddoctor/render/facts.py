@@ -20,7 +20,7 @@ _LABELS = {
     "reserved_unallocated_bytes": "reserved but unallocated",
     "reserved_unallocated_share": "reserved-unallocated share of the GPU",  # of the limit when one is printed
     "fragmentation_suspected": "fragmentation suspected",
-    "fragmentation_close_call": "close call",
+    "fragmentation_arithmetic": "fragmentation or capacity",
     "allocator_figures": "allocator figures",
     "gpu": "GPU index",
     "median_iteration_ms": "steady-state iteration time",
