@@ -309,6 +309,15 @@ def _override_value(value: Any) -> str:
     return "null" if value is None else format_value(value)
 
 
+def _later(error_line: Evidence | None, source_line: Evidence | None) -> Evidence | None:
+    """An error line, unless a pasted frame's statement (no traceback header) comes after it in the same log."""
+    if source_line is None:
+        return error_line
+    if error_line is None or (error_line.path == source_line.path and (source_line.line or 0) > (error_line.line or 0)):
+        return source_line
+    return error_line
+
+
 def _unexplained_failure(
     scan: ScanResult, findings: list[Finding], matchers: list[Matcher], unclaimed: Sequence[Evidence] = ()
 ) -> Evidence | None:
@@ -317,7 +326,7 @@ def _unexplained_failure(
     from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS  # here: `check` reads no logs
 
     candidates = [e for e in scan.exceptions if not any(w in e.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)]
-    candidate = candidates[-1] if candidates else scan.last_error_line
+    candidate = candidates[-1] if candidates else _later(scan.last_error_line, scan.last_source_line)
     for line in unclaimed if not candidates else ():
         if candidate is None or (line.path == candidate.path and (line.line or 0) > (candidate.line or 0)):
             candidate = line

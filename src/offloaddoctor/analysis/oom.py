@@ -22,6 +22,10 @@ from __future__ import annotations
 from offloaddoctor.analysis.units import format_bytes, to_bytes
 from offloaddoctor.lazy_pattern import lazy_compile
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
+
 EXPANDABLE_SEGMENTS = "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 FIRST_EXPANDABLE_SEGMENTS = (
     "Expandable segments first (zero cost): free + reserved-unallocated memory covered the request."
@@ -45,8 +49,9 @@ _COMPILED = {name: tuple(lazy_compile(p) for p in patterns) for name, patterns i
 _GPU = lazy_compile(r"\bGPU\s{1,8}(\d{1,4})(?!\d)")
 
 
-def parse_oom(text: str) -> dict[str, int | float | bool | str]:
-    facts: dict[str, int | float | bool | str] = {}
+def parse_oom(text: str) -> dict[str, Any]:
+    """The figures (bytes as ints), the GPU index, and the rule's verdict and arithmetic (a bool and a str)."""
+    facts: dict[str, Any] = {}
     for name, patterns in _COMPILED.items():
         for pattern in patterns:
             found = pattern.search(text)

@@ -27,6 +27,8 @@ _LABELS = {
     "baseline_iteration_ms": "iteration time before offloading",
     "median_tflops_per_gpu": "steady-state throughput",
     "slowdown_ratio": "slowdown",
+    "iteration_time_growth": "iteration time growth",
+    "iteration_time_growth_ratio": "growth (last line ÷ first)",
     "iterations_logged": "iteration lines",
     "shortfall_bytes": "missing for this request (requested − free)",
     "whole_step_shortfall_bytes": "missing for the whole step (memory model, with CUDA context and NCCL)",
