@@ -53,7 +53,7 @@ def test_oom_advice_is_honest_when_offload_cannot_be_enough():
     assert "unknown: not divided" in facts["estimate_basis"]
 
 
-def test_no_advice_without_a_parameter_count_or_for_fragmentation():
+def test_no_advice_without_a_parameter_count_and_fragmentation_keeps_its_free_fix_first():
     assert (
         "offload_fraction_needed"
         not in diagnose_text(
@@ -64,7 +64,9 @@ def test_no_advice_without_a_parameter_count_or_for_fragmentation():
     )
     fragmented = OOM.replace("200.00 MiB is reserved", "6.00 GiB is reserved")
     finding = diagnose_text(PARAMS + fragmented).findings[0]
-    assert finding.id == "oom-fragmentation" and "offload_fraction_needed" not in finding.facts
+    # issue 27: expandable segments first (zero cost), then the capacity fix the numbers size
+    assert finding.id == "oom-fragmentation" and "offload_fraction_needed" in finding.facts
+    assert finding.overrides[0] == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 
 
 @pytest.mark.parametrize(("fraction", "low", "high"), [(0.25, 1.21, 1.9), (1.0, 2.07, 4.2), (0.5, 1.42, 2.6667)])

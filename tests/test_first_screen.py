@@ -50,7 +50,7 @@ def test_summary_first_one_line_per_finding_root_cause_first():
     nccl = next(i for i, line in enumerate(first) if " nccl-collective-failure " in line)
     assert oom < nccl  # the root cause leads the echo on the other ranks
     assert re.search(
-        r"ERROR\s+oom-fragmentation\s+5\s+unknown\s+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True$",
+        r"ERROR\s+oom-fragmentation\s+5\s+unknown\s+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True  \(\+\d+ more below\)$",
         first[oom],
     )
     assert re.search(r"nccl-collective-failure\s+0-4,6-7\s", first[nccl])

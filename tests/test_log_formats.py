@@ -359,10 +359,10 @@ def test_a_broken_known_issue_entry_is_a_catalogue_problem(tmp_path):
     assert "known_issues[0].package" in message and "known_issues[0].when" in message
 
 
-# ---- 5. fragmentation on small GPUs: the close call ---------------------------------------------------------
+# ---- 5. fragmentation on small GPUs (the close call of issue 13, decided by the sum since issue 27) ----------------
 
 
-def close_call_message(capacity: str, requested: str, slack: str) -> str:
+def small_gpu_message(capacity: str, requested: str, slack: str) -> str:
     return (
         f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {requested}. GPU 0 has a total capacity of "
         f"{capacity} of which 312.81 MiB is free. Including non-PyTorch memory, this process has 15.46 GiB memory "
@@ -378,35 +378,28 @@ def close_call_message(capacity: str, requested: str, slack: str) -> str:
         ("31.75 GiB", "786.00 MiB", "1.15 GiB"),  # 32 GB V100
     ],
 )
-def test_real_small_gpu_ooms_are_close_calls_with_the_zero_cost_fix_first(capacity, requested, slack):
-    finding = diagnose_text(close_call_message(capacity, requested, slack)).findings[0]
-    assert finding.id == "oom-capacity"
+def test_real_small_gpu_ooms_are_fragmentation_with_the_zero_cost_fix_first(capacity, requested, slack):
+    finding = diagnose_text(small_gpu_message(capacity, requested, slack)).findings[0]
+    assert finding.id == "oom-fragmentation"
     assert finding.overrides[0] == EXPANDABLE_SEGMENTS
-    wording = finding.facts["fragmentation_close_call"]
-    assert "fragmentation or capacity" in wording and "zero cost" in wording
+    assert "→ fragmentation" in finding.facts["fragmentation_arithmetic"]
 
 
-def test_expandable_segments_already_on_is_no_close_call():
+def test_expandable_segments_already_on_is_capacity_without_the_allocator_fix():
     finding = diagnose_text(
-        close_call_message("15.77 GiB", "546.00 MiB", "736.86 MiB"),
+        small_gpu_message("15.77 GiB", "546.00 MiB", "736.86 MiB"),
         {"env.PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
     ).findings[0]
+    assert finding.id == "oom-capacity"
     assert EXPANDABLE_SEGMENTS not in finding.overrides
-    assert "fragmentation_close_call" not in finding.facts
 
 
-def test_tiny_slack_is_no_close_call():
+def test_the_old_16gb_message_with_tiny_slack_is_fragmentation_by_the_sum():
     facts = parse_oom(
         "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; "
         "14.56 GiB already allocated; 3.44 MiB free; 14.68 GiB reserved in total by PyTorch)"
     )
-    assert "fragmentation_close_call" not in facts  # 120 MiB is 0.8 % of the GPU
-
-
-def test_slack_above_five_percent_stays_fragmentation():
-    finding = diagnose_text(close_call_message("15.77 GiB", "546.00 MiB", "1.00 GiB")).findings[0]
-    assert finding.id == "oom-fragmentation"
-    assert "fragmentation_close_call" not in finding.facts
+    assert facts["fragmentation_suspected"] is True  # 120 MiB is 0.8 % of the GPU, but six times the request
 
 
 def test_composed_fixtures_are_current():

@@ -311,14 +311,15 @@ CASES = [
         "A real OOM from a public thread on a 16 GB GPU: 736.86 MiB reserved but unallocated against a 546 MiB "
         "request (the two figures and the card quoted in issue 13; expandable segments were the fix there). The "
         "other figures are filled in consistently (capacity of a 16 GB card as torch prints it). Slack >= request "
-        "but 4.6 % of the GPU: the close call.",
+        "but 4.6 % of the GPU: a close call before issue 27; by its rule (free + slack >= request) fragmentation.",
     ),
     Case(
         "oom-close-call-v100",
         "5 (fragmentation on small GPUs)",
         close_call("31.75 GiB", "786.00 MiB", "1.15 GiB", "29.87 GiB", "438.19 MiB", "31.32 GiB"),
         "A real OOM from a public thread on a 32 GB V100: 1.15 GiB reserved but unallocated against a 786 MiB "
-        "request (figures quoted in issue 13); the others filled in consistently. 3.6 % of the GPU: the close call.",
+        "request (figures quoted in issue 13); the others filled in consistently. 3.6 % of the GPU: a close call "
+        "before issue 27; by its rule (free + slack >= request) fragmentation.",
     ),
 ]
 

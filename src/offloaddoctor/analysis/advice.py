@@ -32,7 +32,6 @@ FRACTION_STEP = 0.05
 # (fraction, iteration-time ratio) measured: small dense model on an H100, and the guide's MoE model.
 SMALL_MODEL = ((0.0, 1.0), (0.25, 1.21), (0.5, 1.42), (1.0, 2.07))
 GUIDE_MODEL = ((0.0, 1.0), (0.25, 1.9), (1.0, 4.2))
-_NO_ADVICE = {"oom-fragmentation"}  # its fix is the allocator setting, not less optimizer state
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
 
 
@@ -41,7 +40,7 @@ def add_advice(
 ) -> None:
     """`catalog`: its preflight constraints screen the memory model's suggested changes, as in `estimate`."""
     for finding in findings:
-        if "requested_bytes" in finding.facts and finding.id not in _NO_ADVICE:
+        if "requested_bytes" in finding.facts:  # fragmentation too: its capacity fixes follow expandable segments
             finding.facts.update(oom_advice(finding.facts, store, parameters, catalog))
             _use_needed_fraction(finding, store)
             _use_cheapest_change(finding)

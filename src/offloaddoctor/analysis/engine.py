@@ -19,7 +19,7 @@ from offloaddoctor.analysis.findings import (
     SourceSummary,
 )
 from offloaddoctor.analysis.failure_lines import says_only_that_a_rank_failed
-from offloaddoctor.analysis.oom import apply_close_calls
+from offloaddoctor.analysis.oom import lead_with_expandable_segments
 from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
 from offloaddoctor.analysis.evidence import Aggregate, Evidence, keep_evidence
 from offloaddoctor.catalog.model import Catalog, Signature
@@ -73,7 +73,7 @@ def build_report(
         apply_known_issues(ordered, store)
     add_advice(ordered, store, scan.parameters, catalog)
     expandable = store.resolve("allocator.expandable_segments")
-    apply_close_calls(ordered, None if expandable is None else expandable.value)
+    lead_with_expandable_segments(ordered, None if expandable is None else expandable.value)
     if not _megatron_run(scan, store):
         _drop_megatron_fix_lines(ordered)
     mismatch = config_mismatch(store)
@@ -311,6 +311,15 @@ def _override_value(value: Any) -> str:
     return "null" if value is None else format_value(value)
 
 
+def _later(error_line: Evidence | None, source_line: Evidence | None) -> Evidence | None:
+    """An error line, unless a pasted frame's statement (no traceback header) comes after it in the same log."""
+    if source_line is None:
+        return error_line
+    if error_line is None or (error_line.path == source_line.path and (source_line.line or 0) > (error_line.line or 0)):
+        return source_line
+    return error_line
+
+
 def _unexplained_failure(
     scan: ScanResult, findings: list[Finding], matchers: list[Matcher], unclaimed: Sequence[Evidence] = ()
 ) -> Evidence | None:
@@ -319,7 +328,7 @@ def _unexplained_failure(
     from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS  # here: `check` reads no logs
 
     candidates = [e for e in scan.exceptions if not any(w in e.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)]
-    candidate = candidates[-1] if candidates else scan.last_error_line
+    candidate = candidates[-1] if candidates else _later(scan.last_error_line, scan.last_source_line)
     for line in unclaimed if not candidates else ():
         if candidate is None or (line.path == candidate.path and (line.line or 0) > (candidate.line or 0)):
             candidate = line

@@ -5,7 +5,11 @@
   `… "index out of bounds"` failed.`;
 - NCCL warnings: `host:pid:tid [3] misc/ibvwrap.cc:178 NCCL WARN …`;
 - torchrun's ChildFailedError summary: the root cause's `traceback : Signal 9 (SIGKILL) received by PID …`
-  or `exitcode  : 1 (pid: …)` (an indented traceback there is read by the scanner like any other).
+  or `exitcode  : 1 (pid: …)` (an indented traceback there is read by the scanner like any other);
+- (issue 27) frames pasted without their `Traceback (most recent call last):` header: the last `raise …` /
+  `assert …` source line, else the last frame's statement; a lone indented `assert …` line (`[rank0]:     assert
+  args.… == 1, …`) is the same shape, one line long;
+- (issue 27) an exception class alone on its line (`…CheckpointingException:`), its message on the next: both.
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ FAILURE_LINE_PATTERN = (
     r"|^\s*exitcode  : -?[1-9]\d* \(pid"
 )
 _RAISING = ("raise ", "assert ", "assert(")
+# On every indented raise/assert source line (a frame's statement) and every frame header (`File "x.py", line 3,
+# in f`, or the tail of one whose start was not pasted).
+SOURCE_LINE_LITERALS = ("raise ", "assert ", '", line ')
+_FRAME_HEADER = lazy_compile(r'", line \d{1,9}, in [\w<>.]+\s*$')
+# `torch.multiprocessing.spawn.ProcessRaisedException:` with nothing after the colon: the message follows.
+_BARE_EXCEPTION = lazy_compile(r"^\s*[A-Za-z_][\w.]{0,200}(?:Error|Exception)\s*:\s*$")
 _EXIT_STATUS = lazy_compile(r"^\s*exitcode  : -?\d+ \(pid")
 
 
@@ -39,3 +49,20 @@ def raising_statement(body: str) -> str | None:
     if stripped == "raise" or stripped.startswith(_RAISING):
         return stripped
     return None
+
+
+def is_pasted_frame_header(text: str) -> bool:
+    """A traceback frame's header, whole or its tail (`…/arguments.py", line 561, in validate_args`)."""
+    return _FRAME_HEADER.search(text) is not None
+
+
+def indented_raising_statement(text: str) -> str | None:
+    """A frame's `raise …` / `assert …` source line as it stands in a traceback: indented, outside any header."""
+    if not text[:1].isspace():
+        return None
+    return raising_statement(text)
+
+
+def message_follows(text: str) -> bool:
+    """An exception class alone on its line, its message printed on the next one."""
+    return _BARE_EXCEPTION.match(text) is not None

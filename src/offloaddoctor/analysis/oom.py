@@ -1,49 +1,57 @@
 """Parse PyTorch's CUDA out-of-memory message (every wording since 1.x) and classify it.
 
-Fragmentation vs capacity: the caching allocator fails a request it has no contiguous block for. When the
-memory it holds reserved-but-unallocated is at least the size of the request, the bytes were there but in
-pieces: fragmentation, which `expandable_segments:True` removes. We also require that this slack is at
-least FRAGMENTATION_MIN_SHARE of the GPU (or 1 GiB when the capacity is not printed): below that, even a
-perfectly packed heap buys too little headroom, and the run is at capacity either way.
-
-Between the two lies a close call: the slack could have served the request but is only 1-5 % of the GPU
-(FRAGMENTATION_CLOSE_CALL_SHARE). Real OOMs on 16 GB and 32 GB cards sit there (736.86 MiB slack for a
-546 MiB request; 1.15 GiB for 786 MiB), and in one of those threads expandable segments were the fix. It
-stays a capacity finding, marked `fragmentation_close_call`, and its fix starts with the zero-cost setting.
+Fragmentation vs capacity is decided in one place, `fragmentation_verdict` (docs/oom.md, "The rule"): the
+caching allocator fails a request it has no contiguous block for. When the memory the process could still
+have used (what the driver reports free, within a per-process limit when one is printed) plus what the
+allocator holds reserved-but-unallocated covers the request, the bytes were there but not in one block:
+fragmentation, whose first fix, `expandable_segments:True`, costs nothing (the capacity fixes come after it).
+With nothing reserved-unallocated there is no block to fragment: capacity. The same arithmetic on every GPU
+size and every wording; the report shows it (`fragmentation_arithmetic`).
 
 A process limited by `torch.cuda.set_per_process_memory_fraction` gets a message that says so ("16.00 GiB
 allowed;", recorded on an H100 capped at 16 GiB: fixtures/oom-small-gpu-recorded). Its capacity is the limit,
-not the card: 2.50 GiB of slack is 3 % of the 79 GiB card but 16 % of what the process may use, and
-expandable segments served the same request there.
+not the card, and the card's free memory beyond the limit is not the process's to use.
+
+The figures' patterns are bounded (a figure has at most 15 digits, a GPU index at most 4, spaces at most 8) and
+a figure starts only where no digit precedes it, so a hostile line of any length costs linear time: unbounded
+`\\d+` tried from every digit of a 10 KB run took 40 s.
 """
 
 from __future__ import annotations
 
-from offloaddoctor.analysis.units import QUANTITY, format_bytes, to_bytes
+from offloaddoctor.analysis.units import format_bytes, to_bytes
 from offloaddoctor.lazy_pattern import lazy_compile
 
-FRAGMENTATION_MIN_SHARE = 0.05
-FRAGMENTATION_MIN_BYTES_WITHOUT_CAPACITY = 1024**3
-FRAGMENTATION_CLOSE_CALL_SHARE = 0.01
-FRAGMENTATION_CLOSE_CALL_MIN_BYTES_WITHOUT_CAPACITY = 256 * 1024**2
-EXPANDABLE_SEGMENTS = "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
 
+EXPANDABLE_SEGMENTS = "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+FIRST_EXPANDABLE_SEGMENTS = (
+    "Expandable segments first (zero cost): free + reserved-unallocated memory covered the request."
+)
+
+# A figure as PyTorch prints it ("4.00 GiB", "0 bytes", "1.5e3 MB"), not a piece of a longer digit run.
+_FIGURE = r"(?<![\d.])(\d{1,15}(?:\.\d{1,15})?(?:[eE][+-]?\d{1,3})?)\s{0,8}(bytes?|[KMGT]i?B|B)\b"
+_SP = r"\s{1,8}"
 _FIELDS = {
-    "requested_bytes": (rf"Tried to allocate\s+{QUANTITY}",),
-    "total_capacity_bytes": (rf"total capac\w*\s+of\s+{QUANTITY}", rf"{QUANTITY}\s+total capacity"),
-    "free_bytes": (rf"of which\s+{QUANTITY}\s+is free", rf"{QUANTITY}\s+free\b"),
-    "in_use_bytes": (rf"this process has\s+{QUANTITY}\s+memory in use",),
-    "allowed_bytes": (rf"memory in use\.\s+{QUANTITY}\s+allowed",),
-    "allocated_bytes": (rf"{QUANTITY}\s+is allocated by PyTorch", rf"{QUANTITY}\s+already allocated"),
-    "reserved_unallocated_bytes": (rf"{QUANTITY}\s+is reserved by PyTorch but unallocated",),
-    "reserved_bytes": (rf"{QUANTITY}\s+reserved in total by PyTorch", rf"{QUANTITY}\s+cached\b"),
+    "requested_bytes": (rf"Tried to allocate{_SP}{_FIGURE}",),
+    "total_capacity_bytes": (rf"total capac\w{{0,4}}{_SP}of{_SP}{_FIGURE}", rf"{_FIGURE}{_SP}total capacity"),
+    "free_bytes": (rf"of which{_SP}{_FIGURE}{_SP}is free", rf"{_FIGURE}{_SP}free\b"),
+    "in_use_bytes": (rf"this process has{_SP}{_FIGURE}{_SP}memory in use",),
+    "allowed_bytes": (rf"memory in use\.{_SP}{_FIGURE}{_SP}allowed",),
+    "allocated_bytes": (rf"{_FIGURE}{_SP}is allocated by PyTorch", rf"{_FIGURE}{_SP}already allocated"),
+    "reserved_unallocated_bytes": (rf"{_FIGURE}{_SP}is reserved by PyTorch but unallocated",),
+    "reserved_bytes": (rf"{_FIGURE}{_SP}reserved in total by PyTorch", rf"{_FIGURE}{_SP}cached\b"),
 }
 _COMPILED = {name: tuple(lazy_compile(p) for p in patterns) for name, patterns in _FIELDS.items()}
-_GPU = lazy_compile(r"\bGPU\s+(\d+)")
+# Four digits at most: int() refuses strings past 4,300 digits, and no host has 10,000 GPUs.
+_GPU = lazy_compile(r"\bGPU\s{1,8}(\d{1,4})(?!\d)")
 
 
-def parse_oom(text: str) -> dict[str, int | float | bool]:
-    facts: dict[str, int | float | bool] = {}
+def parse_oom(text: str) -> dict[str, Any]:
+    """The figures (bytes as ints), the GPU index, and the rule's verdict and arithmetic (a bool and a str)."""
+    facts: dict[str, Any] = {}
     for name, patterns in _COMPILED.items():
         for pattern in patterns:
             found = pattern.search(text)
@@ -59,11 +67,9 @@ def parse_oom(text: str) -> dict[str, int | float | bool]:
         facts["reserved_unallocated_bytes"] = max(0, facts["reserved_bytes"] - facts["allocated_bytes"])
     if "reserved_unallocated_bytes" in facts and "allocated_bytes" in facts and "reserved_bytes" not in facts:
         facts["reserved_bytes"] = facts["allocated_bytes"] + facts["reserved_unallocated_bytes"]
-    suspected = fragmentation_suspected(facts)
-    if suspected is not None:
-        facts["fragmentation_suspected"] = suspected
-        if not suspected and fragmentation_close_call(facts):
-            facts["fragmentation_close_call"] = True
+    verdict = fragmentation_verdict(facts)
+    if verdict is not None:
+        facts["fragmentation_suspected"], facts["fragmentation_arithmetic"] = verdict
     capacity = usable_capacity(facts)
     if capacity and "reserved_unallocated_bytes" in facts:
         facts["reserved_unallocated_share"] = round(facts["reserved_unallocated_bytes"] / capacity, 4)
@@ -78,45 +84,53 @@ def usable_capacity(facts: dict):
     return total or allowed
 
 
-def fragmentation_suspected(facts: dict) -> bool | None:
+def usable_free(facts: dict) -> int:
+    """The free memory the process could still have taken: the driver's free memory, but within a per-process
+    limit only what the limit leaves above what the allocator holds (PyTorch checks reserved + request against
+    it). 0 when the message prints no free figure (the oldest wordings always print one)."""
+    free = facts.get("free_bytes") or 0
+    allowed = facts.get("allowed_bytes")
+    if allowed:
+        held = facts.get("reserved_bytes", facts.get("in_use_bytes"))
+        if held is not None:
+            free = min(free, max(0, allowed - held))
+    return free
+
+
+def fragmentation_verdict(facts: dict) -> tuple[bool, str] | None:
+    """THE rule (docs/oom.md): fragmentation when reserved-but-unallocated memory is not zero and, with the
+    usable free memory, covers the request; otherwise capacity. Returns (fragmentation?, its arithmetic), or
+    None when the message lacks the request or the reserved-unallocated figure."""
     slack, requested = facts.get("reserved_unallocated_bytes"), facts.get("requested_bytes")
     if slack is None or requested is None:
         return None
-    capacity = usable_capacity(facts)
-    floor = capacity * FRAGMENTATION_MIN_SHARE if capacity else FRAGMENTATION_MIN_BYTES_WITHOUT_CAPACITY
-    return slack >= requested and slack >= floor
+    free = usable_free(facts)
+    free_label = "free within the per-process limit" if facts.get("allowed_bytes") else "free"
+    covered = free + slack
+    fragmentation = slack > 0 and covered >= requested
+    sums = f"{free_label} {format_bytes(free)} + reserved-unallocated {format_bytes(slack)} = {format_bytes(covered)}"
+    if fragmentation:
+        why = "the allocator had the bytes but not in one block → fragmentation"
+        return True, f"{sums} ≥ request {format_bytes(requested)}: {why}"
+    if slack == 0:
+        why = "nothing was reserved-unallocated, no block to fragment → capacity"
+        return False, f"{sums}, request {format_bytes(requested)}: {why}"
+    why = "the GPU did not have the bytes even in pieces → capacity"
+    return False, f"{sums} < request {format_bytes(requested)}: {why}"
 
 
-def fragmentation_close_call(facts: dict) -> bool:
-    """Slack at least the request, but below the fragmentation floor and above 1 % of the GPU."""
-    slack, requested = facts.get("reserved_unallocated_bytes"), facts.get("requested_bytes")
-    if slack is None or requested is None or slack < requested:
-        return False
-    capacity = usable_capacity(facts)
-    floor = (
-        capacity * FRAGMENTATION_CLOSE_CALL_SHARE if capacity else FRAGMENTATION_CLOSE_CALL_MIN_BYTES_WITHOUT_CAPACITY
-    )
-    return slack >= floor
+def fragmentation_suspected(facts: dict) -> bool | None:
+    verdict = fragmentation_verdict(facts)
+    return None if verdict is None else verdict[0]
 
 
-def close_call_wording(facts: dict) -> str:
-    share = facts.get("reserved_unallocated_share")
-    where = "what the process may use" if facts.get("allowed_bytes") else "the GPU"
-    of_gpu = f" ({share * 100:.1f} % of {where})" if share is not None else ""
-    return (
-        f"{format_bytes(facts['reserved_unallocated_bytes'])} reserved but unallocated{of_gpu} could have served "
-        f"the {format_bytes(facts['requested_bytes'])} request: fragmentation or capacity. Try expandable "
-        "segments first (zero cost); if the OOM stays, the fixes after it apply"
-    )
-
-
-def apply_close_calls(findings, expandable_segments_on) -> None:
-    """A capacity finding on the edge of fragmentation: say so, and put the zero-cost fix first."""
+def lead_with_expandable_segments(findings, expandable_segments_on) -> None:
+    """A fragmentation finding's first fix is the zero-cost allocator setting, whatever capacity fix the
+    memory advice put in front of it (advice runs first and may replace the overrides)."""
+    if expandable_segments_on is True:
+        return
     for finding in findings:
-        if finding.facts.get("fragmentation_close_call") is not True:
-            continue
-        if expandable_segments_on is True:  # already on: the slack was not the problem
-            del finding.facts["fragmentation_close_call"]
-        else:
-            finding.facts["fragmentation_close_call"] = close_call_wording(finding.facts)
+        if finding.facts.get("fragmentation_suspected") is True:
             finding.overrides = [EXPANDABLE_SEGMENTS, *(o for o in finding.overrides if o != EXPANDABLE_SEGMENTS)]
+            if finding.fix_note:  # the advice's note is about the capacity fixes, which now come second
+                finding.fix_note = f"{FIRST_EXPANDABLE_SEGMENTS} If the OOM stays: {finding.fix_note}"

@@ -1,5 +1,6 @@
-"""Run-level facts from the iteration lines: steady-state speed, and the slowdown between segments
-of one log whose offload settings differ (a job restarted with offloading turned on)."""
+"""Run-level facts from the iteration lines: steady-state speed, the slowdown between segments of one log
+whose offload settings differ (a job restarted with offloading turned on), and iteration time that grows from
+line to line (a leak or a stall: `iteration-time-growth`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,16 @@ from dataclasses import dataclass, field
 
 from offloaddoctor.analysis.evidence import Evidence
 from offloaddoctor.coerce import boolean
+
+# Iteration time "grows step after step": past warm-up, at least this many lines, rising at this share of the
+# steps between them (the sample keeps an even thinning, so a trend survives it), the last this many times the
+# first. A line past warm-up may still average some warm-up in, which only makes the first figure larger.
+GROWTH_MIN_LINES = 3
+GROWTH_MIN_RISING_SHARE = 0.75
+GROWTH_MIN_RATIO = 1.5
+# ... and the later half of the lines is this much slower than the earlier half (median to median): one slow
+# line at the end is no trend.
+GROWTH_MIN_HALVES_RATIO = 1.2
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: `check` builds RunFacts without reading a log
@@ -41,7 +52,37 @@ def compute_run_facts(scan: ScanResult) -> RunFacts:
             facts.values[name] = round(found[0], 3)
             facts.evidence[name] = [_cite(found[1])]
     _slowdown_between_segments(scan, segments, facts)
+    _growth(last_records, facts)
     return facts
+
+
+def _growth(records: list[IterationMetrics], facts: RunFacts) -> None:
+    from offloaddoctor.metrics.iteration_lines import WARMUP_ITERATIONS
+
+    timed = [(r, r.elapsed_ms) for r in records if r.elapsed_ms is not None and r.iteration > WARMUP_ITERATIONS]
+    if len(timed) < GROWTH_MIN_LINES:
+        return
+    (first, first_ms), (last, last_ms) = timed[0], timed[-1]
+    if not first_ms or last.iteration <= first.iteration:
+        return
+    times = [ms for _, ms in timed]
+    steps = len(times) - 1
+    rising = sum(1 for before, after in zip(times, times[1:]) if after > before)
+    ratio = last_ms / first_ms
+    if ratio < GROWTH_MIN_RATIO or rising < GROWTH_MIN_RISING_SHARE * steps:
+        return
+    import statistics
+
+    half = len(times) // 2
+    if statistics.median(times[half:]) < GROWTH_MIN_HALVES_RATIO * statistics.median(times[:half]):
+        return
+    facts.values["iteration_time_growth_ratio"] = round(ratio, 3)
+    facts.values["iteration_time_growth"] = (
+        f"{first_ms:.1f} ms at iteration {first.iteration} → {last_ms:.1f} ms at iteration "
+        f"{last.iteration}: {ratio:.2f}x over {last.iteration - first.iteration} iterations, rising at {rising} "
+        f"of {steps} logged steps"
+    )
+    facts.evidence["iteration_time_growth_ratio"] = [_cite(first), _cite(last)]
 
 
 def offload_on(collector: LogConfigCollector | None, segment: int) -> bool | None:

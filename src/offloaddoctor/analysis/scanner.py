@@ -18,7 +18,11 @@ from offloaddoctor.analysis.run_facts import offload_on
 from offloaddoctor.analysis.failure_lines import (
     FAILURE_LINE_LITERALS,
     FAILURE_LINE_PATTERN,
+    SOURCE_LINE_LITERALS,
+    indented_raising_statement,
     is_frame_header,
+    is_pasted_frame_header,
+    message_follows,
     raising_statement,
 )
 from offloaddoctor.catalog.model import Catalog, MatchSpec
@@ -104,6 +108,8 @@ class ScanResult:
     aggregates: list[Aggregate] = field(default_factory=list)
     exceptions: list[Evidence] = field(default_factory=list)  # last line of each traceback, the last MAX_EXCEPTIONS
     last_error_line: Evidence | None = None
+    # a pasted frame's raise/assert or statement outside any traceback with a header (PastedExcerpt)
+    last_source_line: Evidence | None = None
     iterations: dict[tuple[str, int], list[IterationMetrics]] = field(default_factory=dict)  # (path, segment) -> sample
     collectors: list[LogConfigCollector] = field(default_factory=list)
     lines_read: dict[str, int] = field(default_factory=dict)
@@ -210,6 +216,69 @@ class TracebackTracker(LineHandler):
         frame = self._raising_frame.pop(rank, None)
         if frame is not None:
             self.on_cut(frame)
+
+
+class PastedExcerpt(LineHandler):
+    """What users paste instead of a whole log (issue 27), outside the tracebacks TracebackTracker holds open:
+    frames without their header, whose last `raise`/`assert` or last frame's statement is the failure (a lone
+    indented `assert …` line is one such frame), and an exception class alone on its line, whose message
+    follows on the next non-blank line: the failure shows both. Feeds nothing on: it only remembers."""
+
+    literals = SOURCE_LINE_LITERALS
+    _MESSAGE_WITHIN = 2  # lines after the class line: its message, maybe after one blank line
+
+    def __init__(self, result: ScanResult):
+        self.result = result
+        self._statement_at: int | None = None  # the line after a frame header: the frame's statement
+        self._class_line: tuple[int, Evidence] | None = None  # a bare exception class awaiting its message
+        self._joined: Evidence | None = None  # the class and its message, kept over the message line's own reading
+        self._path = ""
+
+    def feed(self, line: Line) -> bool:
+        text, number = line.text, line.number
+        self._path = line.path
+        if self._class_line is not None and text.strip():
+            at, evidence = self._class_line
+            self._class_line = None
+            if number - at <= self._MESSAGE_WITHIN:
+                self._joined = Evidence(evidence.path, evidence.line, evidence.rank, f"{evidence.text} {text.strip()}")
+        if self._statement_at == number:
+            self._statement_at = None
+            if text[:1].isspace() and text.strip() and not is_pasted_frame_header(text):
+                self.result.last_source_line = Evidence(line.path, number, line.rank, text.strip())
+                return False
+        if '", line ' in text and is_pasted_frame_header(text):
+            self._statement_at = number + 1
+            return False
+        statement = indented_raising_statement(text)
+        if statement is not None:
+            self.result.last_source_line = Evidence(line.path, number, line.rank, statement)
+        return False
+
+    def wants_every_line(self, number: int) -> bool:
+        """Asked once every handler read line `number`: the failure matcher has judged it by now."""
+        result = self.result
+        if self._joined is not None:
+            joined, self._joined = self._joined, None
+            for index, exception in enumerate(result.exceptions[-1:], len(result.exceptions) - 1):
+                if (exception.path, exception.line) == (joined.path, joined.line):
+                    result.exceptions[index] = joined
+            last = result.last_error_line
+            if last is not None and last.path == joined.path and (last.line or 0) in (joined.line, number):
+                result.last_error_line = joined
+        last = result.last_error_line
+        candidates = (last, result.exceptions[-1] if result.exceptions else None)
+        for evidence in candidates:
+            if evidence is not None and (evidence.path, evidence.line) == (self._path, number):
+                if message_follows(evidence.text):
+                    self._class_line = (number, evidence)
+                break
+        if self._class_line is not None and number - self._class_line[0] > self._MESSAGE_WITHIN:
+            self._class_line = None
+        return self._statement_at is not None or self._class_line is not None
+
+    def finish(self) -> None:
+        self._statement_at = self._class_line = self._joined = None
 
 
 class IterationSampler(LineHandler):
@@ -448,6 +517,7 @@ class Scanner:
             RanksSeen(result),
             *config_handlers(collector),
             TracebackTracker(self.failures.exception, self.result.remember_exception),
+            PastedExcerpt(result),
             IterationSampler(result.iterations, self._unparsed, collector),
             ParameterLines(result.parameters),
             self.failures,
@@ -553,6 +623,7 @@ class Scanner:
             for evidence in partial.exceptions:
                 merged.remember_exception(evidence)
             merged.last_error_line = partial.last_error_line or merged.last_error_line
+            merged.last_source_line = partial.last_source_line or merged.last_source_line
             merged.iterations.update(partial.iterations)
             merged.collectors.extend(partial.collectors)
             merged.lines_read.update(partial.lines_read)
