@@ -12,7 +12,7 @@ from offloaddoctor.cli import app
 
 from .conftest import FIXTURES, RUNNER
 
-OOM = str(FIXTURES / "oom-capacity-recorded" / "job.log")
+OOM = str(FIXTURES / "oom-capacity-expandable" / "job.log")  # its one finding is oom-capacity
 CLEAN_SENTENCE = "The log shows no error that offloaddoctor knows, and no traceback."
 
 
