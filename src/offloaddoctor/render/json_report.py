@@ -45,6 +45,7 @@ def _document(report: Report, sources: list[dict[str, Any]]) -> dict[str, Any]:
         "tool": {"name": "offloaddoctor", "version": __version__},
         "sources": sources,
         "findings": [finding_to_dict(f) for f in report.findings],
+        "fix_dialect": report.fix_dialect,
         "unmatched": _evidence(report.unmatched) if report.unmatched else None,
         "run": dict(report.run_facts),
         "notes": list(report.notes),
@@ -91,6 +92,8 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
             "summary": signature.fix.summary,
             "overrides": list(finding.overrides),
             **({"note": finding.fix_note} if finding.fix_note else {}),
+            "sentences": finding.fix_sentences,
+            "changes": [[key, value] for key, value in finding.changes],
         },
         "references": [dict(r) for r in signature.references],
     }
