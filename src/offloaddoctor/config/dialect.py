@@ -48,7 +48,7 @@ _ALSO_REMOVE = {
 _NO_FLAG = {"optimizer.decoupled_weight_decay": "OptimizerConfig"}
 # Bridge keeps one setting in two sections: an override must set both.
 _BRIDGE_TWINS = {"optimizer.use_distributed_optimizer": ("ddp.use_distributed_optimizer",)}
-_REMOVE = "remove "
+_REMOVE, _SET = "remove ", "set "
 _FROM_LAUNCH = " from the launch command"
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
 
@@ -98,7 +98,7 @@ def _megatron_lines(key: str, value: Any, keys: set[str]) -> list[str]:
         return [] if "model.cpu_offloading_num_layers" in keys else ["--cpu-offloading-num-layers 0"]
     if key in _NO_FLAG:
         field = key.partition(".")[2]
-        return [f"set {field}={_value_text(value)} where the script builds {_NO_FLAG[key]} (Megatron-LM has no flag for it)"]
+        return [f"{_SET}{field}={_value_text(value)} where the script builds {_NO_FLAG[key]} (Megatron-LM has no flag for it)"]
     if key in _NEGATED:
         flag = _NEGATED[key]
         return [f"{_REMOVE}{flag}{_FROM_LAUNCH}"] if value else [flag]
@@ -132,15 +132,17 @@ def parse_fix_line(line: str) -> list[Change]:
         if verb == "unset":
             return [("env." + rest.strip(), None)]
         return [("env." + name.strip(), value.strip().strip("'\""))] if sep else []
-    if text.startswith(_REMOVE + "--") and text.endswith(_FROM_LAUNCH):
+    if text.startswith(_SET) and " where " in text:  # a setting with no flag: `set field=value where …`
+        text = text[len(_SET) : text.index(" where ")]
+    elif text.startswith(_REMOVE + "--") and text.endswith(_FROM_LAUNCH):
         flags = text[len(_REMOVE) : -len(_FROM_LAUNCH)].split(" and ")
         return list(dict.fromkeys(_removed(flag.strip()) for flag in flags))
-    if text.startswith("--"):
+    elif text.startswith("--"):
         flag, _, raw = text.partition(" ")
         negated = {v: k for k, v in _NEGATED.items()}
         if flag in negated:
             return [(negated[flag], False)]
-        key = canonical_key(flag)
+        key = _key_of_flag(flag)
         if not raw:
             return [(key, True)]
         parts = raw.split()
@@ -160,8 +162,12 @@ def _removed(flag: str) -> Change:
     for key, others in _ALSO_REMOVE.items():
         if flag in others:
             return key, None
-    key = canonical_key(flag)
+    key = _key_of_flag(flag)
     return key, (False if VALUE_KINDS.get(key) == "bool" else None)
+
+
+def _key_of_flag(flag: str) -> str:
+    return next((key for key, name in _FLAGS.items() if name == flag), None) or canonical_key(flag)
 
 
 def dialect_of(values: ConfigStore | Iterable[ConfigValue]) -> str:
