@@ -91,7 +91,11 @@ def test_the_signature_written_in_flags_prints_overrides_for_a_bridge_config():
         [("optimizer.optimizer_offload_fraction", 0.75), ("train.micro_batch_size", 1)],
         [("model.recompute_granularity", None), ("model.virtual_pipeline_model_parallel_size", None)],
         [("model.recompute_granularity", "selective"), ("model.recompute_modules", ["core_attn"])],
-        [("model.add_bias_linear", False), ("ddp.nccl_ub", False), ("env.PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")],
+        [
+            ("model.add_bias_linear", False),
+            ("ddp.nccl_ub", False),
+            ("env.PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+        ],
         [("env.NCCL_GRAPH_REGISTER", None)],
     ],
 )
@@ -168,11 +172,7 @@ def test_pp_offload_and_state_offload_fixes_agree_on_optimizer_offloading(config
     assert "optimizer.optimizer_cpu_offload" not in pp and "optimizer.optimizer_offload_fraction" not in pp
     assert "left out of this fix: state-offload-conflict's fix says" in fixes["pp-cpu-offload"].fix_note
     assert merged_changes(report.findings)["optimizer.optimizer_cpu_offload"] is False
-    store = build_store(
-        apply_changes(
-            [v for v in build_store().all_values()], merged_changes(report.findings).items(), report.fix_dialect
-        )
-    )
+    store = build_store(apply_changes([], merged_changes(report.findings).items(), report.fix_dialect))
     assert store.resolve("optimizer.optimizer_cpu_offload").value is False
 
 

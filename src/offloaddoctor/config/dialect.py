@@ -98,7 +98,9 @@ def _megatron_lines(key: str, value: Any, keys: set[str]) -> list[str]:
         return [] if "model.cpu_offloading_num_layers" in keys else ["--cpu-offloading-num-layers 0"]
     if key in _NO_FLAG:
         field = key.partition(".")[2]
-        return [f"{_SET}{field}={_value_text(value)} where the script builds {_NO_FLAG[key]} (Megatron-LM has no flag for it)"]
+        return [
+            f"{_SET}{field}={_value_text(value)} where the script builds {_NO_FLAG[key]} (Megatron-LM has no flag for it)"
+        ]
     if key in _NEGATED:
         flag = _NEGATED[key]
         return [f"{_REMOVE}{flag}{_FROM_LAUNCH}"] if value else [flag]
@@ -146,8 +148,12 @@ def parse_fix_line(line: str) -> list[Change]:
         if not raw:
             return [(key, True)]
         parts = raw.split()
-        value = [parse_override(p) for p in parts] if len(parts) > 1 or key == "model.recompute_modules" else parse_override(raw)
-        return [(key, value)]
+        given = (
+            [parse_override(p) for p in parts]
+            if len(parts) > 1 or key == "model.recompute_modules"
+            else parse_override(raw)
+        )
+        return [(key, given)]
     key, sep, raw = text.partition("=")
     if not sep or not key or " " in key.strip():
         return []
@@ -211,5 +217,6 @@ def apply_changes(values: Sequence[ConfigValue], changes: Iterable[Change], dial
         recomputed = {key for key, source in _RECOMPUTED_FROM.items() if source in changed and key not in changed}
         kept = [v for v in kept if not (v.key in recomputed and v.source.detail == "arguments block")]
     return kept + [
-        ConfigValue(key, value, Source("fix", None, f"#{number}"), "set") for number, (key, value) in enumerate(changes, 1)
+        ConfigValue(key, value, Source("fix", None, f"#{number}"), "set")
+        for number, (key, value) in enumerate(changes, 1)
     ]

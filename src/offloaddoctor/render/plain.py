@@ -113,7 +113,7 @@ def verdict_word(finding: Finding, report: Report | None = None) -> str:
     if verdict.verdict == "unknown" and not verdict.values:
         return "-"
     word = verdict.verdict.upper() if verdict.verdict == "contradicted" else verdict.verdict
-    other_run = report is not None and report.config_mismatch or "another run" in verdict.explanation
+    other_run = (report is not None and report.config_mismatch) or "another run" in verdict.explanation
     if other_run and verdict.verdict != "unknown":
         word += " (other run?)"
     return word
@@ -123,9 +123,7 @@ def fix_line(finding: Finding) -> str:
     """The line to paste: Bridge overrides or Megatron-LM flags together (one command line), else the first
     line; with none, the fix's first sentence."""
     overrides = [safe_text(line) for line in finding.overrides]
-    if overrides and (
-        all(" " not in line for line in overrides) or all(line.startswith("--") for line in overrides)
-    ):
+    if overrides and (all(" " not in line for line in overrides) or all(line.startswith("--") for line in overrides)):
         return " ".join(overrides)
     if overrides:
         return overrides[0] + (f"  (+{len(overrides) - 1} more below)" if len(overrides) > 1 else "")
