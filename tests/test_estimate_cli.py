@@ -90,7 +90,7 @@ def test_pipeline_parallel_run_is_never_told_to_offload_activations(in_repo):
 def test_check_with_a_gpu_reports_the_memory_finding_with_the_cheapest_fix(in_repo):
     report = check([LAUNCH], gpu="H100-80GB")
     memory = [v for v in report.violations if v.id == "memory-exceeds-capacity"]
-    assert memory and memory[0].overrides == ["train.micro_batch_size=1"]
+    assert memory and memory[0].overrides == ["--micro-batch-size 1"]  # a launch script: Megatron-LM flags
     assert "activations" in memory[0].facts["largest_component"]
     assert not any(v.id == "memory-exceeds-capacity" for v in check([LAUNCH], gpu="H200").violations)
     assert not any(v.id == "memory-exceeds-capacity" for v in check([LAUNCH]).violations)
@@ -112,10 +112,17 @@ def test_a_real_oom_is_sized_by_the_whole_step_not_the_failed_request(in_repo):
     assert finding.facts["whole_step_shortfall_bytes"] > 15 * 2**30  # the model: ~22 GiB
     assert "activations" in finding.facts["largest_component"]
     assert finding.facts["cheapest_change_that_fits"].startswith("selective recompute")
+    # Expandable segments first (docs/oom.md), then the memory model's capacity fix; printed as the log's
+    # Megatron-LM flags (no --config: the arguments block is the config the user edits)
+    assert finding.changes == [
+        ("env.PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+        ("model.recompute_granularity", "selective"),
+        ("model.recompute_modules", ["core_attn"]),
+    ]
     assert finding.overrides == [
         "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-        "model.recompute_granularity=selective",
-        "model.recompute_modules=[core_attn]",
+        "--recompute-granularity selective",
+        "--recompute-modules core_attn",
     ]
     assert not any(key.startswith("_") for key in finding.facts)
 

@@ -30,5 +30,6 @@ def test_suggestions_are_not_config_keys():
 def test_the_vpp_fix_line_is_filled_from_the_suggestion():
     report = diagnose([str(FIXTURES / "vpp-layer-divisibility" / "job.log")], policy=Policy())
     finding = next(f for f in report.findings if f.id == "vpp-layer-divisibility")
-    line = next(line for line in finding.overrides if line.startswith("model.virtual_pipeline_model_parallel_size="))
-    assert "suggested" not in line and "<" not in line
+    _, value = next(c for c in finding.changes if c[0] == "model.virtual_pipeline_model_parallel_size")
+    assert value is None or isinstance(value, int)  # filled: no `<suggested.…>` left
+    assert not any("suggested" in line or "<" in line for line in finding.overrides)

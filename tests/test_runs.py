@@ -177,3 +177,19 @@ def test_a_traceback_no_signature_explains_in_one_run_fails_the_several():
     assert Policy().failed(report) and not Policy(fail_on="never").failed(report)
     assert RUNNER.invoke(app, ["diagnose", unexplained, CLEAN, "-f", "text"]).exit_code == 1
     assert RUNNER.invoke(app, ["diagnose", unexplained, CLEAN, "-f", "text", "--fail-on", "never"]).exit_code == 0
+
+
+def test_each_run_says_the_dialect_its_fixes_are_printed_in():
+    """A Megatron-LM run and a Megatron-Bridge run diagnosed together: each run's fix lines follow its own
+    config (issue 26.3), and the JSON says which per run."""
+    bridge = str(FIXTURES / "bridge-summary-no-offload-oom" / "job.log")
+    report = diagnose([PP, bridge], policy=Policy())
+    assert [run.fix_dialect for run in report.runs] == ["megatron-lm", "bridge"]
+    assert report.runs[0].findings[0].overrides[0].startswith("--")
+    assert all(" " not in line for line in report.runs[1].findings[0].overrides if not line.startswith("export"))
+    data = json.loads(RUNNER.invoke(app, ["diagnose", PP, bridge, "-f", "json"]).stdout)
+    assert [run["fix_dialect"] for run in data["runs"]] == ["megatron-lm", "bridge"]
+    assert data["fix_dialect"] == "megatron-lm"  # the first run's
+    import jsonschema
+
+    jsonschema.validate(data, json.loads((FIXTURES.parent / "docs" / "report.schema.json").read_text()))

@@ -223,6 +223,9 @@ def check(
         from offloaddoctor.analysis.estimate_report import attach_memory
 
         attach_memory(report, memory)
+    from offloaddoctor.analysis.fixes import print_fixes
+
+    print_fixes(report.violations, store)
     if memory_note:
         report.notes.append(memory_note)
     report.notes[:0] = _unknown_set_keys(values, catalog, store)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from offloaddoctor.analysis.findings import Finding
+from offloaddoctor.analysis.findings import CONFIRMED, Finding
 from offloaddoctor.analysis.oom import usable_capacity
 from offloaddoctor.coerce import boolean, number
 from offloaddoctor.config.values import ConfigStore
@@ -44,8 +44,21 @@ def add_advice(
             finding.facts.update(oom_advice(finding.facts, store, parameters, catalog))
             _use_needed_fraction(finding, store)
             _use_cheapest_change(finding)
+            _doubt_the_verdict(finding)
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
+
+
+def _doubt_the_verdict(finding: Finding) -> None:
+    """A config that agrees with the cause but whose memory model is far from the message's figures is
+    probably another run's: the verdict says so instead of a plain CONFIRMED."""
+    allocated, peak = finding.facts.get("allocated_bytes"), finding.facts.get("estimated_peak_allocated_bytes")
+    if "estimate_vs_allocated" not in finding.facts or finding.config.verdict != CONFIRMED or not peak:
+        return
+    finding.config.explanation = (
+        f"{finding.config.explanation}; but the memory model disagrees with the message's figures "
+        f"({allocated / peak:.1f}x its peak allocated): the config is probably from another run"
+    )
 
 
 def _use_cheapest_change(finding: Finding) -> None:
@@ -53,6 +66,7 @@ def _use_cheapest_change(finding: Finding) -> None:
     overrides = finding.facts.pop(CHEAPEST_OVERRIDES, None)
     if overrides:
         finding.overrides = overrides
+        finding.fix_note_replaces_summary = True  # the signature's summary describes another change
         finding.fix_note = (
             "The memory model's cheapest single change that makes the whole step fit this GPU "
             f"({finding.facts.get('cheapest_change_that_fits', '')}); `offloaddoctor estimate` lists the others."
@@ -79,6 +93,7 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     given = {line.split("=", 1)[0]: line for line in finding.overrides}
     leading = [given.get(line.split("=", 1)[0], line) for line in first]
     finding.overrides = leading + [line for line in finding.overrides if line not in leading]
+    finding.fix_note_replaces_summary = True  # "raise the fraction by a step" is what the numbers rule out
     finding.fix_note = (
         "The numbers say optimizer offloading alone cannot free enough (it would need a fraction of "
         f"{needed.split('(')[1].split(')')[0]}): raise pipeline parallelism or add recompute first."

@@ -19,6 +19,7 @@ from offloaddoctor.analysis.findings import (
     SourceSummary,
 )
 from offloaddoctor.analysis.failure_lines import says_only_that_a_rank_failed
+from offloaddoctor.analysis.fixes import print_fixes
 from offloaddoctor.analysis.oom import lead_with_expandable_segments
 from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
 from offloaddoctor.analysis.evidence import Aggregate, Evidence, keep_evidence
@@ -76,6 +77,7 @@ def build_report(
     lead_with_expandable_segments(ordered, None if expandable is None else expandable.value)
     if not _megatron_run(scan, store):
         _drop_megatron_fix_lines(ordered)
+    dialect = print_fixes(ordered, store)
     mismatch = config_mismatch(store)
     keyed = store.keyed_disagreements()
     notes = ([mismatch] if mismatch else []) + list(scan.warnings) + _empty_log_notes(scan)
@@ -84,7 +86,11 @@ def build_report(
     notes += [note for _, note in keyed]
     if mismatch:
         for finding in ordered:
-            if finding.config.verdict != UNKNOWN and any(v.known for v in finding.config.values):
+            if (
+                finding.config.verdict != UNKNOWN
+                and any(v.known for v in finding.config.values)
+                and "another run" not in finding.config.explanation  # advice may have said it, with its numbers
+            ):
                 finding.config.explanation += "; but the config is probably from another run"
     unmatched = _unexplained_failure(scan, ordered, matchers, unclaimed)
     return Report(
@@ -97,6 +103,7 @@ def build_report(
         ranks_seen=sorted(scan.ranks_seen),
         note_keys={note: key for key, note in keyed},
         config_mismatch=mismatch,
+        fix_dialect=dialect,
     )
 
 

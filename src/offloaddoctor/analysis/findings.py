@@ -47,6 +47,16 @@ class Finding:
     )  # every log file it appeared in (evidence keeps a few)  # "log": matched log lines; "config": the run's config alone; "metrics": run numbers
     known_issues: list = field(default_factory=list)  # analysis/known_issues.py KnownIssueMatch
     fix_note: str = ""  # why the fix lines differ from the signature's (the numbers, a run that is not Megatron)
+    fix_note_replaces_summary: bool = False  # the numbers contradict the signature's fix summary: show the note only
+    changes: list = field(default_factory=list)  # the fix as (canonical key, value) pairs (analysis/fixes.py)
+
+    @property
+    def fix_sentences(self) -> list[str]:
+        """The fix's prose, the same in every output format: the note on this run, then the signature's summary
+        unless the run's numbers contradict it."""
+        note = " ".join(self.fix_note.split())
+        summary = " ".join(self.signature.fix.summary.split())
+        return [text for text in (note, "" if self.fix_note_replaces_summary and note else summary) if text]
 
     @property
     def id(self) -> str:
@@ -82,6 +92,7 @@ class Report:
     # The logs hold several runs (config/run_identity.py): one report each; this one then holds every finding.
     runs: list[Report] = field(default_factory=list)
     run: Run | None = None  # in a report of `runs`: its logs and what tells it apart
+    fix_dialect: str = "bridge"  # how the fixes are printed (config/dialect.py): megatron-lm or bridge
 
     @property
     def has_errors(self) -> bool:

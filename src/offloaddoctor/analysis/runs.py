@@ -46,6 +46,9 @@ def several_runs(reports: list[Report]) -> Report:
         run_facts={},
         ranks_seen=sorted({rank for report in reports for rank in report.ranks_seen}),
         runs=reports,
+        # Each run's fixes are printed in its own config's dialect (runs[].fix_dialect in JSON); the top level
+        # names the first run's, which is every run's in the common case.
+        fix_dialect=reports[0].fix_dialect if reports else "bridge",
     )
     for report in reports:
         combined.suppressed.update(report.suppressed)

@@ -188,7 +188,7 @@ class LogConfigCollector:
             else:
                 override = _HYDRA_OVERRIDE.match(token)
                 if override:
-                    self._add(override.group(1), parse_printed(override.group(2)), line, "command line")
+                    self._add(override.group(1), parse_printed(override.group(2)), line, "command-line override")
                     found = True
         return found
 

@@ -6,6 +6,7 @@ import json
 
 from offloaddoctor import __version__
 from offloaddoctor.analysis.estimate_report import EstimateReport, mib
+from offloaddoctor.config.dialect import dialect_of, render_lines
 from offloaddoctor.memory.model import COMPONENTS
 from offloaddoctor.render.text_safety import inert_json, safe_text as inert
 
@@ -40,7 +41,7 @@ def _verdict(report: EstimateReport) -> str:
 
 
 def render_estimate_text(report: EstimateReport) -> str:
-    est, shape = report.estimate, report.estimate.shape
+    est, shape, dialect = report.estimate, report.estimate.shape, dialect_of(report.store)
     stage = est.most_loaded
     reserved, smi = est.reserved_bytes, est.nvidia_smi_bytes
     lines = [
@@ -82,7 +83,7 @@ def render_estimate_text(report: EstimateReport) -> str:
                 f"  {number}. {inert(suggestion.change)}: peak {mib(suggestion.peak_allocated_bytes):,.0f} MiB"
                 f"{'' if suggestion.fits else ' (still too much)'}; cost: {inert(suggestion.cost)}"
             )
-            lines += [f"       {inert(line)}" for line in suggestion.overrides]
+            lines += [f"       {inert(line)}" for line in render_lines(suggestion.overrides, dialect)]
     assumptions = [*shape.assumptions, *report.notes]
     if assumptions:
         lines += ["", "Assumptions:"] + [f"  - {inert(text)}" for text in assumptions]
@@ -91,7 +92,7 @@ def render_estimate_text(report: EstimateReport) -> str:
 
 
 def render_estimate_markdown(report: EstimateReport) -> str:
-    est = report.estimate
+    est, dialect = report.estimate, dialect_of(report.store)
     rows = ["| component | MiB | share | how |", "|---|---:|---:|---|"]
     for component in _components(report):
         rows.append(
@@ -111,7 +112,7 @@ def render_estimate_markdown(report: EstimateReport) -> str:
         for s in report.suggestions:
             out.append(
                 f"| {_md(s.change)} | {mib(s.peak_allocated_bytes):,.0f} | {'yes' if s.fits else 'no'} | "
-                f"{_md(s.cost)} | `{_md(' '.join(s.overrides))}` |"
+                f"{_md(s.cost)} | `{_md(' '.join(render_lines(s.overrides, dialect)))}` |"
             )
     return "\n".join(out) + "\n"
 
@@ -121,7 +122,7 @@ def _md(text: str) -> str:
 
 
 def estimate_json(report: EstimateReport) -> dict:
-    est, shape = report.estimate, report.estimate.shape
+    est, shape, dialect = report.estimate, report.estimate.shape, dialect_of(report.store)
     stage = est.most_loaded
     components = {f"{c.name}_mb": mib(c.bytes) for c in stage.components}
     return {
@@ -148,10 +149,11 @@ def estimate_json(report: EstimateReport) -> dict:
         "target_mb": mib(report.target) if report.target is not None else None,
         "fits": report.fits,
         "headroom_mb": mib(report.headroom_bytes) if report.headroom_bytes is not None else None,
+        "fix_dialect": dialect,
         "advice": [
             {
                 "change": s.change,
-                "overrides": list(s.overrides),
+                "overrides": render_lines(s.overrides, dialect),
                 "peak_allocated_mb": mib(s.peak_allocated_bytes),
                 "nvidia_smi_mb": mib(s.estimate.nvidia_smi_bytes[0]),
                 "fits": s.fits,

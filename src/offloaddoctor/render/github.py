@@ -33,7 +33,9 @@ def annotation(finding: Finding, run: str = "") -> str:
     if first is not None and first.line:
         properties = [f"file={escape_property(safe_text(first.path))}", f"line={first.line}"] + properties
     lines = [part for part in (occurrence_summary(finding), safe_text(first.text) if first else "") if part]
-    lines.append(f"Config: {finding.config.verdict}. Fix: {' '.join(signature.fix.summary.split())}")
+    lines.append(
+        f"Config: {finding.config.verdict}: {finding.config.explanation}. Fix: {' '.join(finding.fix_sentences)}"
+    )
     lines += [f"  {safe_text(line)}" for line in finding.overrides]
     return f"::{_LEVEL[signature.severity]} {','.join(properties)}::{escape_data(chr(10).join(lines))}"
 

@@ -48,6 +48,7 @@ def _document(report: Report, sources: list[dict[str, Any]]) -> dict[str, Any]:
         "findings": [
             {**finding_to_dict(f), **({"run": run_of[id(f)]} if id(f) in run_of else {})} for f in report.findings
         ],
+        "fix_dialect": report.fix_dialect,
         "unmatched": _evidence(report.unmatched) if report.unmatched else None,
         "run": dict(report.run_facts),
         "notes": list(report.notes),
@@ -79,6 +80,7 @@ def _run_entry(index: int, report: Report) -> dict[str, Any]:
         "differs_in": list(run.differs_in) if run else [],
         "prints_config": run.placed if run else True,
         "findings": [f.id for f in report.findings],
+        "fix_dialect": report.fix_dialect,
         "unmatched": _evidence(report.unmatched) if report.unmatched else None,
         "run": dict(report.run_facts),
         "notes": list(report.notes),
@@ -125,6 +127,8 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
             "summary": signature.fix.summary,
             "overrides": list(finding.overrides),
             **({"note": finding.fix_note} if finding.fix_note else {}),
+            "sentences": finding.fix_sentences,
+            "changes": [[key, value] for key, value in finding.changes],
         },
         "references": [dict(r) for r in signature.references],
     }

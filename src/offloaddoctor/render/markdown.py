@@ -90,7 +90,7 @@ def _finding_section(index: int, finding: Finding) -> list[str]:
     out += [f"**Config: {finding.config.verdict}.** {cell(finding.config.explanation)}", ""]
     out += [f"- {cell(config_value_line(v))}" for v in finding.config.values] + [""]
     out += ["**Confirm.**", ""] + [f"- {cell(step)}" for step in signature.confirm] + [""]
-    out += [f"**Fix.** {cell(' '.join(signature.fix.summary.split()))}", ""]
+    out += [f"**Fix.** {cell(' '.join(finding.fix_sentences))}", ""]
     if finding.overrides:
         out += fenced([safe_text(line) for line in finding.overrides], "text") + [""]
     return out

@@ -151,20 +151,21 @@ def verdict_word(finding: Finding, report: Report | None = None) -> str:
     if verdict.verdict == "unknown" and not verdict.values:
         return "-"
     word = verdict.verdict.upper() if verdict.verdict == "contradicted" else verdict.verdict
-    if report is not None and report.config_mismatch and verdict.verdict != "unknown":
+    other_run = (report is not None and report.config_mismatch) or "another run" in verdict.explanation
+    if other_run and verdict.verdict != "unknown":
         word += " (other run?)"
     return word
 
 
 def fix_line(finding: Finding) -> str:
-    """The line to paste: Bridge overrides together (one command line), else the first line; with none,
-    the fix's first sentence."""
+    """The line to paste: Bridge overrides or Megatron-LM flags together (one command line), else the first
+    line; with none, the fix's first sentence."""
     overrides = [safe_text(line) for line in finding.overrides]
-    if overrides and all(" " not in line for line in overrides):
+    if overrides and (all(" " not in line for line in overrides) or all(line.startswith("--") for line in overrides)):
         return " ".join(overrides)
     if overrides:
         return overrides[0] + (f"  (+{len(overrides) - 1} more below)" if len(overrides) > 1 else "")
-    summary = " ".join(finding.signature.fix.summary.split())
+    summary = finding.fix_sentences[0] if finding.fix_sentences else ""
     return summary.split(". ")[0].rstrip(".") + "."
 
 
@@ -294,7 +295,7 @@ def finding_block(index: int, finding: Finding, details: bool = True) -> list[st
     )
     if details:
         field("Confirm", [f"- {step}" for step in signature.confirm])
-    fix_rows = (_wrap(finding.fix_note) if finding.fix_note else []) + _wrap(signature.fix.summary)
+    fix_rows = [row for sentence in finding.fix_sentences for row in _wrap(sentence)]
     field("Fix", fix_rows + [f"  {safe_text(line)}" for line in finding.overrides])
     return lines
 

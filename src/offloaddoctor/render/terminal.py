@@ -146,9 +146,10 @@ def finding_panel(index: int, finding: Finding, details: bool = True) -> Panel:
     if details:
         grid.add_row("Confirm", Text("\n".join(f"- {step}" for step in signature.confirm)))
     fix = Text()
-    if finding.fix_note:
-        fix.append(" ".join(finding.fix_note.split()) + "\n", style="yellow")
-    fix.append(" ".join(signature.fix.summary.split()))
+    sentences = finding.fix_sentences
+    for number, sentence in enumerate(sentences):
+        last = number == len(sentences) - 1
+        fix.append(sentence + ("" if last else "\n"), style="yellow" if finding.fix_note and number == 0 else "")
     for line in finding.overrides:
         fix.append("\n  " + safe_text(line), style="bold green")
     grid.add_row("Fix", fix)

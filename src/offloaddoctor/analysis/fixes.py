@@ -1,0 +1,96 @@
+"""The report's fixes as one consistent change set, printed in the dialect of the config the user edits.
+
+Until here a fix is Bridge-style lines (the signature's template, the memory model's advice). Each line is
+read into (canonical key, value) changes; where two findings set one key to different values, the finding
+whose constraint reads that key keeps it (it is the fix of that key: `state-offload-conflict` turns
+`optimizer_cpu_offload` off, while `pp-cpu-offload` only suggests it as an alternative to activation
+offloading), and the other leaves the line out and says why. Then every fix is printed in one dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from offloaddoctor.analysis.findings import Finding
+from offloaddoctor.catalog.predicates import names_in
+from offloaddoctor.config.dialect import dialect_of, parse_fix_line, render_changes
+from offloaddoctor.config.values import ConfigStore, format_value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
+
+# Settings that only mean something while their switch is on: left out with it.
+_NEEDS_ON = {
+    "optimizer.optimizer_cpu_offload": (
+        "optimizer.optimizer_offload_fraction",
+        "optimizer.overlap_cpu_optimizer_d2h_h2d",
+        "optimizer.use_torch_optimizer_for_cpu_offload",
+    ),
+}
+
+
+def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
+    """Resolve the findings' changes into one consistent set and print each finding's fix in the dialect of
+    the run's config (config/dialect.py). Returns the dialect."""
+    dialect = dialect_of(store)
+    items = {id(f): [_item(line) for line in f.overrides] for f in findings}
+    _resolve_conflicts(findings, items, dialect)
+    for finding in findings:
+        out: list[str] = []
+        finding.changes = [change for item in items[id(finding)] if not isinstance(item, str) for change in item]
+        keys = {key for key, _ in finding.changes}
+        for item in items[id(finding)]:
+            lines = [item] if isinstance(item, str) else render_changes(item, dialect, keys)
+            out += [line for line in lines if line not in out]
+        finding.overrides = out
+    return dialect
+
+
+def merged_changes(findings: Sequence[Finding]) -> dict[str, Any]:
+    """Every finding's changes as one mapping key -> value (print_fixes has made them agree)."""
+    merged: dict[str, Any] = {}
+    for finding in findings:
+        merged.update(finding.changes)
+    return merged
+
+
+def _item(line: str):
+    """A line's changes, or the line itself when it is not a change (free text stays in place)."""
+    return parse_fix_line(line) or line
+
+
+def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], dialect: str) -> None:
+    values: dict[str, list[tuple[Finding, Any]]] = {}
+    for finding in findings:
+        for item in items[id(finding)]:
+            for key, value in item if not isinstance(item, str) else ():
+                values.setdefault(key, []).append((finding, value))
+    for key, setters in values.items():
+        if len({_text(value) for _, value in setters}) < 2:
+            continue
+        owners = [f for f, _ in setters if key in names_in(f.signature.config, "key")]
+        winner = owners[0] if owners else setters[0][0]
+        value = next(v for f, v in setters if f is winner)
+        dropped = {key} | (set(_NEEDS_ON.get(key, ())) if value is False else set())
+        kept = "; ".join(render_changes([(key, value)], dialect))
+        for finding, other in setters:
+            if _text(other) != _text(value):
+                left = "; ".join(render_changes([(key, other)], dialect))
+                _leave_out(finding, items, dropped, f"`{left}` left out of this fix: {winner.id}'s fix says `{kept}`")
+
+
+def _leave_out(finding: Finding, items: dict[int, list], keys: set[str], note: str) -> None:
+    kept = []
+    for item in items[id(finding)]:
+        if not isinstance(item, str):
+            item = [(k, v) for k, v in item if k not in keys]
+            if not item:
+                continue
+        kept.append(item)
+    items[id(finding)] = kept
+    finding.fix_note = f"{finding.fix_note} {note}, and the two must agree.".strip()
+
+
+def _text(value: Any) -> str:
+    return "null" if value is None else format_value(value).lower()

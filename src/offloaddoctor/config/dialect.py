@@ -1,0 +1,222 @@
+"""Fix lines in the dialect of the config the user edits: Megatron-LM `--flags`, Megatron-Bridge `a.b=c`
+overrides, `export` for the environment. Changes travel as (canonical key, value) pairs; only printing
+picks the dialect, and `parse_fix_line` reads any printed line back (tests apply printed fixes with it).
+
+Megatron-LM's flags follow `megatron/training/arguments.py`: a store_true switch has no `--no-…` form, so
+turning one off is "remove --x from the launch command"; `cpu_offloading` has no switch of its own there
+(`validate_args` turns it on when `--cpu-offloading-num-layers` > 0), so it is turned off through the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from offloaddoctor.config.keys import VALUE_KINDS, canonical_key
+from offloaddoctor.config.printed import parse_override
+from offloaddoctor.config.values import ConfigValue, Source, format_value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Any
+
+    from offloaddoctor.config.values import ConfigStore
+
+    Change = tuple[str, Any]
+
+MEGATRON_LM, BRIDGE = "megatron-lm", "bridge"
+DIALECTS = (MEGATRON_LM, BRIDGE)
+
+# Canonical key -> Megatron-LM flag, where the flag is not `--` + the field name with dashes.
+_FLAGS = {
+    "model.virtual_pipeline_model_parallel_size": "--num-virtual-stages-per-pipeline-rank",
+    "model.num_layers_in_first_pipeline_stage": "--decoder-first-pipeline-num-layers",
+    "model.num_layers_in_last_pipeline_stage": "--decoder-last-pipeline-num-layers",
+    "model.gated_linear_unit": "--swiglu",
+    "model.num_moe_experts": "--num-experts",
+    "ddp.nccl_ub": "--use-nccl-ub",
+    "ddp.grad_reduce_in_fp32": "--accumulate-allreduce-grads-in-fp32",
+}
+# Switches Megatron-LM spells negatively (store_false): the flag turns the setting off.
+_NEGATED = {"model.add_bias_linear": "--disable-bias-linear"}
+# Other flags that set the same value: removing one means removing these too.
+_ALSO_REMOVE = {
+    "model.recompute_granularity": ("--recompute-activations",),
+    "model.virtual_pipeline_model_parallel_size": ("--num-layers-per-virtual-pipeline-stage",),
+}
+# Settings Megatron-LM has no flag for (megatron-core dataclass fields the launch script cannot reach).
+_NO_FLAG = {"optimizer.decoupled_weight_decay": "OptimizerConfig"}
+# Bridge keeps one setting in two sections: an override must set both.
+_BRIDGE_TWINS = {"optimizer.use_distributed_optimizer": ("ddp.use_distributed_optimizer",)}
+_REMOVE, _SET = "remove ", "set "
+_FROM_LAUNCH = " from the launch command"
+_SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
+
+
+def flag_of(key: str) -> str:
+    """The Megatron-LM flag that sets a canonical key (`optimizer.optimizer_cpu_offload` -> `--optimizer-cpu-offload`)."""
+    if key in _FLAGS:
+        return _FLAGS[key]
+    return "--" + key.partition(".")[2].replace("_", "-") if "." in key else "--" + key.replace("_", "-")
+
+
+def render_changes(changes: Iterable[Change], dialect: str, together_with: Iterable[str] = ()) -> list[str]:
+    """One printed line per change (a few take two, a few none), in `dialect` (MEGATRON_LM or BRIDGE).
+    The environment is `export NAME=value` (`unset NAME` for None) in every dialect. `together_with`: keys
+    the same fix changes on other lines (Megatron-LM's layer count already turns activation offloading on)."""
+    changes = list(changes)
+    keys = {key for key, _ in changes} | set(together_with)
+    lines: list[str] = []
+    for key, value in changes:
+        if key.startswith("env."):
+            name = key[len("env.") :]
+            rendered = [f"unset {name}"] if value is None else [f"export {name}={_value_text(value)}"]
+        elif dialect == MEGATRON_LM:
+            rendered = _megatron_lines(key, value, keys)
+        else:
+            rendered = [f"{twin}={_value_text(value)}" for twin in (key, *_BRIDGE_TWINS.get(key, ()))]
+        lines += [line for line in rendered if line not in lines]
+    return lines
+
+
+def render_lines(lines: Iterable[str], dialect: str) -> list[str]:
+    """Fix lines written as Bridge overrides / exports (signature templates, the memory model's advice), in
+    `dialect`; a line that is not a change (free text) stays as it is, in its place."""
+    parsed = [(line, parse_fix_line(line)) for line in lines]
+    keys = {key for _, changes in parsed for key, _ in changes}
+    out: list[str] = []
+    for line, changes in parsed:
+        rendered = render_changes(changes, dialect, keys) if changes else [line]
+        out += [text for text in rendered if text not in out]
+    return out
+
+
+def _megatron_lines(key: str, value: Any, keys: set[str]) -> list[str]:
+    if key == "model.cpu_offloading":
+        if value:  # the layer count turns it on; older releases also take the switch alone
+            return [] if "model.cpu_offloading_num_layers" in keys else ["--cpu-offloading"]
+        return [] if "model.cpu_offloading_num_layers" in keys else ["--cpu-offloading-num-layers 0"]
+    if key in _NO_FLAG:
+        field = key.partition(".")[2]
+        return [
+            f"{_SET}{field}={_value_text(value)} where the script builds {_NO_FLAG[key]} (Megatron-LM has no flag for it)"
+        ]
+    if key in _NEGATED:
+        flag = _NEGATED[key]
+        return [f"{_REMOVE}{flag}{_FROM_LAUNCH}"] if value else [flag]
+    flag = flag_of(key)
+    if VALUE_KINDS.get(key) == "bool" and isinstance(value, bool):
+        return [flag] if value else [f"{_REMOVE}{flag}{_FROM_LAUNCH}"]
+    if value is None:
+        return [f"{_REMOVE}{' and '.join((flag, *_ALSO_REMOVE.get(key, ())))}{_FROM_LAUNCH}"]
+    if isinstance(value, (list, tuple)):
+        return [" ".join([flag, *map(_value_text, value)])]
+    return [f"{flag} {_value_text(value)}"]
+
+
+def _value_text(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(map(_value_text, value)) + "]"
+    return format_value(value)
+
+
+def parse_fix_line(line: str) -> list[Change]:
+    """The changes a printed fix line makes, in any dialect (`a.b=c`, `--flag value`, `remove --x from the
+    launch command`, `export X=v`, `unset X`); [] for a line that is not a change."""
+    text = line.strip()
+    if text.startswith(("export ", "unset ")):
+        verb, _, rest = text.partition(" ")
+        name, sep, value = rest.partition("=")
+        if verb == "unset":
+            return [("env." + rest.strip(), None)]
+        return [("env." + name.strip(), value.strip().strip("'\""))] if sep else []
+    if text.startswith(_SET) and " where " in text:  # a setting with no flag: `set field=value where …`
+        text = text[len(_SET) : text.index(" where ")]
+    elif text.startswith(_REMOVE + "--") and text.endswith(_FROM_LAUNCH):
+        flags = text[len(_REMOVE) : -len(_FROM_LAUNCH)].split(" and ")
+        return list(dict.fromkeys(_removed(flag.strip()) for flag in flags))
+    elif text.startswith("--"):
+        flag, _, raw = text.partition(" ")
+        negated = {v: k for k, v in _NEGATED.items()}
+        if flag in negated:
+            return [(negated[flag], False)]
+        key = _key_of_flag(flag)
+        if not raw:
+            return [(key, True)]
+        parts = raw.split()
+        given = (
+            [parse_override(p) for p in parts]
+            if len(parts) > 1 or key == "model.recompute_modules"
+            else parse_override(raw)
+        )
+        return [(key, given)]
+    key, sep, raw = text.partition("=")
+    if not sep or not key or " " in key.strip():
+        return []
+    return [(canonical_key(key), parse_override(raw))]
+
+
+def _removed(flag: str) -> Change:
+    """A removed flag: the value Megatron-LM takes without it (off for a switch, unset for the rest)."""
+    negated = {v: k for k, v in _NEGATED.items()}
+    if flag in negated:
+        return negated[flag], True
+    for key, others in _ALSO_REMOVE.items():
+        if flag in others:
+            return key, None
+    key = _key_of_flag(flag)
+    return key, (False if VALUE_KINDS.get(key) == "bool" else None)
+
+
+def _key_of_flag(flag: str) -> str:
+    return next((key for key, name in _FLAGS.items() if name == flag), None) or canonical_key(flag)
+
+
+def dialect_of(values: ConfigStore | Iterable[ConfigValue]) -> str:
+    """The dialect of the config the user edits. Config files given with --config (and --set) win over
+    what the log prints: a launch script's `--flags` are Megatron-LM, a YAML file, Hydra overrides and --set
+    are Bridge. From the log alone: Megatron-LM's arguments block and launch flags, else Bridge."""
+    values = list(values.all_values() if hasattr(values, "all_values") else values)
+    for origins in (("config", "set"), ("log",)):
+        tally = {MEGATRON_LM: 0, BRIDGE: 0}
+        for value in values:
+            if value.origin in origins and not value.key.startswith(("env.", "runtime.")):
+                tally[_dialect_of_value(value)] += 1
+        if any(tally.values()):
+            return MEGATRON_LM if tally[MEGATRON_LM] > tally[BRIDGE] else BRIDGE
+    return BRIDGE
+
+
+def _dialect_of_value(value: ConfigValue) -> str:
+    detail = value.source.detail
+    if detail in ("arguments block", "command line"):
+        return MEGATRON_LM
+    if value.origin == "config" and detail.startswith("--"):  # diagnose_text's config given by flag name
+        return MEGATRON_LM
+    if value.origin == "config" and Path(value.source.path).suffix.lower() in _SCRIPT_SUFFIXES and not detail:
+        return MEGATRON_LM
+    return BRIDGE
+
+
+# Values Megatron-LM's validate_args computes from others at start-up (and prints in the arguments block).
+_RECOMPUTED_FROM = {"model.cpu_offloading": "model.cpu_offloading_num_layers"}
+
+
+def apply_changes(values: Sequence[ConfigValue], changes: Iterable[Change], dialect: str) -> list[ConfigValue]:
+    """The config after a fix: `changes` win over every value given. For a Megatron-LM run, a value the
+    arguments block printed after validate_args derived it is dropped when its input changes (start-up
+    derives it again)."""
+    changes = list(changes)
+    changed = {key for key, _ in changes}
+    kept = list(values)
+    if dialect == MEGATRON_LM:
+        recomputed = {key for key, source in _RECOMPUTED_FROM.items() if source in changed and key not in changed}
+        kept = [v for v in kept if not (v.key in recomputed and v.source.detail == "arguments block")]
+    return kept + [
+        ConfigValue(key, value, Source("fix", None, f"#{number}"), "set")
+        for number, (key, value) in enumerate(changes, 1)
+    ]
