@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app
+from offloaddoctor.cli._app import Command, app, examples
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, fail, load_catalog_or_fail
 from offloaddoctor.errors import UserError
 
@@ -23,6 +23,11 @@ class EstimateFormat(str, Enum):
 @app.command(
     cls=Command,
     short_help="Estimate peak GPU memory before launch: components, fits or not, the cheapest changes that fit.",
+    epilog=examples(
+        "offloaddoctor estimate run_config.yaml --gpu H100-80GB",
+        "# a Bridge run_config.yaml without the sequence length or vocabulary: take them from the run's log",
+        "offloaddoctor estimate run_config.yaml --log job.log --gpu H100-80GB --target 70GiB",
+    ),
 )
 def estimate(
     config: List[str] = typer.Argument(
