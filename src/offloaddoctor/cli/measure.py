@@ -31,7 +31,11 @@ def compare(
     ),
     run_config_old: List[str] = typer.Option([], "--config", "-c", hidden=True, help="Old name of --run-config."),
     loss_tolerance: float = typer.Option(
-        0.001, "--loss-tolerance", metavar="DELTA", min=0.0, help="Max |Δ loss| allowed (the guide's 0.001)."
+        0.001,
+        "--loss-tolerance",
+        metavar="DELTA",
+        min=0.0,
+        help="Max |Δ loss| allowed; the CPU-offloading guide's is 0.001.",
     ),
     memory_tolerance: float = typer.Option(
         0.25,
