@@ -127,6 +127,9 @@ def test_ordinary_argv_takes_the_fast_road_with_typers_arguments(argv, monkeypat
         ["compare", "a.log", "b.log"],  # not a fast-road command
         ["metrics"],  # typer: missing argument
         ["metrics", "job.log", "-f", "yaml"],
+        ["diagnose", "-h"],  # help, as --help: typer prints it
+        ["diagnose", "job.log", "-h"],
+        ["check", "-h"],
     ],
 )
 def test_anything_unusual_is_left_to_typer(argv):
@@ -211,6 +214,9 @@ def test_a_closed_pipe_ends_quietly_on_both_roads():
 
 def test_help_and_version_still_come_from_typer():
     assert "Usage:" in run_module("diagnose", "--help").stdout
+    for argv in (["diagnose", "-h"], ["diagnose", PP_LOG, "-h"], ["-h"]):
+        short = run_module(*map(str, argv))
+        assert short.returncode == 0 and short.stdout.startswith("Usage: offloaddoctor"), short.stderr
     assert run_module("--version").stdout.startswith("offloaddoctor ")
     bad = run_module("diagnose", PP_LOG, "--format", "yaml")
     assert bad.returncode == 2 and "yaml" in bad.stderr

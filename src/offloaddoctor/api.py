@@ -240,20 +240,22 @@ def estimate(
     target: str | None = None,
     world_size: int | None = None,
     catalog: Catalog | None = None,
+    log_paths: Sequence[str] = (),
 ):
     """The memory model's estimate for a config (YAML, launch script, or a log's arguments block): the peak
-    per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would."""
+    per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would.
+    `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins)."""
     from offloaddoctor.analysis.estimate_report import build_estimate
     from offloaddoctor.config.loading import LOG_SUFFIXES, load_log_config
 
-    if not config_paths and not overrides:
+    if not config_paths and not overrides and not log_paths:
         raise UserError("nothing to estimate: pass a config file, a launch script or a log, and/or --set KEY=VALUE")
     capacity, budget = _memory_budget(gpu, gpu_memory, target, world_size)
-    logs = [p for p in config_paths if Path(p).suffix.lower() in LOG_SUFFIXES]
+    logs = [p for p in config_paths if Path(p).suffix.lower() in LOG_SUFFIXES] + list(log_paths)
     values = [v for path in logs for v in load_log_config(path)]
     values += explicit_config([p for p in config_paths if p not in logs], overrides)
     catalog = catalog or load_catalog()
-    report = build_estimate(values, list(config_paths), capacity, budget, world_size, catalog)
+    report = build_estimate(values, [*config_paths, *log_paths], capacity, budget, world_size, catalog)
     report.notes[:0] = _unknown_set_keys(values, catalog, report.store)
     return report
 

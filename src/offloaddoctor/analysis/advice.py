@@ -68,8 +68,8 @@ def _use_cheapest_change(finding: Finding) -> None:
         finding.overrides = overrides
         finding.fix_note_replaces_summary = True  # the signature's summary describes another change
         finding.fix_note = (
-            "The memory model's cheapest single change that makes the whole step fit this GPU "
-            f"({finding.facts.get('cheapest_change_that_fits', '')}); `offloaddoctor estimate` lists the others."
+            "The memory model's cheapest single change that makes the whole step fit this GPU: "
+            f"{finding.facts.get('cheapest_change_that_fits', '')}. `offloaddoctor estimate` lists the others."
         )
 
 
@@ -208,7 +208,7 @@ def _cheapest_change(
     fitting = [s for s in suggest(shape, capacity, store.all_values(), catalog) if s.fits]
     if not fitting:
         return None
-    return f"{fitting[0].change} (cost: {fitting[0].cost})", list(fitting[0].overrides)
+    return f"{fitting[0].change}; cost: {fitting[0].cost}", list(fitting[0].overrides)
 
 
 def _whole_run_shortfall(model: dict[str, Any], capacity: Any) -> float:
@@ -235,7 +235,7 @@ def measured_slowdown(fraction: float) -> float:
 
 def expected_slowdown(fraction: float) -> str:
     small, large = measured_slowdown(fraction), _interpolate(GUIDE_MODEL, fraction)
-    return f"~{small:.1f}x (0.47B GPT, H100) to ~{large:.1f}x (Qwen3-30B-A3B, the guide) at fraction {fraction:g}"
+    return f"~{small:.1f}x (0.47B GPT, H100) to ~{large:.1f}x (Qwen3-30B-A3B, the CPU-offloading guide) at fraction {fraction:g}"
 
 
 def _interpolate(points, x: float) -> float:

@@ -103,5 +103,5 @@ def attach_memory(check_report, report: EstimateReport) -> None:
         finding.facts.update(memory_facts(report))
         fitting = [s for s in report.suggestions if s.fits]
         if fitting:
-            finding.facts["cheapest_change_that_fits"] = f"{fitting[0].change} (cost: {fitting[0].cost})"
+            finding.facts["cheapest_change_that_fits"] = f"{fitting[0].change}; cost: {fitting[0].cost}"
             finding.overrides = list(fitting[0].overrides)

@@ -35,7 +35,9 @@ def scan_sources(
     # what resolving them gave (a directory's listing gives none: no stat per file for 200,000 rank logs).
     sizes = [s.size or 0 for s in sources] if many and progress is None else [_size(s) for s in sources]
     total = sum(sizes)
-    on_bytes = None if progress is None else _progress_counter(progress, total)
+    # Progress counts the log's own bytes: a .gz by what it decompresses to (a 40 MB file can hold 600 MB).
+    shown = sizes if progress is None else [_expanded(s, size) for s, size in zip(sources, sizes)]
+    on_bytes = None if progress is None else _progress_counter(progress, sum(shown))
 
     workers = min(workers or _cores(), len(sources))
     if workers < 2 or any(s.path == "-" for s in sources) or (total < PARALLEL_MIN_BYTES and not many):
@@ -51,9 +53,9 @@ def scan_sources(
     del sizes
 
     def results(pool) -> Iterator[ScanResult]:
-        for (start, stop, run_bytes), result in zip(runs, pool.map(_scan_run, [(a, b) for a, b, _ in runs])):
+        for (start, stop, _), result in zip(runs, pool.map(_scan_run, [(a, b) for a, b, _ in runs])):
             if on_bytes is not None:
-                on_bytes(run_bytes)
+                on_bytes(sum(shown[start:stop]))
             _adopt_paths(result, _SOURCES[start:stop])
             yield result
 
@@ -115,6 +117,12 @@ def _size(source: LogSource) -> int:
         return os.path.getsize(source.path) if source.path != "-" else 0
     except OSError:
         return 0
+
+
+def _expanded(source: LogSource, size: int) -> int:
+    from offloaddoctor.logs.sources import expanded_size
+
+    return expanded_size(source.path, size) if source.path.endswith(".gz") else size
 
 
 def _cores() -> int:

@@ -48,13 +48,29 @@ class Command(TyperCommand):
         ]
 
 
+# `-h` is `--help` everywhere (click's default is `--help` only); subcommands inherit it from the app.
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
+
+def examples(*lines: str) -> str:
+    """An `Examples:` block for a command's --help (its epilog), kept line by line as written: `\\b` stops
+    click from re-wrapping the paragraph. A line starting with `#` is a comment on the command above it."""
+    body = "\n".join(f"  {line}" if line.startswith("#") else f"  $ {line}" for line in lines)
+    return f"\b\nExamples:\n{body}"
+
+
 app = GuardedTyper(
     add_completion=False,
+    context_settings=HELP_OPTIONS,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     help="Diagnose Megatron-Core / Megatron-Bridge runs that failed or slowed down because of CPU offloading "
     "and GPU-memory settings.",
+    epilog=examples(
+        "offloaddoctor diagnose job.log --config run_config.yaml",
+        "offloaddoctor diagnose -h",
+    ),
 )
 
 

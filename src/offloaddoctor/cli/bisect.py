@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app
+from offloaddoctor.cli._app import Command, app, examples
 from offloaddoctor.cli.common import TextOrJson, load_catalog_or_fail, fail
 from offloaddoctor.errors import UserError
 
@@ -17,6 +17,11 @@ from offloaddoctor.errors import UserError
 @app.command(
     cls=Command,
     short_help="Find the commit (or the config keys) that made a config or a run fail; never touches your checkout.",
+    epilog=examples(
+        "offloaddoctor bisect --good v1.0 --bad HEAD --config conf/run.yaml",
+        "offloaddoctor bisect --good v1.0 --bad HEAD --run 'bash train_smoke.sh' --log out/job.log --timeout 600",
+        "offloaddoctor bisect --good-config good.yaml --bad-config bad.yaml",
+    ),
 )
 def bisect(
     good: Optional[str] = typer.Option(None, "--good", metavar="REV", help="A commit where the run/config was fine."),
@@ -61,7 +66,24 @@ def bisect(
         [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
     ),
 ) -> None:
-    """Find the commit (or the config keys) that made a config or a run fail. Never touches your checkout."""
+    """Find the commit (or the config keys) that made a config or a run fail. Never touches your checkout.
+
+    Three modes, picked by the options given:
+
+    \b
+    config mode   --good REV --bad REV --config PATH
+                  reads PATH at each commit from git's objects (no checkout, nothing run) and checks it
+                  against the constraints; finds the first commit whose config breaks one.
+    run mode      --good REV --bad REV --run CMD [--log PATH] [--timeout SECONDS]
+                  runs CMD at each commit in a temporary worktree and diagnoses its output (or the log it
+                  writes); finds the first commit whose run fails. A commit CMD cannot judge is skipped.
+    two-config    --good-config A --bad-config B
+                  no git: the fewest of the values B changes that, put into A, make it fail
+                  (undoing any one of them makes it pass).
+
+    Bad means any error finding, or the signature --select names. Exit 0 when found, 2 when it refuses
+    (GOOD does not pass, BAD does not fail, GOOD is not an ancestor of BAD), 128 + the signal when
+    interrupted (130 on Ctrl-C)."""
     catalog = load_catalog_or_fail(signatures)
     signature = select or select_old
     progress = None if quiet else (lambda message: typer.echo(message, err=True))
@@ -105,7 +127,13 @@ def bisect(
 
 
 @app.command(
-    "bisect-step", cls=Command, short_help="For `git bisect run`: exit 0 good, 1 bad, 125 skip (never 128 or more)."
+    "bisect-step",
+    cls=Command,
+    short_help="For `git bisect run`: exit 0 good, 1 bad, 125 skip (never 128 or more).",
+    epilog=examples(
+        "git bisect start HEAD v1.0",
+        "git bisect run offloaddoctor bisect-step --config conf/run.yaml",
+    ),
 )
 def bisect_step(
     config: Optional[str] = typer.Option(

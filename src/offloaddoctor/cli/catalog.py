@@ -9,7 +9,7 @@ from typing import List
 
 import typer
 
-from offloaddoctor.cli._app import Command, GuardedTyper, app
+from offloaddoctor.cli._app import Command, GuardedTyper, app, examples
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, load_catalog_or_fail, fail, did_you_mean
 
 
@@ -19,6 +19,7 @@ signatures_app = GuardedTyper(
     rich_markup_mode=None,
     help="The signature catalogue: list it, run its examples (test), check it (lint).",
     short_help="The signature catalogue: list it, run its examples (test), check it (lint).",
+    epilog=examples("offloaddoctor signatures --format json", "offloaddoctor signatures test team-signatures/"),
 )
 app.add_typer(signatures_app, name="signatures")
 
@@ -47,7 +48,12 @@ def list_signatures(
     sys.stdout.write(render_catalog_json(catalog) if as_json else render_catalog(catalog))
 
 
-@signatures_app.command("test", cls=Command, short_help="Run every signature's examples; print the confusion matrix.")
+@signatures_app.command(
+    "test",
+    cls=Command,
+    short_help="Run every signature's examples; print the confusion matrix.",
+    epilog=examples("offloaddoctor signatures test", "offloaddoctor signatures test team-signatures/ --only"),
+)
 def signatures_test(
     dirs: List[Path] = typer.Argument(
         None, metavar="[DIR]...", help="Team signature directories (default: the built-in catalogue)."
@@ -72,7 +78,10 @@ def signatures_test(
 
 
 @signatures_app.command(
-    "lint", cls=Command, short_help="Validate signature files: schema, patterns, literals, examples."
+    "lint",
+    cls=Command,
+    short_help="Validate signature files: schema, patterns, literals, examples.",
+    epilog=examples("offloaddoctor signatures lint team-signatures/"),
 )
 def signatures_lint(
     dirs: List[Path] = typer.Argument(
@@ -98,7 +107,9 @@ def signatures_lint(
 
 
 @app.command(
-    cls=Command, short_help="Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix."
+    cls=Command,
+    short_help="Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix.",
+    epilog=examples("offloaddoctor explain oom-partial-optimizer-offload"),
 )
 def explain(
     signature_id: str = typer.Argument(..., metavar="ID", help="A signature id, e.g. pp-cpu-offload."),

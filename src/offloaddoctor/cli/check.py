@@ -7,13 +7,17 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app
+from offloaddoctor.cli._app import Command, app, examples
 from offloaddoctor.cli.common import CheckFormat
 
 
 @app.command(
     cls=Command,
     short_help="Validate a config before launch: every offloading/memory constraint, all violations at once.",
+    epilog=examples(
+        "offloaddoctor check run_config.yaml --set model.pipeline_model_parallel_size=2",
+        "offloaddoctor check launch.sh --gpu H100-80GB",
+    ),
 )
 def check(
     config: List[str] = typer.Argument(

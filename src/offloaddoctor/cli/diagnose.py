@@ -7,11 +7,19 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app
+from offloaddoctor.cli._app import Command, app, examples
 from offloaddoctor.cli.common import FailOn, OutputFormat
 
 
-@app.command(cls=Command, short_help="Find known offloading/memory failures in logs; check them against the config.")
+@app.command(
+    cls=Command,
+    short_help="Find known offloading/memory failures in logs; check them against the config.",
+    epilog=examples(
+        "offloaddoctor diagnose job.log --config run_config.yaml",
+        "# a directory of per-rank logs, .gz included; exit 1 on an error finding",
+        "offloaddoctor diagnose logs/ --format json --output junit.xml",
+    ),
+)
 def diagnose(
     logs: List[str] = typer.Argument(
         ...,

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app
+from offloaddoctor.cli._app import Command, app, examples
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, fail, load_catalog_or_fail
 from offloaddoctor.errors import UserError
 
@@ -23,6 +23,11 @@ class EstimateFormat(str, Enum):
 @app.command(
     cls=Command,
     short_help="Estimate peak GPU memory before launch: components, fits or not, the cheapest changes that fit.",
+    epilog=examples(
+        "offloaddoctor estimate run_config.yaml --gpu H100-80GB",
+        "# a Bridge run_config.yaml without the sequence length or vocabulary: take them from the run's log",
+        "offloaddoctor estimate run_config.yaml --log job.log --gpu H100-80GB --target 70GiB",
+    ),
 )
 def estimate(
     config: List[str] = typer.Argument(
@@ -42,6 +47,13 @@ def estimate(
     target: Optional[str] = typer.Option(
         None, "--target", metavar="SIZE", help="Memory budget to fit in, e.g. 70GiB: lists the changes that fit it."
     ),
+    log: List[str] = typer.Option(
+        [],
+        "--log",
+        metavar="PATH",
+        help="The run's log: what the config leaves out (sequence length, vocabulary) is read from its arguments "
+        "block or Bridge's start-up summary; the config wins. Repeatable.",
+    ),
     world_size: Optional[int] = typer.Option(
         None, "--world-size", metavar="N", help="GPUs in the job (when the config does not say)."
     ),
@@ -60,9 +72,9 @@ def estimate(
 
     catalog = load_catalog_or_fail(signatures)
     try:
-        report = run_estimate(config or [], set_, gpu, gpu_memory, target, world_size, catalog)
+        report = run_estimate(config or [], set_, gpu, gpu_memory, target, world_size, catalog, log)
     except UserError as exc:
-        fail(str(exc))
+        fail(str(exc) + _log_hint(exc, log))
     if output_format is EstimateFormat.json:
         from offloaddoctor.render.estimate_view import render_estimate_json as render
     elif output_format is EstimateFormat.markdown:
@@ -71,3 +83,13 @@ def estimate(
         from offloaddoctor.render.estimate_view import render_estimate_text as render
     sys.stdout.write(render(report))
     raise typer.Exit(EXIT_FINDINGS if report.fits is False else EXIT_CLEAN)
+
+
+def _log_hint(exc: UserError, logs: List[str]) -> str:
+    """A config without the model's sequence length or vocabulary (a Bridge YAML cut to a few sections):
+    the run's own log prints them, as `diagnose --config` reads it."""
+    from offloaddoctor.memory import MissingKeys
+
+    return (
+        "; or give the run's log with --log LOG, which prints them" if isinstance(exc, MissingKeys) and not logs else ""
+    )

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app
+from offloaddoctor.cli._app import Command, app, examples
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, TextOrJson, fail
 from offloaddoctor.errors import UserError
 from offloaddoctor.render.formats import MetricsFormat
@@ -16,6 +16,7 @@ from offloaddoctor.render.formats import MetricsFormat
 @app.command(
     cls=Command,
     short_help="Compare runs with other offload settings against a baseline: time, memory, loss; pass/fail per run.",
+    epilog=examples("offloaddoctor compare baseline.log offload-025.log offload-050.log --plot curve.png"),
 )
 def compare(
     baseline: str = typer.Argument(
@@ -34,7 +35,11 @@ def compare(
     ),
     run_config_old: List[str] = typer.Option([], "--config", "-c", hidden=True, help="Old name of --run-config."),
     loss_tolerance: float = typer.Option(
-        0.001, "--loss-tolerance", metavar="DELTA", min=0.0, help="Max |Δ loss| allowed (the guide's 0.001)."
+        0.001,
+        "--loss-tolerance",
+        metavar="DELTA",
+        min=0.0,
+        help="Max |Δ loss| allowed; the CPU-offloading guide's is 0.001.",
     ),
     memory_tolerance: float = typer.Option(
         0.25,
@@ -99,7 +104,9 @@ def _check_plot(plot: str, logs: list[str], configs: list[str]) -> None:
 
 
 @app.command(
-    cls=Command, short_help="Per-rank, per-iteration numbers from training logs, and a steady-state summary per run."
+    cls=Command,
+    short_help="Per-rank, per-iteration numbers from training logs, and a steady-state summary per run.",
+    epilog=examples("offloaddoctor metrics job.log", "offloaddoctor metrics logs/ --format csv > iterations.csv"),
 )
 def metrics(
     logs: List[str] = typer.Argument(

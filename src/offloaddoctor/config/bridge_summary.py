@@ -25,7 +25,7 @@ that default, with the block's title line as their source.
 from __future__ import annotations
 
 from offloaddoctor.config.defaults import DEFAULTS, MCORE_VERSION
-from offloaddoctor.config.keys import canonical_key
+from offloaddoctor.config.keys import BRIDGE_FALLBACKS, canonical_key
 from offloaddoctor.config.printed import parse_printed
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -58,6 +58,7 @@ class BridgeSummaryBlock:
         self._section: str | None = None
         self._compared = True
         self._listed: set[str] = set()
+        self._given: set[str] = set()  # keys listed with a value (not None)
         self._in_other = False
 
     def feed(self, text: str, line: int) -> bool:
@@ -92,9 +93,13 @@ class BridgeSummaryBlock:
                 if cut >= 0 and raw.endswith(")"):
                     raw = raw[:cut]
                 detail = "Bridge summary, non-default"
-            key = f"{self._section}.{name}"
+            key, value = f"{self._section}.{name}", parse_printed(raw)
+            if BRIDGE_FALLBACKS.get(key) in self._given:
+                return True  # `[model]`, printed first, has the value the tokenizer's stands in for
             self._listed.add(key)
-            self._add(key, parse_printed(raw), line, detail)
+            if value is not None:
+                self._given.add(key)
+            self._add(key, value, line, detail)
             return True
         # Anything else: the block was cut short (a crash, interleaved output) or is over.
         self.finish()

@@ -57,10 +57,16 @@ def fix_values(store: ConfigStore) -> dict[str, Any]:
 def _derived(key: str, value, *given: Resolved | None, note: str = "") -> Resolved:
     """`given`: the values it is derived from (the callers pass resolved values; None is never one of them)."""
     inputs = [i for i in given if i is not None]
-    parts = ", ".join(f"{i.key}={format_value(i.value)} at {i.source}" for i in inputs)
+    # `at path:line [detail]`: brackets, not a second level of parentheses inside the source's own
+    parts = ", ".join(f"{i.key}={format_value(i.value)} at {_location(i.source)}" for i in inputs)
     detail = f"derived from {parts}" + (f"; {note}" if note else "")
     first = inputs[0].source
     return Resolved(key, value, Source(first.path, first.line, detail), "derived")
+
+
+def _location(source: Source) -> str:
+    where = source.path if source.line is None else f"{source.path}:{source.line}"
+    return f"{where} [{source.detail}]" if source.detail else where
 
 
 def _expandable_segments(store: ConfigStore) -> None:

@@ -178,6 +178,18 @@ VALUE_KINDS: dict[str, str] = {
 }
 
 
+# Megatron-Bridge (0.3.1, training/config.py and setup.py) keeps two values the memory model reads outside
+# `model:` too. `ConfigContainer.validate` asserts that `model.seq_length` equals the dataset's: a
+# GPTDatasetConfig writes it as MCore's `sequence_length`, a FinetuningDatasetConfig as `seq_length`. A
+# `model.vocab_size` of null means the tokenizer's (`_validate_and_set_vocab_size`). So these paths stand in
+# for their model key: a value under `model:` wins over them, and a null one there yields to them.
+BRIDGE_FALLBACKS = {
+    "dataset.sequence_length": "model.seq_length",
+    "dataset.seq_length": "model.seq_length",
+    "tokenizer.vocab_size": "model.vocab_size",
+}
+
+
 def _build_aliases() -> dict[str, str]:
     aliases: dict[str, str] = {}
     for known in KNOWN_KEYS:

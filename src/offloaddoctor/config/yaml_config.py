@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import yaml
 
-from offloaddoctor.config.keys import canonical_key
+from offloaddoctor.config.keys import BRIDGE_FALLBACKS, canonical_key
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.config.mixups import log_given_as_config
 from offloaddoctor.errors import UserError
@@ -121,13 +121,28 @@ def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[Conf
             raise mixup
         raise UserError(f"{path}: config must be a mapping of keys to values at the top level")
     budget = [MAX_NODES]
-    values = []
+    read = []
     try:
         for dotted, node, scalar in _walk(root, "", budget, path):
-            values.append(ConfigValue(canonical_key(dotted), scalar, Source(path, node.start_mark.line + 1), origin))
+            value = ConfigValue(canonical_key(dotted), scalar, Source(path, node.start_mark.line + 1), origin)
+            read.append((dotted, value))
     except RecursionError:
         raise UserError(_TOO_DEEP.format(path=path)) from None
-    return values
+    return _model_section_first(read)
+
+
+def _model_section_first(read: list[tuple[str, ConfigValue]]) -> list[ConfigValue]:
+    """The values in file order, except Bridge's stand-ins for a model key (keys.BRIDGE_FALLBACKS): they go
+    first, so that the model's own value, read later, wins (the store keeps the last of one origin), and a
+    null model value is left out where a stand-in has one."""
+    stand_ins = [value for dotted, value in read if dotted in BRIDGE_FALLBACKS]
+    filled = {value.key for value in stand_ins if value.value is not None}
+    rest = [
+        value
+        for dotted, value in read
+        if dotted not in BRIDGE_FALLBACKS and not (value.value is None and value.key in filled)
+    ]
+    return stand_ins + rest
 
 
 def _walk(node: yaml.Node, prefix: str, budget: list[int], path: str) -> Iterator[tuple[str, yaml.Node, Any]]:

@@ -106,6 +106,7 @@ class CandidateReader:
         self.sampled = None  # set by the consumer with `skip`: see logs/line_pass.py LineHandler.sampled
         self.use_grep = use_grep
         self.bytes_reported = 0
+        self.expanded_reported = 0  # a .gz's decompressed bytes counted by progress (the spool road)
         self.on_bytes = on_bytes  # progress: called with the bytes of each block read
         self._failed = False
         self.lines_read = 0  # after iteration: the number of lines in the source
@@ -221,7 +222,8 @@ class CandidateReader:
         try:
             limit = max(0, min(GZ_SPOOL_MAX_BYTES, shutil.disk_usage(os.path.dirname(spool)).free // 2))
             # All the literals: a cover would be chosen on the middle of a log not yet decompressed.
-            whole, found = gunzip_and_grep(gunzip, self.source.path, handle, spool, self.literals, limit)
+            report = self._report_expanded if self.on_bytes is not None else None
+            whole, found = gunzip_and_grep(gunzip, self.source.path, handle, spool, self.literals, limit, report)
         except OSError:
             whole, found = False, None
         except BaseException:  # an interrupt: the temporary file goes too
@@ -244,18 +246,24 @@ class CandidateReader:
                 if reason:
                     raise not_text_error(self.source, reason)
                 self.patterns = self.literals if found is not None else self._patterns_for(plain)
-            progress, self.on_bytes = self.on_bytes, None  # progress counts the file's own (compressed) bytes
+            # Progress counted the spool as gzip wrote it (decompressed bytes); the rest when it has been read.
+            progress, self.on_bytes = self.on_bytes, None
             try:
                 yield from grep_lines(self, spool, found)
                 found = None  # closed by grep_lines
             finally:
                 self.on_bytes = progress
-            if progress is not None:
-                progress(os.path.getsize(self.source.path))
+            self._report_expanded(os.path.getsize(spool))
         finally:
             if found is not None:
                 found.close()
             os.unlink(spool)
+
+    def _report_expanded(self, size: int) -> None:
+        """Progress on the .gz spool: `size` is how much of the log gzip has decompressed so far."""
+        if self.on_bytes is not None and size > self.expanded_reported:
+            self.on_bytes(size - self.expanded_reported)
+            self.expanded_reported = size
 
     def _note_shrinking(self, stream, size_at_open: int | None) -> None:
         """A log cut shorter while it was read (a rotating logger truncating it in place, `copytruncate`):

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import repeat
 from typing import BinaryIO, NamedTuple
 
@@ -34,6 +34,7 @@ _COUNT_BLOCK = 1 << 22
 _RECORDS_BYTES = 1 << 20
 _PIPE_BYTES = 1 << 20
 _FOLLOW_SECONDS = 0.002  # a feeder that caught up with gzip waits this long for more
+PROGRESS_SECONDS = 0.25  # how often a progress bar hears how far gzip has got
 
 
 @functools.lru_cache(maxsize=1)
@@ -114,13 +115,20 @@ def _start_greps(jobs: _Jobs, patterns: list[bytes], path: str, size: int) -> li
 
 
 def gunzip_and_grep(
-    gunzip: str, path: str, spool: int, spool_path: str, patterns: list[bytes], limit: int
+    gunzip: str,
+    path: str,
+    spool: int,
+    spool_path: str,
+    patterns: list[bytes],
+    limit: int,
+    on_written: Callable[[int], None] | None = None,
 ) -> tuple[bool, BinaryIO | None]:
     """Decompress the .gz at `path` with `gunzip` (gzip(1)) into the open file `spool` (at most `limit` bytes)
     while one grep reads what it has written so far (a thread feeds it): both cores at once, where
     decompressing first and grepping after left one idle. (Whether the spool holds the whole log; grep's
     output for it, or None when grep or its feeding failed.) Nothing is handed out before gzip has finished
-    cleanly: a damaged file is read by Python from its start, with its warnings."""
+    cleanly: a damaged file is read by Python from its start, with its warnings. `on_written(bytes)`: told
+    the spool's size every PROGRESS_SECONDS while gzip runs (a progress bar)."""
     import tempfile
 
     jobs = _Jobs()
@@ -136,7 +144,7 @@ def gunzip_and_grep(
         search, write_end = jobs.grep_from_pipe(listed.name, stdout=found, output_limit=limit // 2)
         # Started last: forking while another thread runs is unsafe.
         search.feeder = jobs.feed(spool_path, write_end, None, writer=decompress)
-        whole = decompress.wait() == 0
+        whole = _wait(decompress, spool, on_written) == 0
         try:
             _check_exit(search)
             searched = True
@@ -154,6 +162,16 @@ def gunzip_and_grep(
         return whole, None
     found.seek(0)
     return True, found
+
+
+def _wait(process: subprocess.Popen, spool: int, on_written: Callable[[int], None] | None) -> int:
+    """`process.wait()`, telling `on_written` the size of the file it writes to meanwhile."""
+    while on_written is not None:
+        try:
+            return process.wait(timeout=PROGRESS_SECONDS)
+        except subprocess.TimeoutExpired:
+            on_written(os.fstat(spool).st_size)
+    return process.wait()
 
 
 def _patterns_file(patterns: list[bytes]):

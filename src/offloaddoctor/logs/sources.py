@@ -333,6 +333,24 @@ def open_binary(source: LogSource) -> BinaryIO:
     return handle
 
 
+def expanded_size(path: str, size: int) -> int:
+    """What a .gz decompresses to, for a progress bar measured in the log's own bytes: the gzip trailer holds
+    it modulo 4 GiB (RFC 1952's ISIZE; of the last member, for a file of several). A log compresses several
+    times over, so a figure below the file's own size has wrapped: 4 GiB are added until it is not. `size`
+    (the file's own) for anything that is not gzip or cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(2) != GZIP_MAGIC:
+                return size
+            handle.seek(-4, os.SEEK_END)
+            expanded = int.from_bytes(handle.read(4), "little")
+    except OSError:
+        return size
+    while expanded < size:
+        expanded += 1 << 32
+    return expanded
+
+
 def looks_binary(block: bytes) -> bool:
     if not block:
         return False

@@ -281,7 +281,7 @@ def finding_block(index: int, finding: Finding, details: bool = True) -> list[st
     groups, hidden = grouped_evidence(finding.evidence, details)
     for locations, text in groups:
         evidence_rows.append(", ".join(locations))
-        evidence_rows.append(f"  {text if details else _cut(text, _WIDTH - _LABEL_WIDTH - 5)}")
+        evidence_rows.append(f"  {text if details else cut_evidence(text, _WIDTH - _LABEL_WIDTH - 5)}")
     if hidden:
         evidence_rows.append(f"(+{hidden} more: --details)")
     field("Evidence", ([summary] if summary else []) + evidence_rows)
@@ -302,6 +302,46 @@ def finding_block(index: int, finding: Finding, details: bool = True) -> list[st
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# The fields of a Megatron iteration line that a finding's numbers come from (the slowdown's iteration time,
+# the throughput): kept when the line is cut, wherever they stand in it.
+KEY_FIELDS = ("elapsed time per iteration", "throughput per GPU")
+_FIELD_SEPARATOR = " | "
+
+
+def cut_evidence(text: str, width: int) -> str:
+    """An evidence line in at most `width` characters (the whole one is in --details and JSON). Alignment
+    padding goes first; a line of ` | ` fields (Megatron's iteration lines) keeps its key fields (KEY_FIELDS, in
+    that order, as many as fit, the first always), then its first field and the others in order while they fit,
+    with `…` where fields were left out; any other line is cut at its end."""
+    if len(text) <= width:
+        return text
+    text = " ".join(text.split())
+    if len(text) <= width or _FIELD_SEPARATOR not in text:
+        return _cut(text, width)
+    fields = [field for field in text.split(_FIELD_SEPARATOR) if field]
+    keys = [next((i for i, field in enumerate(fields) if name in field), None) for name in KEY_FIELDS]
+    kept: set[int] = set()
+    for index in [i for i in keys if i is not None] + list(range(len(fields))):
+        if index not in kept:
+            if kept and len(_joined(fields, kept | {index})) > width:
+                if index in keys:
+                    continue  # a key field too long to join: the first field and the rest may still fit
+                break
+            kept.add(index)
+    joined = _joined(fields, kept)
+    return joined if len(joined) <= width else _cut(joined, width)
+
+
+def _joined(fields: list[str], kept: set[int]) -> str:
+    parts: list[str] = []
+    for index, field in enumerate(fields):
+        if index in kept:
+            parts.append(field)
+        elif not parts or parts[-1] != "…":
+            parts.append("…")
+    return _FIELD_SEPARATOR.join(parts)
 
 
 def _wrap(text: str) -> list[str]:

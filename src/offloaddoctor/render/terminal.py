@@ -20,6 +20,7 @@ from offloaddoctor.render.plain import (
     SUMMARY_HEADER,
     all_empty,
     config_value_line,
+    cut_evidence,
     evidence_location,
     grouped_evidence,
     headline,
@@ -111,14 +112,19 @@ def _render_report(report: Report, console: Console, details: bool = False) -> N
     if report.findings and not details:
         console.print(Text(DETAILS_HINT, style="dim"))
     for index, finding in enumerate(report.findings, start=1):
-        console.print(finding_panel(index, finding, details))
+        console.print(finding_panel(index, finding, details, console.width))
     for note in shown_notes(report, details):
         console.print(Text("note: " + note, style="dim"))
     for line in suppressed_lines(report):
         console.print(Text(line, style="yellow" if line.startswith("suppressed") else "dim"))
 
 
-def finding_panel(index: int, finding: Finding, details: bool = True) -> Panel:
+# What a panel takes from the console's width before an evidence line: borders and padding (4), the label
+# column and its gap (9), the evidence indent (2).
+_PANEL_MARGIN = 15
+
+
+def finding_panel(index: int, finding: Finding, details: bool = True, width: int | None = None) -> Panel:
     signature = finding.signature
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold", no_wrap=True)
@@ -130,6 +136,8 @@ def finding_panel(index: int, finding: Finding, details: bool = True) -> Panel:
     for locations, text in groups:
         rows.append(Text(", ".join(locations), style="cyan"))
         # Without --details a log line is one screen line: the whole text is in --details and --format json.
+        if not details and width is not None:
+            text = cut_evidence(text, width - _PANEL_MARGIN)
         rows.append(Text("  " + text, no_wrap=not details, overflow="fold" if details else "ellipsis"))
     if hidden:
         rows.append(Text(f"(+{hidden} more: --details)", style="dim"))
