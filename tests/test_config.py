@@ -279,3 +279,29 @@ def test_override_scalars_round_trip(name, value):
     text = str(value).lower() if isinstance(value, bool) else repr(value)
     (parsed,) = parse_overrides([f"optimizer.{name}={text}"])
     assert parsed.value == value
+
+
+_PLAIN_WORD = st.sampled_from(["core_attn", "selective", "full", "uniform", "yes", "No", "on", "OFF", "y", "_x", "TRUE"])
+_PLAIN_NUMBER = st.from_regex(r"[-+]?(0|[1-9][0-9]{0,5})(\.[0-9]{1,4})?", fullmatch=True)
+_PLAIN_SCALAR = st.one_of(_PLAIN_WORD, _PLAIN_NUMBER)
+
+
+@given(
+    st.one_of(
+        _PLAIN_SCALAR,
+        st.lists(_PLAIN_SCALAR, max_size=4).map(lambda items: "[" + ", ".join(items) + "]"),
+        st.lists(_PLAIN_SCALAR, max_size=4).map(lambda items: "[" + ",".join(items) + "]"),
+    )
+)
+def test_plain_override_values_read_as_yaml_reads_them(text):
+    """Plain override values (numbers, bare words, flow lists of them) are read without PyYAML, which costs
+    start-up on diagnose's road (dialect's fix lines are parsed back on every report): the same value as YAML's."""
+    import yaml
+
+    from offloaddoctor.config.printed import _override_loader, parse_override
+
+    expected = yaml.load(text, Loader=_override_loader()[1])
+    if isinstance(expected, str) and expected.lower() in ("true", "false", "none", "null"):
+        return  # parse_override's own words (`None` is None), as before
+    value = parse_override(text)
+    assert repr(value) == repr(expected)  # types too: 1 and 1.0, True and 1

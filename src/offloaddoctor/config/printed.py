@@ -14,6 +14,12 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 _MAX_LITERAL = 10_000
 _SCIENTIFIC = lazy_compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 _WORDS = {"true": True, "false": False, "none": None, "null": None}
+# Override values YAML reads the same way without PyYAML (a sizeable share of start-up): decimal integers and
+# decimals, bare words YAML 1.1 does not resolve to a bool or null, and flow lists of those. Anything else
+# goes to YAML.
+_PLAIN_SCALAR = r"(?:[-+]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?|[A-Za-z_][A-Za-z0-9_]*)"
+_PLAIN_OVERRIDE = lazy_compile(rf"{_PLAIN_SCALAR}|\[ *(?:{_PLAIN_SCALAR}(?: *, *{_PLAIN_SCALAR})*)? *\]")
+_YAML_WORDS = frozenset({"yes", "no", "on", "off", "y", "n", "true", "false", "null", "none"})
 
 
 @functools.lru_cache(maxsize=1)
@@ -58,6 +64,10 @@ def parse_override(text: str) -> Any:
         return text
     if _SCIENTIFIC.fullmatch(text):
         return float(text)  # `1e-4`: YAML 1.1 reads it as a string, Hydra/OmegaConf as a float
+    if _PLAIN_OVERRIDE.fullmatch(text):
+        plain = _plain_override(text)
+        if plain is not _NOT_PLAIN:
+            return plain
     yaml, loader = _override_loader()
     try:
         value = yaml.load(text, Loader=loader)  # a SafeLoader subclass
@@ -66,6 +76,19 @@ def parse_override(text: str) -> Any:
     if isinstance(value, (str, int, float, bool, list)) or value is None:
         return value
     return text
+
+
+_NOT_PLAIN = object()
+
+
+def _plain_override(text: str) -> Any:
+    """`text` (matched by _PLAIN_OVERRIDE) as YAML reads it, or _NOT_PLAIN where a word is one YAML resolves."""
+    if text.startswith("["):
+        items = [_plain_override(item.strip()) for item in text[1:-1].split(",")] if text[1:-1].strip() else []
+        return _NOT_PLAIN if any(item is _NOT_PLAIN for item in items) else items
+    if text[:1].isalpha() or text[:1] == "_":
+        return _NOT_PLAIN if text.lower() in _YAML_WORDS else text
+    return float(text) if "." in text else int(text)
 
 
 def _number(text: str) -> int | float | None:
