@@ -281,7 +281,9 @@ def test_override_scalars_round_trip(name, value):
     assert parsed.value == value
 
 
-_PLAIN_WORD = st.sampled_from(["core_attn", "selective", "full", "uniform", "yes", "No", "on", "OFF", "y", "_x", "TRUE"])
+_PLAIN_WORD = st.sampled_from(
+    ["core_attn", "selective", "full", "uniform", "yes", "No", "on", "OFF", "y", "_x", "TRUE"]
+)
 _PLAIN_NUMBER = st.from_regex(r"[-+]?(0|[1-9][0-9]{0,5})(\.[0-9]{1,4})?", fullmatch=True)
 _PLAIN_SCALAR = st.one_of(_PLAIN_WORD, _PLAIN_NUMBER)
 
@@ -298,9 +300,9 @@ def test_plain_override_values_read_as_yaml_reads_them(text):
     start-up on diagnose's road (dialect's fix lines are parsed back on every report): the same value as YAML's."""
     import yaml
 
-    from offloaddoctor.config.printed import _override_loader, parse_override
+    from offloaddoctor.config.printed import parse_override
 
-    expected = yaml.load(text, Loader=_override_loader()[1])
+    expected = yaml.safe_load(text)
     if isinstance(expected, str) and expected.lower() in ("true", "false", "none", "null"):
         return  # parse_override's own words (`None` is None), as before
     value = parse_override(text)

@@ -137,3 +137,13 @@ def test_other_commands_warn_on_stderr_of_a_project_file_they_ignore(tmp_path, m
         result.stderr
         == f"offloaddoctor: warning: {planted}: project settings ignored: writable by group or others (chmod go-w to use it)\n"
     )
+
+
+def test_the_project_file_is_what_suppressed_its_ignores(tmp_path):
+    """Each id the project file ignores is suppressed `by` that file (Policy.ignored_by); the notes on project
+    files passed over stay notes (Policy.warnings): two fields of one dataclass, not one in the other's place."""
+    project = tmp_path / ".offloaddoctor.yaml"
+    project.write_text("ignore:\n  - {id: pp-cpu-offload, reason: known}\n")
+    policy = load_policy(tmp_path)
+    assert policy.ignored_by == {"pp-cpu-offload": str(project)}
+    assert policy.warnings == []

@@ -208,4 +208,6 @@ def _parse(table: Any, path: Path) -> Policy:
     dirs = table.get("signatures") or []
     if not isinstance(dirs, list):
         raise UserError(f"{path}: signatures must be a list of directories")
-    return Policy(fail_on, ignore, [path.parent / str(d) for d in dirs], str(path), dict.fromkeys(ignore, str(path)))
+    return Policy(
+        fail_on, ignore, [path.parent / str(d) for d in dirs], str(path), ignored_by=dict.fromkeys(ignore, str(path))
+    )
