@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 
+from offloaddoctor.coerce import integer
 from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
@@ -61,7 +62,7 @@ def parse_override(text: str) -> Any:
     yaml, loader = _override_loader()
     try:
         value = yaml.load(text, Loader=loader)  # a SafeLoader subclass
-    except (yaml.YAMLError, RecursionError):
+    except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: int() of more than 4,300 digits
         return text
     if isinstance(value, (str, int, float, bool, list)) or value is None:
         return value
@@ -69,10 +70,9 @@ def parse_override(text: str) -> Any:
 
 
 def _number(text: str) -> int | float | None:
-    try:
-        return int(text)
-    except ValueError:
-        pass
+    whole = integer(text)
+    if whole is not None:
+        return whole
     try:
         value = float(text)
     except ValueError:
