@@ -12,6 +12,7 @@ the file size.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import io
@@ -32,7 +33,9 @@ from offloaddoctor.logs.sources import (
     describe_read_error,
     not_text_error,
     not_text_reason,
-    open_binary,
+    open_log,
+    reopen,
+    stream_over,
 )
 
 TYPE_CHECKING = False
@@ -46,7 +49,6 @@ FINDER_MIN_BLOCK = 256 << 10
 GREP_MIN_BYTES = 8 << 20  # a plain file this large goes through GNU grep (logs/grep_prefilter.py) when there is one
 COVER_MIN_BYTES = 8 << 20
 COVER_SAMPLE_BYTES = 1 << 20
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 GZ_SPOOL_MIN_BYTES = 1 << 20  # a .gz this large (compressed) is decompressed by gzip(1) into a temporary file
 GZ_SPOOL_MAX_BYTES = 16 << 30  # ... of at most this (and half the free space there), or read in Python
 
@@ -112,20 +114,33 @@ class CandidateReader:
         self.last_cut = 0  # the number of the last line cut short (its literal may have been in the cut part)
         # True while the lines handed out hold none of normalize.CONTROL_BYTES (checked for a file read whole).
         self.no_controls = False
+        # The file, opened once (logs/sources.py open_log): every road reads this descriptor, or a reopen() of
+        # it, never the path again: a log rotated or replaced by name while it is read stays the file read.
+        self._fd = -1
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        if self.source.path != "-":
+        if self.source.path == "-":
+            yield from self._stream_roads(sys.stdin.buffer)
+            return
+        self._fd = open_log(self.source)
+        try:
             whole = self._read_small()
-            if whole is not None:
-                yield from self._whole(*whole)
-                return
-        stream = open_binary(self.source)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        if whole is not None:
+            os.close(self._fd)
+            yield from self._whole(*whole)
+            return
+        with stream_over(self._fd) as stream:  # closes the descriptor
+            yield from self._stream_roads(stream)
+
+    def _stream_roads(self, stream) -> Iterator[tuple[int, str]]:
         size_at_open = _file_size(stream)
         try:
             if isinstance(stream, gzip.GzipFile):
                 gunzipped = self._gunzip_to_spool()
                 if gunzipped is not None:  # a large .gz: decompressed by gzip(1), then read like a plain file
-                    stream.close()
                     yield from self._spooled(*gunzipped)
                     return
             if (
@@ -142,7 +157,7 @@ class CandidateReader:
             if self._grep_suits(stream):
                 from offloaddoctor.logs.grep_prefilter import grep_lines
 
-                yield from grep_lines(self, self.source.path)
+                yield from grep_lines(self, self._fd)
             else:
                 yield from self._lines(stream)
             self._note_shrinking(stream, size_at_open)
@@ -154,10 +169,7 @@ class CandidateReader:
         """A small regular text file in one read (20,000 rank logs: no buffered stream, no peek, one fstat):
         (its bytes, its size when opened); None for anything else, which the stream road reads."""
         limit = self._whole_limit()
-        try:
-            fd = os.open(self.source.path, _READ_FLAGS)
-        except OSError:
-            return None  # the stream road opens it again and says why it cannot
+        fd = self._fd
         try:
             status = os.fstat(fd)
             if not stat.S_ISREG(status.st_mode) or status.st_size >= limit:
@@ -170,12 +182,13 @@ class CandidateReader:
                 if not more:
                     break
                 data += more
+            if data[:2] == GZIP_MAGIC or len(data) >= limit:
+                os.lseek(fd, 0, os.SEEK_SET)  # the stream road reads it from the start
+                return None
         except OSError:
-            return None
-        finally:
-            os.close(fd)
-        if data[:2] == GZIP_MAGIC or len(data) >= limit:
-            return None
+            with contextlib.suppress(OSError):
+                os.lseek(fd, 0, os.SEEK_SET)
+            return None  # the stream road reads it and says why it cannot
         return data, status.st_size
 
     def _whole_limit(self) -> int:
@@ -205,30 +218,34 @@ class CandidateReader:
         if not self.use_grep:
             return None
         try:
-            if os.path.getsize(self.source.path) < GZ_SPOOL_MIN_BYTES:
+            if os.fstat(self._fd).st_size < GZ_SPOOL_MIN_BYTES:
                 return None
         except OSError:
+            return None
+        packed = reopen(self._fd)  # gzip(1)'s input: this very file, not what its name may lead to by now
+        if packed is None:
             return None
         import shutil
         import tempfile
 
         from offloaddoctor.logs.grep_prefilter import gnu_grep, gunzip_and_grep
 
-        gunzip = shutil.which("gzip")
-        if gunzip is None or gnu_grep() is None:
-            return None
-        handle, spool = tempfile.mkstemp(prefix="offloaddoctor-gunzip-", suffix=".log")
-        try:
-            limit = max(0, min(GZ_SPOOL_MAX_BYTES, shutil.disk_usage(os.path.dirname(spool)).free // 2))
-            # All the literals: a cover would be chosen on the middle of a log not yet decompressed.
-            whole, found = gunzip_and_grep(gunzip, self.source.path, handle, spool, self.literals, limit)
-        except OSError:
-            whole, found = False, None
-        except BaseException:  # an interrupt: the temporary file goes too
-            os.unlink(spool)
-            raise
-        finally:
-            os.close(handle)
+        with packed:
+            gunzip = shutil.which("gzip")
+            if gunzip is None or gnu_grep() is None:
+                return None
+            handle, spool = tempfile.mkstemp(prefix="offloaddoctor-gunzip-", suffix=".log")
+            try:
+                limit = max(0, min(GZ_SPOOL_MAX_BYTES, shutil.disk_usage(os.path.dirname(spool)).free // 2))
+                # All the literals: a cover would be chosen on the middle of a log not yet decompressed.
+                whole, found = gunzip_and_grep(gunzip, packed, handle, self.literals, limit)
+            except OSError:
+                whole, found = False, None
+            except BaseException:  # an interrupt: the temporary file goes too
+                os.unlink(spool)
+                raise
+            finally:
+                os.close(handle)
         if not whole:
             os.unlink(spool)
             return None
@@ -244,14 +261,14 @@ class CandidateReader:
                 if reason:
                     raise not_text_error(self.source, reason)
                 self.patterns = self.literals if found is not None else self._patterns_for(plain)
-            progress, self.on_bytes = self.on_bytes, None  # progress counts the file's own (compressed) bytes
-            try:
-                yield from grep_lines(self, spool, found)
-                found = None  # closed by grep_lines
-            finally:
-                self.on_bytes = progress
+                progress, self.on_bytes = self.on_bytes, None  # progress counts the file's own (compressed) bytes
+                try:
+                    yield from grep_lines(self, plain.fileno(), found)
+                    found = None  # closed by grep_lines
+                finally:
+                    self.on_bytes = progress
             if progress is not None:
-                progress(os.path.getsize(self.source.path))
+                progress(os.fstat(self._fd).st_size)
         finally:
             if found is not None:
                 found.close()
@@ -275,10 +292,14 @@ class CandidateReader:
         if not self.use_grep or self.source.path == "-" or not isinstance(stream, io.BufferedReader):
             return False
         try:
-            if os.path.getsize(self.source.path) < GREP_MIN_BYTES:
+            if os.fstat(self._fd).st_size < GREP_MIN_BYTES:
                 return False
         except OSError:
             return False
+        again = reopen(self._fd)  # grep reads the file through such a handle, never by its name
+        if again is None:
+            return False
+        again.close()
         from offloaddoctor.logs.grep_prefilter import gnu_grep
 
         if gnu_grep() is None:

@@ -260,21 +260,44 @@ def _entries(directory: Path, recursive: bool) -> Iterator[Path]:
             yield Path(root, name)
 
 
-def open_binary(source: LogSource) -> BinaryIO:
-    if source.path == "-":
-        return sys.stdin.buffer
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_log(source: LogSource) -> int:
+    """The file's descriptor, opened once: every later read of the source goes through it (or reopen()), so a
+    logger rotating the file by name while it is read cannot change what is read."""
     try:
-        handle = open(source.path, "rb")  # noqa: SIM115 - closed by the caller's context
+        return os.open(source.path, _READ_FLAGS)
     except FileNotFoundError:
         if source.listed:
             raise VanishedLog(f"{source.path}: gone before it was read (rotated or removed?); skipped") from None
         raise UserError(f"{source.path}: cannot read: No such file or directory") from None
     except OSError as exc:
         raise UserError(f"{source.path}: cannot read: {exc.strerror or exc}") from None
-    head = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
-    if head == GZIP_MAGIC:
+
+
+def stream_over(fd: int) -> BinaryIO:
+    """A buffered stream over an open descriptor (which it closes), gunzipped when the file is gzip."""
+    handle = open(fd, "rb")  # noqa: SIM115 - closed by the caller's context
+    if handle.peek(2)[:2] == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
     return handle
+
+
+def reopen(fd: int) -> BinaryIO | None:
+    """A second handle, with its own offset, on the very file open at `fd` (for a second reader, or as a child
+    process's standard input), whatever became of its name since: Linux's /proc/self/fd/N. None where there
+    is no /proc: a caller then stays on the descriptor it has (the path may name another file by now)."""
+    try:
+        return open(f"/proc/self/fd/{fd}", "rb")
+    except OSError:
+        return None
+
+
+def open_binary(source: LogSource) -> BinaryIO:
+    if source.path == "-":
+        return sys.stdin.buffer
+    return stream_over(open_log(source))
 
 
 def looks_binary(block: bytes) -> bool:

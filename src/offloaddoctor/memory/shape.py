@@ -262,8 +262,9 @@ class _Reader:
         raw = self.value(key)
         value = number(raw)
         if value is not None and value < 1 and key in _DIVISORS:
-            source = self.store.resolve(key).source  # type: ignore[union-attr]  (value() found it)
-            raise UserError(f"{key} = {raw!r} ({source}): must be at least 1, the memory estimate divides by it")
+            resolved = self.store.resolve(key)
+            source = f" ({resolved.source})" if resolved is not None else ""
+            raise UserError(f"{key} = {raw!r}{source}: must be at least 1, the memory estimate divides by it")
         if value is None or not math.isfinite(value) or value != int(value) or value < 0:
             if raw is not None:
                 raise UserError(f"{key} = {raw!r}: the memory estimate needs a whole number here")
