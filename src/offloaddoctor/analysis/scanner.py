@@ -405,7 +405,7 @@ class FailureMatcher(LineHandler):
         self.result.remember_exception(Evidence(line.path, line.number, line.rank, text.strip()))
         self.match(line.path, line.number, line.rank, text)
 
-    def _user_search(self, matcher: Matcher, path: str, number: int, text: str) -> dict | None | Literal[False]:
+    def _user_search(self, matcher: Matcher, path: str, number: int, text: str) -> dict | Literal[False] | None:
         """A user pattern's search, timed: its time is taken from the shared budget whether it gives up or not.
         False: it gave up, or it made the user patterns overspend and is itself slow (switched off, noted)."""
         timeout = max(USER_SEARCH_FLOOR_S, min(SEARCH_TIMEOUT_S, self._user_budget))
