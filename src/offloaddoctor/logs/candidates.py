@@ -31,8 +31,11 @@ from offloaddoctor.logs.sources import (
     MAX_LINE_BYTES,
     LogSource,
     describe_read_error,
+    is_utf16,
+    leading_nul_bytes,
     not_text_error,
     not_text_reason,
+    nul_note,
     open_log,
     reopen,
     stream_over,
@@ -196,19 +199,26 @@ class CandidateReader:
         return min(self.block_bytes, GREP_MIN_BYTES, COVER_MIN_BYTES)
 
     def _whole(self, data: bytes, size_at_open: int) -> Iterator[tuple[int, str]]:
+        read = len(data)  # the file's bytes, before decoding or skipping any
+        if is_utf16(data[:4098]):  # (the stream road decodes it too: logs/sources.py stream_over)
+            data = data.decode("utf-16", "replace").encode("utf-8", "replace")
+        nuls = leading_nul_bytes(data)
+        if nuls:
+            self.warnings.append(nul_note(self.source.name, nuls))
+            data = data[nuls:]
         reason = not_text_reason(data[:8192]) if data else None
         if reason:
             raise not_text_error(self.source, reason)
         size = len(data)
-        if self.on_bytes is not None and size:
-            self.on_bytes(size)
+        if self.on_bytes is not None and read:
+            self.on_bytes(read)
         if size and not data.endswith(b"\n"):
             data += b"\n"  # the last line has no newline: counted like the rest, as the block reader does
         # One pass over the file instead of a test per line (an iteration line's isprintable was ~10k instructions).
         self.no_controls = len(data.translate(None, CONTROL_BYTES)) == len(data)
         self.lines_read = (yield from self._block_lines(data, len(data), 0, self.finder)) if size else 0
-        if size < size_at_open:
-            self._note_shrunk(size_at_open, size)
+        if read < size_at_open:
+            self._note_shrunk(size_at_open, read)
 
     def _gunzip_to_spool(self) -> tuple[str, BinaryIO | None] | None:
         """A temporary file with the log decompressed by gzip(1) (C, no Python per byte), for the grep road,
@@ -289,7 +299,12 @@ class CandidateReader:
 
     def _grep_suits(self, stream) -> bool:
         """A large plain file, not gzip, not binary, and GNU grep at hand: let grep find the candidates."""
-        if not self.use_grep or self.source.path == "-" or not isinstance(stream, io.BufferedReader):
+        if (
+            not self.use_grep
+            or self.source.path == "-"
+            or not isinstance(stream, io.BufferedReader)
+            or not isinstance(stream.raw, io.FileIO)  # a UTF-16 log decoded as it is read
+        ):
             return False
         try:
             if os.fstat(self._fd).st_size < GREP_MIN_BYTES:
@@ -304,10 +319,11 @@ class CandidateReader:
 
         if gnu_grep() is None:
             return False
-        reason = not_text_reason(stream.peek(8192)[:8192])
+        head = stream.peek(8192)[:8192]
+        reason = not_text_reason(head)
         if reason:
             raise not_text_error(self.source, reason)
-        return True
+        return head[:1] != b"\x00"  # a zeroed start: the block reader skips it
 
     def _patterns_for(self, stream) -> list[bytes]:
         """For a large regular file, fewer patterns that find every literal's lines (and a few more, which
@@ -332,8 +348,16 @@ class CandidateReader:
         """From the stream's position; `line_number`: lines before it (when resuming after grep)."""
         leftover = b""
         first = line_number == 0
+        nuls = 0
         while True:
             data, at_end = self._read(stream, line_number)
+            if first and data[:1] == b"\x00":  # a zeroed start: skipped, however many blocks it takes
+                skipped = leading_nul_bytes(data)
+                nuls, data = nuls + skipped, data[skipped:]
+                if not data and not at_end:
+                    continue
+            if first and nuls:
+                self.warnings.append(nul_note(self.source.name, nuls))
             reason = not_text_reason(data[:8192]) if first and data else None
             if reason:
                 raise not_text_error(self.source, reason)

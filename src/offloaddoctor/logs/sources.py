@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import sys
 import zlib
@@ -170,8 +171,38 @@ _BINARY_REASON = "looks like a binary file, not a text log"
 _MAGIC_FIRST_BYTES = frozenset(magic[0] for magic, _ in _COMPRESSED)
 
 
+_UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def is_utf16(head: bytes) -> bool:
+    """A byte-order mark, then text that reads as mostly ASCII in UTF-16 (a log's is): `\\xff\\xfe` in front of
+    invalid UTF-8 is not enough."""
+    encoding = _UTF16_BOMS.get(head[:2])
+    if encoding is None:
+        return False
+    sample = head[2:4098]
+    text = sample[: len(sample) // 2 * 2].decode(encoding, "replace")
+    return not text or sum(char.isascii() for char in text) >= len(text) / 2
+
+
+def leading_nul_bytes(block: bytes) -> int:
+    """The NUL bytes a block starts with: a log whose start was zeroed (some filesystems, after a crash before the
+    data reached the disk) is text after them. The readers skip them, with nul_note."""
+    return len(block) - len(block.lstrip(b"\x00")) if block[:1] == b"\x00" else 0
+
+
+def nul_note(name: str, count: int) -> str:
+    return (
+        f"{name}: starts with {count:,} NUL bytes (zeroed, as a crash can leave a log on some filesystems); "
+        "skipped them, the first line read may be the end of a line"
+    )
+
+
 def not_text_reason(block: bytes) -> str | None:
-    """Why the first block of a source is not a text log (naming the compression when recognisable), or None."""
+    """Why the first block of a source is not a text log (naming the compression when recognisable), or None.
+    A leading run of NUL bytes is not judged (leading_nul_bytes): a block of nothing else cannot tell."""
+    if block[:1] == b"\x00":
+        block = block[leading_nul_bytes(block) :]
     if block[:1] and block[0] not in _MAGIC_FIRST_BYTES:  # (one test for the usual log, not one per format)
         return _BINARY_REASON if looks_binary(block) else None
     for magic, reason in _COMPRESSED:
@@ -277,11 +308,44 @@ def open_log(source: LogSource) -> int:
 
 
 def stream_over(fd: int) -> BinaryIO:
-    """A buffered stream over an open descriptor (which it closes), gunzipped when the file is gzip."""
+    """A buffered stream over an open descriptor (which it closes), gunzipped when the file is gzip, decoded to
+    UTF-8 when it is UTF-16 with a byte-order mark (as Windows tools and PowerShell's `>` write logs)."""
     handle = open(fd, "rb")  # noqa: SIM115 - closed by the caller's context
-    if handle.peek(2)[:2] == GZIP_MAGIC:
+    head = handle.peek(4098)[:4098]
+    if head[:2] == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+    if is_utf16(head):
+        return io.BufferedReader(_Utf16AsUtf8(handle))
     return handle
+
+
+class _Utf16AsUtf8(io.RawIOBase):
+    """A UTF-16 stream read as UTF-8 bytes, decoded a block at a time (invalid units become U+FFFD)."""
+
+    def __init__(self, raw: BinaryIO):
+        import codecs
+
+        self.raw = raw
+        self.decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        self.pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            chunk = self.raw.read(1 << 16)
+            self.pending = self.decoder.decode(chunk, final=not chunk).encode("utf-8", "replace")
+            if not chunk:
+                break
+        count = min(len(buffer), len(self.pending))
+        buffer[:count] = self.pending[:count]
+        self.pending = self.pending[count:]
+        return count
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
 
 
 def reopen(fd: int) -> BinaryIO | None:
