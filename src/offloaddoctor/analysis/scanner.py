@@ -477,7 +477,7 @@ class Scanner:
         return self.handlers_for(self._collector_for(path))
 
     def _collector_for(self, path: str) -> LogConfigCollector:
-        collector = LogConfigCollector(path)
+        collector = LogConfigCollector(path, warnings=self.result.warnings)
         self.result.collectors.append(collector)
         return collector
 
