@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +154,56 @@ def test_a_configured_cache_directory_is_made_only_where_its_parent_exists(tmp_p
     monkeypatch.setenv("OFFLOADDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
     load_catalog()
     assert list((tmp_path / "cache").glob("catalog-*.json"))
+
+
+class Blocked(BaseException):
+    """Not an OSError (TimeoutError is one): the cache must not be able to take it for a miss."""
+
+
+def _refuse_to_block(signum, frame):
+    raise Blocked("the cache read blocked")
+
+
+@pytest.mark.parametrize("replacement", ["fifo", "link-to-dev-zero", "link-to-a-valid-entry", "too-large"])
+def test_an_entry_replaced_by_something_other_than_a_small_regular_file_is_a_miss(
+    cache, tmp_path, monkeypatch, replacement
+):
+    """Issue 27 point 11: a FIFO in an entry's place hung the load forever; a link to /dev/zero was read
+    until the kernel killed the process (24 GB)."""
+    import os
+    import signal
+
+    from offloaddoctor.catalog import cache as catalog_cache
+
+    fresh = load_catalog()
+    stored, _header, _files = stored_entry(cache)
+    valid = tmp_path / "elsewhere.json"
+    shutil.copyfile(stored, valid)
+    stored.unlink()
+    if replacement == "fifo":
+        os.mkfifo(stored)
+    elif replacement == "link-to-dev-zero":
+        stored.symlink_to("/dev/zero")
+    elif replacement == "link-to-a-valid-entry":  # whoever can plant a link chooses what it points at
+        stored.symlink_to(valid)
+    else:
+        shutil.copyfile(valid, stored)
+        monkeypatch.setattr(catalog_cache, "MAX_ENTRY_BYTES", stored.stat().st_size - 1)
+    _no_yaml_calls = []
+    real_parse = loader._parse_file
+    monkeypatch.setattr(loader, "_parse_file", lambda *a, **k: _no_yaml_calls.append(1) or real_parse(*a, **k))
+    previous = signal.signal(signal.SIGALRM, _refuse_to_block)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    try:
+        assert load_catalog() == fresh
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert _no_yaml_calls  # a miss: the catalogue came from its YAML
+    assert stored.is_file() and not stored.is_symlink()  # and the entry is a regular file again
+
+
+def test_a_device_is_never_read_as_an_entry():
+    from offloaddoctor.catalog.cache import _read_entry
+
+    assert _read_entry(Path("/dev/zero")) is None

@@ -307,3 +307,14 @@ def test_plain_override_values_read_as_yaml_reads_them(text):
         return  # parse_override's own words (`None` is None), as before
     value = parse_override(text)
     assert repr(value) == repr(expected)  # types too: 1 and 1.0, True and 1
+
+
+def test_a_plain_number_past_the_int_digit_limit_stays_text():
+    """The plain-value road (no PyYAML) reads numbers as YAML would, and past Python's 4,300-digit int() limit
+    gives the text back as the YAML road does (issue 27.6): never a ValueError."""
+    from offloaddoctor.config.printed import parse_override
+
+    huge = "7" * 5000
+    assert parse_override(huge) == huge
+    assert parse_override(f"[1, {huge}]") == f"[1, {huge}]"
+    assert parse_override("9" * 45) == int("9" * 45)

@@ -3,7 +3,6 @@ directory is not followed, one rank's unreadable log or subdirectory does not en
 
 from __future__ import annotations
 
-import builtins
 import os
 import shutil
 
@@ -12,12 +11,12 @@ import pytest
 from offloaddoctor import api
 from offloaddoctor.cli import app
 from offloaddoctor.errors import UserError
-from offloaddoctor.logs import candidates, sources
+from offloaddoctor.logs import sources
 from offloaddoctor.policy import Policy
 
 from .conftest import FIXTURES, RUNNER
 
-OOM_LOG = FIXTURES / "oom-capacity-recorded" / "job.log"
+OOM_LOG = FIXTURES / "oom-capacity-expandable" / "job.log"  # its one finding is oom-capacity
 CLEAN_LOG = FIXTURES / "clean-baseline" / "job.log"
 SECRET = "SECRET-TOKEN torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 
@@ -50,6 +49,7 @@ def test_a_symbolic_link_out_of_the_directory_is_not_followed(logs, monkeypatch,
 
 
 def test_a_symbolic_link_within_the_directory_is_still_followed(logs):
+    (logs / "rank0.log").unlink()  # another run's log (docs/runs.md): the note that says so is not the point here
     shutil.copy(OOM_LOG, logs / "sub" / "job.txt")
     (logs / "oom.log").symlink_to(logs / "sub" / "job.txt")
     report = api.diagnose([str(logs)], policy=Policy())
@@ -58,19 +58,19 @@ def test_a_symbolic_link_within_the_directory_is_still_followed(logs):
 
 @pytest.fixture
 def rank1_unreadable(logs, monkeypatch):
-    """rank1.log may not be opened: by its mode, or (root reads everything) by an `open` that refuses it."""
+    """rank1.log may not be opened: by its mode, or (root reads everything) by an `os.open` that refuses it (a
+    log is opened once, by logs/sources.py open_log, and read through that descriptor)."""
     shutil.copy(OOM_LOG, logs / "rank1.log")
     (logs / "rank1.log").chmod(0)
     if os.geteuid() == 0:
-        real_open = builtins.open
+        real_open = os.open
 
         def refusing(path, *args, **kwargs):
             if str(path).endswith("rank1.log"):
                 raise PermissionError(13, "Permission denied", str(path))
             return real_open(path, *args, **kwargs)
 
-        monkeypatch.setattr(sources, "open", refusing, raising=False)
-        monkeypatch.setattr(candidates.CandidateReader, "_read_small", lambda self: None)  # every file opens there
+        monkeypatch.setattr(sources.os, "open", refusing)
     return logs / "rank1.log"
 
 
@@ -79,6 +79,18 @@ def test_an_unreadable_rank_log_in_a_directory_is_skipped_with_a_note(logs, rank
     report = api.diagnose([str(logs)], policy=Policy())
     assert [f.id for f in report.findings] == ["oom-capacity"]  # the other ranks are diagnosed
     assert f"{rank1_unreadable}: cannot read: Permission denied; skipped" in report.notes
+
+
+def test_a_skipped_log_among_several_runs_is_no_run_of_its_own_and_is_said_once(logs, rank1_unreadable):
+    """rank0 (a clean run) and rank2 (an OOM) are two runs (docs/runs.md); the unreadable rank1 is neither: not
+    a third, empty run, but one note for all runs, in every text format."""
+    shutil.copy(OOM_LOG, logs / "rank2.log")
+    report = api.diagnose([str(logs)], policy=Policy())
+    assert [run.run.paths for run in report.runs] == [[str(logs / "rank0.log")], [str(logs / "rank2.log")]]
+    assert all("rank1.log" not in note for run in report.runs for note in run.notes)
+    for output_format in ("text", "markdown"):
+        out = RUNNER.invoke(app, ["diagnose", str(logs), "-f", output_format]).stdout
+        assert out.count("rank1.log: cannot read: Permission denied; skipped") == 1, output_format
 
 
 def test_an_unreadable_log_named_directly_is_still_an_error(rank1_unreadable):

@@ -141,7 +141,7 @@ def _gzip_piped_through(tmp_path, monkeypatch, tail: str) -> None:
     import shutil
 
     real_gzip, real_which = shutil.which("gzip"), shutil.which
-    fake = _script(tmp_path / "gzip", f'for last; do :; done\n"{real_gzip}" -c -d -- "$last" | {tail}\n')
+    fake = _script(tmp_path / "gzip", f'"{real_gzip}" -c -d | {tail}\n')  # the .gz comes on standard input
     monkeypatch.setattr(shutil, "which", lambda name: fake if name == "gzip" else real_which(name))
 
 

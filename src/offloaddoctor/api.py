@@ -116,21 +116,29 @@ def diagnose(
             "standard input and the other logs are from different runs, and standard input cannot be read twice: "
             "diagnose it on its own (or save it to a file)"
         )
+    from dataclasses import replace
+
+    from offloaddoctor.analysis.runs import notes_of_skipped
+
+    # What belongs to no one run (logs passed over or skipped, project files ignored) is said once, for all.
+    for_all = [*policy.warnings, *passed_over, *notes_of_skipped(scan)]
+    run_policy = replace(policy, warnings=[])
     reports = []
     for run in runs:
         members = set(run.paths)
         run_scan = scan_sources(matchers, [s for s in sources if s.name in members])
-        report = policy.apply(_run_report(run_scan, explicit, catalog, matchers, baseline_metrics, passed_over))
+        report = run_policy.apply(_run_report(run_scan, explicit, catalog, matchers, baseline_metrics, []))
         report.run = run
         reports.append(report)
-    return several_runs(reports)
+    skipped = [path for path in scan.lines_read if path in scan.skipped]
+    return several_runs(reports, for_all, skipped)
 
 
 def _run_report(
     scan, explicit: list[ConfigValue], catalog: Catalog, matchers, baseline_metrics, passed_over: list[str]
 ) -> Report:
-    """One run's report: its logs' config (never another run's), the --config/--set values on top; what the
-    directory scans passed over is said in each run's report, as if it were diagnosed alone."""
+    """One run's report: its logs' config (never another run's), the --config/--set values on top, and the
+    notes on what the directory scans passed over."""
     from offloaddoctor.analysis.engine import build_report
 
     store = build_store(*(c.values for c in scan.collectors), explicit)

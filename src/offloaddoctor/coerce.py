@@ -1,5 +1,6 @@
 """How a printed or configured value reads as a truth value or a number: one rule for config predicates,
-derived config values, offload settings and advice. The bottom layer: it imports nothing of ours."""
+derived config values, offload settings, advice and the whole numbers log lines print (iterations, ranks, GPU
+indices, counts). The bottom layer: it imports nothing of ours."""
 
 from __future__ import annotations
 
@@ -29,6 +30,21 @@ def number(value: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+# The longest digit run read as a whole number. Every count a run prints fits in 20 digits (2**64); past
+# 4,300 digits Python's int() raises instead of parsing, and a number that long is noise, not a fact.
+DIGITS_MAX = 40
+
+
+def integer(text: str) -> int | None:
+    """Decimal digits (a sign and surrounding blanks allowed) as an int; None for anything else, and for a
+    digit run longer than DIGITS_MAX: a log line holding one reads as a line that does not match."""
+    text = text.strip()
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits or len(digits) > DIGITS_MAX or not (digits.isascii() and digits.isdigit()):
+        return None
+    return int(text)
 
 
 def is_none(value: Any) -> bool:

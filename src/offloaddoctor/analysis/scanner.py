@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sized
 from dataclasses import dataclass, field
+from time import perf_counter
 
 from offloaddoctor.analysis.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.analysis.fact_parsers import FACT_PARSERS, captured_facts
@@ -36,6 +37,10 @@ from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
 from offloaddoctor.metrics.parameter_lines import ParameterCounts, read_parameter_line
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from typing import Literal
+
 __all__ = ["MAX_EVIDENCE", "Aggregate", "Evidence", "Matcher", "ScanResult", "Scanner", "build_matchers"]
 
 # A pattern that still backtracks badly (the loader refuses the known shapes) gives up on that line.
@@ -46,6 +51,10 @@ MAX_TIMEOUTS_PER_SIGNATURE = 3
 # Once it is spent, a user pattern is switched off at its first give-up, after at most USER_SEARCH_FLOOR_S.
 USER_PATTERN_BUDGET_S = 1.0
 USER_SEARCH_FLOOR_S = 0.02
+# Every search of a user pattern counts against that budget, not only those that give up: `(.*,){20}X` takes
+# 0.1 s a line without ever giving up (230 s for 1.3 MB). Once the budget is spent, a user signature whose own
+# searches ran slower than this is switched off; a linear pattern searches tens of MB a second.
+USER_SEARCH_MIN_CHARS_PER_S = 1_000_000
 MAX_ITERATION_RECORDS = (
     1024  # evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k
 )
@@ -411,6 +420,7 @@ class FailureMatcher(LineHandler):
         self.literals = tuple(sorted({lit for m in matchers for lit in m.spec.literals} | set(_ERROR_LITERALS)))
         self._timeouts: dict[str, int] = {}
         self._user_budget = USER_PATTERN_BUDGET_S
+        self._user_cost: dict[str, list[float]] = {}  # user signature id -> [seconds searching, characters searched]
         self._index_literals()
 
     def _index_literals(self) -> None:
@@ -464,16 +474,16 @@ class FailureMatcher(LineHandler):
     def match(self, path: str, number: int, rank: int | None, text: str) -> None:
         matched = False
         for matcher in self._matchers_for(text):
-            timeout = (
-                max(USER_SEARCH_FLOOR_S, min(SEARCH_TIMEOUT_S, self._user_budget)) if matcher.user else SEARCH_TIMEOUT_S
-            )
-            try:
-                facts = matcher.search(text, timeout)
-            except TimeoutError:
-                if matcher.user:
-                    self._user_budget -= timeout
-                self._timed_out(matcher, path, number, timeout)
-                continue
+            if matcher.user:
+                facts = self._user_search(matcher, path, number, text)
+                if facts is False:
+                    continue
+            else:
+                try:
+                    facts = matcher.search(text, SEARCH_TIMEOUT_S)
+                except TimeoutError:
+                    self._timed_out(matcher, path, number, SEARCH_TIMEOUT_S)
+                    continue
             if facts is None:
                 continue
             matched = True
@@ -486,13 +496,44 @@ class FailureMatcher(LineHandler):
         self.result.remember_exception(Evidence(line.path, line.number, line.rank, text.strip()))
         self.match(line.path, line.number, line.rank, text)
 
+    def _user_search(self, matcher: Matcher, path: str, number: int, text: str) -> dict | Literal[False] | None:
+        """A user pattern's search, timed: its time is taken from the shared budget whether it gives up or not.
+        False: it gave up, or it made the user patterns overspend and is itself slow (switched off, noted)."""
+        timeout = max(USER_SEARCH_FLOOR_S, min(SEARCH_TIMEOUT_S, self._user_budget))
+        cost = self._user_cost.setdefault(matcher.id, [0.0, 0])
+        facts: dict | None = None
+        gave_up = False
+        started = perf_counter()
+        try:
+            facts = matcher.search(text, timeout)
+        except TimeoutError:
+            gave_up = True
+        spent = perf_counter() - started
+        self._user_budget -= spent
+        cost[0] += spent
+        cost[1] += len(text)
+        if gave_up:
+            self._timed_out(matcher, path, number, timeout)
+            return False
+        if self._user_budget <= 0 and cost[0] > cost[1] / USER_SEARCH_MIN_CHARS_PER_S + USER_SEARCH_FLOOR_S:
+            self._switch_off(matcher)
+            self.result.warnings.append(
+                f"signature {matcher.id}: its pattern searches took {cost[0]:.2f} s for {int(cost[1]):,} characters "
+                "(a backtracking pattern); switched off for the rest of the scan (run `offloaddoctor signatures lint`)"
+            )
+            return False
+        return facts
+
+    def _switch_off(self, matcher: Matcher) -> None:
+        # a new list: the loop in match keeps iterating the old one
+        self.matchers = [m for m in self.matchers if m is not matcher]
+        self._index_literals()
+
     def _timed_out(self, matcher: Matcher, path: str, number: int, timeout: float) -> None:
         count = self._timeouts[matcher.id] = self._timeouts.get(matcher.id, 0) + 1
         note = f"{path}:{number}: signature {matcher.id}: pattern search gave up after {timeout:g} s on this line"
         if count >= MAX_TIMEOUTS_PER_SIGNATURE or (matcher.user and self._user_budget <= 0):
-            # a new list: the loop in match keeps iterating the old one
-            self.matchers = [m for m in self.matchers if m is not matcher]
-            self._index_literals()
+            self._switch_off(matcher)
             note += f"; switched off for the rest of the scan after {count} such lines (run `offloaddoctor signatures lint`)"
         self.result.warnings.append(note)
 
@@ -528,7 +569,7 @@ class Scanner:
         return self.handlers_for(self._collector_for(path))
 
     def _collector_for(self, path: str) -> LogConfigCollector:
-        collector = LogConfigCollector(path)
+        collector = LogConfigCollector(path, warnings=self.result.warnings)
         self.result.collectors.append(collector)
         return collector
 

@@ -5,7 +5,9 @@ a process). What it saves is parsing and the pattern-safety analysis. An entry i
 key, and the checksums of the second line) and the parsed files. What is read back is not trusted: a second
 line that does not match its checksums (an edited or damaged entry) is a miss, every field is validated again
 from the cached data, and the loader falls back to the YAML on any problem with it (loader.py). Any doubt
-(unreadable, corrupt, not a list, different key) is a miss. Writing is best effort: a read-only home or a
+(unreadable, corrupt, not a list, different key) is a miss, and so is an entry that is not a regular file of
+at most MAX_ENTRY_BYTES: a FIFO put in its place would block the read forever, a link to /dev/zero would
+fill memory. Writing is best effort: a read-only home or a
 full disk must never fail a diagnosis, and the cache never creates a home directory: it is skipped when the
 directory it would live in has no parent (HOME pointing nowhere).
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
 FORMAT = 2  # 2: a header line with the checksums of the data line
 KEEP = 16  # catalogue versions kept (built-in plus a few teams' directories); the oldest go first
+MAX_ENTRY_BYTES = 64 * 1024 * 1024  # the built-in catalogue's entry is 64 KB
 
 
 def cache_dir() -> Path | None:
@@ -63,8 +66,10 @@ def read_cached(key: str, count: int) -> list[dict[str, Any]] | None:
     if directory is None:
         return None
     try:
-        with open(_entry(directory, key), "rb") as handle:
-            header_line, _, body = handle.read().partition(b"\n")
+        content = _read_entry(_entry(directory, key))
+        if content is None:
+            return None
+        header_line, _, body = content.partition(b"\n")
         header = json.loads(header_line)
         if not isinstance(header, dict) or header.get("key") != key or header.get("check") != _checksum(body):
             return None
@@ -74,6 +79,24 @@ def read_cached(key: str, count: int) -> list[dict[str, Any]] | None:
     if not isinstance(data, list) or len(data) != count or not all(isinstance(item, dict) for item in data):
         return None
     return data
+
+
+def _read_entry(path: Path) -> bytes | None:
+    """The entry's bytes, read through one descriptor that is checked first: not a link (O_NOFOLLOW), never
+    blocking on a FIFO (O_NONBLOCK), a regular file (fstat) of at most MAX_ENTRY_BYTES."""
+    import stat
+
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_ENTRY_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            content = handle.read(MAX_ENTRY_BYTES + 1)  # a file that grew after fstat is still bounded
+    finally:
+        os.close(fd)
+    return content if len(content) <= MAX_ENTRY_BYTES else None
 
 
 def write_cached(key: str, data: list[dict[str, Any]]) -> None:

@@ -27,6 +27,12 @@ _VERSION_LINE = lazy_compile(
     r"^\s*(megatron[-_]bridge|megatron[-_]core)\s*(?:==\s*|\s+)(\d+\.\d+\.\d+(?:\.?(?:rc|a|b|dev|post)\d+)?)\s*$"
 )
 _REPR_SECTION = {"OptimizerConfig": "optimizer", "DistributedDataParallelConfig": "ddp"}
+# What one log may make us keep: Megatron's arguments block has ~900 entries, Bridge's summary about as many.
+# Past this, config lines are counted, not kept (200 MB of repeated `NCCL_…=` lines kept 5 GB), and an arguments
+# block this long that never ends is taken as ended (every line after it was read as config).
+MAX_VALUES_PER_LOG = 8192
+MAX_ARGUMENTS_PER_BLOCK = 4096
+_UNSET = object()
 # Lines MCore prints about what it could import: they settle a config question the config cannot.
 _RUNTIME_FACTS = {
     "Falling back to Torch optimizers": ("runtime.te_fused_adam_available", False),
@@ -73,6 +79,9 @@ class LogConfigCollector:
     values: list[ConfigValue] = field(default_factory=list)
     segment_starts: list[int] = field(default_factory=lambda: [0])
     in_megatron_arguments: bool = False
+    # Where notes go (the scan's warnings): values past MAX_VALUES_PER_LOG, an arguments block that never ends.
+    warnings: list[str] | None = None
+    not_kept: int = 0  # config values past MAX_VALUES_PER_LOG, or repeating the one kept for their key
 
     @property
     def segment(self) -> int:
@@ -84,6 +93,8 @@ class LogConfigCollector:
     def __post_init__(self) -> None:
         self._by_segment: dict[int, list[ConfigValue]] = {}
         self._bridge_summary: BridgeSummaryBlock | None = None
+        self._arguments_in_block = 0
+        self._environment: dict[tuple[int, str], object] = {}  # (segment, key) -> the value kept
 
     @property
     def in_arguments(self) -> bool:
@@ -95,6 +106,11 @@ class LogConfigCollector:
         if self._bridge_summary is not None:
             self._bridge_summary.finish()
             self._bridge_summary = None
+        if self.not_kept and self.warnings is not None:
+            self.warnings.append(
+                f"{self.path}: {self.not_kept:,} config lines repeated a value already read or came past the first "
+                f"{MAX_VALUES_PER_LOG:,} values; counted, not kept"
+            )
 
     def feed(self, text: str, line: int) -> bool:
         """Consume a line; True when it was config (so nothing else needs to look at it)."""
@@ -114,9 +130,15 @@ class LogConfigCollector:
                 self.in_megatron_arguments = False
                 return True
             entry = _ARGS_ENTRY.match(text)
-            if entry:
+            if entry and self._arguments_in_block < MAX_ARGUMENTS_PER_BLOCK:
+                self._arguments_in_block += 1
                 self._add(entry.group(1), parse_printed(entry.group(2)), line, "arguments block")
                 return True
+            if entry and self.warnings is not None:
+                self.warnings.append(
+                    f"{self.path}:{line}: an arguments block of more than {MAX_ARGUMENTS_PER_BLOCK:,} entries without "
+                    "its end line; read as ended here"
+                )
             self.in_megatron_arguments = False  # a block cut short by a crash or interleaved output
         # Each regex behind a test its match implies (a dash first; an `=`): cheap for the lines most logs
         # deliver here (iteration lines: 11k -> 5k instructions).
@@ -124,10 +146,16 @@ class LogConfigCollector:
             if any(v.source.detail == "arguments block" for v in self._by_segment.get(self.segment, [])):
                 self.segment_starts.append(line)
             self.in_megatron_arguments = True
+            self._arguments_in_block = 0
             return True
         env = _ENV_LINE.match(text) if "=" in text else None
         if env:
-            self._add("env." + env.group(1), env.group(2), line, "environment")
+            printed = (self.segment, env.group(1))
+            if self._environment.get(printed, _UNSET) == env.group(2):  # a process printing it again: nothing new
+                self.not_kept += 1
+            else:
+                self._environment[printed] = env.group(2)
+                self._add("env." + env.group(1), env.group(2), line, "environment")
             return True
         for literal, (key, value) in _RUNTIME_FACTS.items():
             if literal in text:
@@ -193,6 +221,9 @@ class LogConfigCollector:
         return found
 
     def _add(self, name: str, value, line: int, detail: str) -> None:
+        if len(self.values) >= MAX_VALUES_PER_LOG:
+            self.not_kept += 1
+            return
         value = ConfigValue(canonical_key(name), value, Source(self.path, line, detail), self.origin)
         self.values.append(value)
         self._by_segment.setdefault(self.segment, []).append(value)

@@ -28,9 +28,14 @@ def parse_overrides(items: Sequence[str]) -> list[ConfigValue]:
         canonical, value = canonical_key(key), parse_override(raw_value)
         problem = type_problem(canonical, value)
         if problem:
-            raise UserError(f"--set {item}: {canonical} takes {problem}, not {raw_value.strip()!r}")
+            raise UserError(f"--set {_cut(item)}: {canonical} takes {problem}, not {_cut(raw_value.strip())!r}")
         values.append(ConfigValue(canonical, value, Source("--set", None, f"#{position} {key}"), "set"))
     return values
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    """A value as an error shows it: a 5,000-digit number named in full would bury the message."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 _KIND_WORDS = {"bool": "True or False", "int": "a whole number", "number": "a number"}

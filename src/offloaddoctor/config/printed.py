@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 
+from offloaddoctor.coerce import DIGITS_MAX, integer
 from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
@@ -71,7 +72,7 @@ def parse_override(text: str) -> Any:
     yaml, loader = _override_loader()
     try:
         value = yaml.load(text, Loader=loader)  # a SafeLoader subclass
-    except (yaml.YAMLError, RecursionError):
+    except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: int() of more than 4,300 digits
         return text
     if isinstance(value, (str, int, float, bool, list)) or value is None:
         return value
@@ -82,20 +83,23 @@ _NOT_PLAIN = object()
 
 
 def _plain_override(text: str) -> Any:
-    """`text` (matched by _PLAIN_OVERRIDE) as YAML reads it, or _NOT_PLAIN where a word is one YAML resolves."""
+    """`text` (matched by _PLAIN_OVERRIDE) as YAML reads it, or _NOT_PLAIN where a word is one YAML resolves
+    or a number is longer than coerce.integer reads (YAML's int() gives up past 4,300 digits)."""
     if text.startswith("["):
         items = [_plain_override(item.strip()) for item in text[1:-1].split(",")] if text[1:-1].strip() else []
         return _NOT_PLAIN if any(item is _NOT_PLAIN for item in items) else items
     if text[:1].isalpha() or text[:1] == "_":
         return _NOT_PLAIN if text.lower() in _YAML_WORDS else text
-    return float(text) if "." in text else int(text)
+    if "." in text:
+        return float(text) if len(text) <= DIGITS_MAX else _NOT_PLAIN
+    whole = integer(text)
+    return _NOT_PLAIN if whole is None else whole
 
 
 def _number(text: str) -> int | float | None:
-    try:
-        return int(text)
-    except ValueError:
-        pass
+    whole = integer(text)
+    if whole is not None:
+        return whole
     try:
         value = float(text)
     except ValueError:

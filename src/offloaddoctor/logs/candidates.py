@@ -12,6 +12,7 @@ the file size.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import io
@@ -30,9 +31,15 @@ from offloaddoctor.logs.sources import (
     MAX_LINE_BYTES,
     LogSource,
     describe_read_error,
+    is_utf16,
+    leading_nul_bytes,
     not_text_error,
     not_text_reason,
+    nul_note,
     open_binary,
+    open_log,
+    reopen,
+    stream_over,
 )
 
 TYPE_CHECKING = False
@@ -46,7 +53,6 @@ FINDER_MIN_BLOCK = 256 << 10
 GREP_MIN_BYTES = 8 << 20  # a plain file this large goes through GNU grep (logs/grep_prefilter.py) when there is one
 COVER_MIN_BYTES = 8 << 20
 COVER_SAMPLE_BYTES = 1 << 20
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 GZ_SPOOL_MIN_BYTES = 1 << 20  # a .gz this large (compressed) is decompressed by gzip(1) into a temporary file
 GZ_SPOOL_MAX_BYTES = 16 << 30  # ... of at most this (and half the free space there), or read in Python
 
@@ -113,20 +119,33 @@ class CandidateReader:
         self.last_cut = 0  # the number of the last line cut short (its literal may have been in the cut part)
         # True while the lines handed out hold none of normalize.CONTROL_BYTES (checked for a file read whole).
         self.no_controls = False
+        # The file, opened once (logs/sources.py open_log): every road reads this descriptor, or a reopen() of
+        # it, never the path again: a log rotated or replaced by name while it is read stays the file read.
+        self._fd = -1
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        if self.source.path != "-":
+        if self.source.path == "-":
+            yield from self._stream_roads(open_binary(self.source))  # standard input, or one line if it is closed
+            return
+        self._fd = open_log(self.source)
+        try:
             whole = self._read_small()
-            if whole is not None:
-                yield from self._whole(*whole)
-                return
-        stream = open_binary(self.source)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        if whole is not None:
+            os.close(self._fd)
+            yield from self._whole(*whole)
+            return
+        with stream_over(self._fd) as stream:  # closes the descriptor
+            yield from self._stream_roads(stream)
+
+    def _stream_roads(self, stream) -> Iterator[tuple[int, str]]:
         size_at_open = _file_size(stream)
         try:
             if isinstance(stream, gzip.GzipFile):
                 gunzipped = self._gunzip_to_spool()
                 if gunzipped is not None:  # a large .gz: decompressed by gzip(1), then read like a plain file
-                    stream.close()
                     yield from self._spooled(*gunzipped)
                     return
             if (
@@ -143,7 +162,7 @@ class CandidateReader:
             if self._grep_suits(stream):
                 from offloaddoctor.logs.grep_prefilter import grep_lines
 
-                yield from grep_lines(self, self.source.path)
+                yield from grep_lines(self, self._fd)
             else:
                 yield from self._lines(stream)
             self._note_shrinking(stream, size_at_open)
@@ -155,10 +174,7 @@ class CandidateReader:
         """A small regular text file in one read (20,000 rank logs: no buffered stream, no peek, one fstat):
         (its bytes, its size when opened); None for anything else, which the stream road reads."""
         limit = self._whole_limit()
-        try:
-            fd = os.open(self.source.path, _READ_FLAGS)
-        except OSError:
-            return None  # the stream road opens it again and says why it cannot
+        fd = self._fd
         try:
             status = os.fstat(fd)
             if not stat.S_ISREG(status.st_mode) or status.st_size >= limit:
@@ -171,12 +187,13 @@ class CandidateReader:
                 if not more:
                     break
                 data += more
+            if data[:2] == GZIP_MAGIC or len(data) >= limit:
+                os.lseek(fd, 0, os.SEEK_SET)  # the stream road reads it from the start
+                return None
         except OSError:
-            return None
-        finally:
-            os.close(fd)
-        if data[:2] == GZIP_MAGIC or len(data) >= limit:
-            return None
+            with contextlib.suppress(OSError):
+                os.lseek(fd, 0, os.SEEK_SET)
+            return None  # the stream road reads it and says why it cannot
         return data, status.st_size
 
     def _whole_limit(self) -> int:
@@ -184,19 +201,26 @@ class CandidateReader:
         return min(self.block_bytes, GREP_MIN_BYTES, COVER_MIN_BYTES)
 
     def _whole(self, data: bytes, size_at_open: int) -> Iterator[tuple[int, str]]:
+        read = len(data)  # the file's bytes, before decoding or skipping any
+        if is_utf16(data[:4098]):  # (the stream road decodes it too: logs/sources.py stream_over)
+            data = data.decode("utf-16", "replace").encode("utf-8", "replace")
+        nuls = leading_nul_bytes(data)
+        if nuls:
+            self.warnings.append(nul_note(self.source.name, nuls))
+            data = data[nuls:]
         reason = not_text_reason(data[:8192]) if data else None
         if reason:
             raise not_text_error(self.source, reason)
         size = len(data)
-        if self.on_bytes is not None and size:
-            self.on_bytes(size)
+        if self.on_bytes is not None and read:
+            self.on_bytes(read)
         if size and not data.endswith(b"\n"):
             data += b"\n"  # the last line has no newline: counted like the rest, as the block reader does
         # One pass over the file instead of a test per line (an iteration line's isprintable was ~10k instructions).
         self.no_controls = len(data.translate(None, CONTROL_BYTES)) == len(data)
         self.lines_read = (yield from self._block_lines(data, len(data), 0, self.finder)) if size else 0
-        if size < size_at_open:
-            self._note_shrunk(size_at_open, size)
+        if read < size_at_open:
+            self._note_shrunk(size_at_open, read)
 
     def _gunzip_to_spool(self) -> tuple[str, BinaryIO | None] | None:
         """A temporary file with the log decompressed by gzip(1) (C, no Python per byte), for the grep road,
@@ -206,31 +230,35 @@ class CandidateReader:
         if not self.use_grep:
             return None
         try:
-            if os.path.getsize(self.source.path) < GZ_SPOOL_MIN_BYTES:
+            if os.fstat(self._fd).st_size < GZ_SPOOL_MIN_BYTES:
                 return None
         except OSError:
+            return None
+        packed = reopen(self._fd)  # gzip(1)'s input: this very file, not what its name may lead to by now
+        if packed is None:
             return None
         import shutil
         import tempfile
 
         from offloaddoctor.logs.grep_prefilter import gnu_grep, gunzip_and_grep
 
-        gunzip = shutil.which("gzip")
-        if gunzip is None or gnu_grep() is None:
-            return None
-        handle, spool = tempfile.mkstemp(prefix="offloaddoctor-gunzip-", suffix=".log")
-        try:
-            limit = max(0, min(GZ_SPOOL_MAX_BYTES, shutil.disk_usage(os.path.dirname(spool)).free // 2))
-            # All the literals: a cover would be chosen on the middle of a log not yet decompressed.
-            report = self._report_expanded if self.on_bytes is not None else None
-            whole, found = gunzip_and_grep(gunzip, self.source.path, handle, spool, self.literals, limit, report)
-        except OSError:
-            whole, found = False, None
-        except BaseException:  # an interrupt: the temporary file goes too
-            os.unlink(spool)
-            raise
-        finally:
-            os.close(handle)
+        with packed:
+            gunzip = shutil.which("gzip")
+            if gunzip is None or gnu_grep() is None:
+                return None
+            handle, spool = tempfile.mkstemp(prefix="offloaddoctor-gunzip-", suffix=".log")
+            try:
+                limit = max(0, min(GZ_SPOOL_MAX_BYTES, shutil.disk_usage(os.path.dirname(spool)).free // 2))
+                # All the literals: a cover would be chosen on the middle of a log not yet decompressed.
+                report = self._report_expanded if self.on_bytes is not None else None
+                whole, found = gunzip_and_grep(gunzip, packed, handle, self.literals, limit, report)
+            except OSError:
+                whole, found = False, None
+            except BaseException:  # an interrupt: the temporary file goes too
+                os.unlink(spool)
+                raise
+            finally:
+                os.close(handle)
         if not whole:
             os.unlink(spool)
             return None
@@ -246,14 +274,14 @@ class CandidateReader:
                 if reason:
                     raise not_text_error(self.source, reason)
                 self.patterns = self.literals if found is not None else self._patterns_for(plain)
-            # Progress counted the spool as gzip wrote it (decompressed bytes); the rest when it has been read.
-            progress, self.on_bytes = self.on_bytes, None
-            try:
-                yield from grep_lines(self, spool, found)
-                found = None  # closed by grep_lines
-            finally:
-                self.on_bytes = progress
-            self._report_expanded(os.path.getsize(spool))
+                # Progress counted the spool as gzip wrote it (decompressed bytes); the rest when it has been read.
+                progress, self.on_bytes = self.on_bytes, None
+                try:
+                    yield from grep_lines(self, plain.fileno(), found)
+                    found = None  # closed by grep_lines
+                finally:
+                    self.on_bytes = progress
+                self._report_expanded(os.fstat(plain.fileno()).st_size)
         finally:
             if found is not None:
                 found.close()
@@ -280,21 +308,31 @@ class CandidateReader:
 
     def _grep_suits(self, stream) -> bool:
         """A large plain file, not gzip, not binary, and GNU grep at hand: let grep find the candidates."""
-        if not self.use_grep or self.source.path == "-" or not isinstance(stream, io.BufferedReader):
+        if (
+            not self.use_grep
+            or self.source.path == "-"
+            or not isinstance(stream, io.BufferedReader)
+            or not isinstance(stream.raw, io.FileIO)  # a UTF-16 log decoded as it is read
+        ):
             return False
         try:
-            if os.path.getsize(self.source.path) < GREP_MIN_BYTES:
+            if os.fstat(self._fd).st_size < GREP_MIN_BYTES:
                 return False
         except OSError:
             return False
+        again = reopen(self._fd)  # grep reads the file through such a handle, never by its name
+        if again is None:
+            return False
+        again.close()
         from offloaddoctor.logs.grep_prefilter import gnu_grep
 
         if gnu_grep() is None:
             return False
-        reason = not_text_reason(stream.peek(8192)[:8192])
+        head = stream.peek(8192)[:8192]
+        reason = not_text_reason(head)
         if reason:
             raise not_text_error(self.source, reason)
-        return True
+        return head[:1] != b"\x00"  # a zeroed start: the block reader skips it
 
     def _patterns_for(self, stream) -> list[bytes]:
         """For a large regular file, fewer patterns that find every literal's lines (and a few more, which
@@ -319,8 +357,16 @@ class CandidateReader:
         """From the stream's position; `line_number`: lines before it (when resuming after grep)."""
         leftover = b""
         first = line_number == 0
+        nuls = 0
         while True:
             data, at_end = self._read(stream, line_number)
+            if first and data[:1] == b"\x00":  # a zeroed start: skipped, however many blocks it takes
+                skipped = leading_nul_bytes(data)
+                nuls, data = nuls + skipped, data[skipped:]
+                if not data and not at_end:
+                    continue
+            if first and nuls:
+                self.warnings.append(nul_note(self.source.name, nuls))
             reason = not_text_reason(data[:8192]) if first and data else None
             if reason:
                 raise not_text_error(self.source, reason)

@@ -7,6 +7,10 @@ grep reports). A file of SPLIT_MIN_BYTES or more is split in two, one grep per c
 regular file of at least candidates.GREP_MIN_BYTES when GNU grep is on PATH, and for a large .gz, which gzip(1)
 decompresses into a temporary file as one grep reads it (gunzip_and_grep); standard input, a small .gz and
 small files go through the block reader.
+
+The file is never opened by its name here: the reader's descriptor, pread and sendfile at offsets, and
+logs/sources.py reopen() for handles with their own offset (grep's standard input among them), so a log rotated
+by name while it is read is still the one file read, and its line numbers are its own.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Callable, Iterator
 from itertools import repeat
 from typing import BinaryIO, NamedTuple
 
-from offloaddoctor.logs.sources import MAX_LINE_BYTES
+from offloaddoctor.logs.sources import MAX_LINE_BYTES, reopen
 
 GREP_MEMORY_BYTES = 256 * 1024 * 1024  # address-space limit for grep: a giant line makes it stop, not swell
 SPLIT_MIN_BYTES = 64 * 1024 * 1024  # from here on a file is split in two parts, one grep per core
@@ -49,10 +53,11 @@ def gnu_grep() -> str | None:
     return path if "GNU grep" in version else None
 
 
-def grep_lines(reader, path: str, found: BinaryIO | None = None) -> Iterator[tuple[int, str]]:
-    """`reader` is the CandidateReader whose patterns, every_line, skip, warnings and counters this serves.
-    `found`: grep's output for the whole file with the reader's patterns, made already (gunzip_and_grep)."""
-    size = os.path.getsize(path)
+def grep_lines(reader, fd: int, found: BinaryIO | None = None) -> Iterator[tuple[int, str]]:
+    """`reader` is the CandidateReader whose patterns, every_line, skip, warnings and counters this serves;
+    `fd` the log's open descriptor (kept open until this ends). `found`: grep's output for the whole file
+    with the reader's patterns, made already (gunzip_and_grep)."""
+    size = os.fstat(fd).st_size
     jobs = _Jobs()
     position = _Position()
     try:
@@ -60,8 +65,8 @@ def grep_lines(reader, path: str, found: BinaryIO | None = None) -> Iterator[tup
             jobs.keep(found)
             streams = [lambda position: _Stream(None, found)]
         else:
-            streams = _start_greps(jobs, reader.patterns, path, size)
-        with open(path, "rb") as log:
+            streams = _start_greps(jobs, reader.patterns, fd, size)
+        with _again(fd) as log:
             yield from _deliver(reader, streams, log, position)
             if position.failed:
                 # grep holds a whole line in memory; on a giant line it hits its limit and stops. Go on
@@ -74,19 +79,28 @@ def grep_lines(reader, path: str, found: BinaryIO | None = None) -> Iterator[tup
                 return
     finally:
         jobs.stop()
-    reader.lines_read = _count_lines(path, size, position)
+    reader.lines_read = _count_lines(fd, size, position)
     if reader.on_bytes is not None:
-        reader.on_bytes(os.path.getsize(path) - reader.bytes_reported)
+        reader.on_bytes(os.fstat(fd).st_size - reader.bytes_reported)
 
 
-def _start_greps(jobs: _Jobs, patterns: list[bytes], path: str, size: int) -> list:
+def _again(fd: int) -> BinaryIO:
+    """A handle of its own on the file at `fd` (CandidateReader takes this road only where reopen() works)."""
+    handle = reopen(fd)
+    if handle is None:
+        raise OSError(f"cannot open descriptor {fd} again: no /proc/self/fd")
+    return handle
+
+
+def _start_greps(jobs: _Jobs, patterns: list[bytes], fd: int, size: int) -> list:
     """The greps over the file: functions that each give one grep's output stream, in the file's order."""
     import tempfile
 
-    middle = split_point(path, size) if _cores() > 1 and size >= SPLIT_MIN_BYTES and hasattr(os, "sendfile") else None
+    middle = split_point(fd, size) if _cores() > 1 and size >= SPLIT_MIN_BYTES and hasattr(os, "sendfile") else None
     listed = jobs.keep(_patterns_file(patterns))
     if middle is None:
-        whole = jobs.grep(listed.name, path)
+        with _again(fd) as log:  # grep's standard input: the file itself, not what its name leads to now
+            whole = jobs.grep(listed.name, log)
         streams = [lambda position: _Stream(whole, whole.output)]
     else:
         # Both cores: one grep reads the first half from a pipe this process fills with sendfile (no
@@ -95,20 +109,20 @@ def _start_greps(jobs: _Jobs, patterns: list[bytes], path: str, size: int) -> li
         first, write_end = jobs.grep_from_pipe(listed.name)
         try:
             spool = jobs.keep(tempfile.TemporaryFile(prefix="offloaddoctor-grep-"))
-            with open(path, "rb") as tail:
+            with _again(fd) as tail:
                 tail.seek(middle)
-                second = jobs.grep(listed.name, None, stdin=tail, stdout=spool)
+                second = jobs.grep(listed.name, tail, stdout=spool)
         except BaseException:
             os.close(write_end)
             raise
         # Started last: forking (for the greps' memory limit) while another thread runs is unsafe.
-        first.feeder = jobs.feed(path, write_end, middle)
+        first.feeder = jobs.feed(fd, write_end, middle)
 
         def second_half(position: _Position) -> _Stream:
             if second.wait() not in (0, 1):
                 raise _GrepFailed
             spool.seek(0)
-            return _Stream(second, spool, _lines_before(path, middle, position), middle)
+            return _Stream(second, spool, _lines_before(fd, middle, position), middle)
 
         streams = [lambda position: _Stream(first, first.output), second_half]
     return streams
@@ -116,14 +130,14 @@ def _start_greps(jobs: _Jobs, patterns: list[bytes], path: str, size: int) -> li
 
 def gunzip_and_grep(
     gunzip: str,
-    path: str,
+    packed: BinaryIO,
     spool: int,
-    spool_path: str,
     patterns: list[bytes],
     limit: int,
     on_written: Callable[[int], None] | None = None,
 ) -> tuple[bool, BinaryIO | None]:
-    """Decompress the .gz at `path` with `gunzip` (gzip(1)) into the open file `spool` (at most `limit` bytes)
+    """Decompress the .gz open as `packed` (from its start: gzip(1)'s standard input) with `gunzip` into the
+    open file `spool` (at most `limit` bytes)
     while one grep reads what it has written so far (a thread feeds it): both cores at once, where
     decompressing first and grepping after left one idle. (Whether the spool holds the whole log; grep's
     output for it, or None when grep or its feeding failed.) Nothing is handed out before gzip has finished
@@ -136,14 +150,12 @@ def gunzip_and_grep(
     whole = searched = False
     try:
         listed = jobs.keep(_patterns_file(patterns))
-        decompress = jobs.run(
-            [gunzip, "-c", "-d", "--", path], subprocess.DEVNULL, spool, preexec=functools.partial(_limit, None, limit)
-        )
+        decompress = jobs.run([gunzip, "-c", "-d"], packed, spool, preexec=functools.partial(_limit, None, limit))
         # grep's output is at most the log's size; past half the spool's limit grep fails, and the finished
         # spool is read on the grep road as a plain file (disk: at most 1.5 times the limit in all).
         search, write_end = jobs.grep_from_pipe(listed.name, stdout=found, output_limit=limit // 2)
         # Started last: forking while another thread runs is unsafe.
-        search.feeder = jobs.feed(spool_path, write_end, None, writer=decompress)
+        search.feeder = jobs.feed(spool, write_end, None, writer=decompress)
         whole = _wait(decompress, spool, on_written) == 0
         try:
             _check_exit(search)
@@ -183,11 +195,10 @@ def _patterns_file(patterns: list[bytes]):
     return listed
 
 
-def split_point(path: str, size: int) -> int | None:
+def split_point(fd: int, size: int) -> int | None:
     """The start of the first line after SPLIT_AT of the file; None when no line starts near there."""
     at = int(size * SPLIT_AT)
-    with open(path, "rb") as log:
-        window = os.pread(log.fileno(), _SPLIT_WINDOW, at)
+    window = os.pread(fd, _SPLIT_WINDOW, at)
     newline = window.find(b"\n")
     if newline == -1 or at + newline + 1 >= size:
         return None
@@ -226,9 +237,10 @@ class _Jobs:
         self.files.append(handle)
         return handle
 
-    def grep(self, patterns: str, path: str | None, stdin=None, stdout=None, output_limit=None) -> subprocess.Popen:
-        """`output_limit`: the most bytes grep may write to a file given as `stdout` (past it, grep fails)."""
-        command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns] + (["--", path] if path else [])
+    def grep(self, patterns: str, stdin, stdout=None, output_limit=None) -> subprocess.Popen:
+        """grep over its standard input (never a path: see the module's docstring). `output_limit`: the most bytes
+        grep may write to a file given as `stdout` (past it, grep fails)."""
+        command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns]
         limits = functools.partial(_limit, GREP_MEMORY_BYTES, output_limit)
         return self.run(command, stdin, stdout, limits, {**os.environ, "LC_ALL": "C"})
 
@@ -237,7 +249,7 @@ class _Jobs:
         the last fork) and close."""
         read_end, write_end = _large_pipe()
         try:
-            return self.grep(patterns, None, read_end, stdout, output_limit), write_end
+            return self.grep(patterns, read_end, stdout, output_limit), write_end
         except BaseException:
             os.close(write_end)
             raise
@@ -265,8 +277,8 @@ class _Jobs:
         process.feeder = None  # what fills its input, when not a file: a failure there is this grep's failure
         return process
 
-    def feed(self, path: str, pipe: int, end: int | None, writer: subprocess.Popen | None = None) -> _Feeder:
-        feeder = _Feeder(path, pipe, end, writer)
+    def feed(self, fd: int, pipe: int, end: int | None, writer: subprocess.Popen | None = None) -> _Feeder:
+        feeder = _Feeder(fd, pipe, end, writer)
         self.feeders.append(feeder)
         return feeder
 
@@ -283,31 +295,30 @@ class _Jobs:
 
 
 class _Feeder(threading.Thread):
-    """Copies bytes [0, end) of a file into a pipe with sendfile, then closes the pipe. With a `writer` (and no
-    end), the file is still being written by that process: its bytes are copied as they come, to the end it
-    has when the writer has exited."""
+    """Copies bytes [0, end) of the open file `fd` into a pipe with sendfile (at offsets: the descriptor's own
+    is left alone), then closes the pipe. With a `writer` (and no end), the file is still being written by that
+    process: its bytes are copied as they come, to the end it has when the writer has exited."""
 
-    def __init__(self, path: str, pipe: int, end: int | None, writer: subprocess.Popen | None = None):
+    def __init__(self, fd: int, pipe: int, end: int | None, writer: subprocess.Popen | None = None):
         super().__init__(daemon=True)
-        self.path, self.pipe, self.end, self.writer, self.failed = path, pipe, end, writer, False
+        self.fd, self.pipe, self.end, self.writer, self.failed = fd, pipe, end, writer, False
         self.start()
 
     def run(self) -> None:
         try:
-            with open(self.path, "rb") as log:
-                if self.writer is None:
-                    assert self.end is not None
-                    self._copy(log.fileno(), 0, self.end)
+            if self.writer is None:
+                assert self.end is not None
+                self._copy(self.fd, 0, self.end)
+                return
+            offset = 0
+            while not self.failed:
+                written = self.writer.poll() is not None  # asked first: the size after it is the last
+                end = os.fstat(self.fd).st_size
+                offset = self._copy(self.fd, offset, end)
+                if written:
                     return
-                offset = 0
-                while not self.failed:
-                    written = self.writer.poll() is not None  # asked first: the size after it is the last
-                    end = os.fstat(log.fileno()).st_size
-                    offset = self._copy(log.fileno(), offset, end)
-                    if written:
-                        return
-                    if offset == end:
-                        time.sleep(_FOLLOW_SECONDS)
+                if offset == end:
+                    time.sleep(_FOLLOW_SECONDS)
         except OSError:  # a read error, or grep gone (broken pipe)
             self.failed = True
         finally:
@@ -357,25 +368,23 @@ def _limit(memory: int | None, file_size: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
 
 
-def _lines_before(path: str, middle: int, position: _Position) -> int:
+def _lines_before(fd: int, middle: int, position: _Position) -> int:
     """Lines before byte `middle` (a line start), counted from the nearest line whose number is known."""
     if position.line == 0:
-        return _newlines(path, 0, middle)
+        return _newlines(fd, 0, middle)
     if position.offset <= middle:
-        return position.line - 1 + _newlines(path, position.offset, middle)
-    return position.line - 1 - _newlines(path, middle, position.offset)
+        return position.line - 1 + _newlines(fd, position.offset, middle)
+    return position.line - 1 - _newlines(fd, middle, position.offset)
 
 
-def _newlines(path: str, start: int, stop: int) -> int:
+def _newlines(fd: int, start: int, stop: int) -> int:
     count = 0
-    with open(path, "rb") as log:
-        log.seek(start)
-        while start < stop:
-            block = log.read(min(_COUNT_BLOCK, stop - start))
-            if not block:
-                break
-            count += block.count(b"\n")
-            start += len(block)
+    while start < stop:
+        block = os.pread(fd, min(_COUNT_BLOCK, stop - start), start)
+        if not block:
+            break
+        count += block.count(b"\n")
+        start += len(block)
     return count
 
 
@@ -541,13 +550,12 @@ def _skip_line(stream) -> None:
             return
 
 
-def _count_lines(path: str, size: int, position: _Position) -> int:
+def _count_lines(fd: int, size: int, position: _Position) -> int:
     """Lines in the file, as a line reader counts them (a last line without a newline counts): the last
     line handed out has a known number, so only the newlines after it need counting."""
     if size == 0:
         return 0
-    with open(path, "rb") as log:
-        unterminated = os.pread(log.fileno(), 1, size - 1) != b"\n"
+    unterminated = os.pread(fd, 1, size - 1) != b"\n"
     if position.line == 0:
-        return _newlines(path, 0, size) + unterminated
-    return position.line - 1 + _newlines(path, position.offset, size) + unterminated
+        return _newlines(fd, 0, size) + unterminated
+    return position.line - 1 + _newlines(fd, position.offset, size) + unterminated

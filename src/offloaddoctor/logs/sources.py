@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import sys
 import zlib
@@ -212,9 +213,39 @@ _OUR_REPORT_FIRST_BYTES = frozenset(b"#o{<")
 OUR_REPORT_REASON = "an offloaddoctor report (written by --output), not a log"
 
 
+_UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def is_utf16(head: bytes) -> bool:
+    """A byte-order mark, then text that reads as mostly ASCII in UTF-16 (a log's is): `\\xff\\xfe` in front of
+    invalid UTF-8 is not enough."""
+    encoding = _UTF16_BOMS.get(head[:2])
+    if encoding is None:
+        return False
+    sample = head[2:4098]
+    text = sample[: len(sample) // 2 * 2].decode(encoding, "replace")
+    return not text or sum(char.isascii() for char in text) >= len(text) / 2
+
+
+def leading_nul_bytes(block: bytes) -> int:
+    """The NUL bytes a block starts with: a log whose start was zeroed (some filesystems, after a crash before the
+    data reached the disk) is text after them. The readers skip them, with nul_note."""
+    return len(block) - len(block.lstrip(b"\x00")) if block[:1] == b"\x00" else 0
+
+
+def nul_note(name: str, count: int) -> str:
+    return (
+        f"{name}: starts with {count:,} NUL bytes (zeroed, as a crash can leave a log on some filesystems); "
+        "skipped them, the first line read may be the end of a line"
+    )
+
+
 def not_text_reason(block: bytes) -> str | None:
     """Why the first block of a source is not a text log (naming the compression when recognisable, or saying
-    it is one of our reports), or None."""
+    it is one of our reports), or None. A leading run of NUL bytes is not judged (leading_nul_bytes): a block
+    of nothing else cannot tell."""
+    if block[:1] == b"\x00":
+        block = block[leading_nul_bytes(block) :]
     if block[:1] and block[0] in _OUR_REPORT_FIRST_BYTES and _OUR_REPORT.match(block[:300].decode("utf-8", "replace")):
         return OUR_REPORT_REASON
     if block[:1] and block[0] not in _MAGIC_FIRST_BYTES:  # (one test for the usual log, not one per format)
@@ -312,13 +343,14 @@ def _entries(directory: Path, recursive: bool, notes: list[str] | None = None) -
             yield Path(root, name)
 
 
-def open_binary(source: LogSource) -> BinaryIO:
-    if source.path == "-":
-        if sys.stdin is None:
-            raise UserError(STDIN_CLOSED)
-        return sys.stdin.buffer
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_log(source: LogSource) -> int:
+    """The file's descriptor, opened once: every later read of the source goes through it (or reopen()), so a
+    logger rotating the file by name while it is read cannot change what is read."""
     try:
-        handle = open(source.path, "rb")  # noqa: SIM115 - closed by the caller's context
+        return os.open(source.path, _READ_FLAGS)
     except FileNotFoundError:
         if source.listed:
             raise VanishedLog(f"{source.path}: gone before it was read (rotated or removed?); skipped") from None
@@ -327,9 +359,17 @@ def open_binary(source: LogSource) -> BinaryIO:
         if source.listed:
             raise UnreadableLog(f"{source.path}: cannot read: {exc.strerror or exc}; skipped") from None
         raise UserError(f"{source.path}: cannot read: {exc.strerror or exc}") from None
-    head = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
-    if head == GZIP_MAGIC:
+
+
+def stream_over(fd: int) -> BinaryIO:
+    """A buffered stream over an open descriptor (which it closes), gunzipped when the file is gzip, decoded to
+    UTF-8 when it is UTF-16 with a byte-order mark (as Windows tools and PowerShell's `>` write logs)."""
+    handle = open(fd, "rb")  # noqa: SIM115 - closed by the caller's context
+    head = handle.peek(4098)[:4098]
+    if head[:2] == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+    if is_utf16(head):
+        return io.BufferedReader(_Utf16AsUtf8(handle))
     return handle
 
 
@@ -349,6 +389,53 @@ def expanded_size(path: str, size: int) -> int:
     while expanded < size:
         expanded += 1 << 32
     return expanded
+
+
+class _Utf16AsUtf8(io.RawIOBase):
+    """A UTF-16 stream read as UTF-8 bytes, decoded a block at a time (invalid units become U+FFFD)."""
+
+    def __init__(self, raw: BinaryIO):
+        import codecs
+
+        self.raw = raw
+        self.decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        self.pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            chunk = self.raw.read(1 << 16)
+            self.pending = self.decoder.decode(chunk, final=not chunk).encode("utf-8", "replace")
+            if not chunk:
+                break
+        count = min(len(buffer), len(self.pending))
+        buffer[:count] = self.pending[:count]
+        self.pending = self.pending[count:]
+        return count
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def reopen(fd: int) -> BinaryIO | None:
+    """A second handle, with its own offset, on the very file open at `fd` (for a second reader, or as a child
+    process's standard input), whatever became of its name since: Linux's /proc/self/fd/N. None where there
+    is no /proc: a caller then stays on the descriptor it has (the path may name another file by now)."""
+    try:
+        return open(f"/proc/self/fd/{fd}", "rb")
+    except OSError:
+        return None
+
+
+def open_binary(source: LogSource) -> BinaryIO:
+    if source.path == "-":
+        if sys.stdin is None:
+            raise UserError(STDIN_CLOSED)
+        return sys.stdin.buffer
+    return stream_over(open_log(source))
 
 
 def looks_binary(block: bytes) -> bool:

@@ -134,6 +134,20 @@ class RunShape:
 # Spellings for keys the store keeps under the name it was given (not registered as known keys).
 _WORLD_KEYS = ("world_size", "parallel.world_size")
 _DP_KEYS = ("data_parallel_size", "parallel.data_parallel_size")
+# What the model divides by: 0 (from a config, --set or a log's arguments) would raise ZeroDivisionError.
+_DIVISORS = frozenset(
+    (
+        "model.num_attention_heads",
+        "model.num_query_groups",
+        "model.tensor_model_parallel_size",
+        "model.pipeline_model_parallel_size",
+        "model.context_parallel_size",
+        "model.expert_model_parallel_size",
+        "model.expert_tensor_parallel_size",
+        "model.make_vocab_size_divisible_by",
+        "train.micro_batch_size",
+    )
+)
 
 
 def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
@@ -247,6 +261,10 @@ class _Reader:
     def integer(self, key: str, default: Any = ...) -> Any:
         raw = self.value(key)
         value = number(raw)
+        if value is not None and value < 1 and key in _DIVISORS:
+            resolved = self.store.resolve(key)
+            source = f" ({resolved.source})" if resolved is not None else ""
+            raise UserError(f"{key} = {raw!r}{source}: must be at least 1, the memory estimate divides by it")
         if value is None or not math.isfinite(value) or value != int(value) or value < 0:
             if raw is not None:
                 raise UserError(f"{key} = {raw!r}: the memory estimate needs a whole number here")

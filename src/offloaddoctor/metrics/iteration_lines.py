@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from offloaddoctor.coerce import integer
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.metrics.numbers import as_count
@@ -52,7 +53,7 @@ _COUNTS = {
 
 def parse_iteration_line(text: str) -> tuple[int, int, dict[str, float]] | None:
     """(iteration, planned iterations from `N/ TOTAL`, every `name: number` field by lower-cased name)."""
-    found = _ITERATION.search(text)
+    found = iteration_found(text)
     if not found:
         return None
     fields = {name.strip().lower(): float(value) for name, value in _FIELDS.findall(text, found.end() - 1)}
@@ -97,8 +98,12 @@ _SPEED = (
 
 def iteration_found(text: str) -> re.Match[str] | None:
     """The `iteration N/ M |` of a line: all that says whether the line is a record, and which iteration
-    (`int(found.group(1))`). speed_record(found, …) finishes the record `diagnose` reads."""
-    return _ITERATION.search(text)
+    (`int(found.group(1))`). speed_record(found, …) finishes the record `diagnose` reads. A line whose
+    numbers are longer than any count (coerce.DIGITS_MAX) is not a record: int() would refuse them."""
+    found = _ITERATION.search(text)
+    if found is None or integer(found.group(1)) is None or integer(found.group(2)) is None:
+        return None
+    return found
 
 
 def speed_record(found: re.Match[str], path: str, line: int, rank: int | None, segment: int) -> IterationMetrics:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from offloaddoctor.coerce import integer
 from offloaddoctor.metrics.model import Layout
 
 TYPE_CHECKING = False
@@ -42,8 +43,9 @@ def parse_layout_line(text: str) -> dict[str, int]:
     found = {}
     for name, value in _PAIR.findall(text[text.index(LITERAL) :]):
         field = _LINE_NAMES.get(name.strip().lstrip(", "))
-        if field:
-            found[field] = int(value)
+        number = integer(value)
+        if field and number is not None:
+            found[field] = number
     return found
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from offloaddoctor.coerce import integer
 from offloaddoctor.metrics.model import MemoryReport
 from offloaddoctor.metrics.numbers import BRIDGE_REPORT_UNIT_BYTES, MEGATRON_UNIT_BYTES, parse_number, to_mib
 
@@ -39,8 +40,11 @@ def parse_memory_report(text: str, path: str, line: int, rank: int | None, segme
     if not found:
         return None
     printed_rank, name, unit, body = found.groups()
+    global_rank = integer(printed_rank)
+    if global_rank is None:
+        return None
     after = _AFTER.search(name)
-    report = MemoryReport(path, line, int(printed_rank), segment, int(after.group(1)) if after else None, unit)
+    report = MemoryReport(path, line, global_rank, segment, integer(after.group(1)) if after else None, unit)
     bridge_style = unit.lower() in ("gb", "gib")
     for part in body.split("|"):
         metric, sep, raw = part.partition(":")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from offloaddoctor.coerce import integer
 from offloaddoctor.lazy_pattern import lazy_compile
 
 LITERAL = "arameters"
@@ -38,9 +39,10 @@ def read_parameter_line(text: str, counts: ParameterCounts) -> bool:
     if per_rank:
         names = [n.strip() for n in per_rank.group(1).split(",")]
         indices = [i.strip() for i in per_rank.group(2).split(",")]
-        if len(names) == len(indices) and all(i.isdigit() for i in indices):
-            key = tuple((name, int(index)) for name, index in zip(names, indices))
-            counts.per_model_parallel_rank[key] = int(per_rank.group(3))
+        numbers = [number for number in map(integer, indices) if number is not None]
+        count = integer(per_rank.group(3))
+        if len(names) == len(numbers) == len(indices) and count is not None:
+            counts.per_model_parallel_rank[tuple(zip(names, numbers))] = count
             return True
         return False
     billions = _BILLIONS.search(text)

@@ -80,7 +80,7 @@ class RunReader:
     def start_source(self, name: str, shared: bool = False) -> list[LineHandler]:
         """The handler set for the next source (`shared`: in a pass with another set); call `source_read`
         with the source's line count once it is read."""
-        collector = LogConfigCollector(name)
+        collector = LogConfigCollector(name, warnings=self.run.notes)
         self.collectors.append(collector)
         return self.handlers_for(collector, shared)
 

@@ -12,6 +12,7 @@ from offloaddoctor.render.plain import (
     headline,
     nothing_found_line,
     occurrence_summary,
+    notes_for_all_runs,
     project_file_lines,
     run_heading,
     suppressed_lines,
@@ -47,6 +48,7 @@ def render_markdown(report: Report, findings: list[Finding] | None = None, title
         out = [f"## {title}", "", cell(headline(report)), ""]
         for index, run in enumerate(report.runs, start=1):
             out.append(render_markdown(run, title=f"{title}: {cell(run_heading(index, run, len(report.runs)))}"))
+        out += [f"- note: {cell(note)}" for note in notes_for_all_runs(report)]
         out += [f"- {cell(line)}" for line in project_file_lines(report)]
         return "\n".join(out).rstrip() + "\n"
     findings = report.findings if findings is None else findings

@@ -38,6 +38,13 @@ def run_heading(index: int, report: Report, of: int) -> str:
     return f"run {index} of {of}: {safe_text(describe_run(report.run))}" if report.run else f"run {index} of {of}"
 
 
+def notes_for_all_runs(report: Report) -> list[str]:
+    """Logs of several runs: the notes that belong to no one run (analysis/runs.py), as written (not yet safe)."""
+    from offloaddoctor.analysis.runs import notes_for_all_runs as shared
+
+    return shared(report)
+
+
 def suppressed_lines(report: Report) -> list[str]:
     """What --ignore or the project file left out, by which, and why; the project file read, if one was."""
     out = []
@@ -240,6 +247,7 @@ def render_plain(report: Report, details: bool = False) -> str:
         out = [headline(report), ""]
         for index, run in enumerate(report.runs, start=1):
             out += [f"=== {run_heading(index, run, len(report.runs))} ===", render_plain(run, details)]
+        out += [f"note: {safe_text(note)}" for note in notes_for_all_runs(report)]
         out += project_file_lines(report)
         return "\n".join(out).rstrip() + "\n"
     out = [headline(report), *up_front_lines(report), ""]

@@ -24,6 +24,7 @@ from offloaddoctor.render.plain import (
     evidence_location,
     grouped_evidence,
     headline,
+    notes_for_all_runs,
     nothing_found_line,
     occurrence_summary,
     project_file_lines,
@@ -39,12 +40,16 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold 
 _VERDICT_STYLE = {"confirmed": "green", "contradicted": "bold magenta", "unknown": "dim"}
 # A printed line that opens with `::` (after colour codes and blanks) would be a runner command.
 _RUNNER_OPENER = re.compile(r"^((?:\x1b\[[0-9;]*m|[ \t])*):(?=:)", re.MULTILINE)
+# The width when the terminal's is unknown: rich takes COLUMNS=0 as a width of 0 and prints nothing at all.
+DEFAULT_WIDTH = 80
 
 
 @contextmanager
 def _guarded(console: Console) -> Iterator[None]:
     """Rich wraps long lines, so log text that safe_text left mid-line (`x ::error::y`) can start a printed
     line; escape that opener on the lines as printed."""
+    if console.width <= 0:
+        console.width = DEFAULT_WIDTH
     with console.capture() as captured:
         yield
     console.file.write(_RUNNER_OPENER.sub(r"\1\\x3a", captured.get()))
@@ -81,11 +86,30 @@ def print_summary(report: Report, console: Console) -> None:
         else:
             line.rstrip()  # in place
             console.print(line, overflow="fold")
+            indent = len(row[0]) + 2
+            if max(map(len, row[-1].split()), default=0) > console.width - indent - len("fix: "):
+                # A narrow terminal: an override wider than the column would be cut with "…". Each piece goes
+                # on a line of its own, never cut (the terminal wraps it; a copy of the line is whole).
+                console.print(" " * indent + "fix:")
+                for piece in _packed(row[-1].split(), console.width - 2):
+                    console.print(Text("  " + piece, style="bold green"), no_wrap=True, overflow="ignore", crop=False)
+                continue
             below = Table.grid(padding=(0, 1))
             below.add_column(no_wrap=True)
             below.add_column()
             below.add_row("fix:", fix)
-            console.print(Padding(below, (0, 0, 0, len(row[0]) + 2), expand=False))
+            console.print(Padding(below, (0, 0, 0, indent), expand=False))
+
+
+def _packed(pieces: list[str], width: int) -> list[str]:
+    """Pieces joined by spaces into lines of at most `width`; a longer piece is a line of its own."""
+    lines: list[str] = []
+    for piece in pieces:
+        if lines and len(lines[-1]) + 1 + len(piece) <= width:
+            lines[-1] += " " + piece
+        else:
+            lines.append(piece)
+    return lines
 
 
 def _render_report(report: Report, console: Console, details: bool = False) -> None:
@@ -94,6 +118,8 @@ def _render_report(report: Report, console: Console, details: bool = False) -> N
         for index, run in enumerate(report.runs, start=1):
             console.rule(Text(run_heading(index, run, len(report.runs)), style="bold"), align="left")
             _render_report(run, console, details)
+        for note in notes_for_all_runs(report):
+            console.print(Text("note: " + safe_text(note), style="dim"))
         for line in project_file_lines(report):
             console.print(Text(line, style="dim"))
         return
@@ -153,7 +179,7 @@ def finding_panel(index: int, finding: Finding, details: bool = True, width: int
     grid.add_row("Config", verdict)
     if details:
         grid.add_row("Confirm", Text("\n".join(f"- {step}" for step in signature.confirm)))
-    fix = Text()
+    fix = Text(overflow="fold")  # an override wider than the panel folds onto the next line: never cut with "…"
     sentences = finding.fix_sentences
     for number, sentence in enumerate(sentences):
         last = number == len(sentences) - 1
