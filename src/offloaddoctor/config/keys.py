@@ -177,6 +177,8 @@ VALUE_KINDS: dict[str, str] = {
         "int",
     ),
     "optimizer.optimizer_offload_fraction": "number",
+    "train.manual_gc": "bool",
+    "train.manual_gc_interval": "number",
 }
 
 
