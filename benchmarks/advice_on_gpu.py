@@ -107,7 +107,11 @@ def plan() -> None:
         report = _estimate(args)
         fitting = [s for s in report.suggestions if s.fits][:PER_BASE]
         print(f"{base}: {report.estimate.peak_allocated_bytes / 2**20:,.0f} MiB, {len(fitting)} advised changes")
-        runs[f"a-{base}-0"] = {"args": args, "change": "as given", "predicted_mib": report.estimate.peak_allocated_bytes / 2**20}
+        runs[f"a-{base}-0"] = {
+            "args": args,
+            "change": "as given",
+            "predicted_mib": report.estimate.peak_allocated_bytes / 2**20,
+        }
         for n, suggestion in enumerate(fitting, 1):
             runs[f"a-{base}-{n}"] = {
                 "args": apply(args, suggestion.overrides),

@@ -44,7 +44,9 @@ def main(folders: list[str]) -> int:
         for log in sorted(Path(name).glob("*.raw.log")):
             runs[log.name.removesuffix(".raw.log")] = Path(name)
     DEST.mkdir(parents=True, exist_ok=True)
-    rows = ["name\toutcome\tmax_allocated_mib\tmax_reserved_mib\toom_allocated\tenv\theld_out\tnvidia_smi_peak_mib\tcommand"]
+    rows = [
+        "name\toutcome\tmax_allocated_mib\tmax_reserved_mib\toom_allocated\tenv\theld_out\tnvidia_smi_peak_mib\tcommand"
+    ]
     for run, folder in sorted(runs.items()):
         text = (folder / f"{run}.raw.log").read_text(errors="replace")
         for old, new in REWRITES:

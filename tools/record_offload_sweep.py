@@ -24,12 +24,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from record_memory_calibration import COMMON, DISTOPT, FULL, LLAMA, OFFLOAD, SELECTIVE, SmiPoller, shape  # noqa: E402
+from record_memory_calibration import COMMON, DISTOPT, FULL, LLAMA, OFFLOAD, SELECTIVE, SmiPoller, shape
 
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 # The issue's GPT: 3.35B parameters, biases, LayerNorm, tied embeddings, learned positions.
-GPT_3B = "--num-layers 16 --hidden-size 4096 --ffn-hidden-size 16384 --num-attention-heads 32 --seq-length 2048 \
---max-position-embeddings 2048 --vocab-size 32000 --bf16 " + DISTOPT
+GPT_3B = (
+    "--num-layers 16 --hidden-size 4096 --ffn-hidden-size 16384 --num-attention-heads 32 --seq-length 2048 \
+--max-position-embeddings 2048 --vocab-size 32000 --bf16 "
+    + DISTOPT
+)
 # Llama-shaped: 5.1B, no biases, RMSNorm, SwiGLU, untied embeddings, selective recompute (the unfused
 # attention's O(s^2) core would not fit otherwise).
 LLAMA_5B = (
@@ -65,8 +68,11 @@ SETS: dict[str, dict[str, tuple[str, dict]]] = {
         "g2-f040-gc": (f"{_mb(GPT_3B, 2)} {OFFLOAD} 0.4 --manual-gc", {}),
         "g2-sel-f040": (f"{_mb(GPT_3B, 2)} {SELECTIVE} {OFFLOAD} 0.4", {}),
         "g2-full": (f"{_mb(GPT_3B, 2)} {FULL}", {}),
-        **{k: v for k, v in _sweep("l1", _mb(LLAMA_5B, 1), (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9)).items()
-           if k != "l1-none"},
+        **{
+            k: v
+            for k, v in _sweep("l1", _mb(LLAMA_5B, 1), (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9)).items()
+            if k != "l1-none"
+        },
         "l1-f050-exp": (f"{_mb(LLAMA_5B, 1)} {OFFLOAD} 0.5", EXPANDABLE),
         "l1-f040-gc": (f"{_mb(LLAMA_5B, 1)} {OFFLOAD} 0.4 --manual-gc", {}),
         "l1-f030-gc": (f"{_mb(LLAMA_5B, 1)} {OFFLOAD} 0.3 --manual-gc", {}),
@@ -125,7 +131,7 @@ def main() -> None:
     poller.start()
     big = [n for n in names if not n.startswith("s-")]
     small = [n for n in names if n.startswith("s-")]
-    lanes: dict[int, tuple[str, subprocess.Popen, float] | None] = {g: None for g in range(gpus)}
+    lanes: dict[int, tuple[str, subprocess.Popen, float] | None] = dict.fromkeys(range(gpus))
     results, port = [], 29600
 
     def finish(name, proc, t0, killed=""):
