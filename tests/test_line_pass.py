@@ -169,7 +169,7 @@ def test_compare_reads_each_log_once(monkeypatch):
 def test_one_shared_pass_equals_the_two_separate_reads(case, catalog):
     path = str(FIXTURES / case)
     matchers = build_matchers(catalog)
-    run, report = api._measure_and_diagnose(path, catalog, matchers)
+    run, report, _ = api._measure_and_diagnose(path, resolve_sources([path]), catalog, matchers)
     alone = api.diagnose([path], catalog=catalog)
     assert json.dumps(report_to_dict(report), default=str) == json.dumps(report_to_dict(alone), default=str)
     assert metrics_to_dict([run]) == metrics_to_dict([run_metrics(path)])

@@ -309,9 +309,16 @@ def compare(
     resolve_sources(paths)  # every path is checked before any is read
     catalog = catalog or load_catalog()
     matchers = build_matchers(catalog)
+    # Each path's logs read once, for its numbers and its diagnosis; read again per run only where the runs
+    # are not the paths as given (metrics/runs.py), as `diagnose` does.
+    by_path = {path: resolve_sources([path]) for path in dict.fromkeys(paths)}
+    first = {path: _measure_and_diagnose(path, sources, catalog, matchers) for path, sources in by_path.items()}
     measured, errors = [], {}
-    for group in _compared_runs(baseline, paths):
-        run, report = _measure_and_diagnose(group.name, group.sources, catalog, matchers)
+    for group, read_as_given in _compared_runs(baseline, paths, {p: r for p, (_, _, r) in first.items()}, by_path):
+        if read_as_given:
+            run, report, _ = first[group.name]
+        else:
+            run, report, _ = _measure_and_diagnose(group.name, group.sources, catalog, matchers)
         errors[group.name] = [f.id for f in report.findings if f.signature.severity == "error"]
         configs = [c for path in group.given for c in (run_configs or {}).get(path, ())]
         if configs:
@@ -337,22 +344,25 @@ def _model_state_mb(run) -> tuple[float, str] | None:
     return states.bytes / 2**20, states.formula
 
 
-def _compared_runs(baseline: str, paths: list[str]):
+def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict) -> list[tuple[Any, bool]]:
     """The runs to compare, by the rule `diagnose` and `metrics` use (metrics/runs.py), within each role: the
-    baseline's logs must be one run; the other logs are grouped into runs (one job's logs given apart are one)."""
+    baseline's logs must be one run; the other logs are grouped into runs (one job's logs given apart are one).
+    Each with whether it is a path as given, already read by `readers[path]` (else its logs must be read)."""
     from offloaddoctor.analysis.runs import describe_run
-    from offloaddoctor.metrics.runs import read_runs
+    from offloaddoctor.metrics.runs import runs_of
 
-    base, _ = read_runs([baseline])
+    base, base_as_given = runs_of({baseline: readers[baseline]}, {baseline: by_path[baseline]})
     if len(base) > 1:
         shown = "; ".join(describe_run(run.run) for run in base[:3])
         raise UserError(f"{baseline}: the baseline's logs are {len(base)} runs ({shown}): pass the logs of one run")
-    others, _ = read_runs([path for path in paths if path != baseline])
-    return [*base, *others]
+    rest = [path for path in dict.fromkeys(paths) if path != baseline]
+    others, others_as_given = runs_of({p: readers[p] for p in rest}, {p: by_path[p] for p in rest})
+    return [(run, bool(base_as_given)) for run in base] + [(run, bool(others_as_given)) for run in others]
 
 
-def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tuple[Any, Report]:
-    """`run_metrics` and `diagnose` of one run's logs from one read of each: both handler sets share a pass."""
+def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tuple[Any, Report, Any]:
+    """`run_metrics` and `diagnose` of one run's logs from one read of each: both handler sets share a pass.
+    (The run's numbers, its report, and the RunReader that read them.)"""
     from offloaddoctor.analysis.engine import build_report
     from offloaddoctor.analysis.scanner import Scanner
     from offloaddoctor.logs.line_pass import LinePass
@@ -374,7 +384,7 @@ def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tup
     scan = scanner.finish()
     store = build_store(*(c.values for c in scan.collectors))
     run = summarise(reader.run, reader.collectors, reader.layout_line)
-    return run, build_report(catalog, scan, store, matchers)
+    return run, build_report(catalog, scan, store, matchers), reader
 
 
 def run_example(catalog: Catalog, signature: Signature, index: int, example: Example) -> ExampleOutcome:

@@ -27,15 +27,25 @@ def read_runs(paths: Sequence[str]) -> tuple[list[RunLogs], dict[str, RunReader]
     path, one run: nothing is read twice); otherwise the readers are empty and each run must be read."""
     readers: dict[str, RunReader] = {}
     by_path: dict[str, list[LogSource]] = {}
-    owner: dict[str, str] = {}
-    identities = []
-    clashes: set[tuple[str, str]] = set()
-    rank_logs: dict[int, str] = {}
     for path in dict.fromkeys(paths):
         reader = readers[path] = RunReader(path)
         sources = by_path[path] = resolve_sources([path])
         for source in sources:
             reader.read_source(source)
+    return runs_of(readers, by_path)
+
+
+def runs_of(
+    readers: dict[str, RunReader], by_path: dict[str, list[LogSource]]
+) -> tuple[list[RunLogs], dict[str, RunReader]]:
+    """read_runs for logs already read: `readers[path]` has read the logs `by_path[path]` (`compare` reads
+    each log once, for its numbers and its diagnosis together)."""
+    owner: dict[str, str] = {}
+    identities = []
+    clashes: set[tuple[str, str]] = set()
+    rank_logs: dict[int, str] = {}
+    for path, reader in readers.items():
+        for source in by_path[path]:
             owner.setdefault(source.name, path)
         lines = dict(reader.run.sources)
         for collector in reader.collectors:
