@@ -48,7 +48,7 @@ def _diagnose(name: str):
 
 def test_a_megatron_lm_log_gets_flags_and_a_switch_is_turned_off_by_removing_it():
     report = diagnose([str(FIXTURES / "pp-cpu-offload" / "job.log")], policy=Policy())
-    (finding,) = report.findings
+    (finding,) = [f for f in report.findings if f.id == "pp-cpu-offload"]
     assert report.fix_dialect == MEGATRON_LM
     # Megatron-LM turns activation offloading on from the layer count: the count turns it off.
     assert finding.overrides == [
@@ -178,7 +178,7 @@ def test_pp_offload_and_state_offload_fixes_agree_on_optimizer_offloading(config
 
 HEADLINE = FIXTURES / "oom-partial-optimizer-offload-bridge"
 CAVEATS = (
-    "the memory model disagrees with the message's figures (7.0x its peak allocated): the config is probably from another run",
+    "the memory model disagrees with the message's figures (6.5x its peak allocated): the config is probably from another run",
     "optimizer offloading alone cannot free enough",
 )
 

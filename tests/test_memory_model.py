@@ -44,9 +44,15 @@ def test_parameter_count_is_megatrons_exactly(path):
 @pytest.mark.parametrize("path", RUNS, ids=lambda p: p.name.removesuffix(".log.gz"))
 def test_estimate_within_ten_percent_of_the_measured_peak(path):
     measured = max(float(m) for m in MAX_ALLOCATED.findall(_text(path)))
-    ours = estimate_run([str(path)]).estimate.peak_allocated_bytes / 2**20
+    result = estimate_run([str(path)]).estimate
+    # With optimizer offloading the peak is a range: whether Python's GC freed the first optimizer build
+    # (memory/model.py _uncollected_first_build) is not in the config; the nearer end is held to the limit.
+    error = min(
+        abs(end / 2**20 - measured) / measured * 100
+        for end in (result.peak_allocated_bytes, result.peak_allocated_if_collected_bytes)
+    )
     limit = 10 if path.name[0] in "hne" else 2.5  # calibration runs: the constants come from them
-    assert abs(ours - measured) / measured * 100 <= limit
+    assert error <= limit
 
 
 BASE = RunShape(

@@ -20,6 +20,10 @@ from offloaddoctor.config.values import ConfigValue
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate
 
 FRACTION_STEP = 0.05
+# Megatron's manual garbage collection: gc.collect() before training frees the HybridDeviceOptimizer that
+# optimizer offloading builds first and replaces (memory/model.py _uncollected_first_build); the interval keeps
+# collecting during training (Megatron-LM: --manual-gc --manual-gc-interval 100).
+MANUAL_GC = ("train.manual_gc=True", "train.manual_gc_interval=100")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,14 @@ def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
         result = estimate(new)
         out.append(Suggestion(change, tuple(overrides), result, result.fits(budget), cost, rank))
 
+    if shape.optimizer_cpu_offload and not shape.manual_gc and shape.gpu_offload_fraction < 1:
+        add(
+            "free the optimizer's first build before training (Megatron's manual garbage collection)",
+            list(MANUAL_GC),
+            shape.with_changes(manual_gc=True),
+            "none measured: one gc.collect() before the first iteration, then every 100 iterations",
+            0.0,
+        )
     shards = shape.data_parallel * shape.context_parallel
     if not shape.distributed_optimizer and shards > 1:
         add(
@@ -110,6 +122,8 @@ def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
         ]
         if not shape.distributed_optimizer:
             overrides.append("optimizer.use_distributed_optimizer=True")
+        if not shape.manual_gc:
+            overrides.extend(MANUAL_GC)
         add(
             f"optimizer offloading at fraction {fraction:g}",
             overrides,
@@ -125,7 +139,9 @@ def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
             "~+33 % compute: one more forward pass (rule of thumb)",
             33.0,
         )
-    offload_layers = _smallest_offload(shape, budget)
+    # Megatron's activation offloading runs inside Transformer Engine's offload context: without TE it is
+    # rejected at start-up (transformer_block.py: "CPU Offloading is enabled when TE is not present").
+    offload_layers = _smallest_offload(shape, budget) if shape.transformer_impl == "transformer_engine" else None
     if offload_layers:
         add(
             f"activation offloading of {offload_layers} layers",
@@ -147,8 +163,9 @@ def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
 
 
 def _offloaded(shape: RunShape, fraction: float) -> RunShape:
+    """Offloading as advised: with manual garbage collection, so the first optimizer build never lingers."""
     return shape.with_changes(
-        optimizer_cpu_offload=True, optimizer_offload_fraction=fraction, distributed_optimizer=True
+        optimizer_cpu_offload=True, optimizer_offload_fraction=fraction, distributed_optimizer=True, manual_gc=True
     )
 
 

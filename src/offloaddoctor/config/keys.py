@@ -49,6 +49,8 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("model.external_cuda_graph", "CUDA graphs captured outside MCore (older releases)"),
     KnownKey("model.transformer_impl", "transformer implementation: local or transformer_engine"),
     KnownKey("optimizer.optimizer", "optimizer name: adam, sgd …"),
+    KnownKey("train.manual_gc", "garbage collection by Megatron: gc.collect() before training, then on an interval"),
+    KnownKey("train.manual_gc_interval", "iterations between Megatron's manual garbage collections (0: never)"),
     KnownKey("optimizer.optimizer_cpu_offload", "optimizer offloading master switch (HybridDeviceOptimizer)"),
     KnownKey("optimizer.optimizer_offload_fraction", "fraction of optimizer state updated on the CPU"),
     KnownKey("optimizer.overlap_cpu_optimizer_d2h_h2d", "overlap optimizer D2H/H2D copies with compute"),
@@ -175,6 +177,8 @@ VALUE_KINDS: dict[str, str] = {
         "int",
     ),
     "optimizer.optimizer_offload_fraction": "number",
+    "train.manual_gc": "bool",
+    "train.manual_gc_interval": "number",
 }
 
 

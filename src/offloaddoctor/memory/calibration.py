@@ -43,3 +43,17 @@ RESERVED_OVER_ALLOCATED = (1.06, 1.03, 1.27)
 # and the two two-GPU runs (NCCL's buffers come on top; the median of two is their mean).
 NON_PYTORCH_MIB_ONE_GPU = (2864, 2474, 2864)
 NON_PYTORCH_MIB_SEVERAL_GPUS = (3902, 3344, 4460)
+
+# What PyTorch may reserve on a GPU: nvidia-smi's total less what the driver keeps (nvidia-smi says 81,559 MiB
+# for the H100 80GB HBM3; PyTorch's OOM messages there say "total capacity of 79.18 GiB" = 81,080 MiB) less
+# the CUDA context, library handles and NCCL (NON_PYTORCH_MIB_*): 78,216 MiB on that H100. In the recorded
+# runs (fixtures/offload-sweep) the largest `max reserved` of a run that ran was 77,712 MiB (g1-f020), and
+# every run that needed more ran out of memory.
+DRIVER_RESERVED_MIB = 479
+
+# The fit verdict's allocator slack over the peak. Assumed for "fits": the calibration median above (the
+# partial-offload runs of fixtures/offload-sweep g1-*, median 1.052, range 1.038-1.085, do not fragment more).
+# Squeezed for "does not fit": near the limit the caching allocator frees its cache and retries before it
+# gives up, but 0.1-0.3 GiB stayed reserved and unallocated in every recorded OOM (g1-f010, l1-f030).
+FIT_SLACK = RESERVED_OVER_ALLOCATED[0]
+SQUEEZED_SLACK = 1.01

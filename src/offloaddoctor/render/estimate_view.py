@@ -7,6 +7,7 @@ import json
 from offloaddoctor import __version__
 from offloaddoctor.analysis.estimate_report import EstimateReport, mib
 from offloaddoctor.config.dialect import dialect_of, render_lines
+from offloaddoctor.memory.fit import FITS, TIGHT
 from offloaddoctor.memory.model import COMPONENTS
 from offloaddoctor.render.text_safety import inert_json, safe_text as inert
 
@@ -35,9 +36,23 @@ def _verdict(report: EstimateReport) -> str:
     if report.fits is None or report.headroom_bytes is None:  # (both are known once a budget is)
         return "no GPU given (--gpu or --gpu-memory): capacity not checked"
     budget = "target" if report.target is not None else "GPU"
-    if report.fits:
-        return f"fits the {budget}: {mib(report.headroom_bytes):,.0f} MiB to spare"
-    return f"DOES NOT FIT the {budget}: {mib(-report.headroom_bytes):,.0f} MiB short"
+    verdict = report.verdict
+    assert verdict is not None
+    assumed = (
+        f"PyTorch may reserve {mib(verdict.limit_bytes):,.0f} MiB of it; assumed: the peak x {verdict.slack:g} "
+        "allocator slack"
+    )
+    if verdict.status == FITS:
+        return f"fits the {budget}: {mib(verdict.headroom_bytes):,.0f} MiB to spare ({assumed})"
+    if verdict.status == TIGHT:
+        return (
+            f"TIGHT on the {budget}: {mib(verdict.best_case_bytes):,.0f} to {mib(verdict.needed_bytes):,.0f} MiB "
+            f"needed, {assumed}; {'; '.join(verdict.reasons)}"
+        )
+    return (
+        f"DOES NOT FIT the {budget}: {mib(-verdict.headroom_bytes):,.0f} MiB short; even the best case, "
+        f"{mib(verdict.best_case_bytes):,.0f} MiB, is over ({assumed})"
+    )
 
 
 def render_estimate_text(report: EstimateReport) -> str:
@@ -148,6 +163,10 @@ def estimate_json(report: EstimateReport) -> dict:
         "gpu_source": report.capacity.source if report.capacity else None,
         "target_mb": mib(report.target) if report.target is not None else None,
         "fits": report.fits,
+        "verdict": report.verdict.status if report.verdict else None,
+        "verdict_reasons": list(report.verdict.reasons) if report.verdict else [],
+        "pytorch_limit_mb": mib(report.verdict.limit_bytes) if report.verdict else None,
+        "allocator_slack": report.verdict.slack if report.verdict else None,
         "headroom_mb": mib(report.headroom_bytes) if report.headroom_bytes is not None else None,
         "fix_dialect": dialect,
         "advice": [

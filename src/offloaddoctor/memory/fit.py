@@ -1,0 +1,77 @@
+"""Will the run fit? A verdict on what PyTorch's allocator must reserve, not on the peak alone.
+
+Three answers, each with the figures behind it:
+- **fits**: the peak, with every uncertain term counted and the allocator's usual slack on top, is within
+  what PyTorch may reserve on the GPU;
+- **does not fit**: even the best case (uncertain terms gone, the allocator's cache squeezed) is over it;
+- **tight**: in between. The reasons say which term decides it and the change that settles it: the first
+  optimizer build that only Python's garbage collector frees (`--manual-gc` frees it for sure), or the
+  allocator's slack (fragmentation: `expandable_segments` may be needed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from offloaddoctor.memory import calibration as cal
+from offloaddoctor.memory.model import MemoryEstimate
+
+FITS, TIGHT, DOES_NOT_FIT = "fits", "tight", "does not fit"
+
+
+@dataclass(frozen=True)
+class FitVerdict:
+    status: str
+    limit_bytes: float  # what PyTorch may reserve: the budget less the driver's share and the CUDA context
+    needed_bytes: float  # worst case: the peak with the uncertain terms, times the slack assumed
+    best_case_bytes: float  # the peak without them, times the squeezed slack
+    slack: float
+    uncollected_bytes: float
+    reasons: tuple[str, ...]
+
+    @property
+    def headroom_bytes(self) -> float:
+        """Room left in the worst case (negative: short by that much)."""
+        return self.limit_bytes - self.needed_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.status == FITS
+
+
+def pytorch_limit(budget_bytes: float, several_gpus: bool) -> float:
+    """What PyTorch's allocator may reserve when the GPU (or the target) holds `budget_bytes`."""
+    context = cal.NON_PYTORCH_MIB_SEVERAL_GPUS[0] if several_gpus else cal.NON_PYTORCH_MIB_ONE_GPU[0]
+    return budget_bytes - (cal.DRIVER_RESERVED_MIB + context) * cal.MiB
+
+
+def verdict(result: MemoryEstimate, budget_bytes: float) -> FitVerdict:
+    limit = pytorch_limit(budget_bytes, result.shape.world_size > 1)
+    worst = result.peak_allocated_bytes * cal.FIT_SLACK
+    collected = result.peak_allocated_if_collected_bytes
+    best = collected * cal.SQUEEZED_SLACK
+    uncollected = result.peak_allocated_bytes - collected
+    reasons: list[str] = []
+    if worst <= limit:
+        status = FITS
+    elif best > limit:
+        status = DOES_NOT_FIT
+    else:
+        status = TIGHT
+        if uncollected and collected * cal.FIT_SLACK <= limit:
+            reasons.append(
+                f"fits only if Python's garbage collector frees the optimizer's first build "
+                f"({uncollected / cal.MiB:,.0f} MiB) before the first step: --manual-gc frees it for sure"
+            )
+        elif uncollected:
+            reasons.append(
+                f"{uncollected / cal.MiB:,.0f} MiB of the peak is the optimizer's first build, freed only by "
+                "Python's garbage collector (--manual-gc frees it before training); even without it, the "
+                "allocator's slack decides"
+            )
+        else:
+            reasons.append(
+                f"within the allocator's slack: the peak fits, the peak x {cal.FIT_SLACK:g} does not; "
+                "fragmentation decides (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True may be needed)"
+            )
+    return FitVerdict(status, limit, worst, best, cal.FIT_SLACK, uncollected, tuple(reasons))

@@ -1,0 +1,64 @@
+"""The memory model and the fit verdict against real runs near the 80 GB limit (fixtures/offload-sweep)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from offloaddoctor.api import estimate, load_catalog
+from offloaddoctor.memory.fit import DOES_NOT_FIT, FITS, verdict
+
+SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "offload-sweep"
+H100_MIB = 81559
+RUNS = list(csv.DictReader((SWEEP / "runs.tsv").open(), delimiter="\t"))
+
+
+def _estimate(name: str):
+    return estimate([str(SWEEP / f"{name}.log.gz")]).estimate
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[r["name"] for r in RUNS])
+def test_the_verdict_never_says_fits_on_a_run_that_ran_out_of_memory_nor_the_reverse(run):
+    result = verdict(_estimate(run["name"]), H100_MIB * 2**20)
+    if run["outcome"] == "oom":
+        assert result.status != FITS
+    if run["outcome"] == "ran":
+        assert result.status != DOES_NOT_FIT
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if r["outcome"] == "ran"], ids=lambda r: r["name"])
+def test_the_measured_peak_lies_in_the_predicted_range(run):
+    """Low end: Python's GC freed optimizer offloading's first build before the first step; high end: it did not.
+    The 8 % below the low end is the one run where whole-tensor offloading overshot the fraction by a 128k
+    embedding (a-llama4b-gqa-f050-2)."""
+    result = _estimate(run["name"])
+    measured = float(run["max_allocated_mib"]) * 2**20
+    assert 0.92 * result.peak_allocated_if_collected_bytes <= measured <= 1.03 * result.peak_allocated_bytes
+
+
+def test_manual_gc_closes_the_range_and_the_term_is_four_bytes_per_gpu_kept_parameter():
+    lingering = _estimate("g1-f010")
+    collected = _estimate("g1-f010-gc")
+    stage = lingering.most_loaded
+    assert stage.uncollected_bytes == pytest.approx(stage.parameters.total * 4 * 0.9)
+    assert collected.most_loaded.uncollected_bytes == 0
+    assert collected.peak_allocated_bytes == collected.peak_allocated_if_collected_bytes
+
+
+def test_a_small_fraction_is_tight_and_manual_gc_makes_it_fit():
+    """g1-f010 ran out of memory (also with expandable segments); the same run with --manual-gc ran."""
+    assert verdict(_estimate("g1-f010"), H100_MIB * 2**20).status == "tight"
+    assert "--manual-gc" in verdict(_estimate("g1-f010"), H100_MIB * 2**20).reasons[0]
+    assert verdict(_estimate("g1-f010-gc"), H100_MIB * 2**20).status == FITS
+
+
+def test_advice_for_a_local_config_never_offers_activation_offloading_and_offloading_comes_with_manual_gc():
+    report = estimate([str(SWEEP / "g2-f040.log.gz")], gpu="H100-80GB", catalog=load_catalog())
+    changes = [s.change for s in report.suggestions]
+    assert changes and not any("activation offloading" in c for c in changes)
+    offload = [s for s in report.suggestions if s.change.startswith("optimizer offloading")]
+    for suggestion in offload:
+        assert "train.manual_gc=True" in suggestion.overrides
+    assert report.suggestions[0].overrides == ("train.manual_gc=True", "train.manual_gc_interval=100")

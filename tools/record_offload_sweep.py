@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Record real Megatron-LM runs near the 80 GB limit of an H100: partial optimizer offload, recompute,
+expandable segments, and the changes `offloaddoctor estimate` advises (fixtures/offload-sweep/).
+
+Each measured run is alone on its GPU (two jobs sharing one corrupt OOM outcomes): with two GPUs, two
+queues run side by side, one run per GPU at a time. Small runs (a few GB) are packed together on one GPU at
+the end, where only `max allocated` (per process) is read. Training code: the megatron-core 0.19.0 wheel,
+entry script tools/compare_family_pretrain_gpt.py, as for fixtures/memory-calibration.
+
+    device: source tools/megatron_wheel_setup.sh && python3 tools/record_offload_sweep.py $OUT SET [DEADLINE_S] [NAMES]
+    here:   python3 tools/finish_offload_sweep.py <folder with the fetched archive>
+
+SET is a key of SETS below. Runs still going at DEADLINE_S (default 540) are killed and marked so.
+Writes OUTDIR/sweep-SET.tar.gz holding NAME.raw.log, NAME.cmd, NAME.env, NAME.smi, and meta-SET.txt.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record_memory_calibration import COMMON, DISTOPT, FULL, LLAMA, OFFLOAD, SELECTIVE, SmiPoller, shape
+
+EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+# The issue's GPT: 3.35B parameters, biases, LayerNorm, tied embeddings, learned positions.
+GPT_3B = (
+    "--num-layers 16 --hidden-size 4096 --ffn-hidden-size 16384 --num-attention-heads 32 --seq-length 2048 \
+--max-position-embeddings 2048 --vocab-size 32000 --bf16 "
+    + DISTOPT
+)
+# Llama-shaped: 5.1B, no biases, RMSNorm, SwiGLU, untied embeddings, selective recompute (the unfused
+# attention's O(s^2) core would not fit otherwise).
+LLAMA_5B = (
+    "--num-layers 24 --hidden-size 4096 --ffn-hidden-size 11008 --num-attention-heads 32 --seq-length 2048 "
+    f"--max-position-embeddings 2048 --vocab-size 32000 --bf16 {DISTOPT} {LLAMA} "
+    f"--untie-embeddings-and-output-weights {SELECTIVE}"
+)
+SMALL = f"{shape(8, 2048, 16, 1024, 4, 32000)} --bf16 {DISTOPT}"
+FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0)
+
+
+def _sweep(prefix: str, base: str, fractions=FRACTIONS) -> dict[str, tuple[str, dict]]:
+    runs = {f"{prefix}-none": (base, {})}
+    for f in fractions:
+        runs[f"{prefix}-f{round(f * 100):03d}"] = (f"{base} {OFFLOAD} {f}", {})
+    return runs
+
+
+def _mb(base: str, mbs: int) -> str:
+    return f"{base} --micro-batch-size {mbs} --global-batch-size {2 * mbs}"
+
+
+# name -> (arguments, extra environment). "s-" runs are small (packed on one GPU); the rest run alone.
+SETS: dict[str, dict[str, tuple[str, dict]]] = {
+    "sweep": {
+        **_sweep("g1", _mb(GPT_3B, 1)),
+        "g1-f000": (f"{_mb(GPT_3B, 1)} {OFFLOAD} 0.0", {}),
+        "g1-f010-exp": (f"{_mb(GPT_3B, 1)} {OFFLOAD} 0.1", EXPANDABLE),
+        "g1-f010-gc": (f"{_mb(GPT_3B, 1)} {OFFLOAD} 0.1 --manual-gc", {}),
+        "g1-f005-exp": (f"{_mb(GPT_3B, 1)} {OFFLOAD} 0.05", EXPANDABLE),
+        "g2-f040": (f"{_mb(GPT_3B, 2)} {OFFLOAD} 0.4", {}),
+        "g2-f040-exp": (f"{_mb(GPT_3B, 2)} {OFFLOAD} 0.4", EXPANDABLE),
+        "g2-f040-gc": (f"{_mb(GPT_3B, 2)} {OFFLOAD} 0.4 --manual-gc", {}),
+        "g2-sel-f040": (f"{_mb(GPT_3B, 2)} {SELECTIVE} {OFFLOAD} 0.4", {}),
+        "g2-full": (f"{_mb(GPT_3B, 2)} {FULL}", {}),
+        **{
+            k: v
+            for k, v in _sweep("l1", _mb(LLAMA_5B, 1), (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9)).items()
+            if k != "l1-none"
+        },
+        "l1-f050-exp": (f"{_mb(LLAMA_5B, 1)} {OFFLOAD} 0.5", EXPANDABLE),
+        "l1-f040-gc": (f"{_mb(LLAMA_5B, 1)} {OFFLOAD} 0.4 --manual-gc", {}),
+        "l1-f030-gc": (f"{_mb(LLAMA_5B, 1)} {OFFLOAD} 0.3 --manual-gc", {}),
+        "g1-f005-gc": (f"{_mb(GPT_3B, 1)} {OFFLOAD} 0.05 --manual-gc", {}),
+        "l1-full-f050": (
+            f"{_mb(LLAMA_5B, 1).replace(SELECTIVE, '')} {FULL} {OFFLOAD} 0.5",
+            {},
+        ),
+        **{f"s-{k}": v for k, v in _sweep("small", SMALL, (0.05, 0.1, 0.2, 0.5, 0.9)).items()},
+        "s-small-f010-gc": (f"{SMALL} {OFFLOAD} 0.1 --manual-gc", {}),
+    },
+}
+RUN_TIMEOUT_S = 300
+# Activation offloading with the local implementation: Megatron's real rejection (it needs TE).
+TE_REJECT = {"te-reject": (f"{SMALL} --cpu-offloading-num-layers 1", {})}
+
+
+def _advice_set() -> dict[str, tuple[str, dict]]:
+    """The advised changes benchmarks/advice_on_gpu.py planned (benchmarks/advice_runs.json)."""
+    import json
+
+    plan = Path(__file__).resolve().parents[1] / "benchmarks" / "advice_runs.json"
+    return {name: (run["args"], {}) for name, run in json.loads(plan.read_text()).items()}
+
+
+def _launch(name, args, env_extra, gpu, port, raw):
+    cmd = (
+        f"python3 -m torch.distributed.run --nproc-per-node 1 --master-port {port} "
+        f"tools/compare_family_pretrain_gpt.py {COMMON} {args}"
+    )
+    (raw / f"{name}.cmd").write_text(cmd + "\n")
+    (raw / f"{name}.env").write_text("".join(f"{k}={v}\n" for k, v in env_extra.items()))
+    log = open(raw / f"{name}.raw.log", "w")  # noqa: SIM115 - the child writes it for as long as it runs
+    env = dict(os.environ, ODR_RUN=name, CUDA_VISIBLE_DEVICES=str(gpu), **env_extra)
+    return subprocess.Popen(cmd.split(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _kill(proc):
+    try:
+        os.killpg(proc.pid, 9)
+    except ProcessLookupError:
+        pass
+
+
+def main() -> None:
+    outdir, set_name = Path(sys.argv[1]), sys.argv[2]
+    deadline = time.time() + (float(sys.argv[3]) if len(sys.argv) > 3 else 540)
+    runs = {**_advice_set(), **TE_REJECT} if set_name == "advice" else SETS[set_name]
+    names = list(runs)
+    if len(sys.argv) > 4:
+        names = [n for n in sys.argv[4].split(",") if n in runs]  # in the order given
+    raw = Path(os.environ.get("SWEEP_RAW", "/tmp/sweep-raw")) / set_name  # only the archive goes to OUTDIR
+    raw.mkdir(parents=True, exist_ok=True)
+    gpus = int(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU "))
+    poller = SmiPoller()
+    poller.start()
+    big = [n for n in names if not n.startswith("s-")]
+    small = [n for n in names if n.startswith("s-")]
+    lanes: dict[int, tuple[str, subprocess.Popen, float] | None] = dict.fromkeys(range(gpus))
+    results, port = [], 29600
+
+    def finish(name, proc, t0, killed=""):
+        results.append(f"{name} rc={proc.returncode} wall_s={time.time() - t0:.0f}{killed}")
+        print(results[-1], flush=True)
+
+    running = []
+    if small and deadline - time.time() > 200:
+        for name in small:
+            port += 1
+            running.append((name, _launch(name, *runs[name], 0, port, raw), time.time()))
+        for name, proc, t0 in running:
+            try:
+                proc.wait(timeout=max(1, deadline - time.time()))
+                finish(name, proc, t0)
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+                proc.wait()
+                finish(name, proc, t0, " killed")
+    while big or any(lanes.values()):
+        for gpu, slot in lanes.items():
+            if slot is not None:
+                name, proc, t0 = slot
+                late = time.time() > min(deadline, t0 + RUN_TIMEOUT_S)
+                if proc.poll() is None and late:
+                    _kill(proc)
+                    proc.wait()
+                    finish(name, proc, t0, " killed")
+                    lanes[gpu] = None
+                elif proc.poll() is not None:
+                    finish(name, proc, t0)
+                    lanes[gpu] = None
+            if lanes[gpu] is None and big and deadline - time.time() > 120:
+                name = big.pop(0)
+                port += 1
+                lanes[gpu] = (name, _launch(name, *runs[name], gpu, port, raw), time.time())
+        if not any(lanes.values()) and big:
+            break  # too little time left for another big run
+        time.sleep(1)
+    poller.stop.set()
+    poller.join()
+    for name in names:
+        (raw / f"{name}.smi").write_text(f"{poller.peak.get(name, 0)}\n")
+    meta = subprocess.run(  # noqa: S602 - a fixed command line, no input in it
+        "echo date=$(date -u +%FT%TZ); echo torch=$(python3 -c 'import torch; print(torch.__version__, "
+        "torch.version.cuda)'); echo gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version "
+        "--format=csv,noheader | head -1); echo gpus=$(nvidia-smi -L | wc -l); echo cpus=$(nproc); "
+        "free -g | head -2",
+        shell=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    not_run = [n for n in names if not (raw / f"{n}.raw.log").exists()]
+    (raw / f"meta-{set_name}.txt").write_text(meta + "\n".join(results) + "\nnot_run=" + ",".join(not_run) + "\n")
+    with tarfile.open(outdir / f"sweep-{set_name}.tar.gz", "w:gz") as tar:
+        tar.add(raw, arcname=f"sweep-{set_name}")
+    for name in names:
+        path = raw / f"{name}.raw.log"
+        if not path.exists():
+            continue
+        text = path.read_text(errors="replace")
+        peaks = [ln.split("max allocated: ")[1].split(" ")[0] for ln in text.splitlines() if "max allocated: " in ln]
+        oom = "OOM" if "OutOfMemoryError" in text or "CUDA out of memory" in text else ""
+        print(f"{name}: max_alloc={peaks[-1] if peaks else None} smi={poller.peak.get(name)} {oom}")
+    print("not_run=" + ",".join(not_run))
+
+
+if __name__ == "__main__":
+    main()
