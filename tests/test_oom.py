@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from offloaddoctor.analysis.oom import fragmentation_suspected, fragmentation_verdict, parse_oom, usable_free
@@ -176,6 +176,7 @@ _SIZES = st.integers(0, 200 * GIB)
 
 
 @given(requested=st.integers(1, 200 * GIB), free=_SIZES, slack=_SIZES, allowed=st.none() | _SIZES, held=_SIZES)
+@example(requested=1, free=1, slack=0, allowed=0, held=0)  # a limit of 0 bytes is a limit (hypothesis found it)
 def test_the_rule_is_the_sum_of_usable_free_and_slack(requested, free, slack, allowed, held):
     facts = {"requested_bytes": requested, "free_bytes": free, "reserved_unallocated_bytes": slack}
     if allowed is not None:

@@ -90,7 +90,7 @@ def usable_free(facts: dict) -> int:
     it). 0 when the message prints no free figure (the oldest wordings always print one)."""
     free = facts.get("free_bytes") or 0
     allowed = facts.get("allowed_bytes")
-    if allowed:
+    if allowed is not None:  # a limit of 0 bytes leaves nothing free, it is not "no limit"
         held = facts.get("reserved_bytes", facts.get("in_use_bytes"))
         if held is not None:
             free = min(free, max(0, allowed - held))
@@ -105,7 +105,7 @@ def fragmentation_verdict(facts: dict) -> tuple[bool, str] | None:
     if slack is None or requested is None:
         return None
     free = usable_free(facts)
-    free_label = "free within the per-process limit" if facts.get("allowed_bytes") else "free"
+    free_label = "free within the per-process limit" if facts.get("allowed_bytes") is not None else "free"
     covered = free + slack
     fragmentation = slack > 0 and covered >= requested
     sums = f"{free_label} {format_bytes(free)} + reserved-unallocated {format_bytes(slack)} = {format_bytes(covered)}"
