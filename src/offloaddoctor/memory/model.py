@@ -18,6 +18,7 @@ from offloaddoctor.memory.activations import (
     stored_layers,
     tokens_per_rank,
 )
+from offloaddoctor.memory.offload_split import first_build_offloaded_share, offloaded_share
 from offloaddoctor.memory.parameters import StageParameters, stage_parameters
 from offloaddoctor.memory.shape import RunShape
 
@@ -107,7 +108,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     grad_bytes = 4 if shape.grad_reduce_in_fp32 or shape.precision == "fp32" else 2
     master_bytes = 0 if shape.precision == "fp32" else shape.master_param_bytes
     state_bytes = master_bytes + shape.exp_avg_bytes + shape.exp_avg_sq_bytes
-    on_gpu = 1.0 - shape.gpu_offload_fraction
+    on_gpu = 1.0 - offloaded_share(shape, params)
     shards = shape.optimizer_shards
     expert_shards = _expert_data_parallel(shape) if shape.distributed_optimizer else 1
     optimizer_params = params.dense / shards + params.expert / expert_shards  # per GPU, before offloading
@@ -116,7 +117,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     moments_resident = 0.0 if shape.offload_optimizer_states else 1.0
     moment_bytes = optimizer_params * (shape.exp_avg_bytes + shape.exp_avg_sq_bytes) * on_gpu
     states_forward = states - moment_bytes * (1 - moments_resident)
-    uncollected = _uncollected_first_build(shape, count)
+    uncollected = _uncollected_first_build(shape, params)
     states += uncollected
     states_forward += uncollected
 
@@ -133,6 +134,11 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         f"{shape.exp_avg_bytes}+{shape.exp_avg_sq_bytes})"
         + (f", sharded over {shards} ranks" if shards > 1 else "")
         + (f", {shape.gpu_offload_fraction:g} offloaded to the CPU" if shape.gpu_offload_fraction else "")
+        + (
+            f" ({1 - on_gpu:.3f} of the parameters: whole tensors move)"
+            if abs((1 - on_gpu) - shape.gpu_offload_fraction) >= 0.0005
+            else ""
+        )
         + (
             f"; + {uncollected / cal.MiB:,.0f} MiB: fp32 copies held by the HybridDeviceOptimizer Megatron builds "
             "first and replaces, until Python's garbage collector frees them (--manual-gc frees them before training)"
@@ -206,7 +212,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     )
 
 
-def _uncollected_first_build(shape: RunShape, parameters: int) -> float:
+def _uncollected_first_build(shape: RunShape, params: StageParameters) -> float:
     """Optimizer offloading builds its HybridDeviceOptimizer twice; the first build can outlive its use.
 
     megatron-core 0.19 `get_megatron_optimizer` builds a HybridDeviceOptimizer over the model's own parameters
@@ -220,7 +226,7 @@ def _uncollected_first_build(shape: RunShape, parameters: int) -> float:
     """
     if not shape.optimizer_cpu_offload or shape.manual_gc or shape.precision == "fp32":
         return 0.0
-    return parameters * shape.master_param_bytes * (1.0 - shape.gpu_offload_fraction)
+    return params.total * shape.master_param_bytes * (1.0 - first_build_offloaded_share(shape, params))
 
 
 def _activations(shape: RunShape, params: StageParameters, first: bool, last: bool) -> tuple[float, float, str]:

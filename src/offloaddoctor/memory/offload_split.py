@@ -1,0 +1,89 @@
+"""Which parameters optimizer offloading really moves to the CPU: whole tensors, in Megatron's order.
+
+megatron-core 0.19 `HybridDeviceOptimizer._get_sub_optimizer_param_groups` walks the parameter groups in
+order and moves each tensor to the CPU while the numel moved so far is below `fraction` x the total: the
+tensor that crosses the threshold goes too, so the real share is the fraction rounded up to a tensor.
+The groups are the distributed optimizer's: weight-decayed (2-D) parameters first, then biases and 1-D
+parameters (`get_standard_config_overrides`: wd_mult 0), each in the gradient buffer's order, which is the
+reverse of the model's (`param_and_grad_buffer.py`: `for param in params[::-1]`): the output layer (untied),
+the transformer layers from the last to the first (fc2, fc1, QKV, projection), the position and the word
+embeddings. With a 128k vocabulary an embedding is a tenth of a 4B model: at fraction 0.9 the whole model but
+its norms went to the CPU (fixtures/offload-sweep a-llama4b-gqa-f050-2).
+
+Only one GPU's whole tensors follow this order: when the distributed optimizer shards the buffer over
+several ranks (DP x CP > 1), or for MoE layers, the nominal fraction is used.
+"""
+
+from __future__ import annotations
+
+from offloaddoctor.memory.parameters import StageParameters
+from offloaddoctor.memory.shape import RunShape
+
+
+def offloaded_share(shape: RunShape, params: StageParameters) -> float:
+    """The share of this GPU's optimizer parameters updated on the CPU (0 without optimizer offloading)."""
+    if shape.optimizer_shards > 1:
+        return shape.gpu_offload_fraction
+    return _share(shape, params, _tensors_in_offload_order(shape, params))
+
+
+def first_build_offloaded_share(shape: RunShape, params: StageParameters) -> float:
+    """The same for the HybridDeviceOptimizer Megatron builds first (memory/model.py `_uncollected_first_build`):
+    it gets the model's own parameters, unsharded, in the model's order (`_get_param_groups`)."""
+    weights, flat = _tensor_groups(shape, params)
+    return _share(shape, params, weights[::-1] + flat[::-1])
+
+
+def _share(shape: RunShape, params: StageParameters, tensors: list[int]) -> float:
+    fraction = shape.gpu_offload_fraction
+    if fraction in (0.0, 1.0) or shape.num_experts:
+        return fraction
+    total = sum(tensors)
+    if total != params.total:  # a layout this inventory does not know: keep the nominal fraction
+        return fraction
+    threshold, moved = fraction * total, 0
+    for numel in tensors:
+        if moved >= threshold:
+            break
+        moved += numel
+    return moved / total
+
+
+def _tensors_in_offload_order(shape: RunShape, params: StageParameters) -> list[int]:
+    weights, flat = _tensor_groups(shape, params)
+    return weights + flat
+
+
+def _tensor_groups(shape: RunShape, params: StageParameters) -> tuple[list[int], list[int]]:
+    """(2-D weights, biases and norms), each in the gradient buffer's order (the reverse of the model's)."""
+    h, t = shape.hidden_size, shape.tensor_parallel
+    q = shape.num_attention_heads * shape.head_dim
+    kv = 2 * shape.heads_kv * shape.head_dim
+    glu = 2 if shape.gated_linear_unit else 1
+    f = shape.ffn
+    bias = shape.add_bias_linear
+    first, last = params.stage == 0, params.stage == shape.pipeline_parallel - 1
+    embedding = shape.padded_vocab_size * h // t
+    norm_params = 2 if shape.normalization == "LayerNorm" else 1  # weight (+ bias) of each norm
+
+    weights: list[int] = []  # 2-D, weight decay: in the buffer's order
+    if last and (not shape.tied_embeddings or shape.pipeline_parallel > 1):
+        weights.append(embedding)
+    for _ in range(params.layers):
+        weights += [f * h // t, h * f * glu // t, h * (q + kv) // t, q * h // t]
+    if first and shape.learned_position_embeddings:
+        weights.append((shape.max_position_embeddings or shape.seq_length) * h)
+    if first:
+        weights.append(embedding)
+
+    flat: list[int] = []  # biases and norms, no weight decay
+    if last:
+        flat += [h] * norm_params
+    for _ in range(params.layers):
+        flat += [h] * (1 if bias else 0)  # fc2 bias (replicated)
+        flat += [f * glu // t] * (1 if bias else 0)  # fc1 bias
+        flat += [h] * norm_params  # pre-MLP norm
+        flat += [(q + kv) // t] * (1 if bias else 0)  # QKV bias
+        flat += [h] * (1 if bias else 0)  # projection bias
+        flat += [h] * norm_params  # input norm
+    return weights, flat
