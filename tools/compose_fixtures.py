@@ -191,7 +191,7 @@ CASES = [
         "oom-activation-offload",
         BASELINE,
         cut_after="iteration        1/",
-        args={"cpu_offloading_num_layers": 4},
+        args={"cpu_offloading_num_layers": 4, "transformer_impl": "transformer_engine"},
         tail=traceback(0, OOM_FRAMES, OOM_CAPACITY),
         expected="first: {id: oom-activation-offload, verdict: confirmed}\nids: [oom-activation-offload]\nexit_code: 1\n",
         source="Activation offloading on (Megatron-LM turns it on through cpu_offloading_num_layers 4) with PP 1, "

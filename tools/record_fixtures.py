@@ -119,14 +119,24 @@ CASES = [
         "pp-cpu-offload",
         tc(**PP4, **ACT),
         "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading",
-        {"pipeline_model_parallel_size": 4, "cpu_offloading_num_layers": 2, "world_size": 8, "data_parallel_size": 2},
+        {
+            "pipeline_model_parallel_size": 4,
+            "cpu_offloading_num_layers": 2,
+            "world_size": 8,
+            "data_parallel_size": 2,
+            "transformer_impl": "transformer_engine",
+        },
         ranks=8,
     ),
     Case(
         "recompute-cpu-offload",
         tc(**ACT, recompute_granularity="selective"),
         "ValueError: CPU offloading does not work when activation recomputation is enabled",
-        {"cpu_offloading_num_layers": 2, "recompute_granularity": "selective"},
+        {
+            "cpu_offloading_num_layers": 2,
+            "recompute_granularity": "selective",
+            "transformer_impl": "transformer_engine",
+        },
     ),
     Case(
         "recompute-cpu-offload-full",
@@ -137,6 +147,7 @@ CASES = [
             "recompute_granularity": "full",
             "recompute_method": "uniform",
             "recompute_num_layers": 1,
+            "transformer_impl": "transformer_engine",
         },
         sig="recompute-cpu-offload",
     ),
@@ -165,7 +176,7 @@ CASES = [
         "cpu-offload-num-layers",
         tc(cpu_offloading=True, cpu_offloading_num_layers=8),
         "ValueError: CPU offloading can be done only for layers less than 8",
-        {"cpu_offloading_num_layers": 8},
+        {"cpu_offloading_num_layers": 8, "transformer_impl": "transformer_engine"},
     ),
     Case(
         "vpp-layer-divisibility",

@@ -22,6 +22,7 @@ DEFAULTS: dict[str, tuple[object, str]] = {
     "model.num_layers_in_last_pipeline_stage": (None, "TransformerConfig"),
     "model.recompute_granularity": (None, "TransformerConfig"),
     "model.cuda_graph_impl": ("none", "TransformerConfig"),
+    "model.transformer_impl": ("transformer_engine", "TransformerConfig"),
     "model.enable_cuda_graph": (False, "TransformerConfig"),
     "model.external_cuda_graph": (False, "TransformerConfig"),
     "optimizer.optimizer": ("adam", "OptimizerConfig"),
