@@ -55,6 +55,9 @@ USER_SEARCH_FLOOR_S = 0.02
 # 0.1 s a line without ever giving up (230 s for 1.3 MB). Once the budget is spent, a user signature whose own
 # searches ran slower than this is switched off; a linear pattern searches tens of MB a second.
 USER_SEARCH_MIN_CHARS_PER_S = 1_000_000
+# ... by more than this: a loaded machine (other jobs on both cores) slowed a linear pattern's searches of short
+# lines to 0.6 MB/s for a moment (0.07 s); a backtracking one spends this in two or three lines.
+USER_SLOW_SLACK_S = SEARCH_TIMEOUT_S
 MAX_ITERATION_RECORDS = (
     1024  # evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k
 )
@@ -515,7 +518,7 @@ class FailureMatcher(LineHandler):
         if gave_up:
             self._timed_out(matcher, path, number, timeout)
             return False
-        if self._user_budget <= 0 and cost[0] > cost[1] / USER_SEARCH_MIN_CHARS_PER_S + USER_SEARCH_FLOOR_S:
+        if self._user_budget <= 0 and cost[0] > cost[1] / USER_SEARCH_MIN_CHARS_PER_S + USER_SLOW_SLACK_S:
             self._switch_off(matcher)
             self.result.warnings.append(
                 f"signature {matcher.id}: its pattern searches took {cost[0]:.2f} s for {int(cost[1]):,} characters "
