@@ -204,3 +204,33 @@ def test_data_parallel_size_from_sbatch_lines(tmp_path):
     )
     shape = estimate_run([str(script)]).estimate.shape
     assert (shape.world_size, shape.data_parallel) == (32, 16)
+
+
+@pytest.mark.parametrize(
+    ("p", "v", "micro", "stage", "expected"),
+    [
+        (2, 2, 8, 0, 2.5),  # (2-0-1)*2 + (2-1)*2 + 1 = 5 chunk forwards, 2 chunks a stage
+        (2, 2, 8, 1, 1.5),
+        (4, 2, 16, 0, 5.5),
+        (4, 2, 2, 0, 2.0),  # capped: only 2 micro-batches x 2 chunks exist
+        (2, 3, 8, 0, 7 / 3),
+        (4, None, 16, 1, 3),  # plain 1F1B: p - stage
+    ],
+)
+def test_micro_batches_in_flight_follow_megatron_schedules(p, v, micro, stage, expected):
+    from offloaddoctor.memory.activations import micro_batches_in_flight
+
+    shape = BASE.with_changes(
+        pipeline_parallel=p, virtual_pipeline=v, global_batch_size=micro * BASE.micro_batch_size, num_layers=16
+    )
+    assert micro_batches_in_flight(shape, stage) == pytest.approx(expected)
+
+
+def test_the_most_loaded_stage_says_why():
+    from offloaddoctor.memory.model import why_most_loaded
+
+    result = estimate(BASE.with_changes(pipeline_parallel=2, virtual_pipeline=2, global_batch_size=32, num_layers=16))
+    why = why_most_loaded(result)
+    assert why.startswith(f"stage {result.most_loaded.stage} ")
+    assert "interleaved 1F1B with 2 virtual stages" in why
+    assert why_most_loaded(estimate(BASE)) == ""

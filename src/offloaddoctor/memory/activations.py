@@ -69,9 +69,15 @@ def micro_batches_in_flight(shape: RunShape, stage: int) -> float:
     if p == 1:
         return 1
     micro = shape.num_microbatches
-    if shape.virtual_pipeline:
-        penalty = 1 + (p - 1) / (p * shape.virtual_pipeline)
-        return math.ceil(penalty * (p - stage)) if micro is None else min(micro, math.ceil(penalty * (p - stage)))
+    if shape.virtual_pipeline and shape.virtual_pipeline > 1:
+        # Megatron's interleaved schedule (pipeline_parallel/schedules.py, get_pp_rank_microbatches): rank r
+        # runs (p - r - 1) x 2 + (v - 1) x p model-chunk forwards before its first backward, so it holds one
+        # more than that; each chunk holds 1/v of the stage's layers (microbatch_group_size_per_vp_stage = p).
+        v = shape.virtual_pipeline
+        chunks = (p - stage - 1) * 2 + (v - 1) * p + 1
+        if micro is not None:
+            chunks = min(chunks, micro * v)
+        return chunks / v
     held = p - stage
     return held if micro is None else min(micro, held)
 

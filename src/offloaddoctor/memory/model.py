@@ -271,3 +271,30 @@ def _expert_data_parallel(shape: RunShape) -> int:
     etp = shape.expert_tensor_parallel_size or shape.tensor_parallel
     ranks = shape.data_parallel * shape.tensor_parallel * shape.context_parallel
     return max(1, ranks // (shape.expert_model_parallel_size * etp))
+
+
+def why_most_loaded(result: MemoryEstimate) -> str:
+    """Why the most-loaded pipeline stage is the most loaded ("" with one stage): its layers, micro-batches in
+    flight under the schedule, and what only it holds (the embedding, the output layer and logits)."""
+    shape, stage = result.shape, result.most_loaded
+    if len(result.stages) < 2:
+        return ""
+    others = [s for s in result.stages if s is not stage]
+    runner_up = max(others, key=lambda s: s.peak_bytes)
+    in_flight = micro_batches_in_flight(shape, stage.stage)
+    schedule = (
+        f"interleaved 1F1B with {shape.virtual_pipeline} virtual stages"
+        if shape.virtual_pipeline and shape.virtual_pipeline > 1
+        else "1F1B"
+    )
+    holds = []
+    if stage.stage == 0:
+        holds.append("the embedding")
+    if stage.stage == shape.pipeline_parallel - 1:
+        holds.append("the output layer and the logits")
+    return (
+        f"stage {stage.stage} ({stage.peak_bytes / cal.MiB:,.0f} MiB; next stage {runner_up.stage}: "
+        f"{runner_up.peak_bytes / cal.MiB:,.0f} MiB): {stage.parameters.layers} layers with "
+        f"{in_flight:g} micro-batches' activations in flight ({schedule})"
+        + (f", and {' and '.join(holds)}" if holds else "")
+    )

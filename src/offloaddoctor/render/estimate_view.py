@@ -8,7 +8,7 @@ from offloaddoctor import __version__
 from offloaddoctor.analysis.estimate_report import EstimateReport, mib
 from offloaddoctor.config.dialect import dialect_of, render_lines
 from offloaddoctor.memory.fit import FITS, TIGHT
-from offloaddoctor.memory.model import COMPONENTS
+from offloaddoctor.memory.model import COMPONENTS, why_most_loaded
 from offloaddoctor.render.text_safety import inert_json, safe_text as inert
 
 SCHEMA_VERSION = 1
@@ -70,6 +70,14 @@ def render_estimate_text(report: EstimateReport) -> str:
         f"nvidia-smi      {mib(smi[0]):>10,.0f} MiB  (reserved + CUDA context and NCCL; "
         f"{mib(smi[1]):,.0f}-{mib(smi[2]):,.0f})",
     ]
+    if stage.uncollected_bytes:
+        lines.append(
+            f"                {mib(est.peak_allocated_if_collected_bytes):>10,.0f} MiB  (the same once Python's garbage "
+            "collector frees the optimizer's first build: --manual-gc frees it before training)"
+        )
+    why = why_most_loaded(est)
+    if why:
+        lines.append(f"Most loaded     {why}")
     if report.capacity:
         lines.append(f"GPU             {mib(report.capacity.bytes):>10,.0f} MiB  ({inert(report.capacity.source)})")
     if report.target is not None:
@@ -153,7 +161,9 @@ def estimate_json(report: EstimateReport) -> dict:
             "pipeline_stages": shape.pipeline_parallel,
             "parameters": stage.parameters.total,
             "layers": stage.parameters.layers,
+            "why": why_most_loaded(est),
         },
+        "peak_allocated_if_collected_mb": mib(est.peak_allocated_if_collected_bytes),
         "stages": [
             {"pipeline_stage": s.stage, "peak_allocated_mb": mib(s.peak_bytes), "phase": s.phase} for s in est.stages
         ],
