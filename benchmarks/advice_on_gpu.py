@@ -132,7 +132,7 @@ def report(markdown: bool) -> None:
     for name, run in runs.items():
         path = ROOT / "fixtures" / "offload-sweep" / f"{name}.log.gz"
         if not path.exists():
-            rows.append((name, run["change"], "not run", None, run["predicted_mib"], None))
+            rows.append((name, run["change"], "not run", None, run["predicted_mib"], None, None))
             continue
         with gzip.open(path, "rt", errors="replace") as handle:
             text = handle.read()
@@ -145,11 +145,14 @@ def report(markdown: bool) -> None:
             outcome = "crash"
         measured = max(peaks) if peaks and outcome == "ran" else None
         error = (run["predicted_mib"] / measured - 1) * 100 if measured else None
-        rows.append((name, run["change"], outcome, measured, run["predicted_mib"], error))
-    header = ("run", "change", "outcome", "measured MiB", "predicted MiB", "error")
+        # The model as it is now, from the recorded log's own arguments block.
+        now = estimate([str(path)]).estimate.peak_allocated_bytes / 2**20
+        now_error = (now / measured - 1) * 100 if measured else None
+        rows.append((name, run["change"], outcome, measured, run["predicted_mib"], error, now_error))
+    header = ("run", "change", "outcome", "measured MiB", "predicted MiB", "error", "error now")
     if markdown:
-        print("| " + " | ".join(header) + " |\n|---|---|---|---:|---:|---:|")
-    for name, change, outcome, measured, predicted, error in rows:
+        print("| " + " | ".join(header) + " |\n|---|---|---|---:|---:|---:|---:|")
+    for name, change, outcome, measured, predicted, error, now_error in rows:
         cells = (
             name,
             change,
@@ -157,12 +160,17 @@ def report(markdown: bool) -> None:
             f"{measured:,.0f}" if measured else "-",
             f"{predicted:,.0f}",
             f"{error:+.1f} %" if error is not None else "-",
+            f"{now_error:+.1f} %" if now_error is not None else "-",
         )
         print(("| " + " | ".join(cells) + " |") if markdown else "  ".join(cells))
     advised = [r for r in rows if not r[0].endswith("-0") and r[2] != "not run"]
     ran = [r for r in advised if r[2] == "ran"]
     within = [r for r in ran if r[5] is not None and abs(r[5]) <= 5]
-    print(f"\nadvised changes run: {len(advised)}; ran and fit: {len(ran)}; predicted within ±5 %: {len(within)}")
+    within_now = [r for r in ran if r[6] is not None and abs(r[6]) <= 5]
+    print(
+        f"\nadvised changes run: {len(advised)}; ran and fit: {len(ran)}; predicted within ±5 %: {len(within)} "
+        f"as planned, {len(within_now)} with the model now"
+    )
 
 
 def main() -> None:
