@@ -204,3 +204,16 @@ def test_data_parallel_size_from_sbatch_lines(tmp_path):
     )
     shape = estimate_run([str(script)]).estimate.shape
     assert (shape.world_size, shape.data_parallel) == (32, 16)
+
+
+def test_the_default_optimizer_state_bytes_are_what_the_model_uses_for_a_default_config():
+    """12 B/parameter has one home: advice and compare ask the memory package for it."""
+    from offloaddoctor.memory import DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER, optimizer_state_bytes_per_parameter
+
+    mixed = _shape(*MINIMAL, "model.bf16=true")
+    assert optimizer_state_bytes_per_parameter() == DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER == 12
+    assert optimizer_state_bytes_per_parameter(mixed) == 12
+    assert optimizer_state_bytes_per_parameter(mixed.with_changes(precision="fp32")) == 8  # no master copy
+    assert optimizer_state_bytes_per_parameter(mixed.with_changes(exp_avg_bytes=2, exp_avg_sq_bytes=2)) == 8
+    states = estimate(mixed.with_changes(data_parallel=1)).component("optimizer_states")
+    assert "x 12 B (fp32 master 4 + Adam 4+4)" in states.formula

@@ -295,6 +295,7 @@ def compare(
     """Judge runs against a baseline by the offloading guide's success criteria (metrics/compare.py).
     `run_configs` maps a log path to config files whose offload settings replace what the log printed."""
     from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.memory import optimizer_state_bytes_per_parameter
     from offloaddoctor.metrics.compare import Criteria, compare_runs
     from offloaddoctor.metrics.settings import effective_offload_fraction, offload_settings
 
@@ -326,7 +327,14 @@ def compare(
             run.summary.offload = offload_settings(arguments)
             run.summary.effective_offload_fraction = effective_offload_fraction(run.summary.offload)
         measured.append(run)
-    return compare_runs(measured[0], measured[1:], errors, criteria or Criteria(), _model_state_mb(measured[0]))
+    return compare_runs(
+        measured[0],
+        measured[1:],
+        errors,
+        criteria or Criteria(),
+        _model_state_mb(measured[0]),
+        bytes_per_parameter=optimizer_state_bytes_per_parameter(),
+    )
 
 
 def _model_state_mb(run) -> tuple[float, str] | None:

@@ -4,7 +4,7 @@ All of it is an estimate and says so (`estimate_basis`). When the run's config (
 --config) gives the memory model what it needs, the offloadable optimizer state per GPU is the model's bytes per
 parameter (precision, sharding) times the parameters the log printed, the shortfall is the whole step's (the
 model's peak against the GPU), and the fix leads with the model's cheapest change that fits. Otherwise it is
-12 bytes per parameter (fp32 master weight + Adam exp_avg + exp_avg_sq), divided by the data-parallel size
+the memory model's default, 12 bytes per parameter (fp32 master weight + Adam exp_avg + exp_avg_sq), divided by the data-parallel size
 when the distributed optimizer shards it; the bundled real H100 runs (fixtures/compare-family) save exactly
 that (5384 MiB for 0.47B parameters at fraction 1.0). Slowdown is interpolated between two measured
 curves: a 0.47B GPT on one H100 (fixtures/compare-family) and Qwen3-30B-A3B from the offloading guide.
@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from offloaddoctor.catalog.model import Catalog
     from offloaddoctor.memory import RunShape
 
-OPTIMIZER_BYTES_PER_PARAMETER = 12
 FRACTION_STEP = 0.05
 # (fraction, iteration-time ratio) measured: small dense model on an H100, and the guide's MoE model.
 SMALL_MODEL = ((0.0, 1.0), (0.25, 1.21), (0.5, 1.42), (1.0, 2.07))
@@ -114,9 +113,12 @@ def oom_advice(
     requested, free = facts.get("requested_bytes"), facts.get("free_bytes")
     if not count or requested is None or free is None:
         return {}
+    from offloaddoctor.memory import optimizer_state_bytes_per_parameter
+
+    bytes_per_parameter = optimizer_state_bytes_per_parameter()  # the config is not known yet; the model may refine
     distributed = boolean(_value(store, "optimizer.use_distributed_optimizer"))
     dp = number(_value(store, "data_parallel_size")) if distributed is not False else 1
-    state = count * OPTIMIZER_BYTES_PER_PARAMETER / (dp or 1)
+    state = count * bytes_per_parameter / (dp or 1)
     shape = _memory_shape(store)
     model = memory_model_facts(shape, count) if shape else {}
     if model:
@@ -147,7 +149,7 @@ def oom_advice(
             (
                 model.pop("basis")
                 if model
-                else f"{OPTIMIZER_BYTES_PER_PARAMETER} B/parameter × {count:,} parameters per GPU"
+                else f"{bytes_per_parameter} B/parameter × {count:,} parameters per GPU"
                 + (f" ÷ data-parallel size {int(dp)}" if dp and dp > 1 else "")
                 + ("" if dp or distributed is False else " (data-parallel size unknown: not divided)")
             )

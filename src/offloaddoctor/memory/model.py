@@ -92,6 +92,22 @@ def estimate(shape: RunShape) -> MemoryEstimate:
     return MemoryEstimate(shape, tuple(_stage(shape, params) for params in stage_parameters(shape)))
 
 
+# Megatron-Core's mixed-precision Adam keeps, per parameter, an fp32 master weight and fp32 exp_avg and exp_avg_sq
+# (OptimizerConfig main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype default to torch.float32 in megatron-core
+# 0.19.0): 4 + 4 + 4 bytes, what `optimizer_state_bytes_per_parameter` gives for RunShape's defaults.
+DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER = 4 + 4 + 4
+
+
+def optimizer_state_bytes_per_parameter(shape: RunShape | None = None) -> int:
+    """Optimizer-state bytes per parameter before sharding and offloading: the fp32 master copy (none when the
+    weights are fp32 already) plus Adam's two moments, in the dtypes the run sets. Without a shape (the config
+    is not known): Megatron-Core's defaults for mixed precision, DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER."""
+    if shape is None:
+        return DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER
+    master_bytes = 0 if shape.precision == "fp32" else shape.master_param_bytes
+    return master_bytes + shape.exp_avg_bytes + shape.exp_avg_sq_bytes
+
+
 def offloadable_state(shape: RunShape) -> Component:
     """The optimizer state per GPU that optimizer offloading can move, as if none were offloaded yet."""
     unloaded = estimate(shape.with_changes(optimizer_cpu_offload=False, offload_optimizer_states=False))
@@ -106,7 +122,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     fp16 = shape.precision == "fp16"
     grad_bytes = 4 if shape.grad_reduce_in_fp32 or shape.precision == "fp32" else 2
     master_bytes = 0 if shape.precision == "fp32" else shape.master_param_bytes
-    state_bytes = master_bytes + shape.exp_avg_bytes + shape.exp_avg_sq_bytes
+    state_bytes = optimizer_state_bytes_per_parameter(shape)
     on_gpu = 1.0 - shape.gpu_offload_fraction
     shards = shape.optimizer_shards
     expert_shards = _expert_data_parallel(shape) if shape.distributed_optimizer else 1
