@@ -17,6 +17,7 @@ import math
 from offloaddoctor.analysis.findings import CONFIRMED, Finding
 from offloaddoctor.analysis.oom import usable_capacity
 from offloaddoctor.coerce import boolean, number
+from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from offloaddoctor.catalog.model import Catalog
     from offloaddoctor.memory import RunShape
 
-FRACTION_STEP = 0.05
 # (fraction, iteration-time ratio) measured: small dense model on an H100, and the guide's MoE model.
 SMALL_MODEL = ((0.0, 1.0), (0.25, 1.21), (0.5, 1.42), (1.0, 2.07))
 GUIDE_MODEL = ((0.0, 1.0), (0.25, 1.9), (1.0, 4.2))
@@ -158,8 +158,9 @@ def oom_advice(
         **model,
     }
     if needed <= 1.0:
-        fraction = min(1.0, math.ceil(needed / FRACTION_STEP - 1e-9) * FRACTION_STEP)
-        advice["offload_fraction_needed"] = round(max(fraction, FRACTION_STEP), 2)
+        step = derived.OFFLOAD_FRACTION_STEP
+        fraction = min(1.0, math.ceil(needed / step - 1e-9) * step)
+        advice["offload_fraction_needed"] = round(max(fraction, step), 2)
         advice["expected_slowdown"] = expected_slowdown(advice["offload_fraction_needed"])
     else:
         advice["offload_fraction_needed"] = (

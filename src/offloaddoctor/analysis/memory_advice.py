@@ -16,10 +16,10 @@ from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
+from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigValue
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate
 
-FRACTION_STEP = 0.05
 # Megatron's manual garbage collection: gc.collect() before training frees the HybridDeviceOptimizer that
 # optimizer offloading builds first and replaces (memory/model.py _uncollected_first_build); the interval keeps
 # collecting during training (Megatron-LM: --manual-gc --manual-gc-interval 100).
@@ -171,9 +171,9 @@ def _offloaded(shape: RunShape, fraction: float) -> RunShape:
 
 def _smallest_fraction(shape: RunShape, budget: float) -> float | None:
     start = shape.gpu_offload_fraction
-    steps = round(1 / FRACTION_STEP)
-    for step in range(1, steps + 1):
-        fraction = round(step * FRACTION_STEP, 2)
+    size = derived.OFFLOAD_FRACTION_STEP
+    for step in range(1, round(1 / size) + 1):
+        fraction = round(step * size, 2)
         if fraction > start and estimate(_offloaded(shape, fraction)).fits(budget):
             return fraction
     return 1.0 if start < 1.0 else None
