@@ -254,12 +254,13 @@ def estimate(
     per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would.
     `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins)."""
     from offloaddoctor.analysis.estimate_report import build_estimate
-    from offloaddoctor.config.loading import LOG_SUFFIXES, load_log_config
+    from offloaddoctor.config.loading import load_log_config
+    from offloaddoctor.logs.sources import reads_as_log
 
     if not config_paths and not overrides and not log_paths:
         raise UserError("nothing to estimate: pass a config file, a launch script or a log, and/or --set KEY=VALUE")
     capacity, budget = _memory_budget(gpu, gpu_memory, target, world_size)
-    logs = [p for p in config_paths if Path(p).suffix.lower() in LOG_SUFFIXES] + list(log_paths)
+    logs = [p for p in config_paths if reads_as_log(p)] + list(log_paths)
     values = [v for path in logs for v in load_log_config(path)]
     values += explicit_config([p for p in config_paths if p not in logs], overrides)
     catalog = catalog or load_catalog()
