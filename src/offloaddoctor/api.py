@@ -340,6 +340,7 @@ def compare(
 
 def _model_state_mb(run) -> tuple[float, str] | None:
     """The memory model's offloadable optimizer state per GPU for a run's arguments block (None: keys missing)."""
+    from offloaddoctor.byte_units import MIB
     from offloaddoctor.memory import offloadable_state, read_shape
 
     values = [
@@ -350,7 +351,7 @@ def _model_state_mb(run) -> tuple[float, str] | None:
         states = offloadable_state(read_shape(build_store(values)))
     except UserError:
         return None
-    return states.bytes / 2**20, states.formula
+    return states.bytes / MIB, states.formula
 
 
 def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict) -> list[tuple[Any, bool]]:

@@ -16,6 +16,7 @@ import math
 
 from offloaddoctor.analysis.findings import CONFIRMED, Finding
 from offloaddoctor.analysis.oom import usable_capacity
+from offloaddoctor.byte_units import GIB, MIB
 from offloaddoctor.coerce import boolean, number
 from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigStore
@@ -129,7 +130,7 @@ def oom_advice(
     allocated = facts.get("allocated_bytes")
     if model and isinstance(allocated, (int, float)) and allocated > 1.5 * model["estimated_peak_allocated_bytes"]:
         model["estimate_vs_allocated"] = (
-            f"PyTorch had {allocated / 2**30:.2f} GiB allocated, {allocated / model['estimated_peak_allocated_bytes']:.1f}x "
+            f"PyTorch had {allocated / GIB:.2f} GiB allocated, {allocated / model['estimated_peak_allocated_bytes']:.1f}x "
             "the memory model's peak for this config: more is on the GPU than the config explains (a config from "
             "another run, tensors kept across steps, or a bigger batch than configured)"
         )
@@ -196,7 +197,7 @@ def memory_model_facts(shape: RunShape, logged_parameters: int) -> dict[str, Any
         "parameters per GPU (the log's count)",
         "estimated_peak_allocated_bytes": int(result.peak_allocated_bytes),
         "estimated_nvidia_smi_bytes": int(result.nvidia_smi_bytes[0]),
-        "largest_component": f"{largest.name.replace('_', ' ')} ({largest.bytes / 2**20:,.0f} MiB): {largest.formula}",
+        "largest_component": f"{largest.name.replace('_', ' ')} ({largest.bytes / MIB:,.0f} MiB): {largest.formula}",
     }
 
 

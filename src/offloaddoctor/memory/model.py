@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory import calibration as cal
 from offloaddoctor.memory.activations import (
     layer_activations,
@@ -75,7 +76,7 @@ class MemoryEstimate:
         """(estimate, low, high) of what nvidia-smi shows: reserved plus CUDA context, library handles, NCCL."""
         extra = cal.NON_PYTORCH_MIB_ONE_GPU if self.shape.world_size == 1 else cal.NON_PYTORCH_MIB_SEVERAL_GPUS
         reserved = self.reserved_bytes
-        return tuple(r + mib * cal.MiB for r, mib in zip(reserved, extra))  # type: ignore[return-value]
+        return tuple(r + mib * MIB for r, mib in zip(reserved, extra))  # type: ignore[return-value]
 
     def component(self, name: str) -> Component:
         """One component of the most-loaded GPU at its peak."""
@@ -150,7 +151,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         + (f", sharded over {shards} ranks" if shards > 1 else "")
         + (f", {shape.gpu_offload_fraction:g} offloaded to the CPU" if shape.gpu_offload_fraction else "")
         + (
-            f"; + {uncollected / cal.MiB:,.0f} MiB: fp32 copies held by the HybridDeviceOptimizer Megatron builds "
+            f"; + {uncollected / MIB:,.0f} MiB: fp32 copies held by the HybridDeviceOptimizer Megatron builds "
             "first and replaces, until Python's garbage collector frees them (--manual-gc frees them before training)"
             if uncollected
             else ""
@@ -158,7 +159,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     )
 
     resident = float(cal.RESIDENT_OVERHEAD_BYTES)
-    resident_formula = f"{cal.RESIDENT_OVERHEAD_BYTES // cal.MiB} MiB workspaces and buffers"
+    resident_formula = f"{cal.RESIDENT_OVERHEAD_BYTES // MIB} MiB workspaces and buffers"
     if not shape.flash_attention:
         scores = (
             2
@@ -204,7 +205,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         act = Component(
             "activations",
             0.0,
-            f"freed before the step ({activations / cal.MiB:,.0f} MiB during "
+            f"freed before the step ({activations / MIB:,.0f} MiB during "
             "forward/backward, less than the step's temporaries)",
         )
         logit = Component("logits", 0.0, "freed before the step")
@@ -263,7 +264,7 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
         logits_counted, activations = logits, kept + extras
     per_layer = dense.total if not shape.num_experts else moe.total
     formula = (
-        f"{params.layers} layers x {per_layer / cal.MiB:,.1f} MiB per layer and micro-batch "
+        f"{params.layers} layers x {per_layer / MIB:,.1f} MiB per layer and micro-batch "
         f"({'flash attention' if shape.flash_attention else 'unfused attention: scores O(s^2)'}), {how}"
         + (f", {in_flight:g} micro-batches in flight" if in_flight != 1 else "")
     )

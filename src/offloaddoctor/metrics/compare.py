@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from offloaddoctor.byte_units import MIB
 from offloaddoctor.metrics.model import RunMetrics
 
-MIB = 1024 * 1024
 PASS, FAIL = "pass", "fail"
 
 
