@@ -159,3 +159,20 @@ def test_every_computed_offload_fraction_follows_the_one_step(monkeypatch):
     assert diagnose_text(PARAMS + OOM, config).findings[0].facts["offload_fraction_needed"] == 0.6
     assert _smallest_fraction(shape, budget) == 0.8
     assert derived.OFFLOAD_FRACTION_RAISE == 0.25
+
+
+def test_the_fix_takes_the_needed_fraction_as_a_number_not_from_the_facts_sentence(monkeypatch):
+    """The fix note read the fraction back out of the fact's English ("more than 1.0 (1.13): ..."): reworded, the
+    note broke. It is computed as a number now, and both the sentence and the note are rendered from it."""
+    from offloaddoctor.analysis import advice
+
+    config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9}
+    log = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM
+    before = diagnose_text(log, config).findings[0]
+    monkeypatch.setattr(advice, "_needed_fraction_fact", lambda fraction: "offloading cannot free enough")
+    after = diagnose_text(log, config).findings[0]
+    assert after.facts["offload_fraction_needed"] == "offloading cannot free enough"
+    assert after.fix_note == before.fix_note and re.search(r"a fraction of \d+\.\d\d\)", after.fix_note)
+    assert not any(key.startswith("_") for key in after.facts)  # the number is carried, never shown
+    assert advice.needed_fraction(0.41) == 0.45 and advice.needed_fraction(0.001) == 0.05
+    assert advice.needed_fraction(1.234) == 1.234

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 SMALL_MODEL = ((0.0, 1.0), (0.25, 1.21), (0.5, 1.42), (1.0, 2.07))
 GUIDE_MODEL = ((0.0, 1.0), (0.25, 1.9), (1.0, 4.2))
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
+NEEDED_FRACTION = "_offload_fraction_needed"  # the number behind the fact's sentence, carried to the fix likewise
 
 
 def add_advice(
@@ -76,13 +77,13 @@ def _use_cheapest_change(finding: Finding) -> None:
 def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     """The fix's fraction line: the estimated fraction when there is one. When even fraction 1 is short,
     the fix leads with what frees more (pipeline parallelism, recompute), and says why."""
-    needed = finding.facts.get("offload_fraction_needed")
+    needed = finding.facts.pop(NEEDED_FRACTION, None)
     if needed is None:
         return
-    value = needed if isinstance(needed, float) else 1.0
+    value = min(needed, 1.0)
     prefix = "optimizer.optimizer_offload_fraction="
     finding.overrides = [f"{prefix}{value:g}" if line.startswith(prefix) else line for line in finding.overrides]
-    if isinstance(needed, float):
+    if needed <= 1.0:
         return
     pp = number(_value(store, "model.pipeline_model_parallel_size")) or 1
     first = [f"model.pipeline_model_parallel_size={int(pp) * 2}"]
@@ -96,7 +97,7 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     finding.fix_note_replaces_summary = True  # "raise the fraction by a step" is what the numbers rule out
     finding.fix_note = (
         "The numbers say optimizer offloading alone cannot free enough (it would need a fraction of "
-        f"{needed.split('(')[1].split(')')[0]}): raise pipeline parallelism or add recompute first."
+        f"{needed:.2f}): raise pipeline parallelism or add recompute first."
     )
 
 
@@ -158,17 +159,29 @@ def oom_advice(
         ),
         **model,
     }
-    if needed <= 1.0:
-        step = derived.OFFLOAD_FRACTION_STEP
-        fraction = min(1.0, math.ceil(needed / step - 1e-9) * step)
-        advice["offload_fraction_needed"] = round(max(fraction, step), 2)
-        advice["expected_slowdown"] = expected_slowdown(advice["offload_fraction_needed"])
-    else:
-        advice["offload_fraction_needed"] = (
-            f"more than 1.0 ({needed:.2f}): optimizer offloading alone cannot free enough; add pipeline/tensor "
-            "parallelism or activation offloading"
-        )
+    fraction = needed_fraction(needed)
+    advice[NEEDED_FRACTION] = fraction
+    advice["offload_fraction_needed"] = _needed_fraction_fact(fraction)
+    if fraction <= 1.0:
+        advice["expected_slowdown"] = expected_slowdown(fraction)
     return advice
+
+
+def needed_fraction(needed: float) -> float:
+    """The offload fraction that frees enough, rounded up to the step; above 1.0 (unrounded) when none can."""
+    if needed > 1.0:
+        return needed
+    step = derived.OFFLOAD_FRACTION_STEP
+    return round(max(min(1.0, math.ceil(needed / step - 1e-9) * step), step), 2)
+
+
+def _needed_fraction_fact(fraction: float) -> float | str:
+    if fraction <= 1.0:
+        return fraction
+    return (
+        f"more than 1.0 ({fraction:.2f}): optimizer offloading alone cannot free enough; add pipeline/tensor "
+        "parallelism or activation offloading"
+    )
 
 
 def _memory_shape(store: ConfigStore) -> RunShape | None:
