@@ -217,3 +217,17 @@ def test_the_default_optimizer_state_bytes_are_what_the_model_uses_for_a_default
     assert optimizer_state_bytes_per_parameter(mixed.with_changes(exp_avg_bytes=2, exp_avg_sq_bytes=2)) == 8
     states = estimate(mixed.with_changes(data_parallel=1)).component("optimizer_states")
     assert "x 12 B (fp32 master 4 + Adam 4+4)" in states.formula
+
+
+def test_one_table_of_megatron_defaults_at_the_release_the_model_was_calibrated_on():
+    """Defaults came from megatron-core 0.16.1 (config/defaults.py) while the model and its recordings are 0.19.0:
+    one table now, at 0.19.0, and the memory model's own fallbacks agree with it."""
+    from offloaddoctor.config.defaults import DEFAULTS, MCORE_VERSION, add_defaults
+    from offloaddoctor.memory import calibration
+
+    assert f"megatron-core {MCORE_VERSION}" in calibration.__doc__
+    store = build_store(parse_overrides(list(MINIMAL)))
+    defaulted = build_store(parse_overrides(list(MINIMAL)))
+    add_defaults(defaulted)
+    assert any(defaulted.resolve(key).origin == "default" for key in DEFAULTS)
+    assert read_shape(store) == read_shape(defaulted)
