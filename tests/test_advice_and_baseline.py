@@ -134,3 +134,45 @@ def test_the_fix_uses_the_estimated_fraction():
         {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9},
     )
     assert "optimizer.optimizer_offload_fraction=1" in short.findings[0].overrides
+
+
+def test_every_computed_offload_fraction_follows_the_one_step(monkeypatch):
+    """OOM advice and `estimate`'s smallest fraction round to config.derived.OFFLOAD_FRACTION_STEP (0.05), not a
+    copy of it; the fix template's raise (0.25) is another number with its own name."""
+    from offloaddoctor.analysis.memory_advice import _smallest_fraction
+    from offloaddoctor.config import derived
+    from offloaddoctor.memory import estimate
+
+    from .test_memory_model import MINIMAL, _shape
+
+    config = {
+        "optimizer.optimizer_cpu_offload": True,
+        "optimizer.optimizer_offload_fraction": 0.25,
+        "optimizer.use_distributed_optimizer": True,
+        "data_parallel_size": 8,
+    }
+    assert diagnose_text(PARAMS + OOM, config).findings[0].facts["offload_fraction_needed"] == 0.45
+    shape = _shape(*MINIMAL, "model.bf16=true", "optimizer.use_distributed_optimizer=true")
+    budget = estimate(shape).peak_allocated_bytes * 0.97  # 3 % short: a fraction of the state frees it
+    assert _smallest_fraction(shape, budget) == 0.75
+    monkeypatch.setattr(derived, "OFFLOAD_FRACTION_STEP", 0.2)
+    assert diagnose_text(PARAMS + OOM, config).findings[0].facts["offload_fraction_needed"] == 0.6
+    assert _smallest_fraction(shape, budget) == 0.8
+    assert derived.OFFLOAD_FRACTION_RAISE == 0.25
+
+
+def test_the_fix_takes_the_needed_fraction_as_a_number_not_from_the_facts_sentence(monkeypatch):
+    """The fix note read the fraction back out of the fact's English ("more than 1.0 (1.13): ..."): reworded, the
+    note broke. It is computed as a number now, and both the sentence and the note are rendered from it."""
+    from offloaddoctor.analysis import advice
+
+    config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9}
+    log = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM
+    before = diagnose_text(log, config).findings[0]
+    monkeypatch.setattr(advice, "_needed_fraction_fact", lambda fraction: "offloading cannot free enough")
+    after = diagnose_text(log, config).findings[0]
+    assert after.facts["offload_fraction_needed"] == "offloading cannot free enough"
+    assert after.fix_note == before.fix_note and re.search(r"a fraction of \d+\.\d\d\)", after.fix_note)
+    assert not any(key.startswith("_") for key in after.facts)  # the number is carried, never shown
+    assert advice.needed_fraction(0.41) == 0.45 and advice.needed_fraction(0.001) == 0.05
+    assert advice.needed_fraction(1.234) == 1.234

@@ -19,3 +19,21 @@ def test_mb_is_read_as_each_source_means_it():
     assert to_mib(1, "GB", BRIDGE_REPORT_UNIT_BYTES) == 10**9 / 2**20  # Bridge's report divides by 1e9
     for unit in ("KiB", "MiB", "GiB"):  # binary units mean the same everywhere
         assert byte_units.STANDARD[unit.lower()] == byte_units.MEGATRON[unit.lower()]
+
+
+def test_a_mebibyte_is_defined_once():
+    """MiB was defined four times (byte_units, metrics/compare, memory/calibration, memory/gpus): no module but
+    byte_units may bind a name for 2**20 (buffer sizes like `BLOCK_BYTES = 1 << 20` are not units)."""
+    import ast
+    from pathlib import Path
+
+    package = Path(byte_units.__file__).parent
+    found = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    name = getattr(target, "id", "")
+                    if name.lower() in {"mib", "mb", "mebibyte"} or name.lower().endswith("_mib_bytes"):
+                        found.append(f"{path.relative_to(package)}:{name}")
+    assert found == ["byte_units.py:MIB"]

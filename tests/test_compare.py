@@ -12,6 +12,7 @@ import pytest
 from offloaddoctor.api import compare
 from offloaddoctor.cli import app
 from offloaddoctor.metrics import metrics_from_text
+from offloaddoctor.memory import DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER
 from offloaddoctor.metrics.compare import FAIL, PASS, Criteria, compare_runs, optimizer_state_mb
 from offloaddoctor.render.compare_view import render_compare_plain
 
@@ -125,6 +126,7 @@ def synthetic(name, offload, fraction, peak, loss_shift=0.0, ms=100.0, iteration
     return metrics_from_text(text, name)
 
 
+BYTES = DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER
 STATE = 1048576 * 12 / 2**20  # 12 MiB
 
 
@@ -135,7 +137,7 @@ STATE = 1048576 * 12 / 2**20  # 12 MiB
 def test_loss_delta_edge(shift, verdict):
     base = synthetic("base", "False", 1.0, 1000.0)
     run = synthetic("run", "True", 1.0, 1000.0 - STATE, loss_shift=shift)
-    assert compare_runs(base, [run], {}).runs[0].verdict == verdict
+    assert compare_runs(base, [run], {}, bytes_per_parameter=BYTES).runs[0].verdict == verdict
 
 
 @pytest.mark.parametrize(
@@ -150,13 +152,13 @@ def test_loss_delta_edge(shift, verdict):
 def test_memory_proportionality_edge(saving, verdict):
     base = synthetic("base", "False", 1.0, 2000.0)
     run = synthetic("run", "True", 0.5, 2000.0 - saving)
-    assert compare_runs(base, [run], {}, Criteria()).runs[0].verdict == verdict
+    assert compare_runs(base, [run], {}, Criteria(), bytes_per_parameter=BYTES).runs[0].verdict == verdict
 
 
 def test_no_common_iterations_and_errors_fail_with_reasons():
     base = synthetic("base", "False", 1.0, 1000.0, iterations=range(1, 5))
     run = synthetic("run", "True", 1.0, 1000.0 - STATE, iterations=range(6, 9))
-    result = compare_runs(base, [run], {"run": ["oom-capacity"]}).runs[0]
+    result = compare_runs(base, [run], {"run": ["oom-capacity"]}, bytes_per_parameter=BYTES).runs[0]
     assert result.verdict == FAIL
     assert any("loss cannot be compared" in r for r in result.reasons)
     assert any("oom-capacity" in r for r in result.reasons)
@@ -165,7 +167,16 @@ def test_no_common_iterations_and_errors_fail_with_reasons():
 def test_optimizer_state_is_sharded_by_data_parallel_size():
     run = synthetic("run", "True", 1.0, 1000.0)
     run.summary.data_parallel_size = 4
-    assert optimizer_state_mb(run) == pytest.approx(STATE / 4)
+    assert optimizer_state_mb(run, BYTES) == pytest.approx(STATE / 4)
+
+
+def test_the_bytes_per_parameter_come_from_the_caller_not_a_copy_in_metrics():
+    # metrics may not import the memory model: api.compare gives it the memory model's number.
+    base = synthetic("base", "False", 1.0, 1000.0)
+    run = synthetic("run", "True", 1.0, 1000.0)
+    comparison = compare_runs(base, [run], {}, bytes_per_parameter=16)
+    assert comparison.optimizer_state_mb == pytest.approx(STATE * 16 / 12)
+    assert comparison.state_basis.startswith("16 B/parameter")
 
 
 def test_plot_writes_a_png(family, tmp_path):

@@ -118,3 +118,22 @@ def test_an_unreadable_subdirectory_under_recursive_is_noted(logs, monkeypatch):
     report = api.diagnose([str(logs)], recursive=True, policy=Policy())
     assert report.findings == []
     assert f"{locked}: cannot list the directory: Permission denied; skipped" in report.notes
+
+
+@pytest.mark.parametrize("suffix", sources.LOG_SUFFIXES)
+def test_one_suffix_list_decides_what_is_a_log_for_scans_and_estimate(suffix):
+    """`estimate` kept its own list (with `.gz`, without the rule that `.gz` wraps a log suffix): one list now."""
+    for name in (f"job{suffix}", f"JOB{suffix.upper()}", f"job{suffix}.gz"):
+        assert sources.is_log_name(name) and sources.reads_as_log(name), name
+    assert not sources.is_log_name(f"job{suffix}.yaml") and not sources.reads_as_log(f"job{suffix}.yaml")
+    assert sources.reads_as_log("dump.gz") and not sources.is_log_name("dump.gz")  # a scan lists logs only
+    assert not any(hasattr(module, "LOG_SUFFIXES") for module in _config_modules())
+
+
+def _config_modules():
+    import importlib
+    import pkgutil
+
+    import offloaddoctor.config as config
+
+    return [importlib.import_module(f"offloaddoctor.config.{m.name}") for m in pkgutil.iter_modules(config.__path__)]

@@ -234,3 +234,30 @@ def test_the_most_loaded_stage_says_why():
     assert why.startswith(f"stage {result.most_loaded.stage} ")
     assert "interleaved 1F1B with 2 virtual stages" in why
     assert why_most_loaded(estimate(BASE)) == ""
+
+
+def test_the_default_optimizer_state_bytes_are_what_the_model_uses_for_a_default_config():
+    """12 B/parameter has one home: advice and compare ask the memory package for it."""
+    from offloaddoctor.memory import DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER, optimizer_state_bytes_per_parameter
+
+    mixed = _shape(*MINIMAL, "model.bf16=true")
+    assert optimizer_state_bytes_per_parameter() == DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER == 12
+    assert optimizer_state_bytes_per_parameter(mixed) == 12
+    assert optimizer_state_bytes_per_parameter(mixed.with_changes(precision="fp32")) == 8  # no master copy
+    assert optimizer_state_bytes_per_parameter(mixed.with_changes(exp_avg_bytes=2, exp_avg_sq_bytes=2)) == 8
+    states = estimate(mixed.with_changes(data_parallel=1)).component("optimizer_states")
+    assert "x 12 B (fp32 master 4 + Adam 4+4)" in states.formula
+
+
+def test_one_table_of_megatron_defaults_at_the_release_the_model_was_calibrated_on():
+    """Defaults came from megatron-core 0.16.1 (config/defaults.py) while the model and its recordings are 0.19.0:
+    one table now, at 0.19.0, and the memory model's own fallbacks agree with it."""
+    from offloaddoctor.config.defaults import DEFAULTS, MCORE_VERSION, add_defaults
+    from offloaddoctor.memory import calibration
+
+    assert f"megatron-core {MCORE_VERSION}" in calibration.__doc__
+    store = build_store(parse_overrides(list(MINIMAL)))
+    defaulted = build_store(parse_overrides(list(MINIMAL)))
+    add_defaults(defaulted)
+    assert any(defaulted.resolve(key).origin == "default" for key in DEFAULTS)
+    assert read_shape(store) == read_shape(defaulted)

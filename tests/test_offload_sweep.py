@@ -65,3 +65,27 @@ def test_advice_for_a_local_config_never_offers_activation_offloading_and_offloa
     for suggestion in offload:
         assert "train.manual_gc=True" in suggestion.overrides
     assert report.suggestions[0].overrides == ("train.manual_gc=True", "train.manual_gc_interval=100")
+
+
+def test_the_changes_are_one_table_whose_costs_order_the_advice(monkeypatch):
+    """memory_advice weighed each change in an inline block with a hand-written rank: now CHANGES rows (condition
+    and change, cost with its source); the advice is ordered by the table's cost, not by where a block sat."""
+    from dataclasses import replace
+
+    from offloaddoctor.analysis import memory_advice
+    from offloaddoctor.memory import estimate
+
+    from .test_memory_model import MINIMAL, _shape
+
+    assert all(callable(cost) or cost.source for _, cost in memory_advice.CHANGES)
+    shape = _shape(*MINIMAL, "model.bf16=true", "train.global_batch_size=16", world_size=8)
+    budget = estimate(shape).nvidia_smi_bytes[0] * 0.95  # several changes fit
+    first = memory_advice.suggest(shape, budget, [], None)
+    assert first[0].change.startswith("distributed optimizer")
+    rows = [
+        (propose, replace(cost, rank=99.0) if propose is memory_advice._distributed_optimizer else cost)
+        for propose, cost in memory_advice.CHANGES
+    ]
+    monkeypatch.setattr(memory_advice, "CHANGES", tuple(rows))
+    again = memory_advice.suggest(shape, budget, [], None)
+    assert [s.change for s in again] == [s.change for s in first[1:]] + [first[0].change]

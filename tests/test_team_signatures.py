@@ -133,3 +133,20 @@ def test_a_missing_built_in_catalogue_says_so(tmp_path, monkeypatch):
     with pytest.raises(loader.CatalogError) as raised:
         loader.load_catalog(api.vocabulary())
     assert str(raised.value) == f"{tmp_path / 'gone'}: the built-in catalogue is missing (a broken install?)"
+
+
+def test_one_function_says_whether_a_signature_is_a_teams(tmp_path, monkeypatch):
+    """The scanner (user-pattern budget) and the loader (duplicate-id message) ask catalog.loader.is_team_signature;
+    a path reached through a link to the built-in catalogue is the built-in catalogue's."""
+    from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.catalog import loader
+
+    team = team_dir(tmp_path)
+    link = tmp_path / "builtin-link"
+    link.symlink_to(loader.builtin_signature_dir(), target_is_directory=True)
+    assert loader.is_team_signature(team / "checkpoint-disk-full.yaml")
+    assert not loader.is_team_signature(loader.builtin_signature_dir() / "recompute-cpu-offload.yaml")
+    assert not loader.is_team_signature(link / "recompute-cpu-offload.yaml")
+    catalog = api.load_catalog([team])
+    monkeypatch.setattr(loader, "is_team_signature", lambda path: True)  # the scanner asks, it does not decide
+    assert all(m.user for m in build_matchers(catalog))

@@ -254,12 +254,13 @@ def estimate(
     per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would.
     `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins)."""
     from offloaddoctor.analysis.estimate_report import build_estimate
-    from offloaddoctor.config.loading import LOG_SUFFIXES, load_log_config
+    from offloaddoctor.config.loading import load_log_config
+    from offloaddoctor.logs.sources import reads_as_log
 
     if not config_paths and not overrides and not log_paths:
         raise UserError("nothing to estimate: pass a config file, a launch script or a log, and/or --set KEY=VALUE")
     capacity, budget = _memory_budget(gpu, gpu_memory, target, world_size)
-    logs = [p for p in config_paths if Path(p).suffix.lower() in LOG_SUFFIXES] + list(log_paths)
+    logs = [p for p in config_paths if reads_as_log(p)] + list(log_paths)
     values = [v for path in logs for v in load_log_config(path)]
     values += explicit_config([p for p in config_paths if p not in logs], overrides)
     catalog = catalog or load_catalog()
@@ -295,6 +296,7 @@ def compare(
     """Judge runs against a baseline by the offloading guide's success criteria (metrics/compare.py).
     `run_configs` maps a log path to config files whose offload settings replace what the log printed."""
     from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.memory import optimizer_state_bytes_per_parameter
     from offloaddoctor.metrics.compare import Criteria, compare_runs
     from offloaddoctor.metrics.settings import effective_offload_fraction, offload_settings
 
@@ -326,11 +328,19 @@ def compare(
             run.summary.offload = offload_settings(arguments)
             run.summary.effective_offload_fraction = effective_offload_fraction(run.summary.offload)
         measured.append(run)
-    return compare_runs(measured[0], measured[1:], errors, criteria or Criteria(), _model_state_mb(measured[0]))
+    return compare_runs(
+        measured[0],
+        measured[1:],
+        errors,
+        criteria or Criteria(),
+        _model_state_mb(measured[0]),
+        bytes_per_parameter=optimizer_state_bytes_per_parameter(),
+    )
 
 
 def _model_state_mb(run) -> tuple[float, str] | None:
     """The memory model's offloadable optimizer state per GPU for a run's arguments block (None: keys missing)."""
+    from offloaddoctor.byte_units import MIB
     from offloaddoctor.memory import offloadable_state, read_shape
 
     values = [
@@ -341,7 +351,7 @@ def _model_state_mb(run) -> tuple[float, str] | None:
         states = offloadable_state(read_shape(build_store(values)))
     except UserError:
         return None
-    return states.bytes / 2**20, states.formula
+    return states.bytes / MIB, states.formula
 
 
 def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict) -> list[tuple[Any, bool]]:

@@ -4,7 +4,7 @@ All of it is an estimate and says so (`estimate_basis`). When the run's config (
 --config) gives the memory model what it needs, the offloadable optimizer state per GPU is the model's bytes per
 parameter (precision, sharding) times the parameters the log printed, the shortfall is the whole step's (the
 model's peak against the GPU), and the fix leads with the model's cheapest change that fits. Otherwise it is
-12 bytes per parameter (fp32 master weight + Adam exp_avg + exp_avg_sq), divided by the data-parallel size
+the memory model's default, 12 bytes per parameter (fp32 master weight + Adam exp_avg + exp_avg_sq), divided by the data-parallel size
 when the distributed optimizer shards it; the bundled real H100 runs (fixtures/compare-family) save exactly
 that (5384 MiB for 0.47B parameters at fraction 1.0). Slowdown is interpolated between two measured
 curves: a 0.47B GPT on one H100 (fixtures/compare-family) and Qwen3-30B-A3B from the offloading guide.
@@ -16,7 +16,9 @@ import math
 
 from offloaddoctor.analysis.findings import CONFIRMED, Finding
 from offloaddoctor.analysis.oom import usable_capacity
+from offloaddoctor.byte_units import GIB, MIB
 from offloaddoctor.coerce import boolean, number
+from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts
 
@@ -27,12 +29,11 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from offloaddoctor.catalog.model import Catalog
     from offloaddoctor.memory import RunShape
 
-OPTIMIZER_BYTES_PER_PARAMETER = 12
-FRACTION_STEP = 0.05
 # (fraction, iteration-time ratio) measured: small dense model on an H100, and the guide's MoE model.
 SMALL_MODEL = ((0.0, 1.0), (0.25, 1.21), (0.5, 1.42), (1.0, 2.07))
 GUIDE_MODEL = ((0.0, 1.0), (0.25, 1.9), (1.0, 4.2))
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
+NEEDED_FRACTION = "_offload_fraction_needed"  # the number behind the fact's sentence, carried to the fix likewise
 
 
 def add_advice(
@@ -76,13 +77,13 @@ def _use_cheapest_change(finding: Finding) -> None:
 def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     """The fix's fraction line: the estimated fraction when there is one. When even fraction 1 is short,
     the fix leads with what frees more (pipeline parallelism, recompute), and says why."""
-    needed = finding.facts.get("offload_fraction_needed")
+    needed = finding.facts.pop(NEEDED_FRACTION, None)
     if needed is None:
         return
-    value = needed if isinstance(needed, float) else 1.0
+    value = min(needed, 1.0)
     prefix = "optimizer.optimizer_offload_fraction="
     finding.overrides = [f"{prefix}{value:g}" if line.startswith(prefix) else line for line in finding.overrides]
-    if isinstance(needed, float):
+    if needed <= 1.0:
         return
     pp = number(_value(store, "model.pipeline_model_parallel_size")) or 1
     first = [f"model.pipeline_model_parallel_size={int(pp) * 2}"]
@@ -96,7 +97,7 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     finding.fix_note_replaces_summary = True  # "raise the fraction by a step" is what the numbers rule out
     finding.fix_note = (
         "The numbers say optimizer offloading alone cannot free enough (it would need a fraction of "
-        f"{needed.split('(')[1].split(')')[0]}): raise pipeline parallelism or add recompute first."
+        f"{needed:.2f}): raise pipeline parallelism or add recompute first."
     )
 
 
@@ -114,9 +115,12 @@ def oom_advice(
     requested, free = facts.get("requested_bytes"), facts.get("free_bytes")
     if not count or requested is None or free is None:
         return {}
+    from offloaddoctor.memory import optimizer_state_bytes_per_parameter
+
+    bytes_per_parameter = optimizer_state_bytes_per_parameter()  # the config is not known yet; the model may refine
     distributed = boolean(_value(store, "optimizer.use_distributed_optimizer"))
     dp = number(_value(store, "data_parallel_size")) if distributed is not False else 1
-    state = count * OPTIMIZER_BYTES_PER_PARAMETER / (dp or 1)
+    state = count * bytes_per_parameter / (dp or 1)
     shape = _memory_shape(store)
     model = memory_model_facts(shape, count) if shape else {}
     if model:
@@ -127,7 +131,7 @@ def oom_advice(
     allocated = facts.get("allocated_bytes")
     if model and isinstance(allocated, (int, float)) and allocated > 1.5 * model["estimated_peak_allocated_bytes"]:
         model["estimate_vs_allocated"] = (
-            f"PyTorch had {allocated / 2**30:.2f} GiB allocated, {allocated / model['estimated_peak_allocated_bytes']:.1f}x "
+            f"PyTorch had {allocated / GIB:.2f} GiB allocated, {allocated / model['estimated_peak_allocated_bytes']:.1f}x "
             "the memory model's peak for this config: more is on the GPU than the config explains (a config from "
             "another run, tensors kept across steps, or a bigger batch than configured)"
         )
@@ -147,7 +151,7 @@ def oom_advice(
             (
                 model.pop("basis")
                 if model
-                else f"{OPTIMIZER_BYTES_PER_PARAMETER} B/parameter × {count:,} parameters per GPU"
+                else f"{bytes_per_parameter} B/parameter × {count:,} parameters per GPU"
                 + (f" ÷ data-parallel size {int(dp)}" if dp and dp > 1 else "")
                 + ("" if dp or distributed is False else " (data-parallel size unknown: not divided)")
             )
@@ -155,16 +159,29 @@ def oom_advice(
         ),
         **model,
     }
-    if needed <= 1.0:
-        fraction = min(1.0, math.ceil(needed / FRACTION_STEP - 1e-9) * FRACTION_STEP)
-        advice["offload_fraction_needed"] = round(max(fraction, FRACTION_STEP), 2)
-        advice["expected_slowdown"] = expected_slowdown(advice["offload_fraction_needed"])
-    else:
-        advice["offload_fraction_needed"] = (
-            f"more than 1.0 ({needed:.2f}): optimizer offloading alone cannot free enough; add pipeline/tensor "
-            "parallelism or activation offloading"
-        )
+    fraction = needed_fraction(needed)
+    advice[NEEDED_FRACTION] = fraction
+    advice["offload_fraction_needed"] = _needed_fraction_fact(fraction)
+    if fraction <= 1.0:
+        advice["expected_slowdown"] = expected_slowdown(fraction)
     return advice
+
+
+def needed_fraction(needed: float) -> float:
+    """The offload fraction that frees enough, rounded up to the step; above 1.0 (unrounded) when none can."""
+    if needed > 1.0:
+        return needed
+    step = derived.OFFLOAD_FRACTION_STEP
+    return round(max(min(1.0, math.ceil(needed / step - 1e-9) * step), step), 2)
+
+
+def _needed_fraction_fact(fraction: float) -> float | str:
+    if fraction <= 1.0:
+        return fraction
+    return (
+        f"more than 1.0 ({fraction:.2f}): optimizer offloading alone cannot free enough; add pipeline/tensor "
+        "parallelism or activation offloading"
+    )
 
 
 def _memory_shape(store: ConfigStore) -> RunShape | None:
@@ -193,7 +210,7 @@ def memory_model_facts(shape: RunShape, logged_parameters: int) -> dict[str, Any
         "parameters per GPU (the log's count)",
         "estimated_peak_allocated_bytes": int(result.peak_allocated_bytes),
         "estimated_nvidia_smi_bytes": int(result.nvidia_smi_bytes[0]),
-        "largest_component": f"{largest.name.replace('_', ' ')} ({largest.bytes / 2**20:,.0f} MiB): {largest.formula}",
+        "largest_component": f"{largest.name.replace('_', ' ')} ({largest.bytes / MIB:,.0f} MiB): {largest.formula}",
     }
 
 

@@ -12,7 +12,7 @@ from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.memory import MemoryEstimate, estimate, read_shape
 from offloaddoctor.memory.fit import FitVerdict
 from offloaddoctor.memory.fit import verdict as fit_verdict
-from offloaddoctor.memory.calibration import MiB
+from offloaddoctor.byte_units import MIB
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def build_estimate(
 
 
 def mib(value: float) -> float:
-    return round(value / MiB, 1)
+    return round(value / MIB, 1)
 
 
 def memory_summary(report: EstimateReport) -> str:

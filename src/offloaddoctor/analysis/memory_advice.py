@@ -8,7 +8,7 @@ and say so where they are a rule of thumb.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from offloaddoctor.analysis.advice import expected_slowdown, measured_slowdown
@@ -16,10 +16,10 @@ from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
+from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigValue
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate
 
-FRACTION_STEP = 0.05
 # Megatron's manual garbage collection: gc.collect() before training frees the HybridDeviceOptimizer that
 # optimizer offloading builds first and replaces (memory/model.py _uncollected_first_build); the interval keeps
 # collecting during training (Megatron-LM: --manual-gc --manual-gc-interval 100).
@@ -59,107 +59,183 @@ def _allowed(suggestion: Suggestion, values: Sequence[ConfigValue], catalog: Cat
     return not check_store(catalog, store).has_errors
 
 
+@dataclass(frozen=True)
+class Cost:
+    text: str  # what the user reads
+    rank: float  # expected slowdown in percent, for ordering
+    source: str  # where `rank` comes from
+
+
+@dataclass(frozen=True)
+class Change:
+    change: str
+    overrides: tuple[str, ...]
+    shape: RunShape
+    fraction: float | None = None  # optimizer offloading's, for its cost
+
+
 def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
     out: list[Suggestion] = []
+    for propose, cost in CHANGES:
+        found = propose(shape, budget)
+        if found is None:
+            continue
+        paid = cost(found) if callable(cost) else cost
+        result = estimate(found.shape)
+        out.append(Suggestion(found.change, found.overrides, result, result.fits(budget), paid.text, paid.rank))
+    return out
 
-    def add(change: str, overrides: list[str], new: RunShape, cost: str, rank: float) -> None:
-        result = estimate(new)
-        out.append(Suggestion(change, tuple(overrides), result, result.fits(budget), cost, rank))
 
-    if shape.optimizer_cpu_offload and not shape.manual_gc and shape.gpu_offload_fraction < 1:
-        add(
-            "free the optimizer's first build before training (Megatron's manual garbage collection)",
-            list(MANUAL_GC),
-            shape.with_changes(manual_gc=True),
-            "none measured: one gc.collect() before the first iteration, then every 100 iterations",
-            0.0,
-        )
+def _manual_gc(shape: RunShape, budget: float) -> Change | None:
+    if not shape.optimizer_cpu_offload or shape.manual_gc or shape.gpu_offload_fraction >= 1:
+        return None
+    return Change(
+        "free the optimizer's first build before training (Megatron's manual garbage collection)",
+        MANUAL_GC,
+        shape.with_changes(manual_gc=True),
+    )
+
+
+def _distributed_optimizer(shape: RunShape, budget: float) -> Change | None:
     shards = shape.data_parallel * shape.context_parallel
-    if not shape.distributed_optimizer and shards > 1:
-        add(
-            f"distributed optimizer: shard optimizer state over {shards} ranks",
-            ["optimizer.use_distributed_optimizer=True"],
-            shape.with_changes(distributed_optimizer=True),
-            "~1-2 % (the memory-tuning guide)",
-            1.5,
-        )
-    if shape.recompute_granularity is None:
-        add(
-            "selective recompute of the attention core",
-            ["model.recompute_granularity=selective", "model.recompute_modules=[core_attn]"],
-            shape.with_changes(recompute_granularity="selective", recompute_modules=("core_attn",)),
-            "a few % (recomputes attention only; not measured here)",
-            3.0,
-        )
+    if shape.distributed_optimizer or shards <= 1:
+        return None
+    return Change(
+        f"distributed optimizer: shard optimizer state over {shards} ranks",
+        ("optimizer.use_distributed_optimizer=True",),
+        shape.with_changes(distributed_optimizer=True),
+    )
+
+
+def _selective_recompute(shape: RunShape, budget: float) -> Change | None:
+    if shape.recompute_granularity is not None:
+        return None
+    return Change(
+        "selective recompute of the attention core",
+        ("model.recompute_granularity=selective", "model.recompute_modules=[core_attn]"),
+        shape.with_changes(recompute_granularity="selective", recompute_modules=("core_attn",)),
+    )
+
+
+def _smaller_micro_batch(shape: RunShape, budget: float) -> Change | None:
+    """The largest halving that fits, else micro-batch 1."""
     micro = shape.micro_batch_size // 2
     while micro >= 1:
         new = shape.with_changes(micro_batch_size=micro)
         if estimate(new).fits(budget) or micro == 1:
-            add(
+            return Change(
                 f"micro-batch size {shape.micro_batch_size} -> {micro} (same global batch, more micro-batches)",
-                [f"train.micro_batch_size={micro}"],
+                (f"train.micro_batch_size={micro}",),
                 new,
-                "smaller matrix products: a few % (rule of thumb)",
-                4.0,
             )
-            break
         micro //= 2
+    return None
+
+
+def _double_pipeline(shape: RunShape, budget: float) -> Change | None:
     layers, p, dp = shape.num_layers, shape.pipeline_parallel, shape.data_parallel
-    if dp % 2 == 0 and layers % (2 * p) == 0:
-        add(
-            f"pipeline parallel {p} -> {2 * p} (data parallel {dp} -> {dp // 2})",
-            [f"model.pipeline_model_parallel_size={2 * p}"],
-            shape.with_changes(pipeline_parallel=2 * p, data_parallel=dp // 2),
-            "~6 % when DP halves (the memory-tuning guide, Llama3 70B)",
-            6.0,
-        )
+    if dp % 2 or layers % (2 * p):
+        return None
+    return Change(
+        f"pipeline parallel {p} -> {2 * p} (data parallel {dp} -> {dp // 2})",
+        (f"model.pipeline_model_parallel_size={2 * p}",),
+        shape.with_changes(pipeline_parallel=2 * p, data_parallel=dp // 2),
+    )
+
+
+def _optimizer_offloading(shape: RunShape, budget: float) -> Change | None:
     fraction = _smallest_fraction(shape, budget)
-    if fraction is not None:
-        overrides = [
-            "optimizer.optimizer_cpu_offload=True",
-            f"optimizer.optimizer_offload_fraction={fraction:g}",
-            "optimizer.use_precision_aware_optimizer=True",
-        ]
-        if not shape.distributed_optimizer:
-            overrides.append("optimizer.use_distributed_optimizer=True")
-        if not shape.manual_gc:
-            overrides.extend(MANUAL_GC)
-        add(
-            f"optimizer offloading at fraction {fraction:g}",
-            overrides,
-            _offloaded(shape, fraction),
-            f"{expected_slowdown(fraction)} step time",
-            (measured_slowdown(fraction) - 1) * 100,
-        )
-    if shape.recompute_granularity != "full":
-        add(
-            "full recompute (uniform, one layer per chunk)",
-            ["model.recompute_granularity=full", "model.recompute_method=uniform", "model.recompute_num_layers=1"],
-            shape.with_changes(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1),
-            "~+33 % compute: one more forward pass (rule of thumb)",
-            33.0,
-        )
+    if fraction is None:
+        return None
+    overrides = [
+        "optimizer.optimizer_cpu_offload=True",
+        f"optimizer.optimizer_offload_fraction={fraction:g}",
+        "optimizer.use_precision_aware_optimizer=True",
+    ]
+    if not shape.distributed_optimizer:
+        overrides.append("optimizer.use_distributed_optimizer=True")
+    if not shape.manual_gc:
+        overrides.extend(MANUAL_GC)
+    return Change(
+        f"optimizer offloading at fraction {fraction:g}", tuple(overrides), _offloaded(shape, fraction), fraction
+    )
+
+
+def _full_recompute(shape: RunShape, budget: float) -> Change | None:
+    if shape.recompute_granularity == "full":
+        return None
+    return Change(
+        "full recompute (uniform, one layer per chunk)",
+        ("model.recompute_granularity=full", "model.recompute_method=uniform", "model.recompute_num_layers=1"),
+        shape.with_changes(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1),
+    )
+
+
+def _activation_offloading(shape: RunShape, budget: float) -> Change | None:
     # Megatron's activation offloading runs inside Transformer Engine's offload context: without TE it is
     # rejected at start-up (transformer_block.py: "CPU Offloading is enabled when TE is not present").
-    offload_layers = _smallest_offload(shape, budget) if shape.transformer_impl == "transformer_engine" else None
-    if offload_layers:
-        add(
-            f"activation offloading of {offload_layers} layers",
-            ["model.cpu_offloading=True", f"model.cpu_offloading_num_layers={offload_layers}"],
-            shape.with_changes(cpu_offloading_num_layers=offload_layers),
-            "host transfers every layer; depends on PCIe bandwidth (not measured here)",
-            15.0,
-        )
-    t = shape.tensor_parallel
-    if dp % 2 == 0 and shape.num_attention_heads % (2 * t) == 0 and shape.heads_kv % (2 * t) == 0 and 2 * t <= 8:
-        add(
-            f"tensor parallel {t} -> {2 * t} (data parallel {dp} -> {dp // 2})",
-            [f"model.tensor_model_parallel_size={2 * t}"],
-            shape.with_changes(tensor_parallel=2 * t, data_parallel=dp // 2),
+    layers = _smallest_offload(shape, budget) if shape.transformer_impl == "transformer_engine" else None
+    if not layers:
+        return None
+    return Change(
+        f"activation offloading of {layers} layers",
+        ("model.cpu_offloading=True", f"model.cpu_offloading_num_layers={layers}"),
+        shape.with_changes(cpu_offloading_num_layers=layers),
+    )
+
+
+def _double_tensor(shape: RunShape, budget: float) -> Change | None:
+    t, dp = shape.tensor_parallel, shape.data_parallel
+    if dp % 2 or shape.num_attention_heads % (2 * t) or shape.heads_kv % (2 * t) or 2 * t > 8:
+        return None
+    return Change(
+        f"tensor parallel {t} -> {2 * t} (data parallel {dp} -> {dp // 2})",
+        (f"model.tensor_model_parallel_size={2 * t}",),
+        shape.with_changes(tensor_parallel=2 * t, data_parallel=dp // 2),
+    )
+
+
+def _offloading_cost(change: Change) -> Cost:
+    fraction = change.fraction or 0.0
+    return Cost(
+        f"{expected_slowdown(fraction)} step time",
+        (measured_slowdown(fraction) - 1) * 100,
+        "the measured offload-fraction curves (analysis/advice.py)",
+    )
+
+
+# Every change the advice weighs, in the order it is weighed (ties in cost keep this order): the condition and
+# the change (a function of the run's shape and the budget, None where it does not apply), and what it costs.
+CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable[[Change], Cost]], ...] = (
+    (
+        _manual_gc,
+        Cost("none measured: one gc.collect() before the first iteration, then every 100 iterations", 0.0, "none"),
+    ),
+    (_distributed_optimizer, Cost("~1-2 % (the memory-tuning guide)", 1.5, "the memory-tuning guide")),
+    (
+        _selective_recompute,
+        Cost("a few % (recomputes attention only; not measured here)", 3.0, "rule of thumb, not measured"),
+    ),
+    (_smaller_micro_batch, Cost("smaller matrix products: a few % (rule of thumb)", 4.0, "rule of thumb")),
+    (
+        _double_pipeline,
+        Cost("~6 % when DP halves (the memory-tuning guide, Llama3 70B)", 6.0, "the memory-tuning guide"),
+    ),
+    (_optimizer_offloading, _offloading_cost),
+    (_full_recompute, Cost("~+33 % compute: one more forward pass (rule of thumb)", 33.0, "rule of thumb")),
+    (
+        _activation_offloading,
+        Cost("host transfers every layer; depends on PCIe bandwidth (not measured here)", 15.0, "not measured"),
+    ),
+    (
+        _double_tensor,
+        Cost(
             "severe: -28 % on Llama3 70B (the memory-tuning guide); a last resort",
             28.0,
-        )
-    return out
+            "the memory-tuning guide",
+        ),
+    ),
+)
 
 
 def _offloaded(shape: RunShape, fraction: float) -> RunShape:
@@ -171,9 +247,9 @@ def _offloaded(shape: RunShape, fraction: float) -> RunShape:
 
 def _smallest_fraction(shape: RunShape, budget: float) -> float | None:
     start = shape.gpu_offload_fraction
-    steps = round(1 / FRACTION_STEP)
-    for step in range(1, steps + 1):
-        fraction = round(step * FRACTION_STEP, 2)
+    size = derived.OFFLOAD_FRACTION_STEP
+    for step in range(1, round(1 / size) + 1):
+        fraction = round(step * size, 2)
         if fraction > start and estimate(_offloaded(shape, fraction)).fits(budget):
             return fraction
     return 1.0 if start < 1.0 else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from offloaddoctor.analysis.evidence import Evidence
+from offloaddoctor.byte_units import MIB
 from offloaddoctor.coerce import boolean
 
 # Iteration time "grows step after step": past warm-up, at least this many lines, rising at this share of the
@@ -129,4 +130,4 @@ def apply_baseline(facts: RunFacts, baseline) -> None:
         if run_ms:
             facts.values["slowdown_ratio"] = round(run_ms / base_ms, 3)
     if baseline.peak_allocated_mb is not None:
-        facts.values["baseline_peak_allocated_bytes"] = int(baseline.peak_allocated_mb * 1024 * 1024)
+        facts.values["baseline_peak_allocated_bytes"] = int(baseline.peak_allocated_mb * MIB)

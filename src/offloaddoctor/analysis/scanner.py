@@ -139,16 +139,9 @@ class ScanResult:
 
 
 def build_matchers(catalog: Catalog) -> list[Matcher]:
-    from pathlib import Path
+    from offloaddoctor.catalog.loader import is_team_signature
 
-    from offloaddoctor.catalog.loader import builtin_signature_dir
-
-    builtin = builtin_signature_dir().resolve()
-    return [
-        Matcher(s.id, s.match, user=Path(s.path).resolve().parent != builtin)
-        for s in catalog.signatures
-        if s.match is not None
-    ]
+    return [Matcher(s.id, s.match, user=is_team_signature(s.path)) for s in catalog.signatures if s.match is not None]
 
 
 class TracebackTracker(LineHandler):

@@ -70,6 +70,12 @@ def builtin_signature_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "signatures"
 
 
+def is_team_signature(path: str | Path) -> bool:
+    """The one answer to "is this signature a team's?": its file is not in the built-in catalogue. A team's
+    patterns are untrusted (a give-up budget when scanning), and a clash with a built-in id says so."""
+    return Path(path).resolve().parent != builtin_signature_dir().resolve()
+
+
 def load_catalog(vocabulary: Vocabulary, extra_dirs: Sequence[Path] = (), include_builtin: bool = True) -> Catalog:
     builtin = builtin_signature_dir()
     dirs = _distinct(([builtin] if include_builtin else []) + [Path(d) for d in extra_dirs])
@@ -122,7 +128,7 @@ def _build_catalog(
             continue
         if signature.id in seen:
             first = seen[signature.id]
-            owner = " (the built-in catalogue)" if include_builtin and Path(first).parent == builtin else ""
+            owner = " (the built-in catalogue)" if include_builtin and not is_team_signature(first) else ""
             problems.append(
                 CatalogProblem(
                     str(path),

@@ -1,8 +1,10 @@
 """Framework defaults for keys a config leaves out, used by `check` (a launch sees these values).
 
-Read from the dataclass fields of megatron-core 0.16.1 (`TransformerConfig`, `OptimizerConfig`,
-`DistributedDataParallelConfig`); `offload_optimizer_states` is not in a release yet and defaults to
-off in Megatron-LM PR 2811. `diagnose` does not use them: a log without an arguments block says
+The one table of Megatron-Core defaults, read from the dataclass fields of megatron-core 0.19.0 (`TransformerConfig`,
+`ModelParallelConfig`, `OptimizerConfig`, `DistributedDataParallelConfig`), the release the memory model was
+calibrated on and the recordings ran (memory/calibration.py); every value here is the same in 0.16.1, the release
+Bridge 0.3.1's start-up summary compares against (config/bridge_summary.py reads this table too).
+`offload_optimizer_states` is in neither release and defaults to off in Megatron-LM PR 2811. `diagnose` does not use them: a log without an arguments block says
 nothing about the run's values, so there an unset key stays unknown.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from offloaddoctor.config.values import ConfigStore, Resolved, Source
 
-MCORE_VERSION = "0.16.1"
+MCORE_VERSION = "0.19.0"
 
 DEFAULTS: dict[str, tuple[object, str]] = {
     "model.cpu_offloading": (False, "TransformerConfig"),

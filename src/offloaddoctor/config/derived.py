@@ -12,7 +12,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-OFFLOAD_FRACTION_STEP = 0.25
+# Every offload fraction offloaddoctor computes (OOM advice, `estimate`'s smallest fraction that fits) is a
+# multiple of this: finer than the measured slowdown curves resolve would be false precision.
+OFFLOAD_FRACTION_STEP = 0.05
+# What a fix template suggests (`{suggested.offload_fraction}`) when no numbers say how much: the next quarter.
+OFFLOAD_FRACTION_RAISE = 0.25
 
 # Which given keys each derived key is computed from (bisect highlights a changed input of a failing rule).
 DERIVED_INPUTS: dict[str, tuple[str, ...]] = {
@@ -118,12 +122,12 @@ _UNKNOWN = object()
 
 
 def _suggested_offload_fraction(store: ConfigStore) -> float | None:
-    """The next OFFLOAD_FRACTION_STEP above the current fraction."""
+    """The next multiple of OFFLOAD_FRACTION_RAISE above the current fraction."""
     fraction = store.resolve("optimizer.optimizer_offload_fraction")
     current = number(fraction.value) if fraction else None
     if current is None or not 0 <= current < 1:
         return None
-    step = math.floor(current / OFFLOAD_FRACTION_STEP + 1e-9) * OFFLOAD_FRACTION_STEP + OFFLOAD_FRACTION_STEP
+    step = math.floor(current / OFFLOAD_FRACTION_RAISE + 1e-9) * OFFLOAD_FRACTION_RAISE + OFFLOAD_FRACTION_RAISE
     return min(1.0, round(step, 2))
 
 

@@ -11,7 +11,6 @@ from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.errors import UserError
 
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
-LOG_SUFFIXES = (".log", ".out", ".err", ".txt", ".gz")
 
 
 # yaml_config is imported where it is used: PyYAML is a sizeable share of start-up, and most runs have no --config.

@@ -19,7 +19,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import BinaryIO
 
-LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
+LOG_SUFFIXES = (".log", ".out", ".err", ".txt")  # the one list; each may carry GZIP_SUFFIX after it
+GZIP_SUFFIX = ".gz"
 STDIN_NAME = "<stdin>"
 STDIN_CLOSED = "-: standard input is closed; pipe a log into it or name a log file"
 # Longer lines are cut: nothing we match is that long, and a 1 GB line must not become a 1 GB string.
@@ -58,10 +59,17 @@ class LogSource:
 
 
 def is_log_name(name: str) -> bool:
+    """A log a directory scan lists: `job.log`, `job.out.gz`, ..."""
     name = name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    if name.endswith(GZIP_SUFFIX):
+        name = name[: -len(GZIP_SUFFIX)]
     return name.endswith(LOG_SUFFIXES)
+
+
+def reads_as_log(path: str) -> bool:
+    """Read as a log where a config could also be given (`estimate`): a log's name, or anything gzip-compressed
+    (no config format is)."""
+    return is_log_name(path) or path.lower().endswith(GZIP_SUFFIX)
 
 
 def resolve_sources(paths: Sequence[str], recursive: bool = False, notes: list[str] | None = None) -> list[LogSource]:
@@ -111,7 +119,7 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False, notes: list[s
             if not found:
                 where = " or below it" if recursive else " (--recursive looks in subdirectories)"
                 raise UserError(
-                    f"{raw}: directory has no log files{where} (looked for {', '.join('*' + s for s in LOG_SUFFIXES)} and .gz)"
+                    f"{raw}: directory has no log files{where} (looked for {', '.join('*' + s for s in LOG_SUFFIXES)} and {GZIP_SUFFIX})"
                 )
             named.extend((name, True) for name in found)
         elif path.exists():

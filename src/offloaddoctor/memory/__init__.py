@@ -4,10 +4,19 @@ Pure: reads no logs and renders nothing. `read_shape` turns a config store into 
 turns a shape into a `MemoryEstimate` for the most-loaded GPU.
 """
 
-from offloaddoctor.memory.model import Component, MemoryEstimate, StageEstimate, estimate, offloadable_state
+from offloaddoctor.memory.model import (
+    DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER,
+    Component,
+    MemoryEstimate,
+    StageEstimate,
+    estimate,
+    offloadable_state,
+    optimizer_state_bytes_per_parameter,
+)
 from offloaddoctor.memory.shape import MissingKeys, RunShape, read_shape
 
 __all__ = [
+    "DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER",
     "Component",
     "MemoryEstimate",
     "MissingKeys",
@@ -15,5 +24,6 @@ __all__ = [
     "StageEstimate",
     "estimate",
     "offloadable_state",
+    "optimizer_state_bytes_per_parameter",
     "read_shape",
 ]

@@ -7,11 +7,11 @@ anything here: they are the hold-out set benchmarks/memory_accuracy.py reports s
 
 from __future__ import annotations
 
-MiB = 1 << 20
+from offloaddoctor.byte_units import MIB
 
 # Allocated after every iteration besides parameters, gradients and optimizer state: 64 MiB in every
 # calibration run (cuBLAS workspaces, RNG trackers, loss and grad-norm buffers).
-RESIDENT_OVERHEAD_BYTES = 64 * MiB
+RESIDENT_OVERHEAD_BYTES = 64 * MIB
 
 # With the unfused (local) attention one attention-score tensor, 2 bytes x heads/TP x b x s^2, stays
 # allocated between iterations (c01-c13: the whole remainder to the byte, for 8 to 32 heads).

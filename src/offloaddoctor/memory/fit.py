@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory import calibration as cal
 from offloaddoctor.memory.model import MemoryEstimate
 
@@ -42,7 +43,7 @@ class FitVerdict:
 def pytorch_limit(budget_bytes: float, several_gpus: bool) -> float:
     """What PyTorch's allocator may reserve when the GPU (or the target) holds `budget_bytes`."""
     context = cal.NON_PYTORCH_MIB_SEVERAL_GPUS[0] if several_gpus else cal.NON_PYTORCH_MIB_ONE_GPU[0]
-    return budget_bytes - (cal.DRIVER_RESERVED_MIB + context) * cal.MiB
+    return budget_bytes - (cal.DRIVER_RESERVED_MIB + context) * MIB
 
 
 def verdict(result: MemoryEstimate, budget_bytes: float) -> FitVerdict:
@@ -61,11 +62,11 @@ def verdict(result: MemoryEstimate, budget_bytes: float) -> FitVerdict:
         if uncollected and collected * cal.FIT_SLACK <= limit:
             reasons.append(
                 f"fits only if Python's garbage collector frees the optimizer's first build "
-                f"({uncollected / cal.MiB:,.0f} MiB) before the first step: --manual-gc frees it for sure"
+                f"({uncollected / MIB:,.0f} MiB) before the first step: --manual-gc frees it for sure"
             )
         elif uncollected:
             reasons.append(
-                f"{uncollected / cal.MiB:,.0f} MiB of the peak is the optimizer's first build, freed only by "
+                f"{uncollected / MIB:,.0f} MiB of the peak is the optimizer's first build, freed only by "
                 "Python's garbage collector (--manual-gc frees it before training); even without it, the "
                 "allocator's slack decides"
             )

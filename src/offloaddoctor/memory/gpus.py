@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 
+from offloaddoctor.byte_units import MIB
 from offloaddoctor.byte_units import STANDARD as _UNITS
 from offloaddoctor.errors import UserError
 from offloaddoctor.lazy_pattern import lazy_compile
-
-MiB = 1 << 20
 
 # name -> (total MiB as nvidia-smi reports it, where the figure comes from)
 GPUS: dict[str, tuple[int, str]] = {
@@ -33,7 +32,7 @@ def gpu_memory(name: str) -> tuple[int, str]:
     wanted = name.replace("_", "-").replace(" ", "-").upper()
     for known, (mib, source) in GPUS.items():
         if known.upper() == wanted or (wanted == "H100" and known == "H100-80GB"):
-            return mib * MiB, f"{known}: {source}"
+            return mib * MIB, f"{known}: {source}"
     raise UserError(f"--gpu {name}: unknown GPU (known: {', '.join(GPUS)}); or give --gpu-memory SIZE")
 
 

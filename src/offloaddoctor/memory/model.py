@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory import calibration as cal
 from offloaddoctor.memory.activations import (
     layer_activations,
@@ -76,7 +77,7 @@ class MemoryEstimate:
         """(estimate, low, high) of what nvidia-smi shows: reserved plus CUDA context, library handles, NCCL."""
         extra = cal.NON_PYTORCH_MIB_ONE_GPU if self.shape.world_size == 1 else cal.NON_PYTORCH_MIB_SEVERAL_GPUS
         reserved = self.reserved_bytes
-        return tuple(r + mib * cal.MiB for r, mib in zip(reserved, extra))  # type: ignore[return-value]
+        return tuple(r + mib * MIB for r, mib in zip(reserved, extra))  # type: ignore[return-value]
 
     def component(self, name: str) -> Component:
         """One component of the most-loaded GPU at its peak."""
@@ -93,6 +94,22 @@ def estimate(shape: RunShape) -> MemoryEstimate:
     return MemoryEstimate(shape, tuple(_stage(shape, params) for params in stage_parameters(shape)))
 
 
+# Megatron-Core's mixed-precision Adam keeps, per parameter, an fp32 master weight and fp32 exp_avg and exp_avg_sq
+# (OptimizerConfig main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype default to torch.float32 in megatron-core
+# 0.19.0): 4 + 4 + 4 bytes, what `optimizer_state_bytes_per_parameter` gives for RunShape's defaults.
+DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER = 4 + 4 + 4
+
+
+def optimizer_state_bytes_per_parameter(shape: RunShape | None = None) -> int:
+    """Optimizer-state bytes per parameter before sharding and offloading: the fp32 master copy (none when the
+    weights are fp32 already) plus Adam's two moments, in the dtypes the run sets. Without a shape (the config
+    is not known): Megatron-Core's defaults for mixed precision, DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER."""
+    if shape is None:
+        return DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER
+    master_bytes = 0 if shape.precision == "fp32" else shape.master_param_bytes
+    return master_bytes + shape.exp_avg_bytes + shape.exp_avg_sq_bytes
+
+
 def offloadable_state(shape: RunShape) -> Component:
     """The optimizer state per GPU that optimizer offloading can move, as if none were offloaded yet."""
     unloaded = estimate(shape.with_changes(optimizer_cpu_offload=False, offload_optimizer_states=False))
@@ -107,7 +124,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     fp16 = shape.precision == "fp16"
     grad_bytes = 4 if shape.grad_reduce_in_fp32 or shape.precision == "fp32" else 2
     master_bytes = 0 if shape.precision == "fp32" else shape.master_param_bytes
-    state_bytes = master_bytes + shape.exp_avg_bytes + shape.exp_avg_sq_bytes
+    state_bytes = optimizer_state_bytes_per_parameter(shape)
     on_gpu = 1.0 - offloaded_share(shape, params)
     shards = shape.optimizer_shards
     expert_shards = _expert_data_parallel(shape) if shape.distributed_optimizer else 1
@@ -140,7 +157,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
             else ""
         )
         + (
-            f"; + {uncollected / cal.MiB:,.0f} MiB: fp32 copies held by the HybridDeviceOptimizer Megatron builds "
+            f"; + {uncollected / MIB:,.0f} MiB: fp32 copies held by the HybridDeviceOptimizer Megatron builds "
             "first and replaces, until Python's garbage collector frees them (--manual-gc frees them before training)"
             if uncollected
             else ""
@@ -148,7 +165,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     )
 
     resident = float(cal.RESIDENT_OVERHEAD_BYTES)
-    resident_formula = f"{cal.RESIDENT_OVERHEAD_BYTES // cal.MiB} MiB workspaces and buffers"
+    resident_formula = f"{cal.RESIDENT_OVERHEAD_BYTES // MIB} MiB workspaces and buffers"
     if not shape.flash_attention:
         scores = (
             2
@@ -194,7 +211,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         act = Component(
             "activations",
             0.0,
-            f"freed before the step ({activations / cal.MiB:,.0f} MiB during "
+            f"freed before the step ({activations / MIB:,.0f} MiB during "
             "forward/backward, less than the step's temporaries)",
         )
         logit = Component("logits", 0.0, "freed before the step")
@@ -253,7 +270,7 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
         logits_counted, activations = logits, kept + extras
     per_layer = dense.total if not shape.num_experts else moe.total
     formula = (
-        f"{params.layers} layers x {per_layer / cal.MiB:,.1f} MiB per layer and micro-batch "
+        f"{params.layers} layers x {per_layer / MIB:,.1f} MiB per layer and micro-batch "
         f"({'flash attention' if shape.flash_attention else 'unfused attention: scores O(s^2)'}), {how}"
         + (f", {in_flight:g} micro-batches in flight" if in_flight != 1 else "")
     )
@@ -293,8 +310,8 @@ def why_most_loaded(result: MemoryEstimate) -> str:
     if stage.stage == shape.pipeline_parallel - 1:
         holds.append("the output layer and the logits")
     return (
-        f"stage {stage.stage} ({stage.peak_bytes / cal.MiB:,.0f} MiB; next stage {runner_up.stage}: "
-        f"{runner_up.peak_bytes / cal.MiB:,.0f} MiB): {stage.parameters.layers} layers with "
+        f"stage {stage.stage} ({stage.peak_bytes / MIB:,.0f} MiB; next stage {runner_up.stage}: "
+        f"{runner_up.peak_bytes / MIB:,.0f} MiB): {stage.parameters.layers} layers with "
         f"{in_flight:g} micro-batches' activations in flight ({schedule})"
         + (f", and {' and '.join(holds)}" if holds else "")
     )

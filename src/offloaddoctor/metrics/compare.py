@@ -6,8 +6,9 @@ guide's success criteria (docs/compare.md has the maths):
    (the guide's 0.001 by default);
 3. memory drops in proportion to the offload fraction: the peak-allocated saving is within
    `memory_tolerance` (relative, 25 %) plus `memory_slack_mb` (256 MiB) of `fraction × E`, where E is the
-   optimizer state the offload can move: 12 bytes per parameter (fp32 master weight, Adam exp_avg and
-   exp_avg_sq) divided by the data-parallel size (the distributed optimizer shards it).
+   optimizer state the offload can move: the memory model's bytes per parameter (12 when the config is not
+   known: fp32 master weight, Adam exp_avg and exp_avg_sq) divided by the data-parallel size (the distributed
+   optimizer shards it). The caller (`api.compare`) gives that number: `metrics` does not know the memory model.
 
 Iteration-time ratios are reported, not judged: the guide measures ~1.9x at 25 % and ~4.2x at 100 % on a
 30B MoE model, and small models slow down less, so no single bound is right.
@@ -18,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from offloaddoctor.byte_units import MIB
 from offloaddoctor.metrics.model import RunMetrics
 
-OPTIMIZER_BYTES_PER_PARAMETER = 12  # fp32 master weight + Adam exp_avg + exp_avg_sq
-MIB = 1024 * 1024
 PASS, FAIL = "pass", "fail"
 
 
@@ -58,20 +58,20 @@ class Comparison:
     criteria: Criteria
     optimizer_state_mb: float | None  # E above, when the parameter count is known
     notes: list[str] = field(default_factory=list)
-    state_basis: str = "12 B/parameter of optimizer state ÷ data-parallel size"
+    state_basis: str = ""
 
     @property
     def failed(self) -> bool:
         return any(run.verdict == FAIL for run in self.runs)
 
 
-def optimizer_state_mb(run: RunMetrics) -> float | None:
+def optimizer_state_mb(run: RunMetrics, bytes_per_parameter: float) -> float | None:
     """Offloadable optimizer bytes per GPU, in MiB, from the parameter count and data-parallel size."""
     summary = run.summary
     params = summary.max_parameters_per_model_parallel_rank or summary.parameter_count
     if not params:
         return None
-    return params * OPTIMIZER_BYTES_PER_PARAMETER / (summary.data_parallel_size or 1) / MIB
+    return params * bytes_per_parameter / (summary.data_parallel_size or 1) / MIB
 
 
 def compare_runs(
@@ -80,14 +80,19 @@ def compare_runs(
     error_findings: dict[str, list[str]],
     criteria: Criteria = Criteria(),
     model_state_mb: tuple[float, str] | None = None,
+    *,
+    bytes_per_parameter: float,
 ) -> Comparison:
     """`model_state_mb`: the memory model's offloadable optimizer state per GPU and how it was computed; without
-    it, 12 B/parameter from the log's parameter count."""
-    state_mb = model_state_mb[0] if model_state_mb else optimizer_state_mb(baseline)
+    it, `bytes_per_parameter` (the memory model's default) times the log's parameter count."""
+    state_mb = model_state_mb[0] if model_state_mb else optimizer_state_mb(baseline, bytes_per_parameter)
     base = _measure(baseline, baseline, error_findings.get(baseline.path, []), state_mb)
     comparison = Comparison(base, [], criteria, state_mb)
-    if model_state_mb:
-        comparison.state_basis = f"optimizer state per GPU from the memory model: {model_state_mb[1]}"
+    comparison.state_basis = (
+        f"optimizer state per GPU from the memory model: {model_state_mb[1]}"
+        if model_state_mb
+        else f"{bytes_per_parameter:g} B/parameter of optimizer state ÷ data-parallel size"
+    )
     if base.error_findings:
         comparison.notes.append(f"the baseline itself has error findings ({', '.join(base.error_findings)})")
     if base.offload_fraction not in (None, 0.0):

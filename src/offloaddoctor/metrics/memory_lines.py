@@ -21,7 +21,9 @@ from offloaddoctor.metrics.numbers import BRIDGE_REPORT_UNIT_BYTES, MEGATRON_UNI
 
 LITERAL = " memory ("
 THEORETICAL_LITERAL = "Theoretical memory footprints"
-_REPORT = re.compile(r"\[Rank\s+(\d+)\]\s*(.*?)\s*memory\s*\(([A-Za-z]+)\)\s*\|(.*)$")
+# Only lines holding LITERAL reach this: the pattern requires the literal's spacing (" memory (") too, so that
+# what it reads and what the gate lets through are the same lines (tests/test_literals_follow_regexes.py).
+_REPORT = re.compile(r"\[Rank\s+(\d+)\]\s*(.*?)\s*(?<= )memory \(([A-Za-z]+)\)\s*\|(.*)$")
 _AFTER = re.compile(r"after\s+(\d+)\s+iterations?")
 _SIZE_SUFFIX = re.compile(r"[-_ ](gigabytes|megabytes|bytes)$")
 _STANDARD = {
