@@ -324,8 +324,26 @@ def test_metavars_and_names():
     compare_help = run("compare", "--help").stdout
     assert "--run-config LOG=PATH" in compare_help and "-c," not in compare_help
     assert "--format" in run("signatures", "--help").stdout and "--json" not in run("signatures", "--help").stdout
-    listed = json.loads(run("signatures", "--format", "json").stdout)
-    assert listed == json.loads(run("signatures", "--json").stdout)  # the old spelling still works
+    assert json.loads(run("signatures", "--format", "json").stdout)["signatures"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "old"),
+    [
+        (["check", "--signature", "oom-fragmentation"], "--signature"),  # now --select
+        (["signatures", "--json"], "--json"),  # now --format json
+        (["bisect", "--good-config", "a.yaml", "--bad-config", "b.yaml", "--signature", "x"], "--signature"),
+        (["bisect-step", "--config", "a.yaml", "--signature", "x"], "--signature"),
+        (["compare", "baseline.log", "run.log", "--config", "run.log=x.yaml"], "--config"),  # now --run-config
+        (["compare", "baseline.log", "run.log", "-c", "run.log=x.yaml"], "-c"),
+    ],
+)
+def test_the_old_option_names_are_gone(argv, old):
+    """The five hidden old names (check's, bisect's and bisect-step's --signature, the signatures list's --json,
+    compare's --config/-c) are usage errors now: one line naming the option, exit 2."""
+    result = _main(*argv)
+    assert result.returncode == 2 and result.stdout == "", result
+    assert re.fullmatch(rf"offloaddoctor: error: No such option: {old} \(.*\)\n", result.stderr), result.stderr
 
 
 def _main(*argv: str) -> subprocess.CompletedProcess:
