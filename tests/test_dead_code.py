@@ -1,10 +1,13 @@
-"""Code nobody calls, and modules that only pass names along, fail here: a name defined at the top of a module
-under src/ must be used somewhere (src, tests, tools, benchmarks, pyproject), not only by other dead code."""
+"""Code nobody calls, modules that only pass names along, and comments a formatter left on the wrong line fail
+here: a name defined at the top of a module under src/ must be used somewhere (src, tests, tools, benchmarks,
+pyproject), not only by other dead code; a comment belongs to the line it describes."""
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections import Counter
 from pathlib import Path
 
@@ -67,6 +70,53 @@ def pure_reexports(package: Path = PACKAGE) -> list[str]:
         if rest and all(isinstance(node, (ast.Import, ast.ImportFrom)) or is_all(node) for node in rest):
             found.append(str(path.relative_to(package)))
     return found
+
+
+_CLOSERS = {")", "]", "}", ":"}
+
+
+def stranded_comments(text: str) -> list[tuple[int, str]]:
+    """Comments a formatter moved: one trailing a line that only closes brackets (`):  # why`, `)  # what` —
+    it described the statement's first line, which the formatter split), and two comments run together on one
+    line (`# one  # other`: a neighbour's comment joined on). A closer followed by a comma (`},  # Bridge`)
+    ends one element of a literal, and its comment is about that element: it stays."""
+    found = []
+    on_line: dict[int, list[tokenize.TokenInfo]] = {}
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+            continue
+        if token.type != tokenize.COMMENT:
+            on_line.setdefault(token.start[0], []).append(token)
+            continue
+        before = on_line.get(token.start[0], [])
+        only_closes = bool(before) and all(t.type == tokenize.OP and t.string in _CLOSERS for t in before)
+        if only_closes or "  # " in token.string:
+            found.append((token.start[0], token.string))
+    return found
+
+
+def test_no_comment_is_stranded_on_the_wrong_line():
+    problems = [
+        f"{path.relative_to(ROOT)}:{line}: {comment}"
+        for part in ("src", "tests", "tools", "benchmarks")
+        for path in sorted((ROOT / part).rglob("*.py"))
+        for line, comment in stranded_comments(path.read_text(encoding="utf-8"))
+    ]
+    assert problems == []
+
+
+def test_the_comment_check_sees_what_a_formatter_does():
+    text = (
+        "if (\n    cond\n):  # why the branch\n    pass\n"
+        "x = (\n    1024  # fine: it trails its value\n)\n"
+        "files = field(\n    default_factory=list\n)  # every log file  # trigger's comment\n"
+        "CASES = [\n    {\n        'a': 1,\n    },  # about this element: fine\n]\n"
+        "url = '#not a comment  # either'\n"
+    )
+    assert stranded_comments(text) == [
+        (3, "# why the branch"),
+        (10, "# every log file  # trigger's comment"),
+    ]
 
 
 def test_every_top_level_definition_is_used():

@@ -203,12 +203,13 @@ def test_fail_on_unknown_fails_on_an_unexplained_traceback():
     assert run("diagnose", log, "-f", "json", "--fail-on", "never").exit_code == 0
     assert run("diagnose", log, "-f", "json", "--fail-on", "unknown").exit_code == 1
     assert run("diagnose", str(FIXTURES / "clean-baseline" / "job.log"), "--fail-on", "unknown").exit_code == 0
+    # The fast road too.
     assert (
         subprocess.run(
             [sys.executable, "-m", "offloaddoctor", "diagnose", log, "--fail-on", "unknown"], capture_output=True
         ).returncode
         == 1
-    )  # the fast road too
+    )
 
 
 def test_fail_on_unknown_in_the_project_file(tmp_path, monkeypatch):

@@ -55,9 +55,8 @@ USER_SEARCH_FLOOR_S = 0.02
 # 0.1 s a line without ever giving up (230 s for 1.3 MB). Once the budget is spent, a user signature whose own
 # searches ran slower than this is switched off; a linear pattern searches tens of MB a second.
 USER_SEARCH_MIN_CHARS_PER_S = 1_000_000
-MAX_ITERATION_RECORDS = (
-    1024  # evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k
-)
+# Iteration records kept, evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k.
+MAX_ITERATION_RECORDS = 1024
 # The catalogue's literals a line holds are remembered by the line's shape (FailureMatcher._present) for this
 # many shapes of lines up to this long.
 SHAPES_KEPT = 1024

@@ -69,10 +69,8 @@ def guarded(command):
                 raise
             internal_error(exc)
         except Exception as exc:
-            if type(exc).__module__.split(".")[0] in (
-                "click",
-                "typer",
-            ):  # Exit, Abort, usage errors: click handles them
+            # Exit, Abort, usage errors: click handles them.
+            if type(exc).__module__.split(".")[0] in ("click", "typer"):
                 raise
             internal_error(exc)
 
