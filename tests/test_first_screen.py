@@ -382,6 +382,28 @@ def test_usage_errors_are_one_line_like_every_other_error(argv):
     assert "--help" in lines[0]
 
 
+MORE_THAN_A_PIPE_HOLDS = 1 << 20  # Linux's default pipe holds 64 KiB, macOS's at most 64 KiB
+
+
+def wait_until_reading_stdin(process: subprocess.Popen, deadline_s: float = 60.0) -> None:
+    """Return once the child has taken more of its standard input than a pipe holds: it is then in its reading
+    loop, past start-up (a Ctrl-C during Python's imports would be Python's own traceback, not ours). Its
+    standard input stays open, so it keeps waiting for more."""
+    assert process.stdin is not None
+    fd = process.stdin.fileno()
+    os.set_blocking(fd, False)
+    lines = b"iteration 1 | fine\n" * 4096
+    taken = 0
+    deadline = time.monotonic() + deadline_s
+    while taken <= MORE_THAN_A_PIPE_HOLDS:
+        assert process.poll() is None, f"exited ({process.returncode}) before reading its standard input"
+        assert time.monotonic() < deadline, f"took {taken} bytes of standard input in {deadline_s} s"
+        try:
+            taken += os.write(fd, lines)
+        except BlockingIOError:  # the pipe is full: the child has not read it yet
+            time.sleep(0.01)
+
+
 def test_ctrl_c_exits_130():
     # diagnose on the fast road, diagnose through typer (a short-option cluster), and another command
     for argv in (["diagnose", "-"], ["diagnose", "-", "-rv"], ["metrics", "-"]):
@@ -392,7 +414,7 @@ def test_ctrl_c_exits_130():
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(2)  # waiting for standard input
+        wait_until_reading_stdin(process)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
         assert process.returncode == 130, (argv, err)
