@@ -40,14 +40,3 @@ def _private_catalog_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def catalog():
     return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    """A module-scoped monkeypatch that also lowers the grep threshold so small test files take that path."""
-    from offloaddoctor.logs import candidates
-
-    patcher = pytest.MonkeyPatch()
-    patcher.setattr(candidates, "GREP_MIN_BYTES", 0)
-    yield patcher
-    patcher.undo()

@@ -6,8 +6,10 @@ import gzip
 import sys
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -195,6 +197,24 @@ def test_truncated_gzip_keeps_what_came_before(tmp_path):
 needs_grep = __import__("pytest").mark.skipif(grep_prefilter.gnu_grep() is None, reason="needs GNU grep")
 
 
+# What the tests below patch, as shipped: a patch lasts one example (one test body), never the module.
+SHIPPED = {
+    (candidates, "GREP_MIN_BYTES"): candidates.GREP_MIN_BYTES,
+    (grep_prefilter, "GREP_MEMORY_BYTES"): grep_prefilter.GREP_MEMORY_BYTES,
+    (grep_prefilter, "SPLIT_MIN_BYTES"): grep_prefilter.SPLIT_MIN_BYTES,
+    (grep_prefilter, "_cores"): grep_prefilter._cores,
+}
+
+
+@contextmanager
+def grep_for_small_files() -> Iterator[pytest.MonkeyPatch]:
+    """Small test files take the grep road for as long as the `with` lasts: inside a hypothesis test, one
+    example (a function-scoped fixture would be shared by all of a test's examples)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(candidates, "GREP_MIN_BYTES", 0)
+        yield patch
+
+
 def read_with_toggles(source, use_grep, toggle_every=7):
     reader = CandidateReader(source, LITERALS, [], use_grep=use_grep)
     seen = []
@@ -207,16 +227,16 @@ def read_with_toggles(source, use_grep, toggle_every=7):
 @needs_grep
 @settings(max_examples=60, deadline=None)
 @given(st.lists(line_text, max_size=60), st.booleans(), st.integers(2, 9))
-def test_grep_prefilter_agrees_with_the_block_reader(
-    tmp_path_factory, monkeypatch_module, lines, final_newline, toggle
-):
+def test_grep_prefilter_agrees_with_the_block_reader(tmp_path_factory, lines, final_newline, toggle):
     source = write(tmp_path_factory.mktemp("g"), lines, final_newline)
-    assert read_with_toggles(source, True, toggle) == read_with_toggles(source, False, toggle)
+    with grep_for_small_files():
+        assert read_with_toggles(source, True, toggle) == read_with_toggles(source, False, toggle)
 
 
 @needs_grep
-def test_grep_that_runs_out_of_memory_hands_over_to_the_block_reader(tmp_path, monkeypatch_module):
-    monkeypatch_module.setattr(grep_prefilter, "GREP_MEMORY_BYTES", 64 * 2**20)
+def test_grep_that_runs_out_of_memory_hands_over_to_the_block_reader(tmp_path, monkeypatch):
+    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
+    monkeypatch.setattr(grep_prefilter, "GREP_MEMORY_BYTES", 64 * 2**20)
     path = tmp_path / "giant.log"
     with path.open("wb") as handle:
         handle.write(
@@ -230,13 +250,20 @@ def test_grep_that_runs_out_of_memory_hands_over_to_the_block_reader(tmp_path, m
 @needs_grep
 @settings(max_examples=40, deadline=None)
 @given(st.lists(line_text, max_size=80), st.booleans(), st.integers(2, 9))
-def test_a_file_split_between_two_greps_reads_like_one_pass(
-    tmp_path_factory, monkeypatch_module, lines, final_newline, toggle
-):
-    monkeypatch_module.setattr(grep_prefilter, "SPLIT_MIN_BYTES", 0)
-    monkeypatch_module.setattr(grep_prefilter, "_cores", lambda: 2)
+def test_a_file_split_between_two_greps_reads_like_one_pass(tmp_path_factory, lines, final_newline, toggle):
     source = write(tmp_path_factory.mktemp("s"), lines, final_newline)
-    assert read_with_toggles(source, True, toggle) == read_with_toggles(source, False, toggle)
+    with grep_for_small_files() as patch:
+        patch.setattr(grep_prefilter, "SPLIT_MIN_BYTES", 0)
+        patch.setattr(grep_prefilter, "_cores", lambda: 2)
+        assert read_with_toggles(source, True, toggle) == read_with_toggles(source, False, toggle)
+    assert all(getattr(module, name) is shipped for (module, name), shipped in SHIPPED.items())
+
+
+def test_no_patch_outlives_its_test():
+    """Runs after the grep tests above (pytest keeps a file's order): what they patched is back as shipped."""
+    assert {f"{module.__name__}.{name}": getattr(module, name) for module, name in SHIPPED} == {
+        f"{module.__name__}.{name}": shipped for (module, name), shipped in SHIPPED.items()
+    }
 
 
 def _fake_grep(directory, real_grep: str, fail_when: str) -> str:
@@ -322,7 +349,7 @@ def test_a_small_log_handed_out_in_short_reads_is_read_whole(tmp_path, monkeypat
     the bytes `fstat` gave (and stops there: no read that only confirms the end)."""
     import os as real_os
 
-    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 8 << 20)  # as shipped (monkeypatch_module lowers it)
+    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 8 << 20)  # read in Python, whatever the shipped threshold
     lines = [f"line {i} Error" for i in range(50)]
     source = write(tmp_path, lines, final_newline=True)
     calls = []
@@ -340,7 +367,7 @@ def test_a_small_log_handed_out_in_short_reads_is_read_whole(tmp_path, monkeypat
 
 
 def test_a_large_block_read_in_python_takes_the_finder_and_finds_the_same_lines(tmp_path, monkeypatch):
-    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 8 << 20)  # read in Python (monkeypatch_module lowers it)
+    monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 8 << 20)  # read in Python, whatever the shipped threshold
     lines = [f"step {i} " + ("Error" if i % 7 == 0 else "ok") + (" é" if i % 5 == 0 else "") for i in range(300)]
     source = write(tmp_path, lines, final_newline=False)
     without = StreamRoad(source, LITERALS, [])

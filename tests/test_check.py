@@ -168,7 +168,6 @@ def test_cli_exit_codes_and_json():
         (["check", "missing.yaml"], "missing.yaml: config file not found"),
         (["check", MANY, "--set", "no-equals"], "no-equals"),
         (["check", MANY, "--select", "nope"], "nope"),
-        (["check", MANY, "--signature", "nope"], "nope"),  # the old name still works
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(args, fragment):

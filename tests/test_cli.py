@@ -105,7 +105,7 @@ def test_crlf_and_invalid_utf8_are_tolerated(tmp_path):
 def test_signatures_and_explain():
     listing = run("signatures")
     assert listing.exit_code == 0 and "pp-cpu-offload" in listing.stdout
-    listed = json.loads(run("signatures", "--json").stdout)
+    listed = json.loads(run("signatures", "--format", "json").stdout)
     assert len(listed["signatures"]) >= 19
     explained = run("explain", "oom-fragmentation")
     assert explained.exit_code == 0 and "expandable_segments" in explained.stdout

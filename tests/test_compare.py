@@ -94,7 +94,6 @@ def test_config_overrides_what_the_log_says(tmp_path, monkeypatch):
         (["compare", "baseline.log", "missing.log"], "missing.log"),
         (["compare", "baseline.log", "opt025.log", "--run-config", "nope"], "LOG=PATH"),
         (["compare", "baseline.log", "opt025.log", "--run-config", "other.log=x.yaml"], "not one of the logs"),
-        (["compare", "baseline.log", "opt025.log", "--config", "other.log=x.yaml"], "not one of the logs"),
     ],
 )
 def test_bad_input(monkeypatch, args, fragment):

@@ -102,7 +102,7 @@ def test_fast_road_parses_as_typer_or_steps_aside(tokens, monkeypatch):
         ["diagnose", "--", "-odd-name.log"],
         ["diagnose", "-"],
         ["check", "cfg.yaml"],
-        ["check", "--set", "model.cpu_offloading=true", "-s", "a=1", "--no-defaults", "-f", "json", "--signature", "x"],
+        ["check", "--set", "model.cpu_offloading=true", "-s", "a=1", "--no-defaults", "-f", "json", "--select", "x"],
         ["check", "a.yaml", "b.sh", "--signatures", "team/"],
         ["metrics", "job.log", "-f", "csv"],
         ["metrics", "a.log", "logs/", "--format=json"],

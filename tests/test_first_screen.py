@@ -203,12 +203,13 @@ def test_fail_on_unknown_fails_on_an_unexplained_traceback():
     assert run("diagnose", log, "-f", "json", "--fail-on", "never").exit_code == 0
     assert run("diagnose", log, "-f", "json", "--fail-on", "unknown").exit_code == 1
     assert run("diagnose", str(FIXTURES / "clean-baseline" / "job.log"), "--fail-on", "unknown").exit_code == 0
+    # The fast road too.
     assert (
         subprocess.run(
             [sys.executable, "-m", "offloaddoctor", "diagnose", log, "--fail-on", "unknown"], capture_output=True
         ).returncode
         == 1
-    )  # the fast road too
+    )
 
 
 def test_fail_on_unknown_in_the_project_file(tmp_path, monkeypatch):
@@ -324,8 +325,26 @@ def test_metavars_and_names():
     compare_help = run("compare", "--help").stdout
     assert "--run-config LOG=PATH" in compare_help and "-c," not in compare_help
     assert "--format" in run("signatures", "--help").stdout and "--json" not in run("signatures", "--help").stdout
-    listed = json.loads(run("signatures", "--format", "json").stdout)
-    assert listed == json.loads(run("signatures", "--json").stdout)  # the old spelling still works
+    assert json.loads(run("signatures", "--format", "json").stdout)["signatures"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "old"),
+    [
+        (["check", "--signature", "oom-fragmentation"], "--signature"),  # now --select
+        (["signatures", "--json"], "--json"),  # now --format json
+        (["bisect", "--good-config", "a.yaml", "--bad-config", "b.yaml", "--signature", "x"], "--signature"),
+        (["bisect-step", "--config", "a.yaml", "--signature", "x"], "--signature"),
+        (["compare", "baseline.log", "run.log", "--config", "run.log=x.yaml"], "--config"),  # now --run-config
+        (["compare", "baseline.log", "run.log", "-c", "run.log=x.yaml"], "-c"),
+    ],
+)
+def test_the_old_option_names_are_gone(argv, old):
+    """The five hidden old names (check's, bisect's and bisect-step's --signature, the signatures list's --json,
+    compare's --config/-c) are usage errors now: one line naming the option, exit 2."""
+    result = _main(*argv)
+    assert result.returncode == 2 and result.stdout == "", result
+    assert re.fullmatch(rf"offloaddoctor: error: No such option: {old} \(.*\)\n", result.stderr), result.stderr
 
 
 def _main(*argv: str) -> subprocess.CompletedProcess:
@@ -363,6 +382,28 @@ def test_usage_errors_are_one_line_like_every_other_error(argv):
     assert "--help" in lines[0]
 
 
+MORE_THAN_A_PIPE_HOLDS = 1 << 20  # Linux's default pipe holds 64 KiB, macOS's at most 64 KiB
+
+
+def wait_until_reading_stdin(process: subprocess.Popen, deadline_s: float = 60.0) -> None:
+    """Return once the child has taken more of its standard input than a pipe holds: it is then in its reading
+    loop, past start-up (a Ctrl-C during Python's imports would be Python's own traceback, not ours). Its
+    standard input stays open, so it keeps waiting for more."""
+    assert process.stdin is not None
+    fd = process.stdin.fileno()
+    os.set_blocking(fd, False)
+    lines = b"iteration 1 | fine\n" * 4096
+    taken = 0
+    deadline = time.monotonic() + deadline_s
+    while taken <= MORE_THAN_A_PIPE_HOLDS:
+        assert process.poll() is None, f"exited ({process.returncode}) before reading its standard input"
+        assert time.monotonic() < deadline, f"took {taken} bytes of standard input in {deadline_s} s"
+        try:
+            taken += os.write(fd, lines)
+        except BlockingIOError:  # the pipe is full: the child has not read it yet
+            time.sleep(0.01)
+
+
 def test_ctrl_c_exits_130():
     # diagnose on the fast road, diagnose through typer (a short-option cluster), and another command
     for argv in (["diagnose", "-"], ["diagnose", "-", "-rv"], ["metrics", "-"]):
@@ -373,7 +414,7 @@ def test_ctrl_c_exits_130():
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(2)  # waiting for standard input
+        wait_until_reading_stdin(process)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
         assert process.returncode == 130, (argv, err)

@@ -13,7 +13,7 @@ from offloaddoctor.analysis.findings import SourceSummary
 from offloaddoctor.api import diagnose
 from offloaddoctor.policy import Policy
 from offloaddoctor.render import json_report
-from offloaddoctor.render.text_safety import inert_json
+from offloaddoctor.text_safety import inert_json
 
 from .conftest import FIXTURES
 

@@ -39,9 +39,8 @@ def take_road(road: str, monkeypatch) -> dict:
 
 
 def original_lines() -> list[str]:
-    return [
-        f"step {i} " + ("Error here" if i % 50 == 0 else "fine " * 8) for i in range(1, 6024)
-    ]  # the last line is no candidate: counted after
+    # The last line is no candidate: counted after.
+    return [f"step {i} " + ("Error here" if i % 50 == 0 else "fine " * 8) for i in range(1, 6024)]
 
 
 @pytest.mark.parametrize("recreated", [False, True], ids=["moved-away", "moved-and-recreated"])

@@ -87,9 +87,8 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
         return
     pp = number(_value(store, "model.pipeline_model_parallel_size")) or 1
     first = [f"model.pipeline_model_parallel_size={int(pp) * 2}"]
-    if (
-        boolean(_value(store, "model.cpu_offloading")) is not True
-    ):  # recompute and activation offloading exclude each other
+    # Recompute and activation offloading exclude each other.
+    if boolean(_value(store, "model.cpu_offloading")) is not True:
         first.append("model.recompute_granularity=selective")
     given = {line.split("=", 1)[0]: line for line in finding.overrides}
     leading = [given.get(line.split("=", 1)[0], line) for line in first]

@@ -41,10 +41,8 @@ class Finding:
     config: ConfigVerdict
     overrides: list[str]
     first_seen: int
-    trigger: str = "log"
-    files: list[str] = field(
-        default_factory=list
-    )  # every log file it appeared in (evidence keeps a few)  # "log": matched log lines; "config": the run's config alone; "metrics": run numbers
+    trigger: str = "log"  # "log": matched log lines; "config": the run's config alone; "metrics": run numbers
+    files: list[str] = field(default_factory=list)  # every log file it appeared in (evidence keeps a few)
     known_issues: list = field(default_factory=list)  # analysis/known_issues.py KnownIssueMatch
     fix_note: str = ""  # why the fix lines differ from the signature's (the numbers, a run that is not Megatron)
     fix_note_replaces_summary: bool = False  # the numbers contradict the signature's fix summary: show the note only

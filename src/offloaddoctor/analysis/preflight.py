@@ -100,26 +100,3 @@ def check_store(
 def _where(store: ConfigStore, key: str) -> str:
     resolved = store.resolve(key)
     return "not set" if resolved is None else str(resolved.source)
-
-
-def _unusable(key: str, store: ConfigStore) -> bool:
-    resolved = store.resolve(key)
-    return resolved is None or _wrong_type(key, resolved.value) is not None
-
-
-def _why_unknown(key: str, store: ConfigStore) -> str:
-    """`key`, or `key (a number, not 'banana' at cfg.yaml:3)` when its value has the wrong type."""
-    resolved = store.resolve(key)
-    if resolved is None:
-        return key
-    return f"{key} ({_wrong_type(key, resolved.value)}, not {resolved.value!r} at {resolved.source})"
-
-
-def _wrong_type(key: str, value) -> str | None:
-    from offloaddoctor.catalog.predicates import boolean, number
-    from offloaddoctor.config.overrides import type_problem
-
-    # Printed and launch-script values are strings; they count when they read as the type.
-    if isinstance(value, str) and (boolean(value) is not None or number(value) is not None):
-        return None
-    return type_problem(key, value)

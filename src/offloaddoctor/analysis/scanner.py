@@ -58,9 +58,8 @@ USER_SEARCH_MIN_CHARS_PER_S = 1_000_000
 # ... by more than this: a loaded machine (other jobs on both cores) slowed a linear pattern's searches of short
 # lines to 0.6 MB/s for a moment (0.07 s); a backtracking one spends this in two or three lines.
 USER_SLOW_SLACK_S = SEARCH_TIMEOUT_S
-MAX_ITERATION_RECORDS = (
-    1024  # evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k
-)
+# Iteration records kept, evenly thinned: plenty for a median, and a long log parses a few thousand lines, not 100k.
+MAX_ITERATION_RECORDS = 1024
 # The catalogue's literals a line holds are remembered by the line's shape (FailureMatcher._present) for this
 # many shapes of lines up to this long.
 SHAPES_KEPT = 1024

@@ -37,7 +37,6 @@ def bisect(
     select: Optional[str] = typer.Option(
         None, "--select", metavar="ID", help="Bad means this signature fires (default: any error)."
     ),
-    select_old: Optional[str] = typer.Option(None, "--signature", hidden=True, help="Old name of --select."),
     run_command: Optional[str] = typer.Option(
         None, "--run", metavar="CMD", help="Run mode: run CMD at each commit in a temporary worktree."
     ),
@@ -85,7 +84,6 @@ def bisect(
     (GOOD does not pass, BAD does not fail, GOOD is not an ancestor of BAD), 128 + the signal when
     interrupted (130 on Ctrl-C)."""
     catalog = load_catalog_or_fail(signatures)
-    signature = select or select_old
     progress = None if quiet else (lambda message: typer.echo(message, err=True))
     try:
         if good_config or bad_config:
@@ -93,7 +91,7 @@ def bisect(
                 raise UserError("two-config mode takes --good-config A --bad-config B and nothing else")
             from offloaddoctor.bisect.delta import bisect_configs
 
-            result = bisect_configs(good_config, bad_config, catalog, signature)
+            result = bisect_configs(good_config, bad_config, catalog, select)
         else:
             if not (good and bad):
                 raise UserError(
@@ -102,11 +100,11 @@ def bisect(
             if run_command:
                 from offloaddoctor.bisect.run_mode import bisect_run
 
-                result = bisect_run(repo, good, bad, run_command, catalog, log, timeout, signature, config, progress)
+                result = bisect_run(repo, good, bad, run_command, catalog, log, timeout, select, config, progress)
             elif config:
                 from offloaddoctor.bisect.config_mode import bisect_config
 
-                result = bisect_config(repo, good, bad, config, catalog, signature, progress)
+                result = bisect_config(repo, good, bad, config, catalog, select, progress)
             else:
                 raise UserError("pass --config PATH (config mode) or --run CMD (run mode)")
     except UserError as exc:
@@ -151,7 +149,6 @@ def bisect_step(
     select: Optional[str] = typer.Option(
         None, "--select", metavar="ID", help="Bad means this signature fires (default: any error)."
     ),
-    select_old: Optional[str] = typer.Option(None, "--signature", hidden=True, help="Old name of --select."),
 ) -> None:
     """For `git bisect run offloaddoctor bisect-step ...`: exit 0 good, 1 bad, 125 skip (never 128 or more)."""
     from offloaddoctor.bisect.step import EXIT_FOR, EXIT_SKIP, bisect_step as run_step
@@ -160,7 +157,7 @@ def bisect_step(
         from offloaddoctor.api import load_catalog
         from offloaddoctor.policy import load_policy
 
-        outcome = run_step(load_catalog(policy=load_policy()), config, run_command, log, timeout, select or select_old)
+        outcome = run_step(load_catalog(policy=load_policy()), config, run_command, log, timeout, select)
     except (Exception, KeyboardInterrupt) as exc:  # git bisect run must never see a traceback or >= 128
         typer.echo(f"offloaddoctor: skip: {exc or type(exc).__name__}", err=True)
         raise typer.Exit(EXIT_SKIP) from None

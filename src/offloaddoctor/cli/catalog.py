@@ -33,7 +33,6 @@ class ExamplesFormat(str, Enum):
 def list_signatures(
     ctx: typer.Context,
     output_format: ExamplesFormat = typer.Option(ExamplesFormat.text, "--format", "-f", help="text (default) or json."),
-    json_output: bool = typer.Option(False, "--json", hidden=True, help="Old spelling of --format json."),
     signatures: List[Path] = typer.Option(
         [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
     ),
@@ -44,8 +43,7 @@ def list_signatures(
     from offloaddoctor.render.catalog_view import render_catalog, render_catalog_json
 
     catalog = load_catalog_or_fail(signatures)
-    as_json = json_output or output_format is ExamplesFormat.json
-    sys.stdout.write(render_catalog_json(catalog) if as_json else render_catalog(catalog))
+    sys.stdout.write(render_catalog_json(catalog) if output_format is ExamplesFormat.json else render_catalog(catalog))
 
 
 @signatures_app.command(

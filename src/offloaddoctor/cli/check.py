@@ -27,7 +27,6 @@ def check(
         [], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."
     ),
     select: List[str] = typer.Option([], "--select", metavar="ID", help="Check only this constraint id. Repeatable."),
-    select_old: List[str] = typer.Option([], "--signature", hidden=True, help="Old name of --select."),
     no_defaults: bool = typer.Option(
         False, "--no-defaults", help="Leave unset keys unknown instead of taking megatron-core's defaults."
     ),
@@ -58,7 +57,6 @@ def check(
             config=config,
             set_=set_,
             select=select,
-            select_old=select_old,
             no_defaults=no_defaults,
             output_format=output_format,
             signatures=signatures,

@@ -27,7 +27,7 @@ class FailOn(str, Enum):
 
 
 def fail(message: str) -> None:
-    from offloaddoctor.render.text_safety import safe_text
+    from offloaddoctor.text_safety import safe_text
 
     # Messages name files found in directories: a name's newline or `::` must not become a runner command.
     shown = "\n".join(safe_text(line) for line in message.split("\n"))
@@ -69,10 +69,8 @@ def guarded(command):
                 raise
             internal_error(exc)
         except Exception as exc:
-            if type(exc).__module__.split(".")[0] in (
-                "click",
-                "typer",
-            ):  # Exit, Abort, usage errors: click handles them
+            # Exit, Abort, usage errors: click handles them.
+            if type(exc).__module__.split(".")[0] in ("click", "typer"):
                 raise
             internal_error(exc)
 
@@ -97,7 +95,7 @@ def load_catalog_or_fail(signature_dirs: list[Path], policy=None):
 
 
 def _warn(lines: list[str]) -> None:
-    from offloaddoctor.render.text_safety import safe_text
+    from offloaddoctor.text_safety import safe_text
 
     for line in lines:
         sys.stderr.write(f"offloaddoctor: warning: {safe_text(line)}\n")

@@ -33,7 +33,6 @@ def compare(
         metavar="LOG=PATH",
         help="Offload settings for LOG from the config at PATH instead of its arguments block. Repeatable.",
     ),
-    run_config_old: List[str] = typer.Option([], "--config", "-c", hidden=True, help="Old name of --run-config."),
     loss_tolerance: float = typer.Option(
         0.001,
         "--loss-tolerance",
@@ -61,7 +60,7 @@ def compare(
     from offloaddoctor.metrics.compare import Criteria
 
     run_configs: dict[str, list[str]] = {}
-    for item in [*run_config, *run_config_old]:
+    for item in run_config:
         log, sep, path = item.partition("=")
         if not sep or not log or not path:
             fail(f"--run-config {item}: expected LOG=PATH, e.g. --run-config run.log=run_config.yaml")

@@ -182,9 +182,8 @@ class LogConfigCollector:
     def feed_script_line(self, text: str, line: int) -> bool:
         """A line of a launch script: `export X=…`, or a (continued) command line with flags."""
         stripped = text.strip()
-        if stripped.startswith(
-            "#SBATCH"
-        ):  # Slurm's job geometry: --nodes, --ntasks, --ntasks-per-node, --gpus-per-node
+        # Slurm's job geometry: --nodes, --ntasks, --ntasks-per-node, --gpus-per-node.
+        if stripped.startswith("#SBATCH"):
             return self._command_line(stripped[len("#SBATCH") :], line)
         if not stripped or stripped.startswith("#"):
             return False

@@ -230,11 +230,6 @@ def canonical_key(name: str) -> str:
     return name
 
 
-def describe_key(canonical: str) -> str:
-    known = _BY_CANONICAL.get(canonical)
-    return known.description if known else ""
-
-
 def known_spellings() -> list[str]:
     """Every canonical key and alias (for "did you mean")."""
     return sorted(set(_ALIASES) | set(_BY_CANONICAL))

@@ -38,13 +38,6 @@ def to_mib(value: float, unit: str, table: Mapping[str, float] = MEGATRON_UNIT_B
     return value * factor / MIB
 
 
-def finite_or_none(value: float | None) -> float | None:
-    """NaN and infinities are facts about a run but not numbers JSON can carry."""
-    if value is None or math.isfinite(value):
-        return value
-    return None
-
-
 def as_count(value: float | None) -> int | None:
     if value is None or not math.isfinite(value):
         return None

@@ -10,7 +10,7 @@ from offloaddoctor.bisect.changes import ABSENT, KeyChange
 from offloaddoctor.bisect.git import Commit
 from offloaddoctor.bisect.result import BisectResult
 from offloaddoctor.render.json_report import SCHEMA_VERSION
-from offloaddoctor.render.text_safety import inert_json, safe_text
+from offloaddoctor.text_safety import inert_json, safe_text
 
 _MODE_NAMES = {"config": "config mode", "run": "run mode", "configs": "two configs"}
 

@@ -7,7 +7,7 @@ import json
 from offloaddoctor import __version__
 from offloaddoctor.analysis.preflight import CheckReport
 from offloaddoctor.render.json_report import SCHEMA_VERSION, finding_to_dict
-from offloaddoctor.render.text_safety import inert_json, safe_text
+from offloaddoctor.text_safety import inert_json, safe_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time

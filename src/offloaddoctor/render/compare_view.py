@@ -9,7 +9,7 @@ from typing import Any
 from offloaddoctor import __version__
 from offloaddoctor.metrics.compare import Comparison, RunComparison
 from offloaddoctor.render.json_report import SCHEMA_VERSION
-from offloaddoctor.render.text_safety import inert_json, safe_text
+from offloaddoctor.text_safety import inert_json, safe_text
 
 _COLUMNS = (
     "run",

@@ -9,7 +9,7 @@ from offloaddoctor.analysis.estimate_report import EstimateReport, mib
 from offloaddoctor.config.dialect import dialect_of, render_lines
 from offloaddoctor.memory.fit import FITS, TIGHT
 from offloaddoctor.memory.model import COMPONENTS, why_most_loaded
-from offloaddoctor.render.text_safety import inert_json, safe_text as inert
+from offloaddoctor.text_safety import inert_json, safe_text as inert
 
 SCHEMA_VERSION = 1
 _LABELS = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.render.markdown import render_markdown
 from offloaddoctor.render.plain import headline, occurrence_summary
-from offloaddoctor.render.text_safety import safe_text
+from offloaddoctor.text_safety import safe_text
 
 MAX_ANNOTATIONS = 10
 _LEVEL = {"error": "error", "warning": "warning", "info": "notice"}

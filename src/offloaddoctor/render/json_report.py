@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from offloaddoctor.render.text_safety import inert_json
+from offloaddoctor.text_safety import inert_json
 from dataclasses import asdict
 
 from offloaddoctor import __version__

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from offloaddoctor.analysis.findings import Finding, Report
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.render.plain import finding_block, run_heading
-from offloaddoctor.render.text_safety import safe_text
+from offloaddoctor.text_safety import safe_text
 
 _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
 

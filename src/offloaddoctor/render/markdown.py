@@ -17,7 +17,7 @@ from offloaddoctor.render.plain import (
     run_heading,
     suppressed_lines,
 )
-from offloaddoctor.render.text_safety import safe_text
+from offloaddoctor.text_safety import safe_text
 
 _CELL_ESCAPES = str.maketrans(
     {"|": "\\|", "`": "\\`", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]", "*": "\\*", "_": "\\_"}

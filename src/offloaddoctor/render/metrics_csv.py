@@ -10,7 +10,7 @@ import csv
 import io
 
 from offloaddoctor.metrics.model import IterationMetrics, MemoryReport, RunMetrics
-from offloaddoctor.render.text_safety import safe_text
+from offloaddoctor.text_safety import safe_text
 
 ITERATION_COLUMNS = (
     "elapsed_ms",

@@ -9,7 +9,7 @@ from typing import Any
 
 from offloaddoctor import __version__
 from offloaddoctor.metrics.model import RunMetrics
-from offloaddoctor.render.text_safety import inert_json
+from offloaddoctor.text_safety import inert_json
 
 SCHEMA_VERSION = 1
 

@@ -6,7 +6,7 @@ from offloaddoctor.metrics.iteration_lines import WARMUP_ITERATIONS
 from offloaddoctor.analysis.ranks import format_ranks
 from offloaddoctor.config.values import format_value
 from offloaddoctor.metrics.model import MetricsSummary, RunMetrics
-from offloaddoctor.render.text_safety import safe_text
+from offloaddoctor.text_safety import safe_text
 
 _LABEL_WIDTH = 16
 

@@ -11,7 +11,7 @@ from offloaddoctor.analysis.scanner import Evidence
 from offloaddoctor.config.values import format_value
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.render.facts import fact_lines
-from offloaddoctor.render.text_safety import safe_text
+from offloaddoctor.text_safety import safe_text
 
 _LABEL_WIDTH = 11
 _WIDTH = 100

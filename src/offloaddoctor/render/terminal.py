@@ -34,7 +34,7 @@ from offloaddoctor.render.plain import (
     suppressed_lines,
     up_front_lines,
 )
-from offloaddoctor.render.text_safety import safe_text
+from offloaddoctor.text_safety import safe_text
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 _VERDICT_STYLE = {"confirmed": "green", "contradicted": "bold magenta", "unknown": "dim"}
