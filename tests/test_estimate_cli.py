@@ -7,6 +7,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
+from offloaddoctor.memory.fit import fits
 from typer.testing import CliRunner
 
 from offloaddoctor.api import check, estimate
@@ -76,7 +78,7 @@ def test_every_suggestion_passes_check_and_fits_when_it_says_so(in_repo):
     assert report.fits is False and report.suggestions
     budget = report.budget_bytes
     for suggestion in report.suggestions:
-        assert suggestion.estimate.fits(budget) == suggestion.fits
+        assert fits(suggestion.estimate, budget) == suggestion.fits
         assert not check([LAUNCH], list(suggestion.overrides)).has_errors, suggestion.change
     assert [s.cost_rank for s in report.suggestions] == sorted(s.cost_rank for s in report.suggestions)
 

@@ -26,8 +26,6 @@ KNOWN_CIRCLES = (
         }
     ),
     frozenset({"offloaddoctor.analysis.run_facts", "offloaddoctor.analysis.scanner"}),
-    # model.py imports fit.verdict inside a function; fit builds on model's MemoryEstimate.
-    frozenset({"offloaddoctor.memory.fit", "offloaddoctor.memory.model"}),
     # cli/__init__ imports every command module (registration); cli/common imports StdoutWriteError back from it.
     frozenset(
         {

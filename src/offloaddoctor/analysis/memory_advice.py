@@ -19,6 +19,7 @@ from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigValue
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate
+from offloaddoctor.memory.fit import fits
 
 # Megatron's manual garbage collection: gc.collect() before training frees the HybridDeviceOptimizer that
 # optimizer offloading builds first and replaces (memory/model.py _uncollected_first_build); the interval keeps
@@ -82,7 +83,7 @@ def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
             continue
         paid = cost(found) if callable(cost) else cost
         result = estimate(found.shape)
-        out.append(Suggestion(found.change, found.overrides, result, result.fits(budget), paid.text, paid.rank))
+        out.append(Suggestion(found.change, found.overrides, result, fits(result, budget), paid.text, paid.rank))
     return out
 
 
@@ -122,7 +123,7 @@ def _smaller_micro_batch(shape: RunShape, budget: float) -> Change | None:
     micro = shape.micro_batch_size // 2
     while micro >= 1:
         new = shape.with_changes(micro_batch_size=micro)
-        if estimate(new).fits(budget) or micro == 1:
+        if fits(estimate(new), budget) or micro == 1:
             return Change(
                 f"micro-batch size {shape.micro_batch_size} -> {micro} (same global batch, more micro-batches)",
                 (f"train.micro_batch_size={micro}",),
@@ -250,7 +251,7 @@ def _smallest_fraction(shape: RunShape, budget: float) -> float | None:
     size = derived.OFFLOAD_FRACTION_STEP
     for step in range(1, round(1 / size) + 1):
         fraction = round(step * size, 2)
-        if fraction > start and estimate(_offloaded(shape, fraction)).fits(budget):
+        if fraction > start and fits(estimate(_offloaded(shape, fraction)), budget):
             return fraction
     return 1.0 if start < 1.0 else None
 
@@ -259,6 +260,6 @@ def _smallest_offload(shape: RunShape, budget: float) -> int | None:
     if shape.pipeline_parallel > 1 or shape.recompute_granularity is not None:
         return None
     for layers in range(max(1, shape.cpu_offloading_num_layers + 1), shape.num_layers):
-        if estimate(shape.with_changes(cpu_offloading_num_layers=layers)).fits(budget):
+        if fits(estimate(shape.with_changes(cpu_offloading_num_layers=layers)), budget):
             return layers
     return shape.num_layers - 1 if shape.num_layers > 1 else None

@@ -40,6 +40,11 @@ class FitVerdict:
         return self.status == FITS
 
 
+def fits(result: MemoryEstimate, budget_bytes: float) -> bool:
+    """The verdict is "fits": the worst case, with the allocator's slack, is within the budget."""
+    return verdict(result, budget_bytes).fits
+
+
 def pytorch_limit(budget_bytes: float, several_gpus: bool) -> float:
     """What PyTorch's allocator may reserve when the GPU (or the target) holds `budget_bytes`."""
     context = cal.NON_PYTORCH_MIB_SEVERAL_GPUS[0] if several_gpus else cal.NON_PYTORCH_MIB_ONE_GPU[0]

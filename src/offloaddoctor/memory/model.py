@@ -83,12 +83,6 @@ class MemoryEstimate:
         """One component of the most-loaded GPU at its peak."""
         return next(c for c in self.most_loaded.components if c.name == name)
 
-    def fits(self, budget_bytes: float) -> bool:
-        """The fit verdict (memory/fit.py) says "fits": the worst case, with the allocator's slack, is within it."""
-        from offloaddoctor.memory.fit import verdict  # fit builds on this module
-
-        return verdict(self, budget_bytes).fits
-
 
 def estimate(shape: RunShape) -> MemoryEstimate:
     return MemoryEstimate(shape, tuple(_stage(shape, params) for params in stage_parameters(shape)))
