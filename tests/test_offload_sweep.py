@@ -89,3 +89,19 @@ def test_the_changes_are_one_table_whose_costs_order_the_advice(monkeypatch):
     monkeypatch.setattr(memory_advice, "CHANGES", tuple(rows))
     again = memory_advice.suggest(shape, budget, [], None)
     assert [s.change for s in again] == [s.change for s in first[1:]] + [first[0].change]
+
+
+def test_diagnose_on_the_real_oom_gives_the_same_verdict_and_the_change_that_ran():
+    """One model everywhere: the OOM of g1-f010 gets estimate's verdict and cheapest change (--manual-gc), and
+    the same run with --manual-gc (g1-f010-gc) ran on the H100."""
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.policy import Policy
+
+    report = diagnose([str(SWEEP / "g1-f010.log.gz")], policy=Policy())
+    (finding,) = [f for f in report.findings if "requested_bytes" in f.facts]
+    expected = verdict(_estimate("g1-f010"), H100_MIB * 2**20)
+    assert finding.facts["fit_verdict"] == expected.sentence()
+    assert finding.facts["fit_verdict"].startswith("TIGHT")
+    assert "manual garbage collection" in finding.facts["cheapest_change_that_fits"]
+    assert ("train.manual_gc", True) in finding.changes and "--manual-gc" in finding.overrides  # its dialect
+    assert next(r for r in RUNS if r["name"] == "g1-f010-gc")["outcome"] == "ran"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 
 from offloaddoctor.analysis.findings import CONFIRMED, Finding
-from offloaddoctor.analysis.oom import usable_capacity
 from offloaddoctor.byte_units import GIB, MIB
 from offloaddoctor.coerce import boolean, number
 from offloaddoctor.config import derived
@@ -134,13 +133,15 @@ def oom_advice(
             "the memory model's peak for this config: more is on the GPU than the config explains (a config from "
             "another run, tensors kept across steps, or a bigger batch than configured)"
         )
-    capacity = usable_capacity(facts)
-    whole_run = _whole_run_shortfall(model, capacity)
+    fit = _fit_verdict(shape, facts) if model and shape else None
+    if fit is not None:
+        model["fit_verdict"] = fit.sentence()
+    whole_run = max(0.0, fit.needed_bytes - fit.limit_bytes) if fit is not None else 0.0
     needed = current + max(shortfall, whole_run) / state
     if whole_run > shortfall:
         # The request that failed is only the first one that did not fit: the model sees the whole step.
         model["whole_step_shortfall_bytes"] = int(whole_run)
-        change = _cheapest_change(shape, capacity, store, catalog)
+        change = _cheapest_change(shape, fit, store, catalog)
         if change:
             model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
     advice: dict[str, Any] = {
@@ -214,23 +215,32 @@ def memory_model_facts(shape: RunShape, logged_parameters: int) -> dict[str, Any
 
 
 def _cheapest_change(
-    shape: RunShape | None, capacity: int, store: ConfigStore, catalog: Catalog | None
+    shape: RunShape | None, fit, store: ConfigStore, catalog: Catalog | None
 ) -> tuple[str, list[str]] | None:
     """The memory model's cheapest single change that fits this GPU (the same advice as `estimate`)."""
     from offloaddoctor.analysis.memory_advice import suggest
+    from offloaddoctor.memory.fit import budget_for
 
-    if shape is None:
+    if shape is None or fit is None:
         return None
-    fitting = [s for s in suggest(shape, capacity, store.all_values(), catalog) if s.fits]
+    budget = budget_for(fit.limit_bytes, shape.world_size > 1)
+    fitting = [s for s in suggest(shape, budget, store.all_values(), catalog) if s.fits]
     if not fitting:
         return None
     return f"{fitting[0].change}; cost: {fitting[0].cost}", list(fitting[0].overrides)
 
 
-def _whole_run_shortfall(model: dict[str, Any], capacity: Any) -> float:
-    if not model or not isinstance(capacity, (int, float)):
-        return 0.0
-    return max(0.0, model["estimated_nvidia_smi_bytes"] - capacity)
+def _fit_verdict(shape: RunShape, facts: dict[str, Any]):
+    """The memory model's fit verdict (memory/fit.py, as `estimate` and `check --gpu` give it) on the card the
+    OOM message describes: its total less the CUDA context, or a per-process memory fraction's limit."""
+    from offloaddoctor.memory import estimate
+    from offloaddoctor.memory.fit import context_bytes, verdict_within
+
+    total, allowed = facts.get("total_capacity_bytes"), facts.get("allowed_bytes")
+    limits = [total - context_bytes(shape.world_size > 1)] if isinstance(total, (int, float)) else []
+    if isinstance(allowed, (int, float)):
+        limits.append(allowed)
+    return verdict_within(estimate(shape), min(limits)) if limits else None
 
 
 def slowdown_advice(store: ConfigStore) -> dict[str, Any]:

@@ -102,6 +102,8 @@ def memory_facts(report: EstimateReport) -> dict:
     }
     if report.capacity is not None:
         facts["gpu_memory_bytes"] = report.capacity.bytes
+    if report.verdict is not None:
+        facts["fit_verdict"] = report.verdict.sentence("target" if report.target is not None else "GPU")
     return facts
 
 

@@ -39,20 +39,53 @@ class FitVerdict:
     def fits(self) -> bool:
         return self.status == FITS
 
+    def sentence(self, budget: str = "GPU") -> str:
+        """The verdict as every command words it (estimate, check's capacity rule, diagnose's OOM advice)."""
+        assumed = (
+            f"PyTorch may reserve {self.limit_bytes / MIB:,.0f} MiB of it; assumed: the peak x {self.slack:g} "
+            "allocator slack"
+        )
+        if self.status == FITS:
+            return f"fits the {budget}: {self.headroom_bytes / MIB:,.0f} MiB to spare ({assumed})"
+        if self.status == TIGHT:
+            return (
+                f"TIGHT on the {budget}: {self.best_case_bytes / MIB:,.0f} to {self.needed_bytes / MIB:,.0f} MiB "
+                f"needed, {assumed}; {'; '.join(self.reasons)}"
+            )
+        return (
+            f"DOES NOT FIT the {budget}: {-self.headroom_bytes / MIB:,.0f} MiB short; even the best case, "
+            f"{self.best_case_bytes / MIB:,.0f} MiB, is over ({assumed})"
+        )
+
 
 def fits(result: MemoryEstimate, budget_bytes: float) -> bool:
     """The verdict is "fits": the worst case, with the allocator's slack, is within the budget."""
     return verdict(result, budget_bytes).fits
 
 
+def context_bytes(several_gpus: bool) -> float:
+    """What the CUDA context, library handles and NCCL take on a GPU, outside PyTorch's allocator."""
+    return (cal.NON_PYTORCH_MIB_SEVERAL_GPUS[0] if several_gpus else cal.NON_PYTORCH_MIB_ONE_GPU[0]) * MIB
+
+
 def pytorch_limit(budget_bytes: float, several_gpus: bool) -> float:
     """What PyTorch's allocator may reserve when the GPU (or the target) holds `budget_bytes`."""
-    context = cal.NON_PYTORCH_MIB_SEVERAL_GPUS[0] if several_gpus else cal.NON_PYTORCH_MIB_ONE_GPU[0]
-    return budget_bytes - (cal.DRIVER_RESERVED_MIB + context) * MIB
+    return budget_bytes - cal.DRIVER_RESERVED_MIB * MIB - context_bytes(several_gpus)
+
+
+def budget_for(limit: float, several_gpus: bool) -> float:
+    """The GPU size (as nvidia-smi counts it) on which PyTorch may reserve `limit`: pytorch_limit's inverse."""
+    return limit + cal.DRIVER_RESERVED_MIB * MIB + context_bytes(several_gpus)
 
 
 def verdict(result: MemoryEstimate, budget_bytes: float) -> FitVerdict:
-    limit = pytorch_limit(budget_bytes, result.shape.world_size > 1)
+    """The verdict for a GPU (or a target) of `budget_bytes` as nvidia-smi counts it."""
+    return verdict_within(result, pytorch_limit(budget_bytes, result.shape.world_size > 1))
+
+
+def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
+    """The verdict when PyTorch may reserve `limit` bytes (an OOM message's card less the CUDA context, or a
+    per-process memory fraction)."""
     worst = result.peak_allocated_bytes * cal.FIT_SLACK
     collected = result.peak_allocated_if_collected_bytes
     best = collected * cal.SQUEEZED_SLACK

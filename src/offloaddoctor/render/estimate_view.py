@@ -7,7 +7,6 @@ import json
 from offloaddoctor import __version__
 from offloaddoctor.analysis.estimate_report import EstimateReport, mib
 from offloaddoctor.config.dialect import dialect_of, render_lines
-from offloaddoctor.memory.fit import FITS, TIGHT
 from offloaddoctor.memory.model import COMPONENTS, why_most_loaded
 from offloaddoctor.text_safety import inert_json, safe_text as inert
 
@@ -35,24 +34,9 @@ def _share(value: float, report: EstimateReport) -> str:
 def _verdict(report: EstimateReport) -> str:
     if report.fits is None or report.headroom_bytes is None:  # (both are known once a budget is)
         return "no GPU given (--gpu or --gpu-memory): capacity not checked"
-    budget = "target" if report.target is not None else "GPU"
     verdict = report.verdict
     assert verdict is not None
-    assumed = (
-        f"PyTorch may reserve {mib(verdict.limit_bytes):,.0f} MiB of it; assumed: the peak x {verdict.slack:g} "
-        "allocator slack"
-    )
-    if verdict.status == FITS:
-        return f"fits the {budget}: {mib(verdict.headroom_bytes):,.0f} MiB to spare ({assumed})"
-    if verdict.status == TIGHT:
-        return (
-            f"TIGHT on the {budget}: {mib(verdict.best_case_bytes):,.0f} to {mib(verdict.needed_bytes):,.0f} MiB "
-            f"needed, {assumed}; {'; '.join(verdict.reasons)}"
-        )
-    return (
-        f"DOES NOT FIT the {budget}: {mib(-verdict.headroom_bytes):,.0f} MiB short; even the best case, "
-        f"{mib(verdict.best_case_bytes):,.0f} MiB, is over ({assumed})"
-    )
+    return verdict.sentence("target" if report.target is not None else "GPU")
 
 
 def render_estimate_text(report: EstimateReport) -> str:

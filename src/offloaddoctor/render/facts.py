@@ -41,6 +41,7 @@ _LABELS = {
     "peak_allocated_bytes": "peak allocated",
     "estimated_peak_allocated_bytes": "estimated peak allocated (memory model)",
     "estimated_nvidia_smi_bytes": "estimated nvidia-smi use",
+    "fit_verdict": "fit verdict (memory model)",
     "gpu_memory_bytes": "GPU memory",
     "largest_component": "largest component",
     "estimate_vs_allocated": "estimate vs the message",
