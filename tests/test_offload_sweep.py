@@ -105,3 +105,16 @@ def test_diagnose_on_the_real_oom_gives_the_same_verdict_and_the_change_that_ran
     assert "manual garbage collection" in finding.facts["cheapest_change_that_fits"]
     assert ("train.manual_gc", True) in finding.changes and "--manual-gc" in finding.overrides  # its dialect
     assert next(r for r in RUNS if r["name"] == "g1-f010-gc")["outcome"] == "ran"
+
+
+@pytest.mark.parametrize("name", ["l1-f020", "a-gpt27b-s4096-0"])
+def test_a_covered_request_is_still_capacity_when_the_whole_step_is_far_short(name):
+    """free + reserved-unallocated covered the failed request, but the memory model's best case is gigabytes
+    short: capacity, with the model's fix (docs/oom.md, condition 4)."""
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.policy import Policy
+
+    finding = diagnose([str(SWEEP / f"{name}.log.gz")], policy=Policy()).findings[0]
+    assert finding.id != "oom-fragmentation"
+    assert finding.facts["fragmentation_suspected"] is False
+    assert "whole step is" in finding.facts["fragmentation_arithmetic"]

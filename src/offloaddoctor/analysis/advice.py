@@ -230,6 +230,22 @@ def _cheapest_change(
     return f"{fitting[0].change}; cost: {fitting[0].cost}", list(fitting[0].overrides)
 
 
+def weigh_whole_step(scan, store: ConfigStore) -> None:
+    """Fragmentation or capacity (oom.fragmentation_verdict), with the memory model's whole step when the run's
+    config is known: an OOM whose request was covered is still capacity when the step is far shorter."""
+    from offloaddoctor.analysis.oom import fragmentation_verdict
+
+    suspects = [a for a in scan.aggregates if a.facts.get("fragmentation_suspected") is True]
+    shape = _memory_shape(store) if suspects else None
+    for aggregate in suspects if shape is not None else ():
+        fit = _fit_verdict(shape, aggregate.facts)
+        if fit is None:
+            continue
+        verdict = fragmentation_verdict(aggregate.facts, max(0.0, fit.best_case_bytes - fit.limit_bytes))
+        if verdict is not None:
+            aggregate.facts["fragmentation_suspected"], aggregate.facts["fragmentation_arithmetic"] = verdict
+
+
 def _fit_verdict(shape: RunShape, facts: dict[str, Any]):
     """The memory model's fit verdict (memory/fit.py, as `estimate` and `check --gpu` give it) on the card the
     OOM message describes: its total less the CUDA context, or a per-process memory fraction's limit."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from offloaddoctor.analysis.advice import add_advice
+from offloaddoctor.analysis.advice import add_advice, weigh_whole_step
 from offloaddoctor.analysis.findings import (
     CONFIRMED,
     CONTRADICTED,
@@ -46,6 +46,7 @@ def build_report(
     run = compute_run_facts(scan)
     if baseline is not None:
         apply_baseline(run, baseline.summary)
+    weigh_whole_step(scan, store)
     findings: dict[str, Finding] = {}
     unclaimed: list[Evidence] = []  # lines a signature matched but whose condition did not hold
     for aggregate in scan.aggregates:
