@@ -567,7 +567,10 @@ def test_the_rank_in_a_file_name_is_found_as_a_case_insensitive_search_finds_it(
 
 
 def _not_text_reason_format_by_format(block: bytes) -> str | None:
-    """sources.not_text_reason as it was before its first-byte test: every format's magic asked in turn."""
+    """sources.not_text_reason as it was before its first-byte test: every format's magic asked in turn (after a
+    leading run of NUL bytes, which is not judged)."""
+    if block[:1] == b"\x00":
+        block = block[sources.leading_nul_bytes(block) :]
     for magic, reason in sources._COMPRESSED:
         if block.startswith(magic) and (magic != b"BZh" or sources.looks_binary(block) or block[3:4].isdigit()):
             return reason

@@ -237,7 +237,9 @@ def weigh_whole_step(scan, store: ConfigStore) -> None:
 
     suspects = [a for a in scan.aggregates if a.facts.get("fragmentation_suspected") is True]
     shape = _memory_shape(store) if suspects else None
-    for aggregate in suspects if shape is not None else ():
+    if shape is None:
+        return
+    for aggregate in suspects:
         fit = _fit_verdict(shape, aggregate.facts)
         if fit is None:
             continue
