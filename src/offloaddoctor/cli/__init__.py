@@ -1,6 +1,7 @@
 """Command line: parse, call the library, render, map to an exit code. One module per job; importing them
-registers their commands on the typer app, in the order `--help` lists them. `diagnose` with ordinary
-arguments takes the fast road (`fast_path`), which does not import typer at all."""
+registers their commands on the typer app, in the order `--help` lists them. Start-up: a command module
+imports only typer and light names at module level; the library, rich and yaml are imported inside the
+command that needs them (docs/performance.md, "start-up")."""
 
 from __future__ import annotations
 
@@ -41,11 +42,7 @@ def main() -> None:
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     code: int | str | None
     try:
-        from offloaddoctor.cli.fast_path import run
-
-        code = run(sys.argv[1:])
-        if code is None:
-            code = run_typer(sys.argv[1:])
+        code = run_typer(sys.argv[1:])
         sys.stdout.flush()  # here, not at exit: a full disk must be reported, not ignored
     except StdoutWriteError as exc:
         code = _stdout_failed(exc)
@@ -136,7 +133,7 @@ def _stdout_failed(exc: StdoutWriteError) -> int:
 
 
 def run_typer(argv: list[str]) -> int:
-    """The typer road, with this project's conventions instead of click's: bare `offloaddoctor` prints help
+    """The command line, with this project's conventions instead of click's: bare `offloaddoctor` prints help
     to stdout (exit 0); a usage error is one line, `offloaddoctor: error: …` (exit 2), like every other error;
     Ctrl-C exits 130, never 1 (which means "findings")."""
     from typer.main import get_command
