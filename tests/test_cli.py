@@ -306,3 +306,50 @@ def test_there_is_one_command_line():
     package = Path(cli.__file__).parent
     assert not (package / "fast_path.py").exists() and not (package / "_fast_spec.py").exists()
     assert not (REPO / "tools" / "gen_fast_spec.py").exists()
+
+
+def test_every_command_is_declared_in_the_module_the_map_names():
+    """`typer_app(command)` imports only that command's module: the map must name the module that declares it."""
+    from offloaddoctor.cli import COMMAND_MODULES, typer_app
+
+    app = typer_app()
+    declared = {
+        info.name or info.callback.__name__.replace("_", "-"): info.callback.__module__
+        for info in app.registered_commands
+    }
+    for group in app.registered_groups:
+        declared[group.name] = group.typer_instance.registered_callback.callback.__module__
+    assert declared == {name: f"offloaddoctor.cli.{module}" for name, module in COMMAND_MODULES.items()}
+
+
+def test_a_command_loads_only_its_own_module(tmp_path):
+    others = tuple(f"offloaddoctor.cli.{module}" for module in ("check", "estimate", "bisect", "measure", "catalog"))
+    for argv in (["diagnose", PP_LOG_NAME, "-f", "json"], ["--debug", "diagnose", PP_LOG_NAME, "-f", "json"]):
+        result = _run_listing_modules(argv, others, tmp_path)
+        assert result.stderr == "1 []", result.stderr
+    result = _run_listing_modules(["metrics", PP_LOG_NAME], ("offloaddoctor.cli.diagnose",), tmp_path)
+    assert result.stderr == "0 []", result.stderr
+
+
+def test_help_lists_the_commands_in_their_order_whichever_ran_first(tmp_path):
+    """In one process (embedding, tests), a command run first registers its module first."""
+    from offloaddoctor.cli import COMMAND_MODULES
+
+    probe = (
+        "from offloaddoctor.cli import run_typer\n"
+        "run_typer(['explain', 'pp-cpu-offload'])\n"  # registers explain and signatures before the others
+        "run_typer(['metrics', '--help'])\n"
+        "print('HELP')\n"
+        "run_typer(['--help'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    commands = result.stdout.split("HELP\n")[1].split("Commands:\n")[1].split("\n\n")[0]
+    listed = [line.split()[0] for line in commands.splitlines() if line.startswith("  ") and line[2] != " "]
+    assert listed == list(COMMAND_MODULES)

@@ -11,10 +11,34 @@ import sys
 __all__ = ["app", "main", "typer_app"]
 
 
-def typer_app():
-    from offloaddoctor.cli import diagnose, check, estimate, bisect, measure, catalog  # noqa: F401 - registration
+# The module that declares each command, in the order `--help` lists them.
+COMMAND_MODULES = {
+    "diagnose": "diagnose",
+    "check": "check",
+    "estimate": "estimate",
+    "bisect": "bisect",
+    "bisect-step": "bisect",
+    "compare": "measure",
+    "metrics": "measure",
+    "explain": "catalog",
+    "signatures": "catalog",
+}
+
+
+def typer_app(command: str | None = None):
+    """The typer app with every command registered; only `command`'s module when a command is named, since
+    typer builds a click command (signature, type hints, parameters) for every registered one and the others
+    would not run: ~10 % of a small run's start-up (docs/performance.md)."""
+    import importlib
+
     from offloaddoctor.cli._app import app
 
+    wanted = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else COMMAND_MODULES.values()
+    for module in dict.fromkeys(wanted):
+        importlib.import_module(f"offloaddoctor.cli.{module}")
+    # in one process, modules imported one by one (tests, embedding) register out of order: list them as declared
+    order = list(COMMAND_MODULES)
+    app.registered_commands.sort(key=lambda info: order.index(info.name or info.callback.__name__.replace("_", "-")))
     return app
 
 
@@ -140,9 +164,11 @@ def run_typer(argv: list[str]) -> int:
 
     from offloaddoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, fail
 
-    command = get_command(typer_app())
     if not argv:
         argv = ["--help"]
+    # The app's own options (--debug, --version, -h) take no value: the first other word names the command.
+    named = next((word for word in argv if not word.startswith("-")), None)
+    command = get_command(typer_app(named))
     try:
         code = command.main(args=argv, prog_name="offloaddoctor", standalone_mode=False)
     except KeyboardInterrupt:
