@@ -6,12 +6,16 @@ ratios to `python3 -c pass` (this machine's speed drifts from minute to minute),
 child (user + system) and the fastest run, the cost least disturbed by other work. Run from an empty directory
 (no project file). `import typer` for scale: every command imports it. `--against SRC` also runs every command
 with another source tree first on PYTHONPATH (e.g. `git archive BASE src | tar -x -C /tmp/base`), interleaved
-with this one: a before/after comparison under the same load.
-usage: python3 benchmarks/startup.py [ROUNDS] [--against SRC] [NAME...]   (NAME: the commands whose name starts so)"""
+with this one: a before/after comparison under the same load. `--instructions` counts each command's
+instructions once under valgrind instead (cachegrind, no cache simulation): a figure other work on the machine
+does not move, for a loaded machine.
+usage: python3 benchmarks/startup.py [ROUNDS] [--against SRC] [--instructions] [NAME...]
+       (NAME: only the commands whose name starts so)"""
 
 from __future__ import annotations
 
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -32,6 +36,16 @@ def timed(command: list[str], cwd: str, env: dict[str, str] | None = None) -> tu
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def instructions(command: list[str], cwd: str, env: dict[str, str] | None = None) -> int:
+    """Instructions the command executes, counted by valgrind (user space, the child's whole run)."""
+    valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    done = subprocess.run([*valgrind, *command], capture_output=True, text=True, check=False, cwd=cwd, env=env)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
 
 
 def small_log(directory: str) -> str:
@@ -77,7 +91,8 @@ def main() -> int:
         against = str(Path(args[at + 1]).resolve())
         del args[at : at + 2]
         subprocess.run([sys.executable, "-m", "compileall", "-q", against], stdout=subprocess.DEVNULL, check=True)
-    wanted = args
+    counting = "--instructions" in args
+    wanted = [arg for arg in args if arg != "--instructions"]
     with tempfile.TemporaryDirectory() as empty:
         log = small_log(empty)
         # The installed command, as users run it (pip's wrapper script), else `python -m offloaddoctor`.
@@ -102,6 +117,13 @@ def main() -> int:
                 if other is not None:
                     commands[f"{name} (against)"] = ([*entry, *argv], other)
                 commands[name] = ([*entry, *argv], None)
+        if counting:
+            counts = {name: instructions(command, empty, env) for name, (command, env) in commands.items()}
+            print(f"instructions (valgrind), python3 -c pass: {counts['bare'] / 1e6:.0f} M")
+            for name, count in counts.items():
+                if name != "bare":
+                    print(f"{name:34} {count / 1e6:6.0f} M {count / counts['bare']:5.1f}x")
+            return 0
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(rounds):
             for name, (command, env) in commands.items():

@@ -273,7 +273,7 @@ LIBRARY_AND_HEAVY = (
     "offloaddoctor.api",
     "offloaddoctor.analysis.scanner",
     "offloaddoctor.catalog.loader",
-    "offloaddoctor.config.loader",
+    "offloaddoctor.config.loading",
     "offloaddoctor.metrics",
     "offloaddoctor.policy",
     "rich",
