@@ -95,21 +95,21 @@ def test_config_notes_only_about_keys_a_finding_reads():
 
 
 def test_progress_bar_only_for_long_scans(monkeypatch, capsys):
-    from offloaddoctor.cli import run_diagnose
+    from offloaddoctor.cli import diagnose as diagnose_command
     from offloaddoctor.cli.common import OutputFormat
 
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    with run_diagnose._progress_bar(["x.log"], OutputFormat.text) as update:
+    with diagnose_command._progress_bar(["x.log"], OutputFormat.text) as update:
         update(1000, 60_000)  # a 1,000-line log
         update(60_000, 60_000)
     assert capsys.readouterr().err == ""
     started = []
     monkeypatch.setattr("rich.progress.Progress.start", lambda self: started.append(self))  # noqa: PLW0108 - a method
     monkeypatch.setattr("rich.progress.Progress.stop", lambda self: None)
-    with run_diagnose._progress_bar(["x.log"], OutputFormat.text) as update:
-        update(1, run_diagnose.PROGRESS_MIN_BYTES)
+    with diagnose_command._progress_bar(["x.log"], OutputFormat.text) as update:
+        update(1, diagnose_command.PROGRESS_MIN_BYTES)
     assert len(started) == 1
 
 
@@ -405,7 +405,7 @@ def wait_until_reading_stdin(process: subprocess.Popen, deadline_s: float = 60.0
 
 
 def test_ctrl_c_exits_130():
-    # diagnose on the fast road, diagnose through typer (a short-option cluster), and another command
+    # diagnose, diagnose with a short-option cluster, and another command
     for argv in (["diagnose", "-"], ["diagnose", "-", "-rv"], ["metrics", "-"]):
         process = subprocess.Popen(
             [sys.executable, "-m", "offloaddoctor", *argv],

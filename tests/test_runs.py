@@ -155,13 +155,13 @@ def test_help_says_the_rule(command):
 
 
 @pytest.mark.parametrize("extra", [[], ["--ignore", "pp-cpu-offload"]])
-def test_the_fast_road_groups_and_suppresses_as_typer(extra, capsys):
-    from offloaddoctor.cli import fast_path
+def test_the_command_line_groups_and_suppresses_as_typer(extra, capsys):
+    from offloaddoctor.cli import run_typer
 
     argv = ["diagnose", PP, CLEAN, "--format", "text", *extra]
     through_typer = RUNNER.invoke(app, argv)
     try:
-        code = fast_path.run(argv)
+        code = run_typer(argv)
     except SystemExit as exc:
         code = exc.code
     assert (code, capsys.readouterr().out) == (through_typer.exit_code, through_typer.stdout)

@@ -1,6 +1,7 @@
 """Command line: parse, call the library, render, map to an exit code. One module per job; importing them
-registers their commands on the typer app, in the order `--help` lists them. `diagnose` with ordinary
-arguments takes the fast road (`fast_path`), which does not import typer at all."""
+registers their commands on the typer app, in the order `--help` lists them. Start-up: a command module
+imports only typer and light names at module level; the library, rich and yaml are imported inside the
+command that needs them (docs/performance.md, "start-up")."""
 
 from __future__ import annotations
 
@@ -10,11 +11,40 @@ import sys
 __all__ = ["app", "main", "typer_app"]
 
 
-def typer_app():
-    from offloaddoctor.cli import diagnose, check, estimate, bisect, measure, catalog  # noqa: F401 - registration
+# The module that declares each command, in the order `--help` lists them.
+COMMAND_MODULES = {
+    "diagnose": "diagnose",
+    "check": "check",
+    "estimate": "estimate",
+    "bisect": "bisect",
+    "bisect-step": "bisect",
+    "compare": "measure",
+    "metrics": "measure",
+    "explain": "catalog",
+    "signatures": "catalog",
+}
+
+
+def typer_app(command: str | None = None):
+    """The typer app with every command registered; only `command`'s module when a command is named, since
+    typer builds a click command (signature, type hints, parameters) for every registered one and the others
+    would not run: ~10 % of a small run's start-up (docs/performance.md)."""
+    import importlib
+
     from offloaddoctor.cli._app import app
 
+    wanted = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else COMMAND_MODULES.values()
+    for module in dict.fromkeys(wanted):
+        importlib.import_module(f"offloaddoctor.cli.{module}")
+    # in one process, modules imported one by one (tests, embedding) register out of order: list them as declared
+    order = list(COMMAND_MODULES)
+    app.registered_commands.sort(key=lambda info: order.index(_command_name(info)))
     return app
+
+
+def _command_name(info) -> str:
+    """The name typer gives a registered command: its own, or its function's with `-` for `_`."""
+    return info.name or info.callback.__name__.replace("_", "-")
 
 
 def __getattr__(name: str):
@@ -41,11 +71,7 @@ def main() -> None:
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     code: int | str | None
     try:
-        from offloaddoctor.cli.fast_path import run
-
-        code = run(sys.argv[1:])
-        if code is None:
-            code = run_typer(sys.argv[1:])
+        code = run_typer(sys.argv[1:])
         sys.stdout.flush()  # here, not at exit: a full disk must be reported, not ignored
     except StdoutWriteError as exc:
         code = _stdout_failed(exc)
@@ -136,16 +162,18 @@ def _stdout_failed(exc: StdoutWriteError) -> int:
 
 
 def run_typer(argv: list[str]) -> int:
-    """The typer road, with this project's conventions instead of click's: bare `offloaddoctor` prints help
+    """The command line, with this project's conventions instead of click's: bare `offloaddoctor` prints help
     to stdout (exit 0); a usage error is one line, `offloaddoctor: error: …` (exit 2), like every other error;
     Ctrl-C exits 130, never 1 (which means "findings")."""
     from typer.main import get_command
 
     from offloaddoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, fail
 
-    command = get_command(typer_app())
     if not argv:
         argv = ["--help"]
+    # The app's own options (--debug, --version, -h) take no value: the first other word names the command.
+    named = next((word for word in argv if not word.startswith("-")), None)
+    command = get_command(typer_app(named))
     try:
         code = command.main(args=argv, prog_name="offloaddoctor", standalone_mode=False)
     except KeyboardInterrupt:

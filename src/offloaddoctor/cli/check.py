@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from offloaddoctor.cli._app import Command, app, examples
-from offloaddoctor.cli.common import CheckFormat
+from offloaddoctor.cli.common import (
+    EXIT_CLEAN,
+    EXIT_FINDINGS,
+    CheckFormat,
+    fail,
+    load_catalog_or_fail,
+    make_console,
+    wants_terminal,
+)
+from offloaddoctor.errors import UserError
 
 
 @app.command(
@@ -50,18 +60,32 @@ def check(
     ),
 ) -> None:
     """Validate a config before launch against every offloading/memory constraint, all violations at once."""
-    from offloaddoctor.cli.run_check import run_check
+    from offloaddoctor.api import check as run_check
 
-    raise typer.Exit(
-        run_check(
-            config=config,
-            set_=set_,
-            select=select,
-            no_defaults=no_defaults,
-            output_format=output_format,
-            signatures=signatures,
+    catalog = load_catalog_or_fail(signatures)
+    try:
+        report = run_check(
+            config or [],
+            set_,
+            catalog=catalog,
+            only=list(select),
+            use_defaults=not no_defaults,
             gpu=gpu,
             gpu_memory=gpu_memory,
             world_size=world_size,
         )
-    )
+    except UserError as exc:
+        fail(str(exc))
+    if output_format is CheckFormat.json:
+        from offloaddoctor.render.check_view import render_check_json
+
+        sys.stdout.write(render_check_json(report))
+    elif wants_terminal(output_format):
+        from offloaddoctor.render.terminal import render_check_terminal
+
+        render_check_terminal(report, make_console())
+    else:
+        from offloaddoctor.render.check_view import render_check_plain
+
+        sys.stdout.write(render_check_plain(report))
+    raise typer.Exit(EXIT_FINDINGS if report.violations else EXIT_CLEAN)

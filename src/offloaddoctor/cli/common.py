@@ -1,5 +1,4 @@
-"""What every command shares, without typer: exit codes, output choices, one-line errors, the catalogue.
-Typer-free so that the fast road (`fast_path`) can run a command without importing it."""
+"""What every command shares: exit codes, output choices, one-line errors, the catalogue."""
 
 from __future__ import annotations
 

@@ -122,6 +122,17 @@ def metrics(
 
     The logs are grouped into runs by the rule diagnose uses: the logs of one job are one run however they are
     passed, and a directory holding several runs gives one summary each."""
-    from offloaddoctor.cli.run_check import run_metrics
+    from offloaddoctor.metrics import collect_metrics
 
-    raise typer.Exit(run_metrics(logs=logs, output_format=output_format))
+    try:
+        runs = collect_metrics(logs)
+    except UserError as exc:
+        fail(str(exc))
+    if output_format is MetricsFormat.json:
+        from offloaddoctor.render.metrics_json import render_metrics_json as render
+    elif output_format is MetricsFormat.csv:
+        from offloaddoctor.render.metrics_csv import render_metrics_csv as render
+    else:
+        from offloaddoctor.render.metrics_text import render_metrics_text as render
+    sys.stdout.write(render(runs))
+    raise typer.Exit(EXIT_CLEAN)
