@@ -26,6 +26,16 @@ REWRITES = [((os.environ.get("SITE") or "/tmp/site").rstrip("/") + "/", "/usr/lo
 FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
 
 
+def write_fixture_log(raw_log: Path, dest: Path) -> str:
+    """The raw log with the install folder rewritten, gzipped with a fixed timestamp (same bytes on a re-run)."""
+    text = raw_log.read_text(errors="replace")
+    for old, new in REWRITES:
+        text = text.replace(old, new)
+    with open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as out:
+        out.write(text.encode())
+    return text
+
+
 def machine(folder: Path) -> str:
     for meta in folder.glob("meta*.txt"):
         for line in meta.read_text().splitlines():
@@ -45,14 +55,7 @@ def main(folders: list[str]) -> int:
     DEST.mkdir(parents=True, exist_ok=True)
     rows = ["name\tgpus_machine\theld_out\tnvidia_smi_peak_mib\tcommand"]
     for run, (folder, where) in sorted(runs.items()):
-        text = (folder / f"{run}.raw.log").read_text(errors="replace")
-        for old, new in REWRITES:
-            text = text.replace(old, new)
-        with (
-            open(DEST / f"{run}.log.gz", "wb") as raw,
-            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as out,
-        ):
-            out.write(text.encode())
+        write_fixture_log(folder / f"{run}.raw.log", DEST / f"{run}.log.gz")
         command = (folder / f"{run}.cmd").read_text().strip()
         smi = (folder / f"{run}.smi").read_text().strip()
         rows.append(f"{run}\t{where}\t{'yes' if run[0] in 'hne' else 'no'}\t{smi}\t{command}")

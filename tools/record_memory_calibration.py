@@ -235,6 +235,19 @@ class SmiPoller(threading.Thread):
             time.sleep(0.3)
 
 
+def machine_meta() -> str:
+    """date, torch, megatron-core, GPU, GPU count, CPUs and host memory of the GPU machine, one per line."""
+    return subprocess.run(  # noqa: S602 - a fixed command line, no input in it
+        "echo date=$(date -u +%FT%TZ); echo torch=$(python3 -c 'import torch; print(torch.__version__, "
+        "torch.version.cuda)'); echo megatron_core=$(python3 -c 'import megatron.core.package_info as p; "
+        "print(p.__version__)'); echo gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version "
+        "--format=csv,noheader | head -1); echo gpus=$(nvidia-smi -L | wc -l); echo cpus=$(nproc); free -g | head -2",
+        shell=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
 def launch(name, gpus, args, port, outdir):
     cmd = (
         f"python3 -m torch.distributed.run --nproc-per-node {gpus} --master-port {port} "
@@ -254,15 +267,7 @@ def main():
         names = [n for n in names if n in sys.argv[3].split(",")]
     raw = outdir / "raw"
     raw.mkdir(parents=True, exist_ok=True)
-    meta = subprocess.run(  # noqa: S602 - a fixed command line, no input in it
-        "echo date=$(date -u +%FT%TZ); echo torch=$(python3 -c 'import torch; print(torch.__version__, "
-        "torch.version.cuda)'); echo megatron_core=$(python3 -c 'import megatron.core.package_info as p; "
-        "print(p.__version__)'); echo gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version "
-        "--format=csv,noheader | head -1); echo gpus=$(nvidia-smi -L | wc -l)",
-        shell=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    meta = machine_meta()
     poller = SmiPoller()
     poller.start()
     pending = sorted(names, key=lambda n: -RUNS[n][1])

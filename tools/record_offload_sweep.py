@@ -24,7 +24,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from record_memory_calibration import COMMON, DISTOPT, FULL, LLAMA, OFFLOAD, SELECTIVE, SmiPoller, shape
+from record_memory_calibration import (
+    COMMON,
+    DISTOPT,
+    FULL,
+    LLAMA,
+    OFFLOAD,
+    SELECTIVE,
+    SmiPoller,
+    machine_meta,
+    shape,
+)
 
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 # The issue's GPT: 3.35B parameters, biases, LayerNorm, tied embeddings, learned positions.
@@ -175,15 +185,7 @@ def main() -> None:
     poller.join()
     for name in names:
         (raw / f"{name}.smi").write_text(f"{poller.peak.get(name, 0)}\n")
-    meta = subprocess.run(  # noqa: S602 - a fixed command line, no input in it
-        "echo date=$(date -u +%FT%TZ); echo torch=$(python3 -c 'import torch; print(torch.__version__, "
-        "torch.version.cuda)'); echo gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version "
-        "--format=csv,noheader | head -1); echo gpus=$(nvidia-smi -L | wc -l); echo cpus=$(nproc); "
-        "free -g | head -2",
-        shell=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    meta = machine_meta()
     not_run = [n for n in names if not (raw / f"{n}.raw.log").exists()]
     (raw / f"meta-{set_name}.txt").write_text(meta + "\n".join(results) + "\nnot_run=" + ",".join(not_run) + "\n")
     with tarfile.open(outdir / f"sweep-{set_name}.tar.gz", "w:gz") as tar:
