@@ -1,4 +1,4 @@
-"""A large log takes another road (literal cover, GNU grep on two halves, iteration lines skipped before
+"""A large log takes another road (GNU grep on two halves, iteration lines skipped before
 decoding); every fixture must give the same report on it as on the small-file road."""
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ def _report(path, catalog) -> dict:
 def test_the_large_file_road_gives_the_same_report(log, catalog, monkeypatch):
     small = _report(log, catalog)
     monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
-    monkeypatch.setattr(candidates, "COVER_MIN_BYTES", 0)
     monkeypatch.setattr(grep_prefilter, "SPLIT_MIN_BYTES", 0)
     monkeypatch.setattr(grep_prefilter, "_cores", lambda: 2)
     assert _report(log, catalog) == small

@@ -54,9 +54,9 @@ def gnu_grep() -> str | None:
 
 
 def grep_lines(reader, fd: int, found: BinaryIO | None = None) -> Iterator[tuple[int, str]]:
-    """`reader` is the CandidateReader whose patterns, every_line, skip, warnings and counters this serves;
+    """`reader` is the CandidateReader whose literals, every_line, skip, warnings and counters this serves;
     `fd` the log's open descriptor (kept open until this ends). `found`: grep's output for the whole file
-    with the reader's patterns, made already (gunzip_and_grep)."""
+    with the reader's literals, made already (gunzip_and_grep)."""
     size = os.fstat(fd).st_size
     jobs = _Jobs()
     position = _Position()
@@ -65,7 +65,7 @@ def grep_lines(reader, fd: int, found: BinaryIO | None = None) -> Iterator[tuple
             jobs.keep(found)
             streams = [lambda position: _Stream(None, found)]
         else:
-            streams = _start_greps(jobs, reader.patterns, fd, size)
+            streams = _start_greps(jobs, reader.literals, fd, size)
         with _again(fd) as log:
             yield from _deliver(reader, streams, log, position)
             if position.failed:
