@@ -39,10 +39,6 @@ from offloaddoctor.logs.sources import (
     stream_over,
 )
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from typing import BinaryIO
-
 BLOCK_BYTES = 1 << 20
 # A block this large read in Python (standard input, a small .gz, no GNU grep) pays for compiling the
 # literals' finder: on NCCL INFO chatter 12 ms a MiB against 21 for a test per literal.
@@ -138,9 +134,9 @@ class CandidateReader:
         size_at_open = _file_size(stream)
         try:
             if isinstance(stream, gzip.GzipFile):
-                gunzipped = self._gunzip_to_spool()
-                if gunzipped is not None:  # a large .gz: decompressed by gzip(1), then read like a plain file
-                    yield from self._spooled(*gunzipped)
+                spool = self._gunzip_to_spool()
+                if spool is not None:  # a large .gz: decompressed by gzip(1), then read like a plain file
+                    yield from self._spooled(spool)
                     return
             if size_at_open is not None and size_at_open < GREP_MIN_BYTES and type(stream) is io.BufferedReader:
                 # A small regular file (20,000 rank logs): grep would not be chosen for it, so skip asking (a stat
@@ -211,11 +207,10 @@ class CandidateReader:
         if read < size_at_open:
             self._note_shrunk(size_at_open, read)
 
-    def _gunzip_to_spool(self) -> tuple[str, BinaryIO | None] | None:
-        """A temporary file with the log decompressed by gzip(1) (C, no Python per byte), for the grep road,
-        with grep's output for it when grep could read it as it was decompressed; None (read it in Python, as
-        before) unless it is large, gzip and GNU grep are at hand, and gzip decompresses it cleanly: a
-        truncated or damaged file keeps the Python reader's warnings."""
+    def _gunzip_to_spool(self) -> str | None:
+        """A temporary file with the log decompressed by gzip(1) (C, no Python per byte), for the grep road;
+        None (read it in Python, as before) unless it is large, gzip and GNU grep are at hand, and gzip
+        decompresses it cleanly: a truncated or damaged file keeps the Python reader's warnings."""
         if not self.use_grep:
             return None
         try:
@@ -229,7 +224,7 @@ class CandidateReader:
         import shutil
         import tempfile
 
-        from offloaddoctor.logs.grep_prefilter import gnu_grep, gunzip_and_grep
+        from offloaddoctor.logs.grep_prefilter import gnu_grep, gunzip_into
 
         with packed:
             gunzip = shutil.which("gzip")
@@ -239,9 +234,9 @@ class CandidateReader:
             try:
                 limit = max(0, min(GZ_SPOOL_MAX_BYTES, shutil.disk_usage(os.path.dirname(spool)).free // 2))
                 report = self._report_expanded if self.on_bytes is not None else None
-                whole, found = gunzip_and_grep(gunzip, packed, handle, self.literals, limit, report)
+                whole = gunzip_into(gunzip, packed, handle, limit, report)
             except OSError:
-                whole, found = False, None
+                whole = False
             except BaseException:  # an interrupt: the temporary file goes too
                 os.unlink(spool)
                 raise
@@ -250,10 +245,9 @@ class CandidateReader:
         if not whole:
             os.unlink(spool)
             return None
-        return spool, found
+        return spool
 
-    def _spooled(self, spool: str, found: BinaryIO | None) -> Iterator[tuple[int, str]]:
-        """`found`: grep's output for the spool, or None to run grep on it now."""
+    def _spooled(self, spool: str) -> Iterator[tuple[int, str]]:
         from offloaddoctor.logs.grep_prefilter import grep_lines
 
         try:
@@ -264,14 +258,11 @@ class CandidateReader:
                 # Progress counted the spool as gzip wrote it (decompressed bytes); the rest when it has been read.
                 progress, self.on_bytes = self.on_bytes, None
                 try:
-                    yield from grep_lines(self, plain.fileno(), found)
-                    found = None  # closed by grep_lines
+                    yield from grep_lines(self, plain.fileno())
                 finally:
                     self.on_bytes = progress
                 self._report_expanded(os.fstat(plain.fileno()).st_size)
         finally:
-            if found is not None:
-                found.close()
             os.unlink(spool)
 
     def _report_expanded(self, size: int) -> None:
