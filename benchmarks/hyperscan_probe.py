@@ -338,10 +338,16 @@ def roads_for(path: str, dbs: dict, patterns: str, scratch: str, diagnose: str |
         roads["hs-sampled"] = lambda: in_process(hs_sampled, path, dbs["rare"], dbs["iteration"])
         roads["hs-sampled-x2"] = lambda: in_process(hs_sampled, path, dbs["rare"], dbs["iteration"], 2)
     if diagnose:
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         roads["diagnose"] = lambda: child(
             [diagnose, "-m", "offloaddoctor", "diagnose", path, "--format", "json"],
-            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+            env=env,
             sink=os.path.join(scratch, "ours.json"),
+        )
+        # The block reader with hyperscan as its finder (and isal for a .gz): benchmarks/hyperscan_block_finder.py
+        finder = str(ROOT / "benchmarks" / "hyperscan_block_finder.py")
+        roads["diagnose, hyperscan finder"] = lambda: child(
+            [sys.executable, finder, "--report", path], env=env, sink=os.path.join(scratch, "finder.json")
         )
     return roads
 
@@ -384,6 +390,9 @@ def main() -> int:
             grep_wall = statistics.median(w for w, _ in times[reference])
             size = os.path.getsize(path) if not gz else gz_size(path)
             print(f"{os.path.basename(path)} ({size / 1e6:.0f} MB)\n")
+            if args.diagnose:
+                same = Path(scratch, "ours.json").read_bytes() == Path(scratch, "finder.json").read_bytes()
+                print(f"the hyperscan finder's report is diagnose's, byte for byte: {same}\n")
             print("| road | wall (s) | runs | CPU (s) | vs grep | found |\n|---|---:|---|---:|---:|---|")
             for name, runs in times.items():
                 wall = statistics.median(w for w, _ in runs)
