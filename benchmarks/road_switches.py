@@ -6,7 +6,8 @@ process only: nothing in the code changes. The pairs run interleaved, N runs eac
 of wall and CPU seconds, the median of the per-pair ratios, and whether the two JSON reports are the same
 byte for byte (a road must never change a finding).
 
-  cover     logs/literal_cover.py: fewer, shared patterns for a file of COVER_MIN_BYTES or more
+  cover     logs/literal_cover.py: fewer, shared patterns for a file of COVER_MIN_BYTES or more (removed in
+            the sixth round: reported as removed)
   split     logs/grep_prefilter.py: two greps, one a half, from SPLIT_MIN_BYTES
   gz-spool  logs/candidates.py: a large .gz decompressed by gzip(1) while one grep reads it (the feeder);
             off, the .gz is read in Python (gzip module, block reader), as a small or damaged one is
