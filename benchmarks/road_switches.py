@@ -9,8 +9,9 @@ byte for byte (a road must never change a finding).
   cover     logs/literal_cover.py: fewer, shared patterns for a file of COVER_MIN_BYTES or more (removed in
             the sixth round: reported as removed)
   split     logs/grep_prefilter.py: two greps, one a half, from SPLIT_MIN_BYTES
-  gz-spool  logs/candidates.py: a large .gz decompressed by gzip(1) while one grep reads it (the feeder);
-            off, the .gz is read in Python (gzip module, block reader), as a small or damaged one is
+  gz-spool  logs/candidates.py: a large .gz decompressed by gzip(1) into a temporary file, then read on the
+            grep road (until the sixth round one grep followed gzip as it wrote: the feeder); off, the .gz is
+            read in Python (gzip module, block reader), as a small or damaged one is
 
 usage: python3 benchmarks/road_switches.py [--runs N] [--roads cover,split,gz-spool] LOG...
 (A road whose constant is gone from the code is reported as such: it was removed.)
