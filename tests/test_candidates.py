@@ -304,8 +304,10 @@ def test_skipped_candidates_are_not_handed_out_by_either_reader(tmp_path, monkey
 
 
 @needs_grep
-def test_a_large_file_reads_the_same_through_the_literal_cover(tmp_path, monkeypatch):
-    monkeypatch.setattr(candidates, "COVER_MIN_BYTES", 0)
+def test_a_large_file_hands_out_only_lines_holding_a_literal(tmp_path, monkeypatch):
+    """A large file is searched for the literals themselves: the cover of shared words (`optimizer` for the
+    first two here) that stood in for them from 8 MiB on was dropped, as it did not pay (docs/performance.md,
+    sixth round), and with it the lines it found beyond the literals' ("the optimizer is adam")."""
     monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
     literals = [
         "optimizer cpu offload must be used",
@@ -313,21 +315,19 @@ def test_a_large_file_reads_the_same_through_the_literal_cover(tmp_path, monkeyp
         "use-precision-aware-optimizer only",
         "CUDA out of memory",
     ]
-    lines = ["the optimizer is adam"] + [
-        "iteration 1",
+    hits = ["the optimizer is adam"] + [
         "offload_optimizer_states=True",
         "optimizer cpu offload must be used x",
         "a CUDA out of memory",
-        "nothing",
     ] * 5
+    filler = ["iteration chatter, nothing a reader wants"] * 110_000  # 4.6 MiB a side: past the cover's 8 MiB
+    lines = filler + hits + filler
     source = write(tmp_path, lines, final_newline=True)
+    expected = [(n, t) for n, t in enumerate(lines, 1) if any(lit in t for lit in literals)]
     for use_grep in (False, True):
         reader = CandidateReader(source, literals, [], use_grep=use_grep)
-        got = list(reader)
-        assert reader.patterns == sorted([b"CUDA out of memory", b"optimizer"])  # the shared word stands in
-        exact = [(n, text) for n, text in got if any(lit in text for lit in literals)]
-        assert exact == [(n, t) for n, t in enumerate(lines, 1) if any(lit in t for lit in literals)]
-        assert len(got) > len(exact)  # "the optimizer is adam" came too: the consumer's gate drops it
+        assert list(reader) == expected
+        assert all(reader.exact_candidate(n) for n, _ in expected)
 
 
 def test_a_small_log_still_being_written_is_read_to_its_end(tmp_path, monkeypatch):

@@ -227,10 +227,9 @@ def test_the_literal_trie_taken_after_many_sources_changes_no_report(catalog, mo
     assert json.dumps(report_to_dict(after), default=str) == json.dumps(report_to_dict(before), default=str)
 
 
-@pytest.mark.parametrize("road", ["cover", "cut"])
-def test_a_line_the_reader_hands_out_without_a_literal_is_still_dropped(tmp_path, monkeypatch, road):
-    """Lines a reader found by a literal skip the gate; not those a cover found (it finds more), nor a line
-    cut short (its literal was in the part cut off)."""
+def test_a_line_the_reader_hands_out_without_a_literal_is_still_dropped(tmp_path):
+    """Lines a reader found by a literal skip the gate; not a line cut short (its literal was in the part cut
+    off)."""
 
     class Every(LineHandler):  # no literals: sees every line delivered
         def __init__(self):
@@ -241,11 +240,7 @@ def test_a_line_the_reader_hands_out_without_a_literal_is_still_dropped(tmp_path
             return False
 
     literals = {"optimizer cpu offload must be used", "offload_optimizer_states"}
-    if road == "cover":  # "optimizer" stands in for both: the first line comes, holding neither
-        monkeypatch.setattr(candidates, "COVER_MIN_BYTES", 0)
-        lines = ["[rank9]: the optimizer is adam", "[rank2]: offload_optimizer_states=True"] * 3
-    else:
-        lines = ["[rank9]: " + "x" * 70_000 + " offload_optimizer_states", "[rank2]: offload_optimizer_states=1"]
+    lines = ["[rank9]: " + "x" * 70_000 + " offload_optimizer_states", "[rank2]: offload_optimizer_states=1"]
     path = tmp_path / "job.log"
     path.write_text("\n".join(lines) + "\n")
     every = Every()

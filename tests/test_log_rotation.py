@@ -29,7 +29,6 @@ def needs(road: str) -> None:
 def take_road(road: str, monkeypatch) -> dict:
     """Thresholds lowered so that a small file takes the road; the reader's own arguments for it."""
     monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0 if road.startswith("grep") or road == "gz-spool" else 1 << 40)
-    monkeypatch.setattr(candidates, "COVER_MIN_BYTES", 1 << 40)
     monkeypatch.setattr(candidates, "GZ_SPOOL_MIN_BYTES", 0 if road == "gz-spool" else 1 << 40)
     if road == "grep-split":
         monkeypatch.setattr(grep_prefilter, "SPLIT_MIN_BYTES", 0)

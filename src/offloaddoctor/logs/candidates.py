@@ -1,8 +1,5 @@
 """Read a log in large blocks and hand out the lines that contain one of a set of literals.
 
-For a large file the search patterns may be a cover of the literals (logs/literal_cover.py): then a few
-lines without a literal come too, and the consumer's own exact gate drops them.
-
 Most of a training log (iteration chatter, NCCL info, warnings) can never match a signature. Finding the
 few candidate lines with `bytes.find` over a whole block runs at memory speed; splitting, decoding and
 normalising happen only for candidates. The caller can ask for *every* line for a while (inside an
@@ -42,17 +39,11 @@ from offloaddoctor.logs.sources import (
     stream_over,
 )
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from typing import BinaryIO
-
 BLOCK_BYTES = 1 << 20
 # A block this large read in Python (standard input, a small .gz, no GNU grep) pays for compiling the
 # literals' finder: on NCCL INFO chatter 12 ms a MiB against 21 for a test per literal.
 FINDER_MIN_BLOCK = 256 << 10
 GREP_MIN_BYTES = 8 << 20  # a plain file this large goes through GNU grep (logs/grep_prefilter.py) when there is one
-COVER_MIN_BYTES = 8 << 20
-COVER_SAMPLE_BYTES = 1 << 20
 GZ_SPOOL_MIN_BYTES = 1 << 20  # a .gz this large (compressed) is decompressed by gzip(1) into a temporary file
 GZ_SPOOL_MAX_BYTES = 16 << 30  # ... of at most this (and half the free space there), or read in Python
 
@@ -98,7 +89,6 @@ class CandidateReader:
         self.source = source
         # `prefiltered`: prefilter_literals() of the literals, computed once for many sources.
         self.literals = prefiltered if prefiltered is not None else prefilter_literals(literals)
-        self.patterns = self.literals  # what is searched for: the literals, or for a large file a cover of them
         # literal_trie(literals): one search a hit line instead of a test per literal (a pass past many small
         # files gives it; a large block read here makes it).
         self.finder = finder
@@ -144,21 +134,16 @@ class CandidateReader:
         size_at_open = _file_size(stream)
         try:
             if isinstance(stream, gzip.GzipFile):
-                gunzipped = self._gunzip_to_spool()
-                if gunzipped is not None:  # a large .gz: decompressed by gzip(1), then read like a plain file
-                    yield from self._spooled(*gunzipped)
+                spool = self._gunzip_to_spool()
+                if spool is not None:  # a large .gz: decompressed by gzip(1), then read like a plain file
+                    yield from self._spooled(spool)
                     return
-            if (
-                size_at_open is not None
-                and size_at_open < min(GREP_MIN_BYTES, COVER_MIN_BYTES)
-                and type(stream) is io.BufferedReader
-            ):
-                # A small regular file (20,000 rank logs): neither a cover nor grep would be chosen for it, so
-                # skip asking (a stat or two each).
+            if size_at_open is not None and size_at_open < GREP_MIN_BYTES and type(stream) is io.BufferedReader:
+                # A small regular file (20,000 rank logs): grep would not be chosen for it, so skip asking (a stat
+                # or two each).
                 yield from self._lines(stream)
                 self._note_shrinking(stream, size_at_open)
                 return
-            self.patterns = self._patterns_for(stream)
             if self._grep_suits(stream):
                 from offloaddoctor.logs.grep_prefilter import grep_lines
 
@@ -197,8 +182,8 @@ class CandidateReader:
         return data, status.st_size
 
     def _whole_limit(self) -> int:
-        """Below this a file is one block of the block reader, and neither grep nor a cover is chosen for it."""
-        return min(self.block_bytes, GREP_MIN_BYTES, COVER_MIN_BYTES)
+        """Below this a file is one block of the block reader, and grep is not chosen for it."""
+        return min(self.block_bytes, GREP_MIN_BYTES)
 
     def _whole(self, data: bytes, size_at_open: int) -> Iterator[tuple[int, str]]:
         read = len(data)  # the file's bytes, before decoding or skipping any
@@ -222,11 +207,10 @@ class CandidateReader:
         if read < size_at_open:
             self._note_shrunk(size_at_open, read)
 
-    def _gunzip_to_spool(self) -> tuple[str, BinaryIO | None] | None:
-        """A temporary file with the log decompressed by gzip(1) (C, no Python per byte), for the grep road,
-        with grep's output for it when grep could read it as it was decompressed; None (read it in Python, as
-        before) unless it is large, gzip and GNU grep are at hand, and gzip decompresses it cleanly: a
-        truncated or damaged file keeps the Python reader's warnings."""
+    def _gunzip_to_spool(self) -> str | None:
+        """A temporary file with the log decompressed by gzip(1) (C, no Python per byte), for the grep road;
+        None (read it in Python, as before) unless it is large, gzip and GNU grep are at hand, and gzip
+        decompresses it cleanly: a truncated or damaged file keeps the Python reader's warnings."""
         if not self.use_grep:
             return None
         try:
@@ -240,7 +224,7 @@ class CandidateReader:
         import shutil
         import tempfile
 
-        from offloaddoctor.logs.grep_prefilter import gnu_grep, gunzip_and_grep
+        from offloaddoctor.logs.grep_prefilter import gnu_grep, gunzip_into
 
         with packed:
             gunzip = shutil.which("gzip")
@@ -249,11 +233,10 @@ class CandidateReader:
             handle, spool = tempfile.mkstemp(prefix="offloaddoctor-gunzip-", suffix=".log")
             try:
                 limit = max(0, min(GZ_SPOOL_MAX_BYTES, shutil.disk_usage(os.path.dirname(spool)).free // 2))
-                # All the literals: a cover would be chosen on the middle of a log not yet decompressed.
                 report = self._report_expanded if self.on_bytes is not None else None
-                whole, found = gunzip_and_grep(gunzip, packed, handle, self.literals, limit, report)
+                whole = gunzip_into(gunzip, packed, handle, limit, report)
             except OSError:
-                whole, found = False, None
+                whole = False
             except BaseException:  # an interrupt: the temporary file goes too
                 os.unlink(spool)
                 raise
@@ -262,10 +245,9 @@ class CandidateReader:
         if not whole:
             os.unlink(spool)
             return None
-        return spool, found
+        return spool
 
-    def _spooled(self, spool: str, found: BinaryIO | None) -> Iterator[tuple[int, str]]:
-        """`found`: grep's output for the spool (made with all the literals), or None to run grep on it now."""
+    def _spooled(self, spool: str) -> Iterator[tuple[int, str]]:
         from offloaddoctor.logs.grep_prefilter import grep_lines
 
         try:
@@ -273,18 +255,14 @@ class CandidateReader:
                 reason = not_text_reason(plain.peek(8192)[:8192])
                 if reason:
                     raise not_text_error(self.source, reason)
-                self.patterns = self.literals if found is not None else self._patterns_for(plain)
                 # Progress counted the spool as gzip wrote it (decompressed bytes); the rest when it has been read.
                 progress, self.on_bytes = self.on_bytes, None
                 try:
-                    yield from grep_lines(self, plain.fileno(), found)
-                    found = None  # closed by grep_lines
+                    yield from grep_lines(self, plain.fileno())
                 finally:
                     self.on_bytes = progress
                 self._report_expanded(os.fstat(plain.fileno()).st_size)
         finally:
-            if found is not None:
-                found.close()
             os.unlink(spool)
 
     def _report_expanded(self, size: int) -> None:
@@ -334,22 +312,6 @@ class CandidateReader:
             raise not_text_error(self.source, reason)
         return head[:1] != b"\x00"  # a zeroed start: the block reader skips it
 
-    def _patterns_for(self, stream) -> list[bytes]:
-        """For a large regular file, fewer patterns that find every literal's lines (and a few more, which
-        the consumer's exact gate drops), chosen on a sample from the middle, where the steady chatter is."""
-        if not isinstance(stream, io.BufferedReader):
-            return self.literals
-        try:
-            size = os.fstat(stream.fileno()).st_size
-            if size < COVER_MIN_BYTES:
-                return self.literals
-            sample = os.pread(stream.fileno(), COVER_SAMPLE_BYTES, size // 2)
-        except OSError:
-            return self.literals
-        from offloaddoctor.logs.literal_cover import cover_literals
-
-        return cover_literals(self.literals, sample)
-
     def cut(self, line_number: int) -> None:
         self._cut(line_number)
 
@@ -388,7 +350,7 @@ class CandidateReader:
                 continue
             if end:  # not the empty read that ends a file
                 finder = self.finder
-                if finder is None and end >= FINDER_MIN_BLOCK:  # (a cover's road drops it: _hit_line_starts)
+                if finder is None and end >= FINDER_MIN_BLOCK:
                     from offloaddoctor.logs.literal_trie import literal_trie  # compiled once a process (~12 ms)
 
                     finder = self.finder = literal_trie(tuple(self.literals))
@@ -428,14 +390,12 @@ class CandidateReader:
     def _hit_line_starts(self, block: bytes, end: int, finder: re.Pattern[bytes] | None = None) -> list[int]:
         starts: set[int] = set()
         haystack = block
-        if finder is not None and self.patterns is not self.literals:
-            finder = None  # it finds the literals, not a cover's patterns
         # With the finder: where each piece of the joined rest starts in it, and in the block.
         rest_at: list[int] = []
         rest_from: list[int] = []
         sampled = self.sampled[0] if self.sampled is not None else None
-        if sampled is not None and sampled in self.patterns:
-            # The sampled literal (iteration lines: the common candidates) first; the other patterns are then
+        if sampled is not None and sampled in self.literals:
+            # The sampled literal (iteration lines: the common candidates) first; the other literals are then
             # looked for only in the rest of the block: a line already a hit needs no second literal. (Joining
             # whole lines makes no false hit across a seam that matters: a pattern holds no newline, as the
             # line gate tests it within one line; and a false presence only costs a search of the block.)
@@ -475,7 +435,7 @@ class CandidateReader:
                 pos = newline + 1
             return sorted(starts)
         # Which patterns occur at all, in one comprehension: most blocks of a healthy log hold none or few.
-        present = [literal for literal in self.patterns if literal in haystack and literal != sampled]
+        present = [literal for literal in self.literals if literal in haystack and literal != sampled]
         for literal in present:
             found = block.find(literal, 0, end)
             while found != -1:
@@ -523,9 +483,9 @@ class CandidateReader:
                 return False, data[newline + 1 :]
 
     def exact_candidate(self, line_number: int) -> bool:
-        """Whether a line handed out while `every_line` is off surely holds a literal: not when the patterns
-        are a cover (they find more), nor when the line was cut (the literal may have been in the cut part)."""
-        return self.patterns is self.literals and line_number != self.last_cut
+        """Whether a line handed out while `every_line` is off surely holds a literal: not when the line was
+        cut (the literal may have been in the cut part)."""
+        return line_number != self.last_cut
 
     def _cut(self, line_number: int) -> None:
         self.last_cut = line_number

@@ -5,8 +5,8 @@ needs one `bytes.find` pass per pattern. Same contract as CandidateReader: (line
 lines, and every line while the caller sets `every_line` (read from the file itself, from the byte offset
 grep reports). A file of SPLIT_MIN_BYTES or more is split in two, one grep per core. Used only for a plain
 regular file of at least candidates.GREP_MIN_BYTES when GNU grep is on PATH, and for a large .gz, which gzip(1)
-decompresses into a temporary file as one grep reads it (gunzip_and_grep); standard input, a small .gz and
-small files go through the block reader.
+decompresses into a temporary file first (gunzip_into); standard input, a small .gz and small files go through
+the block reader.
 
 The file is never opened by its name here: the reader's descriptor, pread and sendfile at offsets, and
 logs/sources.py reopen() for handles with their own offset (grep's standard input among them), so a log rotated
@@ -20,7 +20,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from itertools import repeat
 from typing import BinaryIO, NamedTuple
@@ -37,7 +36,6 @@ _FEED_BYTES = 1 << 20
 _COUNT_BLOCK = 1 << 22
 _RECORDS_BYTES = 1 << 20
 _PIPE_BYTES = 1 << 20
-_FOLLOW_SECONDS = 0.002  # a feeder that caught up with gzip waits this long for more
 PROGRESS_SECONDS = 0.25  # how often a progress bar hears how far gzip has got
 
 
@@ -53,19 +51,14 @@ def gnu_grep() -> str | None:
     return path if "GNU grep" in version else None
 
 
-def grep_lines(reader, fd: int, found: BinaryIO | None = None) -> Iterator[tuple[int, str]]:
-    """`reader` is the CandidateReader whose patterns, every_line, skip, warnings and counters this serves;
-    `fd` the log's open descriptor (kept open until this ends). `found`: grep's output for the whole file
-    with the reader's patterns, made already (gunzip_and_grep)."""
+def grep_lines(reader, fd: int) -> Iterator[tuple[int, str]]:
+    """`reader` is the CandidateReader whose literals, every_line, skip, warnings and counters this serves;
+    `fd` the log's open descriptor (kept open until this ends)."""
     size = os.fstat(fd).st_size
     jobs = _Jobs()
     position = _Position()
     try:
-        if found is not None:
-            jobs.keep(found)
-            streams = [lambda position: _Stream(None, found)]
-        else:
-            streams = _start_greps(jobs, reader.patterns, fd, size)
+        streams = _start_greps(jobs, reader.literals, fd, size)
         with _again(fd) as log:
             yield from _deliver(reader, streams, log, position)
             if position.failed:
@@ -128,52 +121,21 @@ def _start_greps(jobs: _Jobs, patterns: list[bytes], fd: int, size: int) -> list
     return streams
 
 
-def gunzip_and_grep(
-    gunzip: str,
-    packed: BinaryIO,
-    spool: int,
-    patterns: list[bytes],
-    limit: int,
-    on_written: Callable[[int], None] | None = None,
-) -> tuple[bool, BinaryIO | None]:
+def gunzip_into(
+    gunzip: str, packed: BinaryIO, spool: int, limit: int, on_written: Callable[[int], None] | None = None
+) -> bool:
     """Decompress the .gz open as `packed` (from its start: gzip(1)'s standard input) with `gunzip` into the
-    open file `spool` (at most `limit` bytes)
-    while one grep reads what it has written so far (a thread feeds it): both cores at once, where
-    decompressing first and grepping after left one idle. (Whether the spool holds the whole log; grep's
-    output for it, or None when grep or its feeding failed.) Nothing is handed out before gzip has finished
-    cleanly: a damaged file is read by Python from its start, with its warnings. `on_written(bytes)`: told
-    the spool's size every PROGRESS_SECONDS while gzip runs (a progress bar)."""
-    import tempfile
-
+    open file `spool`, at most `limit` bytes; whether the spool holds the whole log (gzip exited cleanly: a
+    damaged file is read by Python from its start, with its warnings). `on_written(bytes)`: told the spool's
+    size every PROGRESS_SECONDS while gzip runs (a progress bar)."""
     jobs = _Jobs()
-    found = tempfile.TemporaryFile(prefix="offloaddoctor-grep-")
-    whole = searched = False
     try:
-        listed = jobs.keep(_patterns_file(patterns))
         decompress = jobs.run([gunzip, "-c", "-d"], packed, spool, preexec=functools.partial(_limit, None, limit))
-        # grep's output is at most the log's size; past half the spool's limit grep fails, and the finished
-        # spool is read on the grep road as a plain file (disk: at most 1.5 times the limit in all).
-        search, write_end = jobs.grep_from_pipe(listed.name, stdout=found, output_limit=limit // 2)
-        # Started last: forking while another thread runs is unsafe.
-        search.feeder = jobs.feed(spool, write_end, None, writer=decompress)
-        whole = _wait(decompress, spool, on_written) == 0
-        try:
-            _check_exit(search)
-            searched = True
-        except _GrepFailed:
-            pass
+        return _wait(decompress, spool, on_written) == 0
     except OSError:
-        pass
-    except BaseException:
-        found.close()
-        raise
+        return False
     finally:
         jobs.stop()
-    if not (whole and searched):
-        found.close()
-        return whole, None
-    found.seek(0)
-    return True, found
 
 
 def _wait(process: subprocess.Popen, spool: int, on_written: Callable[[int], None] | None) -> int:
@@ -237,19 +199,18 @@ class _Jobs:
         self.files.append(handle)
         return handle
 
-    def grep(self, patterns: str, stdin, stdout=None, output_limit=None) -> subprocess.Popen:
-        """grep over its standard input (never a path: see the module's docstring). `output_limit`: the most bytes
-        grep may write to a file given as `stdout` (past it, grep fails)."""
+    def grep(self, patterns: str, stdin, stdout=None) -> subprocess.Popen:
+        """grep over its standard input (never a path: see the module's docstring)."""
         command = [gnu_grep(), "-F", "-a", "-n", "-b", "-f", patterns]
-        limits = functools.partial(_limit, GREP_MEMORY_BYTES, output_limit)
+        limits = functools.partial(_limit, GREP_MEMORY_BYTES, None)
         return self.run(command, stdin, stdout, limits, {**os.environ, "LC_ALL": "C"})
 
-    def grep_from_pipe(self, patterns: str, stdout=None, output_limit=None) -> tuple[subprocess.Popen, int]:
+    def grep_from_pipe(self, patterns: str, stdout=None) -> tuple[subprocess.Popen, int]:
         """A grep reading a new pipe, and the pipe's write end for the caller to fill (a feeder, started after
         the last fork) and close."""
         read_end, write_end = _large_pipe()
         try:
-            return self.grep(patterns, read_end, stdout, output_limit), write_end
+            return self.grep(patterns, read_end, stdout), write_end
         except BaseException:
             os.close(write_end)
             raise
@@ -277,8 +238,8 @@ class _Jobs:
         process.feeder = None  # what fills its input, when not a file: a failure there is this grep's failure
         return process
 
-    def feed(self, fd: int, pipe: int, end: int | None, writer: subprocess.Popen | None = None) -> _Feeder:
-        feeder = _Feeder(fd, pipe, end, writer)
+    def feed(self, fd: int, pipe: int, end: int) -> _Feeder:
+        feeder = _Feeder(fd, pipe, end)
         self.feeders.append(feeder)
         return feeder
 
@@ -296,29 +257,16 @@ class _Jobs:
 
 class _Feeder(threading.Thread):
     """Copies bytes [0, end) of the open file `fd` into a pipe with sendfile (at offsets: the descriptor's own
-    is left alone), then closes the pipe. With a `writer` (and no end), the file is still being written by that
-    process: its bytes are copied as they come, to the end it has when the writer has exited."""
+    is left alone), then closes the pipe."""
 
-    def __init__(self, fd: int, pipe: int, end: int | None, writer: subprocess.Popen | None = None):
+    def __init__(self, fd: int, pipe: int, end: int):
         super().__init__(daemon=True)
-        self.fd, self.pipe, self.end, self.writer, self.failed = fd, pipe, end, writer, False
+        self.fd, self.pipe, self.end, self.failed = fd, pipe, end, False
         self.start()
 
     def run(self) -> None:
         try:
-            if self.writer is None:
-                assert self.end is not None
-                self._copy(self.fd, 0, self.end)
-                return
-            offset = 0
-            while not self.failed:
-                written = self.writer.poll() is not None  # asked first: the size after it is the last
-                end = os.fstat(self.fd).st_size
-                offset = self._copy(self.fd, offset, end)
-                if written:
-                    return
-                if offset == end:
-                    time.sleep(_FOLLOW_SECONDS)
+            self._copy(self.fd, 0, self.end)
         except OSError:  # a read error, or grep gone (broken pipe)
             self.failed = True
         finally:
@@ -344,10 +292,9 @@ class _Position:
 
 
 class _Stream(NamedTuple):
-    """One grep's `-n -b` output; its numbers count from `base_line` lines and `base_offset` bytes. No process:
-    the output of one that has ended well already."""
+    """One grep's `-n -b` output; its numbers count from `base_line` lines and `base_offset` bytes."""
 
-    process: subprocess.Popen | None
+    process: subprocess.Popen
     output: BinaryIO
     base_line: int = 0
     base_offset: int = 0
@@ -532,9 +479,7 @@ def _every_line(reader, log, position: _Position, offset: int, last: int):
     return last
 
 
-def _check_exit(process: subprocess.Popen | None) -> None:
-    if process is None:
-        return
+def _check_exit(process: subprocess.Popen) -> None:
     failed = process.wait() not in (0, 1)
     if process.feeder is not None:
         process.feeder.join()

@@ -176,7 +176,7 @@ class LinePass:
         exact = reader.exact_candidate if reader is not None else None
         for number, raw in numbered:
             # A line the reader found by a literal holds one (its bytes did, and decoding keeps valid UTF-8):
-            # only lines read for a block, or found by a cover, or cut, are tested again.
+            # only lines read for a block, or cut, are tested again.
             candidate = (not every and exact is not None and exact(number)) or any(
                 literal in raw for literal in gate_literals
             )
