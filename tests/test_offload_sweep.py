@@ -118,3 +118,14 @@ def test_a_covered_request_is_still_capacity_when_the_whole_step_is_far_short(na
     assert finding.id != "oom-fragmentation"
     assert finding.facts["fragmentation_suspected"] is False
     assert "whole step is" in finding.facts["fragmentation_arithmetic"]
+
+
+def test_without_offloading_the_band_between_the_slacks_is_tight_on_the_allocator():
+    from offloaddoctor.memory.fit import TIGHT, budget_for
+
+    result = _estimate("g1-none")
+    peak = result.peak_allocated_bytes
+    inside = verdict(result, budget_for(peak * 1.03, several_gpus=False))
+    assert inside.status == TIGHT and "allocator's slack" in inside.reasons[0]
+    assert verdict(result, budget_for(peak * 1.07, several_gpus=False)).status == FITS
+    assert verdict(result, budget_for(peak * 1.0, several_gpus=False)).status == DOES_NOT_FIT
