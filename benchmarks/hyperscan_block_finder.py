@@ -37,7 +37,8 @@ def install() -> None:
 
         import isal.igzip
 
-        gzip.GzipFile = isal.igzip.IGzipFile  # type: ignore[misc]  # logs/sources.py opens a .gz by this name
+        # logs/sources.py opens a .gz by this name
+        gzip.GzipFile = isal.igzip.IGzipFile  # type: ignore[misc]
     except ImportError:
         pass
 
