@@ -18,8 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-    from offloaddoctor.analysis.findings import Report
-    from offloaddoctor.analysis.preflight import CheckReport
+    from offloaddoctor.report import CheckReport, Report
     from offloaddoctor.catalog.examples import ExampleOutcome, ExampleRun
     from offloaddoctor.catalog.model import Example, Signature
     from offloaddoctor.policy import Policy
@@ -39,8 +38,8 @@ __all__ = [
 
 
 def vocabulary() -> Vocabulary:
-    """What signatures may name: the fact parsers (analysis/fact_parsers.py) and config keys (config/keys.py)."""
-    from offloaddoctor.analysis.fact_parsers import FACT_PARSERS
+    """What signatures may name: the fact parsers (scanning/fact_parsers.py) and config keys (config/keys.py)."""
+    from offloaddoctor.scanning import FACT_PARSERS
     from offloaddoctor.config.keys import is_known
 
     return Vocabulary(tuple(FACT_PARSERS), is_known)
@@ -96,9 +95,8 @@ def diagnose(
             raise UserError(
                 f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)"
             )
-    from offloaddoctor.analysis.parallel import scan_sources
-    from offloaddoctor.analysis.runs import runs_in_scan, several_runs
-    from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.report import runs_in_scan, several_runs
+    from offloaddoctor.scanning import build_matchers, scan_sources
 
     matchers = build_matchers(catalog)
     scan = scan_sources(matchers, sources, progress=progress)
@@ -118,7 +116,7 @@ def diagnose(
         )
     from dataclasses import replace
 
-    from offloaddoctor.analysis.runs import notes_of_skipped
+    from offloaddoctor.report import notes_of_skipped
 
     # What belongs to no one run (logs passed over or skipped, project files ignored) is said once, for all.
     for_all = [*policy.warnings, *passed_over, *notes_of_skipped(scan)]
@@ -139,12 +137,22 @@ def _run_report(
 ) -> Report:
     """One run's report: its logs' config (never another run's), the --config/--set values on top, and the
     notes on what the directory scans passed over."""
-    from offloaddoctor.analysis.engine import build_report
-
     store = build_store(*(c.values for c in scan.collectors), explicit)
-    report = build_report(catalog, scan, store, matchers, baseline_metrics)
+    report = _report(catalog, scan, store, matchers, baseline_metrics)
     report.notes[:0] = _unknown_set_keys(explicit, catalog, store) + passed_over
     return report
+
+
+def _report(catalog: Catalog, scan, store, matchers, baseline_metrics=None) -> Report:
+    """The report on a scan, with the advice's numbers: the report does not know advice exists, so it is
+    composed here. Whether the OOM is fragmentation or capacity is weighed with the memory model's whole step
+    first (it decides which signature claims the line); the numbers are added to the findings before their
+    fixes are printed."""
+    from offloaddoctor.advice import add_advice, weigh_whole_step
+    from offloaddoctor.report import build_report
+
+    weigh_whole_step(scan, store)
+    return build_report(catalog, scan, store, matchers, baseline_metrics, advise=add_advice)
 
 
 def did_you_mean(name: str, catalog: Catalog) -> str:
@@ -178,15 +186,14 @@ def diagnose_text(
     name: str = "<text>",
 ) -> Report:
     """Diagnose an in-memory log excerpt; `config` maps any key spelling to a value."""
-    from offloaddoctor.analysis.engine import build_report
-    from offloaddoctor.analysis.scanner import Scanner, build_matchers
+    from offloaddoctor.scanning import Scanner, build_matchers
 
     catalog = catalog or load_catalog()
     matchers = build_matchers(catalog)
     scan = Scanner(matchers).scan_lines(name, text.splitlines())
     given = [ConfigValue(canonical_key(k), v, Source("<config>", None, k), "config") for k, v in (config or {}).items()]
     store = build_store(*(c.values for c in scan.collectors), given)
-    return build_report(catalog, scan, store, matchers)
+    return _report(catalog, scan, store, matchers)
 
 
 def check(
@@ -209,7 +216,7 @@ def check(
     memory = None
     memory_note = None
     if gpu or gpu_memory:
-        from offloaddoctor.analysis.estimate_report import build_estimate, memory_summary
+        from offloaddoctor.advice import build_estimate, memory_summary
         from offloaddoctor.memory import MissingKeys
 
         capacity, _ = _memory_budget(gpu, gpu_memory, None, world_size)
@@ -224,14 +231,14 @@ def check(
     store = build_store(values)
     if use_defaults:
         add_defaults(store)
-    from offloaddoctor.analysis.preflight import check_store
+    from offloaddoctor.report import check_store
 
     report = check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)
     if memory is not None:
-        from offloaddoctor.analysis.estimate_report import attach_memory
+        from offloaddoctor.advice import attach_memory
 
         attach_memory(report, memory)
-    from offloaddoctor.analysis.fixes import print_fixes
+    from offloaddoctor.report import print_fixes
 
     print_fixes(report.violations, store)
     if memory_note:
@@ -253,7 +260,7 @@ def estimate(
     """The memory model's estimate for a config (YAML, launch script, or a log's arguments block): the peak
     per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would.
     `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins)."""
-    from offloaddoctor.analysis.estimate_report import build_estimate
+    from offloaddoctor.advice import build_estimate
     from offloaddoctor.config.loading import load_log_config
     from offloaddoctor.logs.sources import reads_as_log
 
@@ -271,7 +278,7 @@ def estimate(
 
 def _memory_budget(gpu: str | None, gpu_memory: str | None, target: str | None, world_size: int | None):
     """(the GPU's capacity, the --target bytes) from the command line, each None when not given."""
-    from offloaddoctor.analysis.estimate_report import Capacity
+    from offloaddoctor.advice import Capacity
     from offloaddoctor.memory.gpus import gpu_memory as named_gpu, parse_size
 
     if gpu and gpu_memory:
@@ -295,7 +302,7 @@ def compare(
 ):
     """Judge runs against a baseline by the offloading guide's success criteria (metrics/compare.py).
     `run_configs` maps a log path to config files whose offload settings replace what the log printed."""
-    from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.scanning import build_matchers
     from offloaddoctor.memory import optimizer_state_bytes_per_parameter
     from offloaddoctor.metrics.compare import Criteria, compare_runs
     from offloaddoctor.metrics.settings import effective_offload_fraction, offload_settings
@@ -358,7 +365,7 @@ def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict
     """The runs to compare, by the rule `diagnose` and `metrics` use (metrics/runs.py), within each role: the
     baseline's logs must be one run; the other logs are grouped into runs (one job's logs given apart are one).
     Each with whether it is a path as given, already read by `readers[path]` (else its logs must be read)."""
-    from offloaddoctor.analysis.runs import describe_run
+    from offloaddoctor.report import describe_run
     from offloaddoctor.metrics.runs import runs_of
 
     base, base_as_given = runs_of({baseline: readers[baseline]}, {baseline: by_path[baseline]})
@@ -373,8 +380,7 @@ def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict
 def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tuple[Any, Report, Any]:
     """`run_metrics` and `diagnose` of one run's logs from one read of each: both handler sets share a pass.
     (The run's numbers, its report, and the RunReader that read them.)"""
-    from offloaddoctor.analysis.engine import build_report
-    from offloaddoctor.analysis.scanner import Scanner
+    from offloaddoctor.scanning import Scanner
     from offloaddoctor.logs.line_pass import LinePass
     from offloaddoctor.metrics.reader import RunReader
     from offloaddoctor.metrics.summary import summarise
@@ -394,7 +400,7 @@ def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tup
     scan = scanner.finish()
     store = build_store(*(c.values for c in scan.collectors))
     run = summarise(reader.run, reader.collectors, reader.layout_line)
-    return run, build_report(catalog, scan, store, matchers), reader
+    return run, _report(catalog, scan, store, matchers), reader
 
 
 def run_example(catalog: Catalog, signature: Signature, index: int, example: Example) -> ExampleOutcome:
@@ -418,11 +424,11 @@ def run_examples(catalog: Catalog, signatures: Sequence[Signature] | None = None
 
 def __getattr__(name: str):
     if name == "CheckReport":  # loaded with `check`, not at start-up: `diagnose` does not need it
-        from offloaddoctor.analysis.preflight import CheckReport
+        from offloaddoctor.report import CheckReport
 
         return CheckReport
     if name == "Report":  # loaded with `diagnose`, not at start-up: `check` does not need it
-        from offloaddoctor.analysis.findings import Report
+        from offloaddoctor.report import Report
 
         return Report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
