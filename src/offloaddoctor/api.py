@@ -5,13 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from offloaddoctor.catalog.loader import Vocabulary
-from offloaddoctor.catalog.loader import load_catalog as _load_catalog
-from offloaddoctor.catalog.model import Catalog
-from offloaddoctor.config.defaults import add_defaults
-from offloaddoctor.config.keys import canonical_key
-from offloaddoctor.config.loading import build_store, explicit_config
-from offloaddoctor.config.values import ConfigValue, Source
+from offloaddoctor.catalog import Catalog, Vocabulary
+from offloaddoctor.catalog import load_catalog as _load_catalog
+from offloaddoctor.config import ConfigValue, Source, add_defaults, build_store, canonical_key, explicit_config
 from offloaddoctor.errors import UserError
 
 TYPE_CHECKING = False
@@ -19,8 +15,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
     from offloaddoctor.report import CheckReport, Report
-    from offloaddoctor.catalog.examples import ExampleOutcome, ExampleRun
-    from offloaddoctor.catalog.model import Example, Signature
+    from offloaddoctor.catalog import Example, ExampleOutcome, ExampleRun, Signature
     from offloaddoctor.policy import Policy
 
 __all__ = [
@@ -40,7 +35,7 @@ __all__ = [
 def vocabulary() -> Vocabulary:
     """What signatures may name: the fact parsers (scanning/fact_parsers.py) and config keys (config/keys.py)."""
     from offloaddoctor.scanning import FACT_PARSERS
-    from offloaddoctor.config.keys import is_known
+    from offloaddoctor.config import is_known
 
     return Vocabulary(tuple(FACT_PARSERS), is_known)
 
@@ -81,7 +76,7 @@ def diagnose(
 
     passed_over: list[str] = []  # what the directory scans did not read, and why
     sources = resolve_sources(paths, recursive, passed_over)
-    from offloaddoctor.config.mixups import refuse_configs_as_logs
+    from offloaddoctor.config import refuse_configs_as_logs
 
     refuse_configs_as_logs([p for p in paths if p != "-"])
     explicit = explicit_config(config_paths, overrides)
@@ -166,8 +161,8 @@ def _unknown_set_keys(explicit: list[ConfigValue], catalog: Catalog, store) -> l
     """Notes for `--set` keys that nothing reads: a typo would otherwise change nothing, silently."""
     if not any(v.origin == "set" for v in explicit):
         return []
-    from offloaddoctor.catalog.predicates import names_in
-    from offloaddoctor.config.overrides import unknown_key_notes
+    from offloaddoctor.catalog import names_in
+    from offloaddoctor.config import unknown_key_notes
 
     read = {key for s in catalog.signatures for predicate in (s.when, s.config) for key in names_in(predicate, "key")}
     present = {
@@ -261,7 +256,7 @@ def estimate(
     per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would.
     `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins)."""
     from offloaddoctor.advice import build_estimate
-    from offloaddoctor.config.loading import load_log_config
+    from offloaddoctor.config import load_log_config
     from offloaddoctor.logs.sources import reads_as_log
 
     if not config_paths and not overrides and not log_paths:
@@ -405,7 +400,7 @@ def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tup
 
 def run_example(catalog: Catalog, signature: Signature, index: int, example: Example) -> ExampleOutcome:
     """One signature example through diagnose_text: the same code path `signatures test` runs."""
-    from offloaddoctor.catalog.examples import judge_example
+    from offloaddoctor.catalog import judge_example
 
     report = diagnose_text(example.log, example.config, catalog, name=f"{signature.id}[{index}]")
     return judge_example(signature, index, example, report.findings)
@@ -413,7 +408,7 @@ def run_example(catalog: Catalog, signature: Signature, index: int, example: Exa
 
 def run_examples(catalog: Catalog, signatures: Sequence[Signature] | None = None) -> ExampleRun:
     """Every example of `signatures` (default: the whole catalogue): the confusion matrix of `signatures test`."""
-    from offloaddoctor.catalog.examples import ExampleRun
+    from offloaddoctor.catalog import ExampleRun
 
     run = ExampleRun()
     for signature in signatures if signatures is not None else catalog.signatures:
