@@ -26,7 +26,7 @@ import gc, sys
 sys.path.insert(0, {src!r})
 gc.set_threshold(100_000, 50, 100)  # as the CLI sets it
 from offloaddoctor.api import load_catalog
-from offloaddoctor.analysis.scanner import Scanner, build_matchers
+from offloaddoctor.scanning.scanner import Scanner, build_matchers
 from offloaddoctor.logs.sources import resolve_sources
 matchers = build_matchers(load_catalog())
 sources = resolve_sources([{directory!r}])

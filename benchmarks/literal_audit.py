@@ -4,7 +4,7 @@
 A literal must be rare in healthy logs (at most 0.1 % of lines); one that hits more sends those lines through
 the per-line Python path on every scan. Healthy logs: the clean fixtures, and the head of each matrix log of
 benchmarks/make_matrix.py (its failure is at the very end). Iteration lines are the one planned exception:
-they are read as a sample (analysis/scanner.py IterationSampler), so their literal is listed but not flagged.
+they are read as a sample (scanning/scanner.py IterationSampler), so their literal is listed but not flagged.
 
 usage: python3 benchmarks/literal_audit.py [--head-mb N] [MATRIX_DIR]
 """
@@ -27,7 +27,7 @@ def main() -> int:
     parser.add_argument("--metrics", action="store_true", help="audit the metrics reader's literals instead")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
-    from offloaddoctor.analysis.scanner import Scanner, build_matchers
+    from offloaddoctor.scanning.scanner import Scanner, build_matchers
     from offloaddoctor.api import load_catalog
     from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
     from offloaddoctor.metrics.reader import RunReader

@@ -35,7 +35,7 @@ def timed(command, stdout, shell: bool = False, env=None) -> tuple[float, int, f
 
 def literals() -> list[str]:
     sys.path.insert(0, str(ROOT / "src"))
-    from offloaddoctor.analysis.scanner import Scanner, build_matchers
+    from offloaddoctor.scanning.scanner import Scanner, build_matchers
     from offloaddoctor.api import load_catalog
     from offloaddoctor.logs.candidates import prefilter_literals
 

@@ -40,7 +40,7 @@ def main() -> int:
     parser.add_argument("--only", default="")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
-    from offloaddoctor.analysis.scanner import Scanner, build_matchers
+    from offloaddoctor.scanning.scanner import Scanner, build_matchers
     from offloaddoctor.api import diagnose, load_catalog
     from offloaddoctor.logs import line_pass
     from offloaddoctor.logs.candidates import prefilter_literals

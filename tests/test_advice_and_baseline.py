@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from offloaddoctor.analysis.advice import expected_slowdown
+from offloaddoctor.advice.slowdown import expected_slowdown
 from offloaddoctor.api import diagnose, diagnose_text
 from offloaddoctor.cli import app
 
@@ -139,7 +139,7 @@ def test_the_fix_uses_the_estimated_fraction():
 def test_every_computed_offload_fraction_follows_the_one_step(monkeypatch):
     """OOM advice and `estimate`'s smallest fraction round to config.derived.OFFLOAD_FRACTION_STEP (0.05), not a
     copy of it; the fix template's raise (0.25) is another number with its own name."""
-    from offloaddoctor.analysis.memory_advice import _smallest_fraction
+    from offloaddoctor.advice.changes import _smallest_fraction
     from offloaddoctor.config import derived
     from offloaddoctor.memory import estimate
 
@@ -164,15 +164,15 @@ def test_every_computed_offload_fraction_follows_the_one_step(monkeypatch):
 def test_the_fix_takes_the_needed_fraction_as_a_number_not_from_the_facts_sentence(monkeypatch):
     """The fix note read the fraction back out of the fact's English ("more than 1.0 (1.13): ..."): reworded, the
     note broke. It is computed as a number now, and both the sentence and the note are rendered from it."""
-    from offloaddoctor.analysis import advice
+    from offloaddoctor.advice import fix_numbers
 
     config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9}
     log = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM
     before = diagnose_text(log, config).findings[0]
-    monkeypatch.setattr(advice, "_needed_fraction_fact", lambda fraction: "offloading cannot free enough")
+    monkeypatch.setattr(fix_numbers, "_needed_fraction_fact", lambda fraction: "offloading cannot free enough")
     after = diagnose_text(log, config).findings[0]
     assert after.facts["offload_fraction_needed"] == "offloading cannot free enough"
     assert after.fix_note == before.fix_note and re.search(r"a fraction of \d+\.\d\d\)", after.fix_note)
     assert not any(key.startswith("_") for key in after.facts)  # the number is carried, never shown
-    assert advice.needed_fraction(0.41) == 0.45 and advice.needed_fraction(0.001) == 0.05
-    assert advice.needed_fraction(1.234) == 1.234
+    assert fix_numbers.needed_fraction(0.41) == 0.45 and fix_numbers.needed_fraction(0.001) == 0.05
+    assert fix_numbers.needed_fraction(1.234) == 1.234

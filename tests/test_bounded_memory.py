@@ -4,7 +4,7 @@ the rest counted in a note. These tests feed generated large inputs and measure 
 
 from __future__ import annotations
 
-from offloaddoctor.analysis.scanner import MAX_EVIDENCE, Scanner, build_matchers
+from offloaddoctor.scanning.scanner import MAX_EVIDENCE, Scanner, build_matchers
 from offloaddoctor.config.from_log import MAX_ARGUMENTS_PER_BLOCK, MAX_VALUES_PER_LOG, LogConfigCollector
 from offloaddoctor.logs.sources import LogSource
 

@@ -2,7 +2,7 @@
 a mebibyte on Megatron's lines. Every reader takes its reading from byte_units."""
 
 from offloaddoctor import byte_units
-from offloaddoctor.analysis.units import parse_quantity
+from offloaddoctor.scanning.units import parse_quantity
 from offloaddoctor.memory.gpus import parse_size
 from offloaddoctor.metrics.numbers import BRIDGE_REPORT_UNIT_BYTES, MEGATRON_UNIT_BYTES, to_mib
 

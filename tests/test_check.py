@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from offloaddoctor.analysis.preflight import check_store, preflight_signatures
+from offloaddoctor.report.preflight import check_store, preflight_signatures
 from offloaddoctor.api import check, load_catalog
 from offloaddoctor.cli import app
 from offloaddoctor.config.from_log import LogConfigCollector

@@ -151,7 +151,7 @@ def test_an_internal_error_is_one_line_and_its_own_exit_code(argv, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("evidence")
 
-    monkeypatch.setattr("offloaddoctor.analysis.engine.build_report", broken)
+    monkeypatch.setattr("offloaddoctor.report.build_report", broken)
     result = run(*argv)
     assert result.exit_code == 3
     assert result.stderr == (
@@ -163,7 +163,7 @@ def test_an_internal_error_is_one_line_and_its_own_exit_code(argv, monkeypatch):
 def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch):
     from offloaddoctor.cli import common
 
-    monkeypatch.setattr("offloaddoctor.analysis.engine.build_report", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("offloaddoctor.report.build_report", lambda *a, **k: 1 / 0)
     monkeypatch.setattr(common, "DEBUG", False)
     result = run("--debug", "diagnose", str(PP_LOG))
     assert result.exit_code == 3
@@ -177,8 +177,8 @@ def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch):
 def test_the_installed_command_reports_an_internal_error_with_exit_3(tmp_path):
     probe = (
         "import sys; sys.argv = ['offloaddoctor', 'diagnose', %r]\n"
-        "import offloaddoctor.analysis.engine as engine\n"
-        "engine.build_report = lambda *a, **k: {}['boom']\n"
+        "import offloaddoctor.report as report\n"
+        "report.build_report = lambda *a, **k: {}['boom']\n"
         "from offloaddoctor.cli import main\nmain()\n"
     ) % str(PP_LOG)
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
@@ -205,7 +205,7 @@ def test_check_of_a_yaml_config_loads_neither_the_log_readers_nor_the_text_rende
     config = tmp_path / "cfg.yaml"
     config.write_text("model:\n  num_layers: 16\n")
     unwanted = (
-        "offloaddoctor.analysis.scanner",
+        "offloaddoctor.scanning.scanner",
         "offloaddoctor.logs.line_pass",
         "offloaddoctor.logs.sources",
         "offloaddoctor.config.from_log",
@@ -271,7 +271,7 @@ def _run_listing_modules(argv: list[str], modules: tuple[str, ...], cwd) -> subp
 # names at module level, the library and its heavy dependencies are imported by the command that runs.
 LIBRARY_AND_HEAVY = (
     "offloaddoctor.api",
-    "offloaddoctor.analysis.scanner",
+    "offloaddoctor.scanning.scanner",
     "offloaddoctor.catalog.loader",
     "offloaddoctor.config.loading",
     "offloaddoctor.metrics",

@@ -436,8 +436,8 @@ def test_signatures_lint_and_the_loader_flag_ambiguous_alternation(tmp_path):
 def test_user_patterns_share_one_time_budget_per_scan():
     import re
 
-    from offloaddoctor.analysis import scanner
-    from offloaddoctor.analysis.scanner import Matcher, Scanner
+    from offloaddoctor.scanning import scanner
+    from offloaddoctor.scanning.scanner import Matcher, Scanner
     from offloaddoctor.catalog.model import MatchSpec
 
     slow = [Matcher(f"team-slow-{i}", MatchSpec(("x",), (r"x(a|aa)*y",)), user=True) for i in range(20)]
@@ -454,7 +454,7 @@ def test_user_patterns_share_one_time_budget_per_scan():
 
 
 def test_build_matchers_marks_a_teams_patterns_as_user_patterns(tmp_path):
-    from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.scanning.scanner import build_matchers
     from offloaddoctor.api import load_catalog
 
     from .test_team_signatures import team_dir
@@ -464,8 +464,8 @@ def test_build_matchers_marks_a_teams_patterns_as_user_patterns(tmp_path):
 
 
 def test_a_listed_binary_file_is_a_note_when_scanned_in_parallel_too(tmp_path, monkeypatch):
-    from offloaddoctor.analysis import parallel
-    from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.scanning import parallel
+    from offloaddoctor.scanning.scanner import build_matchers
     from offloaddoctor.api import load_catalog
     from offloaddoctor.logs.sources import resolve_sources
 

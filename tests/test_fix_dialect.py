@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from offloaddoctor.analysis.fixes import merged_changes
-from offloaddoctor.analysis.preflight import check_store
+from offloaddoctor.report.fixes import merged_changes
+from offloaddoctor.report.preflight import check_store
 from offloaddoctor.api import diagnose, diagnose_text, estimate, load_catalog
 from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.dialect import (

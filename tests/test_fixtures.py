@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from offloaddoctor.analysis.ranks import format_ranks
+from offloaddoctor.scanning.ranks import format_ranks
 from offloaddoctor.api import diagnose
 from offloaddoctor.config.dialect import parse_fix_line
 

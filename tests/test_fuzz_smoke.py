@@ -18,7 +18,7 @@ def test_fuzz_smoke():
 
 
 def test_overflowing_figures_are_dropped_not_fatal():
-    from offloaddoctor.analysis.oom import parse_oom
+    from offloaddoctor.scanning.oom import parse_oom
 
     facts = parse_oom("CUDA out of memory. Tried to allocate 1e400 GiB. GPU 0 has a total capacity of 80.00 GiB")
     assert "requested_bytes" not in facts and facts["total_capacity_bytes"] == 80 * 2**30

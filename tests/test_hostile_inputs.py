@@ -622,7 +622,7 @@ def test_a_listed_log_that_is_gone_when_read_is_a_note_and_the_run_goes_on(tmp_p
 
 
 def test_a_named_log_that_is_gone_when_read_is_still_an_error(tmp_path):
-    from offloaddoctor.analysis.scanner import Scanner, build_matchers
+    from offloaddoctor.scanning.scanner import Scanner, build_matchers
     from offloaddoctor.api import load_catalog
     from offloaddoctor.errors import UserError
     from offloaddoctor.logs.sources import LogSource, VanishedLog

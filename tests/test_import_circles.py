@@ -1,49 +1,14 @@
 """No import circles between the modules of offloaddoctor, inside a package or across packages. As in
 tests/test_layers.py, every import counts: at module level, inside a function, under TYPE_CHECKING.
 
-The circles of today are written down below: the test that wants none is an expected failure (strict, so it
-says when the last circle is gone and it can be switched on), and a second test fails at once on a new circle
-or a module joining an old one."""
+There are none: a new one fails."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offloaddoctor"
-
-# Each a strongly connected component of the import graph (docs/architecture.md, "What the layers do not yet say").
-KNOWN_CIRCLES = (
-    # The engine adds advice; advice's preflight calls back into the engine's condition machinery.
-    frozenset(
-        {
-            "offloaddoctor.analysis.advice",
-            "offloaddoctor.analysis.engine",
-            "offloaddoctor.analysis.memory_advice",
-            "offloaddoctor.analysis.preflight",
-        }
-    ),
-    frozenset({"offloaddoctor.analysis.run_facts", "offloaddoctor.analysis.scanner"}),
-    # cli/__init__ imports every command module (registration); cli/common imports StdoutWriteError back from it.
-    frozenset(
-        {
-            "offloaddoctor.cli",
-            "offloaddoctor.cli._app",
-            "offloaddoctor.cli.bisect",
-            "offloaddoctor.cli.catalog",
-            "offloaddoctor.cli.check",
-            "offloaddoctor.cli.common",
-            "offloaddoctor.cli.diagnose",
-            "offloaddoctor.cli.estimate",
-            "offloaddoctor.cli.fast_path",
-            "offloaddoctor.cli.measure",
-            "offloaddoctor.cli.run_check",
-            "offloaddoctor.cli.run_diagnose",
-        }
-    ),
-)
 
 
 def module_name(path: Path, package: Path) -> str:
@@ -123,16 +88,11 @@ def _shown(found: list[frozenset[str]]) -> list[str]:
     return [" ↔ ".join(sorted(circle)) for circle in found]
 
 
-@pytest.mark.xfail(strict=True, reason="circles of today: " + "; ".join(_shown(list(KNOWN_CIRCLES))))
 def test_no_import_circles():
+    """The last circles (issue 28.4: advice ↔ engine ↔ memory_advice ↔ preflight, run_facts ↔ scanner, cli ↔
+    cli.common) are gone: the report takes its advice as a function, the scan's result and the slowdown curves
+    have modules of their own, StdoutWriteError lives in errors."""
     assert _shown(circles(import_graph())) == []
-
-
-def test_no_new_import_circle():
-    """Every circle found lies inside one written down: a circle shrinking or gone passes, a new one (or a
-    module joining one) fails."""
-    grown = [circle for circle in circles(import_graph()) if not any(circle <= known for known in KNOWN_CIRCLES)]
-    assert _shown(grown) == []
 
 
 def test_the_graph_sees_circles_through_function_imports_and_packages(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offloaddoctor.analysis.findings import SourceSummary
+from offloaddoctor.report.findings import SourceSummary
 from offloaddoctor.api import diagnose
 from offloaddoctor.policy import Policy
 from offloaddoctor.render import json_report

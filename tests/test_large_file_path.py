@@ -65,7 +65,7 @@ def _mixed_log(tmp_path, iterations: int):
 @pytest.mark.skipif(grep_prefilter.gnu_grep() is None, reason="needs GNU grep")
 @pytest.mark.parametrize("split", [False, True])
 def test_iteration_lines_thinned_in_bulk_give_the_streamed_sample(tmp_path, catalog, monkeypatch, split):
-    from offloaddoctor.analysis.scanner import Scanner, build_matchers
+    from offloaddoctor.scanning.scanner import Scanner, build_matchers
     from offloaddoctor.logs.sources import LogSource
 
     path = _mixed_log(tmp_path, 9000)

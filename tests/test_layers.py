@@ -76,20 +76,28 @@ def test_imports_follow_the_layer_order():
 
 def test_the_check_sees_an_upward_import_and_a_sibling_import(tmp_path):
     (tmp_path / "catalog").mkdir()
-    (tmp_path / "catalog" / "loader.py").write_text("def f():\n    from offloaddoctor.analysis.fact_parsers import X\n")
+    (tmp_path / "catalog" / "loader.py").write_text("def f():\n    from offloaddoctor.scanning.fact_parsers import X\n")
     (tmp_path / "memory").mkdir()
     (tmp_path / "memory" / "model.py").write_text(
         "from offloaddoctor.metrics.model import RunMetrics\nfrom offloaddoctor.config.values import ConfigStore\n"
     )
     (tmp_path / "errors.py").write_text("from offloaddoctor import __version__\n")
     assert violations(tmp_path) == [
-        "catalog/loader.py:2: imports offloaddoctor.analysis.fact_parsers: a higher layer (analysis over catalog)",
+        "catalog/loader.py:2: imports offloaddoctor.scanning.fact_parsers: a higher layer (scanning over catalog)",
         "memory/model.py:1: imports offloaddoctor.metrics.model: a sibling in its layer (metrics over memory)",
     ]
 
 
 def test_the_written_order_has_every_part_once():
     names = [name for rank in LAYERS for name in rank]
-    assert len(names) == len(set(names)) and {"cli", "api", "analysis", "metrics", "memory", "config", "logs"} <= set(
-        names
-    )
+    assert len(names) == len(set(names)) and {
+        "cli",
+        "api",
+        "advice",
+        "report",
+        "scanning",
+        "metrics",
+        "memory",
+        "config",
+        "logs",
+    } <= set(names)

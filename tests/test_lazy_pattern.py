@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offloaddoctor.analysis import scanner
+from offloaddoctor.scanning import scanner
 from offloaddoctor.config import from_log
 from offloaddoctor.lazy_pattern import LazyPattern, lazy_compile
 from offloaddoctor.logs import normalize

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from offloaddoctor import api
-from offloaddoctor.analysis.evidence import MAX_EVIDENCE, Aggregate, Evidence, keep_evidence
-from offloaddoctor.analysis.scanner import IterationSampler, Scanner, TracebackTracker, build_matchers
+from offloaddoctor.scanning.evidence import MAX_EVIDENCE, Aggregate, Evidence, keep_evidence
+from offloaddoctor.scanning.scanner import IterationSampler, Scanner, TracebackTracker, build_matchers
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.logs import candidates
 from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass

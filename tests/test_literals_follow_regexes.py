@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from offloaddoctor.analysis import failure_lines
+from offloaddoctor.scanning import failure_lines
 from offloaddoctor.metrics import memory_lines, parameter_lines
 
 

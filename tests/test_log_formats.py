@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from offloaddoctor.analysis.oom import EXPANDABLE_SEGMENTS, parse_oom
+from offloaddoctor.scanning.oom import EXPANDABLE_SEGMENTS, parse_oom
 from offloaddoctor.api import diagnose, diagnose_text
 from offloaddoctor.api import load_catalog
 from offloaddoctor.catalog.loader import CatalogError

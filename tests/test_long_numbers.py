@@ -88,7 +88,7 @@ def test_a_huge_number_in_a_printed_argument_is_not_an_integer():
 
 
 def test_an_oom_naming_a_gpu_with_a_huge_number_is_still_diagnosed(tmp_path):
-    # analysis/oom.py reads a GPU index of at most 4 digits (excerpts branch): no int() limit crash
+    # scanning/oom.py reads a GPU index of at most 4 digits (excerpts branch): no int() limit crash
     log = tmp_path / "job.log"
     log.write_text(
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. "

@@ -72,22 +72,22 @@ def test_the_changes_are_one_table_whose_costs_order_the_advice(monkeypatch):
     and change, cost with its source); the advice is ordered by the table's cost, not by where a block sat."""
     from dataclasses import replace
 
-    from offloaddoctor.analysis import memory_advice
+    from offloaddoctor.advice import changes
     from offloaddoctor.memory import estimate
 
     from .test_memory_model import MINIMAL, _shape
 
-    assert all(callable(cost) or cost.source for _, cost in memory_advice.CHANGES)
+    assert all(callable(cost) or cost.source for _, cost in changes.CHANGES)
     shape = _shape(*MINIMAL, "model.bf16=true", "train.global_batch_size=16", world_size=8)
     budget = estimate(shape).nvidia_smi_bytes[0] * 0.95  # several changes fit
-    first = memory_advice.suggest(shape, budget, [], None)
+    first = changes.suggest(shape, budget, [], None)
     assert first[0].change.startswith("distributed optimizer")
     rows = [
-        (propose, replace(cost, rank=99.0) if propose is memory_advice._distributed_optimizer else cost)
-        for propose, cost in memory_advice.CHANGES
+        (propose, replace(cost, rank=99.0) if propose is changes._distributed_optimizer else cost)
+        for propose, cost in changes.CHANGES
     ]
-    monkeypatch.setattr(memory_advice, "CHANGES", tuple(rows))
-    again = memory_advice.suggest(shape, budget, [], None)
+    monkeypatch.setattr(changes, "CHANGES", tuple(rows))
+    again = changes.suggest(shape, budget, [], None)
     assert [s.change for s in again] == [s.change for s in first[1:]] + [first[0].change]
 
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from offloaddoctor.analysis.oom import fragmentation_suspected, fragmentation_verdict, parse_oom, usable_free
-from offloaddoctor.analysis.units import format_bytes, parse_quantity
+from offloaddoctor.scanning.oom import fragmentation_suspected, fragmentation_verdict, parse_oom, usable_free
+from offloaddoctor.scanning.units import format_bytes, parse_quantity
 
 GIB, MIB = 1024**3, 1024**2
 TORCH_211_FRAGMENTATION = (
@@ -202,7 +202,7 @@ def test_missing_figures_decide_nothing():
 
 _HOSTILE = """
 import sys, time
-from offloaddoctor.analysis.oom import parse_oom
+from offloaddoctor.scanning.oom import parse_oom
 line = sys.stdin.read()
 facts = parse_oom(line)
 print(sorted(facts))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 
-from offloaddoctor.analysis import parallel
-from offloaddoctor.analysis.scanner import Scanner, build_matchers
+from offloaddoctor.scanning import parallel
+from offloaddoctor.scanning.scanner import Scanner, build_matchers
 from offloaddoctor.api import load_catalog
 from offloaddoctor.logs.sources import resolve_sources
 
@@ -96,7 +96,7 @@ def test_recursive_globs_and_file_lists(tmp_path):
 
 
 def test_long_logs_sample_iteration_lines_without_moving_the_median():
-    from offloaddoctor.analysis.scanner import MAX_ITERATION_RECORDS, Scanner
+    from offloaddoctor.scanning.scanner import MAX_ITERATION_RECORDS, Scanner
 
     lines = [
         f" iteration {i:8d}/ 100000 | elapsed time per iteration (ms): {100.0 + (i % 7):.1f} |"
@@ -105,7 +105,7 @@ def test_long_logs_sample_iteration_lines_without_moving_the_median():
     result = Scanner(MATCHERS).scan_lines("long.log", lines)
     records = result.iterations[("long.log", 0)]
     assert len(records) <= MAX_ITERATION_RECORDS and records[0].iteration == 1
-    from offloaddoctor.analysis.run_facts import compute_run_facts
+    from offloaddoctor.scanning.run_facts import compute_run_facts
 
     assert compute_run_facts(result).values["median_iteration_ms"] == 103.0
 
@@ -155,7 +155,7 @@ def test_rank_logs_without_steady_state_keep_shared_stand_ins_with_the_same_fact
     assert records[0][0] is records[1][0] and records[0][1] is records[598][1]  # shared, one per iteration number
     assert [r.iteration for r in records[0]] == [1, 2]
     assert records[599][-1].text and records[599][-1].path == sources[599].path  # real, citable
-    from offloaddoctor.analysis.run_facts import compute_run_facts
+    from offloaddoctor.scanning.run_facts import compute_run_facts
 
     facts = compute_run_facts(serial)
     assert facts.values["iterations_logged"] == 599 * 2 + 8
@@ -170,7 +170,7 @@ def test_steady_records_of_logs_that_cannot_be_cited_become_stand_ins_and_no_rep
     """Of steady-state records run_facts cites only the last log's and those of segments whose optimizer
     offload setting is known (a slowdown between segments). Every other log's become stand-ins, one log
     late; the report over every fixture, and over rank logs with steady states, is what it is without."""
-    from offloaddoctor.analysis.scanner import Scanner
+    from offloaddoctor.scanning.scanner import Scanner
     from offloaddoctor.api import diagnose
     from offloaddoctor.render.json_report import render_json
 

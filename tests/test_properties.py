@@ -16,10 +16,10 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from offloaddoctor.analysis.oom import parse_oom
-from offloaddoctor.analysis.preflight import check_store
-from offloaddoctor.analysis.ranks import format_ranks, parse_ranks
-from offloaddoctor.analysis.units import parse_quantity
+from offloaddoctor.scanning.oom import parse_oom
+from offloaddoctor.report.preflight import check_store
+from offloaddoctor.scanning.ranks import format_ranks, parse_ranks
+from offloaddoctor.scanning.units import parse_quantity
 from offloaddoctor.api import diagnose_text, load_catalog
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.keys import KNOWN_KEYS, canonical_key
@@ -611,7 +611,7 @@ _MATCHER_LITERAL_SOUP = st.lists(
 @given(st.lists(_MATCHER_LITERAL_SOUP | st.text(max_size=40), min_size=1, max_size=6))
 def test_the_literals_remembered_by_a_lines_shape_are_the_literals_it_holds(lines):
     """Lines alike but for their digits share a shape; a literal with a digit is still tested on the line."""
-    from offloaddoctor.analysis.scanner import FailureMatcher, ScanResult, build_matchers
+    from offloaddoctor.scanning.scanner import FailureMatcher, ScanResult, build_matchers
 
     failures = FailureMatcher(build_matchers(load_catalog()), ScanResult())
     for line in lines + [line.translate(str.maketrans("0123456789", "9876543210")) for line in lines]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offloaddoctor.analysis.ranks import format_ranks, parse_ranks
+from offloaddoctor.scanning.ranks import format_ranks, parse_ranks
 from offloaddoctor.catalog.predicates import All, AnyOf, Leaf, Not, Ref, evaluate, missing, parse_predicate
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offloaddoctor.analysis import scanner
-from offloaddoctor.analysis.scanner import MAX_TIMEOUTS_PER_SIGNATURE, Matcher, Scanner
+from offloaddoctor.scanning import scanner
+from offloaddoctor.scanning.scanner import MAX_TIMEOUTS_PER_SIGNATURE, Matcher, Scanner
 from offloaddoctor.api import load_catalog
 from offloaddoctor.catalog.loader import CatalogError
 from offloaddoctor.catalog.model import MatchSpec

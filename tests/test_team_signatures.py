@@ -138,7 +138,7 @@ def test_a_missing_built_in_catalogue_says_so(tmp_path, monkeypatch):
 def test_one_function_says_whether_a_signature_is_a_teams(tmp_path, monkeypatch):
     """The scanner (user-pattern budget) and the loader (duplicate-id message) ask catalog.loader.is_team_signature;
     a path reached through a link to the built-in catalogue is the built-in catalogue's."""
-    from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.scanning.scanner import build_matchers
     from offloaddoctor.catalog import loader
 
     team = team_dir(tmp_path)

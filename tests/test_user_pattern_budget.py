@@ -5,8 +5,8 @@ switched off with a note. A team's fast pattern is never switched off."""
 
 from __future__ import annotations
 
-from offloaddoctor.analysis import scanner
-from offloaddoctor.analysis.scanner import Matcher, Scanner
+from offloaddoctor.scanning import scanner
+from offloaddoctor.scanning.scanner import Matcher, Scanner
 from offloaddoctor.catalog.model import MatchSpec
 
 

@@ -5,23 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from offloaddoctor.catalog.loader import Vocabulary
-from offloaddoctor.catalog.loader import load_catalog as _load_catalog
-from offloaddoctor.catalog.model import Catalog
-from offloaddoctor.config.defaults import add_defaults
-from offloaddoctor.config.keys import canonical_key
-from offloaddoctor.config.loading import build_store, explicit_config
-from offloaddoctor.config.values import ConfigValue, Source
+from offloaddoctor.catalog import Catalog, Vocabulary
+from offloaddoctor.catalog import load_catalog as _load_catalog
+from offloaddoctor.config import ConfigValue, Source, add_defaults, build_store, canonical_key, explicit_config
 from offloaddoctor.errors import UserError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-    from offloaddoctor.analysis.findings import Report
-    from offloaddoctor.analysis.preflight import CheckReport
-    from offloaddoctor.catalog.examples import ExampleOutcome, ExampleRun
-    from offloaddoctor.catalog.model import Example, Signature
+    from offloaddoctor.report import CheckReport, Report
+    from offloaddoctor.catalog import Example, ExampleOutcome, ExampleRun, Signature
     from offloaddoctor.policy import Policy
 
 __all__ = [
@@ -39,9 +33,9 @@ __all__ = [
 
 
 def vocabulary() -> Vocabulary:
-    """What signatures may name: the fact parsers (analysis/fact_parsers.py) and config keys (config/keys.py)."""
-    from offloaddoctor.analysis.fact_parsers import FACT_PARSERS
-    from offloaddoctor.config.keys import is_known
+    """What signatures may name: the fact parsers (scanning/fact_parsers.py) and config keys (config/keys.py)."""
+    from offloaddoctor.scanning import FACT_PARSERS
+    from offloaddoctor.config import is_known
 
     return Vocabulary(tuple(FACT_PARSERS), is_known)
 
@@ -82,7 +76,7 @@ def diagnose(
 
     passed_over: list[str] = []  # what the directory scans did not read, and why
     sources = resolve_sources(paths, recursive, passed_over)
-    from offloaddoctor.config.mixups import refuse_configs_as_logs
+    from offloaddoctor.config import refuse_configs_as_logs
 
     refuse_configs_as_logs([p for p in paths if p != "-"])
     explicit = explicit_config(config_paths, overrides)
@@ -96,9 +90,8 @@ def diagnose(
             raise UserError(
                 f"--baseline {baseline}: no steady-state iteration time in it (needs iteration lines after iteration 3)"
             )
-    from offloaddoctor.analysis.parallel import scan_sources
-    from offloaddoctor.analysis.runs import runs_in_scan, several_runs
-    from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.report import runs_in_scan, several_runs
+    from offloaddoctor.scanning import build_matchers, scan_sources
 
     matchers = build_matchers(catalog)
     scan = scan_sources(matchers, sources, progress=progress)
@@ -118,7 +111,7 @@ def diagnose(
         )
     from dataclasses import replace
 
-    from offloaddoctor.analysis.runs import notes_of_skipped
+    from offloaddoctor.report import notes_of_skipped
 
     # What belongs to no one run (logs passed over or skipped, project files ignored) is said once, for all.
     for_all = [*policy.warnings, *passed_over, *notes_of_skipped(scan)]
@@ -139,12 +132,22 @@ def _run_report(
 ) -> Report:
     """One run's report: its logs' config (never another run's), the --config/--set values on top, and the
     notes on what the directory scans passed over."""
-    from offloaddoctor.analysis.engine import build_report
-
     store = build_store(*(c.values for c in scan.collectors), explicit)
-    report = build_report(catalog, scan, store, matchers, baseline_metrics)
+    report = _report(catalog, scan, store, matchers, baseline_metrics)
     report.notes[:0] = _unknown_set_keys(explicit, catalog, store) + passed_over
     return report
+
+
+def _report(catalog: Catalog, scan, store, matchers, baseline_metrics=None) -> Report:
+    """The report on a scan, with the advice's numbers: the report does not know advice exists, so it is
+    composed here. Whether the OOM is fragmentation or capacity is weighed with the memory model's whole step
+    first (it decides which signature claims the line); the numbers are added to the findings before their
+    fixes are printed."""
+    from offloaddoctor.advice import add_advice, weigh_whole_step
+    from offloaddoctor.report import build_report
+
+    weigh_whole_step(scan, store)
+    return build_report(catalog, scan, store, matchers, baseline_metrics, advise=add_advice)
 
 
 def did_you_mean(name: str, catalog: Catalog) -> str:
@@ -158,8 +161,8 @@ def _unknown_set_keys(explicit: list[ConfigValue], catalog: Catalog, store) -> l
     """Notes for `--set` keys that nothing reads: a typo would otherwise change nothing, silently."""
     if not any(v.origin == "set" for v in explicit):
         return []
-    from offloaddoctor.catalog.predicates import names_in
-    from offloaddoctor.config.overrides import unknown_key_notes
+    from offloaddoctor.catalog import names_in
+    from offloaddoctor.config import unknown_key_notes
 
     read = {key for s in catalog.signatures for predicate in (s.when, s.config) for key in names_in(predicate, "key")}
     present = {
@@ -178,15 +181,14 @@ def diagnose_text(
     name: str = "<text>",
 ) -> Report:
     """Diagnose an in-memory log excerpt; `config` maps any key spelling to a value."""
-    from offloaddoctor.analysis.engine import build_report
-    from offloaddoctor.analysis.scanner import Scanner, build_matchers
+    from offloaddoctor.scanning import Scanner, build_matchers
 
     catalog = catalog or load_catalog()
     matchers = build_matchers(catalog)
     scan = Scanner(matchers).scan_lines(name, text.splitlines())
     given = [ConfigValue(canonical_key(k), v, Source("<config>", None, k), "config") for k, v in (config or {}).items()]
     store = build_store(*(c.values for c in scan.collectors), given)
-    return build_report(catalog, scan, store, matchers)
+    return _report(catalog, scan, store, matchers)
 
 
 def check(
@@ -209,7 +211,7 @@ def check(
     memory = None
     memory_note = None
     if gpu or gpu_memory:
-        from offloaddoctor.analysis.estimate_report import build_estimate, memory_summary
+        from offloaddoctor.advice import build_estimate, memory_summary
         from offloaddoctor.memory import MissingKeys
 
         capacity, _ = _memory_budget(gpu, gpu_memory, None, world_size)
@@ -224,14 +226,14 @@ def check(
     store = build_store(values)
     if use_defaults:
         add_defaults(store)
-    from offloaddoctor.analysis.preflight import check_store
+    from offloaddoctor.report import check_store
 
     report = check_store(catalog, store, list(config_paths) + (["--set"] if overrides else []), only)
     if memory is not None:
-        from offloaddoctor.analysis.estimate_report import attach_memory
+        from offloaddoctor.advice import attach_memory
 
         attach_memory(report, memory)
-    from offloaddoctor.analysis.fixes import print_fixes
+    from offloaddoctor.report import print_fixes
 
     print_fixes(report.violations, store)
     if memory_note:
@@ -253,8 +255,8 @@ def estimate(
     """The memory model's estimate for a config (YAML, launch script, or a log's arguments block): the peak
     per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would.
     `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins)."""
-    from offloaddoctor.analysis.estimate_report import build_estimate
-    from offloaddoctor.config.loading import load_log_config
+    from offloaddoctor.advice import build_estimate
+    from offloaddoctor.config import load_log_config
     from offloaddoctor.logs.sources import reads_as_log
 
     if not config_paths and not overrides and not log_paths:
@@ -271,7 +273,7 @@ def estimate(
 
 def _memory_budget(gpu: str | None, gpu_memory: str | None, target: str | None, world_size: int | None):
     """(the GPU's capacity, the --target bytes) from the command line, each None when not given."""
-    from offloaddoctor.analysis.estimate_report import Capacity
+    from offloaddoctor.advice import Capacity
     from offloaddoctor.memory.gpus import gpu_memory as named_gpu, parse_size
 
     if gpu and gpu_memory:
@@ -295,7 +297,7 @@ def compare(
 ):
     """Judge runs against a baseline by the offloading guide's success criteria (metrics/compare.py).
     `run_configs` maps a log path to config files whose offload settings replace what the log printed."""
-    from offloaddoctor.analysis.scanner import build_matchers
+    from offloaddoctor.scanning import build_matchers
     from offloaddoctor.memory import optimizer_state_bytes_per_parameter
     from offloaddoctor.metrics.compare import Criteria, compare_runs
     from offloaddoctor.metrics.settings import effective_offload_fraction, offload_settings
@@ -358,7 +360,7 @@ def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict
     """The runs to compare, by the rule `diagnose` and `metrics` use (metrics/runs.py), within each role: the
     baseline's logs must be one run; the other logs are grouped into runs (one job's logs given apart are one).
     Each with whether it is a path as given, already read by `readers[path]` (else its logs must be read)."""
-    from offloaddoctor.analysis.runs import describe_run
+    from offloaddoctor.report import describe_run
     from offloaddoctor.metrics.runs import runs_of
 
     base, base_as_given = runs_of({baseline: readers[baseline]}, {baseline: by_path[baseline]})
@@ -373,8 +375,7 @@ def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict
 def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tuple[Any, Report, Any]:
     """`run_metrics` and `diagnose` of one run's logs from one read of each: both handler sets share a pass.
     (The run's numbers, its report, and the RunReader that read them.)"""
-    from offloaddoctor.analysis.engine import build_report
-    from offloaddoctor.analysis.scanner import Scanner
+    from offloaddoctor.scanning import Scanner
     from offloaddoctor.logs.line_pass import LinePass
     from offloaddoctor.metrics.reader import RunReader
     from offloaddoctor.metrics.summary import summarise
@@ -394,12 +395,12 @@ def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tup
     scan = scanner.finish()
     store = build_store(*(c.values for c in scan.collectors))
     run = summarise(reader.run, reader.collectors, reader.layout_line)
-    return run, build_report(catalog, scan, store, matchers), reader
+    return run, _report(catalog, scan, store, matchers), reader
 
 
 def run_example(catalog: Catalog, signature: Signature, index: int, example: Example) -> ExampleOutcome:
     """One signature example through diagnose_text: the same code path `signatures test` runs."""
-    from offloaddoctor.catalog.examples import judge_example
+    from offloaddoctor.catalog import judge_example
 
     report = diagnose_text(example.log, example.config, catalog, name=f"{signature.id}[{index}]")
     return judge_example(signature, index, example, report.findings)
@@ -407,7 +408,7 @@ def run_example(catalog: Catalog, signature: Signature, index: int, example: Exa
 
 def run_examples(catalog: Catalog, signatures: Sequence[Signature] | None = None) -> ExampleRun:
     """Every example of `signatures` (default: the whole catalogue): the confusion matrix of `signatures test`."""
-    from offloaddoctor.catalog.examples import ExampleRun
+    from offloaddoctor.catalog import ExampleRun
 
     run = ExampleRun()
     for signature in signatures if signatures is not None else catalog.signatures:
@@ -418,11 +419,11 @@ def run_examples(catalog: Catalog, signatures: Sequence[Signature] | None = None
 
 def __getattr__(name: str):
     if name == "CheckReport":  # loaded with `check`, not at start-up: `diagnose` does not need it
-        from offloaddoctor.analysis.preflight import CheckReport
+        from offloaddoctor.report import CheckReport
 
         return CheckReport
     if name == "Report":  # loaded with `diagnose`, not at start-up: `check` does not need it
-        from offloaddoctor.analysis.findings import Report
+        from offloaddoctor.report import Report
 
         return Report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

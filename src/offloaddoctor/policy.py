@@ -27,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing, and the findings (with the scanner), cost start-up time
     from typing import Any
 
-    from offloaddoctor.analysis.findings import Finding, Report
+    from offloaddoctor.report import Finding, Report
 
 FAIL_ON = ("error", "warning", "unknown", "never")
 # Besides these severities, every level but `never` fails on a traceback no signature explains (a crash nobody

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from offloaddoctor.analysis.preflight import check_store
+from offloaddoctor.report import check_store
 from offloaddoctor.bisect.search import BAD, GOOD, Outcome
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.defaults import add_defaults

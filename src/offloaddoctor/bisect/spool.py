@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from offloaddoctor.analysis.units import format_bytes
+from offloaddoctor.scanning import format_bytes
 
 OUTPUT_HEAD_BYTES = 8 * 2**20
 OUTPUT_TAIL_BYTES = 64 * 2**20

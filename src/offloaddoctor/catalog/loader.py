@@ -35,7 +35,7 @@ _FIELDS_OPTIONAL = ("match", "when", "config", "preflight", "known_issues")
 @dataclass(frozen=True)
 class Vocabulary:
     """What a signature may name, given by the layers that own it (api.py assembles it): the fact parsers
-    of analysis/fact_parsers.py for `match.facts`, and the config keys of config/keys.py for predicates."""
+    of scanning/fact_parsers.py for `match.facts`, and the config keys of config/keys.py for predicates."""
 
     fact_parsers: Collection[str]
     is_known_key: Callable[[str], bool]

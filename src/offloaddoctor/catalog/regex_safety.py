@@ -8,7 +8,7 @@ alternatives can match the same text, `(a|aa)+b`: a run of `a`s splits into them
 Such patterns are errors. An unbounded repeat
 inside a bounded one, `(.*a){3}`, is polynomial (degree 3 here, so ~L^4 steps on a near-miss line of L
 characters) and a leading `.*` or `.+` makes every search scan the line twice: legal but slow, warnings for
-`signatures lint`. The 0.25 s limit on each search (analysis/scanner.py) is the backstop for the rest.
+`signatures lint`. The 0.25 s limit on each search (scanning/scanner.py) is the backstop for the rest.
 """
 
 from __future__ import annotations

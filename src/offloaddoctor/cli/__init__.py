@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import sys
 
+from offloaddoctor.errors import StdoutWriteError
+
 __all__ = ["app", "main", "typer_app"]
 
 
@@ -119,10 +121,6 @@ class _ClosedStdout:
 
     def fileno(self) -> int:
         return 1
-
-
-class StdoutWriteError(OSError):
-    """Writing the output to standard output failed (a full disk, `> /dev/full`, a closed pipe)."""
 
 
 class _GuardedStdout:

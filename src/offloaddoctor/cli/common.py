@@ -62,7 +62,7 @@ def guarded(command):
         except (SystemExit, KeyboardInterrupt, GeneratorExit):
             raise
         except OSError as exc:
-            from offloaddoctor.cli import StdoutWriteError
+            from offloaddoctor.errors import StdoutWriteError
 
             if isinstance(exc, (BrokenPipeError, StdoutWriteError)):  # the output's fate: cli.main reports it
                 raise

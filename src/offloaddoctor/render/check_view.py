@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from offloaddoctor import __version__
-from offloaddoctor.analysis.preflight import CheckReport
+from offloaddoctor.report import CheckReport
 from offloaddoctor.render.json_report import SCHEMA_VERSION, finding_to_dict
 from offloaddoctor.text_safety import inert_json, safe_text
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from offloaddoctor import __version__
-from offloaddoctor.analysis.estimate_report import EstimateReport, mib
+from offloaddoctor.advice import EstimateReport, mib
 from offloaddoctor.config.dialect import dialect_of, render_lines
 from offloaddoctor.memory.model import COMPONENTS, why_most_loaded
 from offloaddoctor.text_safety import inert_json, safe_text as inert

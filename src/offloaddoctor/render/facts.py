@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from offloaddoctor.analysis.units import format_bytes
+from offloaddoctor.scanning import format_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time

@@ -8,7 +8,7 @@ log can become a command of its own.
 
 from __future__ import annotations
 
-from offloaddoctor.analysis.findings import Finding, Report
+from offloaddoctor.report import Finding, Report
 from offloaddoctor.render.markdown import render_markdown
 from offloaddoctor.render.plain import headline, occurrence_summary
 from offloaddoctor.text_safety import safe_text

@@ -8,9 +8,8 @@ from offloaddoctor.text_safety import inert_json
 from dataclasses import asdict
 
 from offloaddoctor import __version__
-from offloaddoctor.analysis.findings import Finding, Report, SourceSummary
-from offloaddoctor.analysis.ranks import format_ranks
-from offloaddoctor.analysis.evidence import Evidence  # not the scanner's re-export: `check` never loads the scanner
+from offloaddoctor.report import Finding, Report, SourceSummary
+from offloaddoctor.scanning import Evidence, format_ranks  # each loads its own module: `check` never loads the scanner
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time

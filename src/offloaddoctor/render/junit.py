@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from offloaddoctor.analysis.findings import Finding, Report
+from offloaddoctor.report import Finding, Report
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.render.plain import finding_block, run_heading
 from offloaddoctor.text_safety import safe_text

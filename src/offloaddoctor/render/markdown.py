@@ -3,7 +3,7 @@ fences (longer than any backtick run in it), so a log cannot inject links, HTML 
 
 from __future__ import annotations
 
-from offloaddoctor.analysis.findings import Finding, Report
+from offloaddoctor.report import Finding, Report
 from offloaddoctor.render.facts import fact_lines
 from offloaddoctor.render.plain import (
     config_value_line,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from offloaddoctor.metrics.iteration_lines import WARMUP_ITERATIONS
-from offloaddoctor.analysis.ranks import format_ranks
+from offloaddoctor.scanning import format_ranks
 from offloaddoctor.config.values import format_value
 from offloaddoctor.metrics.model import MetricsSummary, RunMetrics
 from offloaddoctor.text_safety import safe_text

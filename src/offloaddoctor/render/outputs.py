@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from offloaddoctor.analysis.findings import Report
+from offloaddoctor.report import Report
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.errors import UserError
 from offloaddoctor.policy import Policy

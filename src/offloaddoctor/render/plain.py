@@ -5,9 +5,8 @@ from __future__ import annotations
 import textwrap
 
 from offloaddoctor import __version__
-from offloaddoctor.analysis.findings import Finding, Report
-from offloaddoctor.analysis.ranks import format_ranks
-from offloaddoctor.analysis.scanner import Evidence
+from offloaddoctor.report import Finding, Report
+from offloaddoctor.scanning import Evidence, format_ranks
 from offloaddoctor.config.values import format_value
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.render.facts import fact_lines
@@ -33,14 +32,14 @@ def headline(report: Report) -> str:
 
 def run_heading(index: int, report: Report, of: int) -> str:
     """`run 2 of 3: 1 log: b.log; world_size 8` for a report of `Report.runs`."""
-    from offloaddoctor.analysis.runs import describe_run
+    from offloaddoctor.report import describe_run
 
     return f"run {index} of {of}: {safe_text(describe_run(report.run))}" if report.run else f"run {index} of {of}"
 
 
 def notes_for_all_runs(report: Report) -> list[str]:
-    """Logs of several runs: the notes that belong to no one run (analysis/runs.py), as written (not yet safe)."""
-    from offloaddoctor.analysis.runs import notes_for_all_runs as shared
+    """Logs of several runs: the notes that belong to no one run (report/runs.py), as written (not yet safe)."""
+    from offloaddoctor.report import notes_for_all_runs as shared
 
     return shared(report)
 

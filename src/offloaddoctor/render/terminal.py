@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from offloaddoctor.analysis.findings import Finding, Report
+from offloaddoctor.report import Finding, Report
 from offloaddoctor.render.facts import fact_lines
 from offloaddoctor.render.plain import (
     DETAILS_HINT,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from offloaddoctor.analysis.memory_advice import Suggestion, suggest
+from offloaddoctor.advice.changes import Suggestion, suggest
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.values import ConfigStore, ConfigValue

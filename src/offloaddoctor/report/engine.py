@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import re
 
-from offloaddoctor.analysis.advice import add_advice, weigh_whole_step
-from offloaddoctor.analysis.findings import (
+from offloaddoctor.report.findings import (
     CONFIRMED,
     CONTRADICTED,
     UNKNOWN,
@@ -18,11 +17,17 @@ from offloaddoctor.analysis.findings import (
     Report,
     SourceSummary,
 )
-from offloaddoctor.analysis.failure_lines import says_only_that_a_rank_failed
-from offloaddoctor.analysis.fixes import print_fixes
-from offloaddoctor.analysis.oom import lead_with_expandable_segments
-from offloaddoctor.analysis.run_facts import RunFacts, apply_baseline, compute_run_facts
-from offloaddoctor.analysis.evidence import Aggregate, Evidence, keep_evidence
+from offloaddoctor.report.fixes import print_fixes
+from offloaddoctor.scanning import (
+    Aggregate,
+    Evidence,
+    RunFacts,
+    apply_baseline,
+    compute_run_facts,
+    keep_evidence,
+    lead_with_expandable_segments,
+    says_only_that_a_rank_failed,
+)
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import Predicate, evaluate, missing, names_in
 from offloaddoctor.config.derived import SUGGESTED, fix_values
@@ -33,20 +38,31 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-    from offloaddoctor.analysis.scanner import Matcher, ScanResult
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
+    from offloaddoctor.metrics.parameter_lines import ParameterCounts
+    from offloaddoctor.scanning import Matcher, ScanResult
+
+    # What `build_report` calls to add numbers to the findings: (findings, config, parameter counts, catalogue).
+    Advise = Callable[[list[Finding], ConfigStore, ParameterCounts, Catalog], None]
 
 _PLACEHOLDER = lazy_compile(r"\{([\w.]+)\}")
 
 
 def build_report(
-    catalog: Catalog, scan: ScanResult, store: ConfigStore, matchers: list[Matcher], baseline: Any = None
+    catalog: Catalog,
+    scan: ScanResult,
+    store: ConfigStore,
+    matchers: list[Matcher],
+    baseline: Any = None,
+    advise: Advise | None = None,
 ) -> Report:
-    """`baseline`: the RunMetrics of a healthy run; its measured numbers replace heuristics."""
+    """`baseline`: the RunMetrics of a healthy run; its measured numbers replace heuristics. `advise`: adds
+    numbers to the findings (the advice package's `add_advice`, given by `api`: the report does not know
+    advice), before the fixes are ordered and printed, since it may change a fix's lines."""
     run = compute_run_facts(scan)
     if baseline is not None:
         apply_baseline(run, baseline.summary)
-    weigh_whole_step(scan, store)
     findings: dict[str, Finding] = {}
     unclaimed: list[Evidence] = []  # lines a signature matched but whose condition did not hold
     for aggregate in scan.aggregates:
@@ -70,10 +86,11 @@ def build_report(
             findings[signature.id] = finding
     ordered = sorted(findings.values(), key=lambda f: f.sort_key)
     if any(f.signature.known_issue_entries for f in ordered):  # rare: not imported otherwise
-        from offloaddoctor.analysis.known_issues import apply_known_issues
+        from offloaddoctor.report.known_issues import apply_known_issues
 
         apply_known_issues(ordered, store)
-    add_advice(ordered, store, scan.parameters, catalog)
+    if advise is not None:
+        advise(ordered, store, scan.parameters, catalog)
     expandable = store.resolve("allocator.expandable_segments")
     lead_with_expandable_segments(ordered, None if expandable is None else expandable.value)
     if not _megatron_run(scan, store):
@@ -333,7 +350,7 @@ def _unexplained_failure(
 ) -> Evidence | None:
     """The most likely failure line (last exception of the last traceback, else the last error line, or a
     line a signature matched although its condition did not hold), unless a finding already explains it."""
-    from offloaddoctor.analysis.scanner import WRAPPER_EXCEPTIONS  # here: `check` reads no logs
+    from offloaddoctor.scanning import WRAPPER_EXCEPTIONS  # here: `check` reads no logs
 
     candidates = [e for e in scan.exceptions if not any(w in e.text.split(":", 1)[0] for w in WRAPPER_EXCEPTIONS)]
     candidate = candidates[-1] if candidates else _later(scan.last_error_line, scan.last_source_line)

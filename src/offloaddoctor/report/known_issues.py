@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from offloaddoctor.analysis.findings import CONTRADICTED, ConfigEvidence, Finding
+from offloaddoctor.report.findings import CONTRADICTED, ConfigEvidence, Finding
 from offloaddoctor.catalog.known_issues import VERSION_KEYS, KnownIssue
 from offloaddoctor.catalog.predicates import evaluate, missing, names_in
 from offloaddoctor.config.values import ConfigStore, format_value

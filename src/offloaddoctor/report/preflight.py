@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from offloaddoctor.analysis.engine import condition_finding, config_lookup
-from offloaddoctor.analysis.findings import Finding
-from offloaddoctor.analysis.run_facts import RunFacts
+from offloaddoctor.report.engine import condition_finding, config_lookup
+from offloaddoctor.report.findings import Finding
+from offloaddoctor.scanning import RunFacts
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import evaluate, names_in, unreadable_values
 from offloaddoctor.config.values import ConfigStore

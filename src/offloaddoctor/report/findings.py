@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from offloaddoctor.analysis.evidence import Evidence
+from offloaddoctor.scanning import Evidence
 from offloaddoctor.catalog.model import Signature
 from offloaddoctor.config.run_identity import Run
 
@@ -43,10 +43,10 @@ class Finding:
     first_seen: int
     trigger: str = "log"  # "log": matched log lines; "config": the run's config alone; "metrics": run numbers
     files: list[str] = field(default_factory=list)  # every log file it appeared in (evidence keeps a few)
-    known_issues: list = field(default_factory=list)  # analysis/known_issues.py KnownIssueMatch
+    known_issues: list = field(default_factory=list)  # report/known_issues.py KnownIssueMatch
     fix_note: str = ""  # why the fix lines differ from the signature's (the numbers, a run that is not Megatron)
     fix_note_replaces_summary: bool = False  # the numbers contradict the signature's fix summary: show the note only
-    changes: list = field(default_factory=list)  # the fix as (canonical key, value) pairs (analysis/fixes.py)
+    changes: list = field(default_factory=list)  # the fix as (canonical key, value) pairs (report/fixes.py)
 
     @property
     def fix_sentences(self) -> list[str]:

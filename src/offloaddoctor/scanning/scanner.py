@@ -10,13 +10,14 @@ if it holds one of the handlers' literals.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sized
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from time import perf_counter
 
-from offloaddoctor.analysis.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
-from offloaddoctor.analysis.fact_parsers import FACT_PARSERS, captured_facts
-from offloaddoctor.analysis.run_facts import offload_on
-from offloaddoctor.analysis.failure_lines import (
+from offloaddoctor.scanning.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
+from offloaddoctor.scanning.fact_parsers import FACT_PARSERS, captured_facts
+from offloaddoctor.scanning.run_facts import offload_on
+from offloaddoctor.scanning.scan_result import ScanResult
+from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_LITERALS,
     FAILURE_LINE_PATTERN,
     SOURCE_LINE_LITERALS,
@@ -65,7 +66,6 @@ MAX_ITERATION_RECORDS = 1024
 SHAPES_KEPT = 1024
 SHAPE_MAX_CHARS = 1024
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
-MAX_EXCEPTIONS = 64  # the last exception lines kept: the report cites the last one that is not a launcher's
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
@@ -112,29 +112,6 @@ class Matcher:
                     facts.update(FACT_PARSERS[self.spec.facts](text, facts))
                 return facts
         return None
-
-
-@dataclass
-class ScanResult:
-    aggregates: list[Aggregate] = field(default_factory=list)
-    exceptions: list[Evidence] = field(default_factory=list)  # last line of each traceback, the last MAX_EXCEPTIONS
-    last_error_line: Evidence | None = None
-    # a pasted frame's raise/assert or statement outside any traceback with a header (PastedExcerpt)
-    last_source_line: Evidence | None = None
-    iterations: dict[tuple[str, int], list[IterationMetrics]] = field(default_factory=dict)  # (path, segment) -> sample
-    collectors: list[LogConfigCollector] = field(default_factory=list)
-    lines_read: dict[str, int] = field(default_factory=dict)
-    ranks_seen: set[int] = field(default_factory=set)
-    rank_logs: dict[int, str] = field(default_factory=dict)  # rank -> the first log its lines were seen in
-    rank_clashes: set[tuple[str, str]] = field(default_factory=set)  # (earlier log, later log) sharing a rank
-    warnings: list[str] = field(default_factory=list)
-    skipped: set[str] = field(default_factory=set)  # listed logs gone or not text by the time they were read
-    parameters: ParameterCounts = field(default_factory=ParameterCounts)
-
-    def remember_exception(self, evidence: Evidence) -> None:
-        self.exceptions.append(evidence)
-        if len(self.exceptions) > MAX_EXCEPTIONS:
-            del self.exceptions[:-MAX_EXCEPTIONS]
 
 
 def build_matchers(catalog: Catalog) -> list[Matcher]:

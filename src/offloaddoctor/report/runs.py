@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from offloaddoctor.analysis.findings import Report, SourceSummary
+from offloaddoctor.report.findings import Report, SourceSummary
 from offloaddoctor.config.run_identity import Run, group_runs, log_identity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from offloaddoctor.analysis.scanner import ScanResult
+    from offloaddoctor.scanning import ScanResult
 
 
 def runs_in_scan(scan: ScanResult) -> list[Run]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from offloaddoctor.analysis.evidence import Evidence
+from offloaddoctor.scanning.evidence import Evidence
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.coerce import boolean
 
@@ -22,7 +22,7 @@ GROWTH_MIN_HALVES_RATIO = 1.2
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: `check` builds RunFacts without reading a log
-    from offloaddoctor.analysis.scanner import ScanResult
+    from offloaddoctor.scanning.scan_result import ScanResult
     from offloaddoctor.config.from_log import LogConfigCollector
     from offloaddoctor.metrics.model import IterationMetrics
 

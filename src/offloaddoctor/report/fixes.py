@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from offloaddoctor.analysis.findings import Finding
+from offloaddoctor.report.findings import Finding
 from offloaddoctor.catalog.predicates import names_in
 from offloaddoctor.config.dialect import dialect_of, parse_fix_line, render_changes
 from offloaddoctor.config.values import ConfigStore, format_value

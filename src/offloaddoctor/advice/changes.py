@@ -2,7 +2,7 @@
 against the same preflight constraints `check` runs (a suggestion `check` would reject is never made).
 
 Costs are the memory-tuning and offloading guides' measured figures where they exist (TP: -28 % on
-Llama3 70B; halving DP: ~6 %; distributed optimizer: ~1-2 %; the offload-fraction curves of advice.py),
+Llama3 70B; halving DP: ~6 %; distributed optimizer: ~1-2 %; the offload-fraction curves of slowdown.py),
 and say so where they are a rule of thumb.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from offloaddoctor.analysis.advice import expected_slowdown, measured_slowdown
+from offloaddoctor.advice.slowdown import expected_slowdown, measured_slowdown
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.loading import build_store
@@ -53,7 +53,7 @@ def suggest(shape: RunShape, budget: float, values: Sequence[ConfigValue], catal
 def _allowed(suggestion: Suggestion, values: Sequence[ConfigValue], catalog: Catalog | None) -> bool:
     if catalog is None:
         return True
-    from offloaddoctor.analysis.preflight import check_store
+    from offloaddoctor.report import check_store
 
     store = build_store(values, parse_overrides(list(suggestion.overrides)))
     add_defaults(store)
@@ -201,7 +201,7 @@ def _offloading_cost(change: Change) -> Cost:
     return Cost(
         f"{expected_slowdown(fraction)} step time",
         (measured_slowdown(fraction) - 1) * 100,
-        "the measured offload-fraction curves (analysis/advice.py)",
+        "the measured offload-fraction curves (advice/fix_numbers.py)",
     )
 
 

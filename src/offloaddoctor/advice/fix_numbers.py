@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import math
 
-from offloaddoctor.analysis.findings import CONFIRMED, Finding
+from offloaddoctor.report import CONFIRMED, Finding
 from offloaddoctor.byte_units import GIB, MIB
 from offloaddoctor.coerce import boolean, number
 from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigStore
+from offloaddoctor.advice.slowdown import expected_slowdown
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts
 
 TYPE_CHECKING = False
@@ -28,9 +29,6 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from offloaddoctor.catalog.model import Catalog
     from offloaddoctor.memory import RunShape
 
-# (fraction, iteration-time ratio) measured: small dense model on an H100, and the guide's MoE model.
-SMALL_MODEL = ((0.0, 1.0), (0.25, 1.21), (0.5, 1.42), (1.0, 2.07))
-GUIDE_MODEL = ((0.0, 1.0), (0.25, 1.9), (1.0, 4.2))
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
 NEEDED_FRACTION = "_offload_fraction_needed"  # the number behind the fact's sentence, carried to the fix likewise
 
@@ -218,7 +216,7 @@ def _cheapest_change(
     shape: RunShape | None, fit, store: ConfigStore, catalog: Catalog | None
 ) -> tuple[str, list[str]] | None:
     """The memory model's cheapest single change that fits this GPU (the same advice as `estimate`)."""
-    from offloaddoctor.analysis.memory_advice import suggest
+    from offloaddoctor.advice.changes import suggest
     from offloaddoctor.memory.fit import budget_for
 
     if shape is None or fit is None:
@@ -233,7 +231,7 @@ def _cheapest_change(
 def weigh_whole_step(scan, store: ConfigStore) -> None:
     """Fragmentation or capacity (oom.fragmentation_verdict), with the memory model's whole step when the run's
     config is known: an OOM whose request was covered is still capacity when the step is far shorter."""
-    from offloaddoctor.analysis.oom import fragmentation_verdict
+    from offloaddoctor.scanning import fragmentation_verdict
 
     suspects = [a for a in scan.aggregates if a.facts.get("fragmentation_suspected") is True]
     shape = _memory_shape(store) if suspects else None
@@ -270,23 +268,6 @@ def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
     if overlap is not None:
         advice["overlap_cpu_optimizer_d2h_h2d"] = boolean(overlap)
     return advice
-
-
-def measured_slowdown(fraction: float) -> float:
-    """Iteration-time ratio at an offload fraction on the measured H100 curve (the smaller model's)."""
-    return _interpolate(SMALL_MODEL, fraction)
-
-
-def expected_slowdown(fraction: float) -> str:
-    small, large = measured_slowdown(fraction), _interpolate(GUIDE_MODEL, fraction)
-    return f"~{small:.1f}x (0.47B GPT, H100) to ~{large:.1f}x (Qwen3-30B-A3B, the CPU-offloading guide) at fraction {fraction:g}"
-
-
-def _interpolate(points, x: float) -> float:
-    for (x0, y0), (x1, y1) in zip(points, points[1:]):
-        if x0 <= x <= x1:
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
-    return points[-1][1]
 
 
 def _value(store: ConfigStore, key: str):

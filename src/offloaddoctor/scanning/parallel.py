@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 
-from offloaddoctor.analysis.scanner import Matcher, Scanner, ScanResult
+from offloaddoctor.scanning.scanner import Matcher, Scanner, ScanResult
 from offloaddoctor.logs.sources import LogSource
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024

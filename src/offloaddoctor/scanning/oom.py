@@ -19,7 +19,7 @@ a figure starts only where no digit precedes it, so a hostile line of any length
 
 from __future__ import annotations
 
-from offloaddoctor.analysis.units import format_bytes, to_bytes
+from offloaddoctor.scanning.units import format_bytes, to_bytes
 from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False

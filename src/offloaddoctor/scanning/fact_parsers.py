@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from offloaddoctor.analysis.oom import parse_oom
+from offloaddoctor.scanning.oom import parse_oom
 
 
 def _cpu_offload_layers(text: str, captures: dict) -> dict:

@@ -1,0 +1,51 @@
+"""Numbers on top of a report: what an OOM's fix frees and costs (fix_numbers), the memory model's changes
+that make a run fit, screened by `check`'s preflight constraints (changes), the measured slowdown curves, and
+`estimate`'s report."""
+
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for type checkers; at run time each name loads its module on first use
+    from offloaddoctor.advice.estimate_report import (
+        Capacity,
+        EstimateReport,
+        attach_memory,
+        build_estimate,
+        memory_summary,
+        mib,
+    )
+    from offloaddoctor.advice.fix_numbers import add_advice, weigh_whole_step
+
+# What the layers above use, and the module that defines each: imported on first use, for start-up time.
+_HOMES = {
+    "Capacity": "estimate_report",
+    "EstimateReport": "estimate_report",
+    "attach_memory": "estimate_report",
+    "build_estimate": "estimate_report",
+    "memory_summary": "estimate_report",
+    "mib": "estimate_report",
+    "add_advice": "fix_numbers",
+    "weigh_whole_step": "fix_numbers",
+}
+
+__all__ = [
+    "Capacity",
+    "EstimateReport",
+    "add_advice",
+    "attach_memory",
+    "build_estimate",
+    "memory_summary",
+    "mib",
+    "weigh_whole_step",
+]
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # once: later look-ups find it without this function
+    return value

@@ -1,1 +1,0 @@
-"""Numbers from logs and the matching engine that turns lines into findings."""

@@ -1,0 +1,72 @@
+"""Reading a run's logs into a scan: the scanner's handler set over the shared line pass (alone or in
+worker processes), what its lines carry (evidence and aggregates, OOM figures, failure lines, ranks, byte
+quantities) and the run facts from its iteration sample. Imports no report and no advice."""
+
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for type checkers; at run time each name loads its module on first use
+    from offloaddoctor.scanning.evidence import Aggregate, Evidence, keep_evidence
+    from offloaddoctor.scanning.fact_parsers import FACT_PARSERS
+    from offloaddoctor.scanning.failure_lines import says_only_that_a_rank_failed
+    from offloaddoctor.scanning.oom import fragmentation_verdict, lead_with_expandable_segments
+    from offloaddoctor.scanning.parallel import scan_sources
+    from offloaddoctor.scanning.ranks import format_ranks
+    from offloaddoctor.scanning.run_facts import RunFacts, apply_baseline, compute_run_facts
+    from offloaddoctor.scanning.scan_result import ScanResult
+    from offloaddoctor.scanning.scanner import WRAPPER_EXCEPTIONS, Matcher, Scanner, build_matchers
+    from offloaddoctor.scanning.units import format_bytes
+
+# What the layers above use, and the module that defines each: imported on first use, for start-up time.
+_HOMES = {
+    "Aggregate": "evidence",
+    "Evidence": "evidence",
+    "keep_evidence": "evidence",
+    "FACT_PARSERS": "fact_parsers",
+    "says_only_that_a_rank_failed": "failure_lines",
+    "fragmentation_verdict": "oom",
+    "lead_with_expandable_segments": "oom",
+    "scan_sources": "parallel",
+    "format_ranks": "ranks",
+    "RunFacts": "run_facts",
+    "apply_baseline": "run_facts",
+    "compute_run_facts": "run_facts",
+    "ScanResult": "scan_result",
+    "WRAPPER_EXCEPTIONS": "scanner",
+    "Matcher": "scanner",
+    "Scanner": "scanner",
+    "build_matchers": "scanner",
+    "format_bytes": "units",
+}
+
+__all__ = [
+    "FACT_PARSERS",
+    "WRAPPER_EXCEPTIONS",
+    "Aggregate",
+    "Evidence",
+    "Matcher",
+    "RunFacts",
+    "ScanResult",
+    "Scanner",
+    "apply_baseline",
+    "build_matchers",
+    "compute_run_facts",
+    "format_bytes",
+    "format_ranks",
+    "fragmentation_verdict",
+    "keep_evidence",
+    "lead_with_expandable_segments",
+    "says_only_that_a_rank_failed",
+    "scan_sources",
+]
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # once: later look-ups find it without this function
+    return value

@@ -1,0 +1,40 @@
+"""What a scan of a run's logs leaves: the aggregates of catalogue hits, the failure lines, the iteration
+sample, the config the logs print, the ranks. Its own module so that run facts and the report read it without
+the scanner that fills it (`check` reads no log)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from offloaddoctor.metrics.parameter_lines import ParameterCounts
+from offloaddoctor.scanning.evidence import Aggregate, Evidence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from offloaddoctor.config.from_log import LogConfigCollector
+    from offloaddoctor.metrics.model import IterationMetrics
+
+MAX_EXCEPTIONS = 64  # the last exception lines kept: the report cites the last one that is not a launcher's
+
+
+@dataclass
+class ScanResult:
+    aggregates: list[Aggregate] = field(default_factory=list)
+    exceptions: list[Evidence] = field(default_factory=list)  # last line of each traceback, the last MAX_EXCEPTIONS
+    last_error_line: Evidence | None = None
+    # a pasted frame's raise/assert or statement outside any traceback with a header (PastedExcerpt)
+    last_source_line: Evidence | None = None
+    iterations: dict[tuple[str, int], list[IterationMetrics]] = field(default_factory=dict)  # (path, segment) -> sample
+    collectors: list[LogConfigCollector] = field(default_factory=list)
+    lines_read: dict[str, int] = field(default_factory=dict)
+    ranks_seen: set[int] = field(default_factory=set)
+    rank_logs: dict[int, str] = field(default_factory=dict)  # rank -> the first log its lines were seen in
+    rank_clashes: set[tuple[str, str]] = field(default_factory=set)  # (earlier log, later log) sharing a rank
+    warnings: list[str] = field(default_factory=list)
+    skipped: set[str] = field(default_factory=set)  # listed logs gone or not text by the time they were read
+    parameters: ParameterCounts = field(default_factory=ParameterCounts)
+
+    def remember_exception(self, evidence: Evidence) -> None:
+        self.exceptions.append(evidence)
+        if len(self.exceptions) > MAX_EXCEPTIONS:
+            del self.exceptions[:-MAX_EXCEPTIONS]
