@@ -53,7 +53,7 @@ MIN_WINDOW = 16 << 10
 def catalogue_literals() -> tuple[list[bytes], bytes]:
     """(the reader's literals, the iteration literal), from the code."""
     sys.path.insert(0, str(ROOT / "src"))
-    from offloaddoctor.analysis.scanner import ITERATION_LITERAL, Scanner, build_matchers
+    from offloaddoctor.scanning.scanner import ITERATION_LITERAL, Scanner, build_matchers
     from offloaddoctor.api import load_catalog
     from offloaddoctor.logs.candidates import prefilter_literals
 

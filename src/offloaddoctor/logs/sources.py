@@ -449,7 +449,7 @@ def open_binary(source: LogSource) -> BinaryIO:
 def looks_binary(block: bytes) -> bool:
     if not block:
         return False
-    if block.find(b"\x00") < 0:  # not `in`: see analysis/scanner.py IterationSampler._make_skip
+    if block.find(b"\x00") < 0:  # not `in`: see scanning/scanner.py IterationSampler._make_skip
         return False
     controls = sum(1 for byte in block if byte < 9 or 13 < byte < 32)
     if controls / len(block) > 0.10:
