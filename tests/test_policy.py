@@ -14,8 +14,8 @@ from offloaddoctor.cli import app
 from offloaddoctor.errors import UserError
 from offloaddoctor.policy import Policy, load_policy
 
-from .conftest import FIXTURES, RUNNER
-from .test_team_signatures import team_dir
+from tests.conftest import FIXTURES, RUNNER
+from tests.catalog.test_team_signatures import team_dir
 
 PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
 

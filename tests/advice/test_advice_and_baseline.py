@@ -1,0 +1,178 @@
+"""OOM advice with numbers, the slowdown's expected range, and `diagnose --baseline`."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from offloaddoctor.advice.slowdown import expected_slowdown
+from offloaddoctor.api import diagnose, diagnose_text
+from offloaddoctor.cli import app
+
+from tests.conftest import FIXTURES, RUNNER
+
+FAMILY = FIXTURES / "compare-family"
+OOM = (
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "79.18 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.66 GiB memory in use. "
+    "Of the allocated memory 77.90 GiB is allocated by PyTorch, and 200.00 MiB is reserved by PyTorch but unallocated."
+)
+PARAMS = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 7000000000\n"
+
+
+def test_oom_advice_says_which_fraction_frees_enough():
+    config = {
+        "optimizer.optimizer_cpu_offload": True,
+        "optimizer.optimizer_offload_fraction": 0.25,
+        "optimizer.use_distributed_optimizer": True,
+        "data_parallel_size": 8,
+    }
+    finding = diagnose_text(PARAMS + OOM, config).findings[0]
+    assert finding.id == "oom-partial-optimizer-offload"
+    facts = finding.facts
+    state = 7_000_000_000 * 12 / 8
+    assert facts["optimizer_state_estimate_bytes"] == int(state)
+    assert facts["shortfall_bytes"] == 2 * 2**30 - 512 * 2**20
+    # 0.25 + 1.5 GiB / 9.78 GiB = 0.41 → next 0.05 step
+    assert facts["offload_fraction_needed"] == 0.45
+    assert "data-parallel size 8" in facts["estimate_basis"]
+    assert facts["expected_slowdown"].startswith("~1.4x (0.47B GPT, H100) to ~2.5x")
+
+
+def test_oom_advice_is_honest_when_offload_cannot_be_enough():
+    config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9}
+    facts = (
+        diagnose_text(
+            " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM, config
+        )
+        .findings[0]
+        .facts
+    )
+    assert str(facts["offload_fraction_needed"]).startswith("more than 1.0")
+    assert "unknown: not divided" in facts["estimate_basis"]
+
+
+def test_no_advice_without_a_parameter_count_and_fragmentation_keeps_its_free_fix_first():
+    assert (
+        "offload_fraction_needed"
+        not in diagnose_text(
+            OOM, {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.25}
+        )
+        .findings[0]
+        .facts
+    )
+    fragmented = OOM.replace("200.00 MiB is reserved", "6.00 GiB is reserved")
+    finding = diagnose_text(PARAMS + fragmented).findings[0]
+    # issue 27: expandable segments first (zero cost), then the capacity fix the numbers size
+    assert finding.id == "oom-fragmentation" and "offload_fraction_needed" in finding.facts
+    assert finding.overrides[0] == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+
+
+@pytest.mark.parametrize(("fraction", "low", "high"), [(0.25, 1.21, 1.9), (1.0, 2.07, 4.2), (0.5, 1.42, 2.6667)])
+def test_expected_slowdown_interpolates_both_measured_curves(fraction, low, high):
+    numbers = [float(x) for x in re.findall(r"~(\d+\.\d)x", expected_slowdown(fraction))]
+    assert numbers == [round(low, 1), round(high, 1)]
+
+
+def scaled(tmp_path, factor: float):
+    text = (FAMILY / "opt100.log").read_text()
+    text = re.sub(
+        r"(elapsed time per iteration \(ms\): )([\d.]+)",
+        lambda m: f"{m.group(1)}{float(m.group(2)) * factor:.1f}",
+        text,
+    )
+    text = re.sub(
+        r"(throughput per GPU \(TFLOP/s/GPU\): )([\d.]+)",
+        lambda m: f"{m.group(1)}{float(m.group(2)) / factor:.1f}",
+        text,
+    )
+    path = tmp_path / "slow.log"
+    path.write_text(text)
+    return str(path)
+
+
+def test_baseline_measures_the_slowdown(tmp_path):
+    fine = diagnose([str(FAMILY / "opt100.log")], baseline=str(FAMILY / "baseline.log"))
+    assert fine.findings == [] and fine.run_facts["slowdown_ratio"] == pytest.approx(834.9 / 402.6, abs=1e-3)
+    slow = diagnose([scaled(tmp_path, 2.0)], baseline=str(FAMILY / "baseline.log"))
+    finding = slow.findings[0]
+    assert finding.id == "optimizer-offload-slowdown"
+    assert finding.facts["slowdown_ratio"] == pytest.approx(2 * 834.9 / 402.6, abs=0.01)
+    assert finding.facts["overlap_cpu_optimizer_d2h_h2d"] is False
+    assert "at fraction 1" in finding.facts["expected_slowdown"]
+
+
+def test_baseline_overrules_the_throughput_heuristic(tmp_path):
+    slow_but_expected = scaled(tmp_path, 1.3)  # 88 TFLOP/s/GPU: the heuristic alone fires
+    assert [f.id for f in diagnose([slow_but_expected]).findings] == ["optimizer-offload-slowdown"]
+    assert diagnose([slow_but_expected], baseline=str(FAMILY / "baseline.log")).findings == []
+
+
+def test_bad_baselines_are_one_line_errors(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_text("no iterations here\n")
+    for baseline, fragment in [
+        (str(tmp_path / "missing.log"), "no such file"),
+        (str(empty), "no steady-state iteration time"),
+    ]:
+        result = RUNNER.invoke(app, ["diagnose", str(FAMILY / "opt100.log"), "--baseline", baseline])
+        assert result.exit_code == 2 and fragment in result.stderr, result.stderr
+
+
+def test_the_fix_uses_the_estimated_fraction():
+    config = {
+        "optimizer.optimizer_cpu_offload": True,
+        "optimizer.optimizer_offload_fraction": 0.25,
+        "optimizer.use_distributed_optimizer": True,
+        "data_parallel_size": 8,
+    }
+    finding = diagnose_text(PARAMS + OOM, config).findings[0]
+    assert "optimizer.optimizer_offload_fraction=0.45" in finding.overrides
+    short = diagnose_text(
+        " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM,
+        {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9},
+    )
+    assert "optimizer.optimizer_offload_fraction=1" in short.findings[0].overrides
+
+
+def test_every_computed_offload_fraction_follows_the_one_step(monkeypatch):
+    """OOM advice and `estimate`'s smallest fraction round to config.derived.OFFLOAD_FRACTION_STEP (0.05), not a
+    copy of it; the fix template's raise (0.25) is another number with its own name."""
+    from offloaddoctor.advice.changes import _smallest_fraction
+    from offloaddoctor.config import derived
+    from offloaddoctor.memory import estimate
+
+    from tests.memory.test_memory_model import MINIMAL, _shape
+
+    config = {
+        "optimizer.optimizer_cpu_offload": True,
+        "optimizer.optimizer_offload_fraction": 0.25,
+        "optimizer.use_distributed_optimizer": True,
+        "data_parallel_size": 8,
+    }
+    assert diagnose_text(PARAMS + OOM, config).findings[0].facts["offload_fraction_needed"] == 0.45
+    shape = _shape(*MINIMAL, "model.bf16=true", "optimizer.use_distributed_optimizer=true")
+    budget = estimate(shape).peak_allocated_bytes * 0.97  # 3 % short: a fraction of the state frees it
+    assert _smallest_fraction(shape, budget) == 0.75
+    monkeypatch.setattr(derived, "OFFLOAD_FRACTION_STEP", 0.2)
+    assert diagnose_text(PARAMS + OOM, config).findings[0].facts["offload_fraction_needed"] == 0.6
+    assert _smallest_fraction(shape, budget) == 0.8
+    assert derived.OFFLOAD_FRACTION_RAISE == 0.25
+
+
+def test_the_fix_takes_the_needed_fraction_as_a_number_not_from_the_facts_sentence(monkeypatch):
+    """The fix note read the fraction back out of the fact's English ("more than 1.0 (1.13): ..."): reworded, the
+    note broke. It is computed as a number now, and both the sentence and the note are rendered from it."""
+    from offloaddoctor.advice import fix_numbers
+
+    config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9}
+    log = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM
+    before = diagnose_text(log, config).findings[0]
+    monkeypatch.setattr(fix_numbers, "_needed_fraction_fact", lambda fraction: "offloading cannot free enough")
+    after = diagnose_text(log, config).findings[0]
+    assert after.facts["offload_fraction_needed"] == "offloading cannot free enough"
+    assert after.fix_note == before.fix_note and re.search(r"a fraction of \d+\.\d\d\)", after.fix_note)
+    assert not any(key.startswith("_") for key in after.facts)  # the number is carried, never shown
+    assert fix_numbers.needed_fraction(0.41) == 0.45 and fix_numbers.needed_fraction(0.001) == 0.05
+    assert fix_numbers.needed_fraction(1.234) == 1.234

@@ -1,0 +1,143 @@
+"""`offloaddoctor estimate` through the CLI: output formats, exit codes, bad inputs; advice `check` accepts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from offloaddoctor.memory.fit import fits
+from typer.testing import CliRunner
+
+from offloaddoctor.api import check, estimate
+from offloaddoctor.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = "fixtures/memory-calibration/c04-mbs8.log.gz"
+LAUNCH = "fixtures/estimate/llama3-8b-launch.sh"
+SCHEMA = json.loads((ROOT / "docs" / "estimate.schema.json").read_text())
+RUNNER = CliRunner()
+
+
+@pytest.fixture
+def in_repo(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def invoke(*args):
+    return RUNNER.invoke(app, ["estimate", *args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json"])
+def test_output_formats(in_repo, snapshot, fmt):
+    result = invoke(LAUNCH, "--gpu", "H100-80GB", "--format", fmt)
+    assert result.exit_code == 1  # does not fit
+    assert result.stdout == snapshot
+
+
+def test_json_follows_its_schema_and_adds_up(in_repo):
+    for args in ([RUN], [RUN, "--gpu", "H200"], [LAUNCH, "--gpu-memory", "80GiB"], [RUN, "--target", "12GiB"]):
+        document = json.loads(invoke(*args, "--format", "json").stdout)
+        jsonschema.validate(document, SCHEMA)
+        assert sum(document["components"].values()) == pytest.approx(document["peak_allocated_mb"], abs=0.5)
+
+
+def test_exit_codes(in_repo):
+    assert invoke(RUN).exit_code == 0  # no GPU: nothing to fail
+    assert invoke(RUN, "--gpu", "H100-80GB").exit_code == 0  # 23 GiB on an 80 GB GPU
+    assert invoke(RUN, "--gpu-memory", "16GiB").exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ([], "nothing to estimate"),
+        (["missing.yaml"], "missing.yaml"),
+        ([RUN, "--gpu", "H42"], "unknown GPU"),
+        ([RUN, "--gpu-memory", "80"], "with a unit"),
+        ([RUN, "--gpu", "H100", "--gpu-memory", "80GiB"], "pick one"),
+        ([RUN, "--target", "lots"], "--target"),
+        ([RUN, "--world-size", "0"], "at least 1"),
+        (["fixtures/configs/bridge-run-config-optimizer-offload.yaml"], "needs model.seq_length, model.vocab_size"),
+        ([LAUNCH, "--set", "model.hidden_size=wide"], "whole number"),
+        ([LAUNCH, "--world-size", "3"], "not a multiple"),
+        (["README.md"], "invalid YAML"),
+    ],
+)
+def test_bad_inputs_are_one_line_and_exit_2(in_repo, args, message):
+    result = RUNNER.invoke(app, ["estimate", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_every_suggestion_passes_check_and_fits_when_it_says_so(in_repo):
+    report = estimate([LAUNCH], gpu="H100-80GB")
+    assert report.fits is False and report.suggestions
+    budget = report.budget_bytes
+    for suggestion in report.suggestions:
+        assert fits(suggestion.estimate, budget) == suggestion.fits
+        assert not check([LAUNCH], list(suggestion.overrides)).has_errors, suggestion.change
+    assert [s.cost_rank for s in report.suggestions] == sorted(s.cost_rank for s in report.suggestions)
+
+
+def test_pipeline_parallel_run_is_never_told_to_offload_activations(in_repo):
+    report = estimate([LAUNCH], ["model.pipeline_model_parallel_size=2"], gpu_memory="40GiB")
+    assert report.suggestions
+    assert not any("cpu_offloading" in line for s in report.suggestions for line in s.overrides)
+
+
+def test_check_with_a_gpu_reports_the_memory_finding_with_the_cheapest_fix(in_repo):
+    report = check([LAUNCH], gpu="H100-80GB")
+    memory = [v for v in report.violations if v.id == "memory-exceeds-capacity"]
+    assert memory and memory[0].overrides == ["--micro-batch-size 1"]  # a launch script: Megatron-LM flags
+    assert "activations" in memory[0].facts["largest_component"]
+    assert not any(v.id == "memory-exceeds-capacity" for v in check([LAUNCH], gpu="H200").violations)
+    assert not any(v.id == "memory-exceeds-capacity" for v in check([LAUNCH]).violations)
+
+
+def test_a_log_without_config_lines_is_one_line(tmp_path):
+    log = tmp_path / "rank0.log"
+    log.write_text("iteration 1/ 10 | elapsed time per iteration (ms): 400.0 |\n")
+    result = RUNNER.invoke(app, ["estimate", str(log)])
+    assert result.exit_code == 2 and "no arguments block or config lines" in result.stderr
+
+
+def test_a_real_oom_is_sized_by_the_whole_step_not_the_failed_request(in_repo):
+    from offloaddoctor.api import diagnose
+
+    finding = diagnose(["fixtures/oom-capacity-recorded/job.log"]).findings[0]
+    # free 3.02 + slack 1.83 GiB >= 3.91 GiB, but the whole step is far shorter: capacity (docs/oom.md)
+    assert finding.id == "oom-capacity"
+    assert "whole step is" in finding.facts["fragmentation_arithmetic"]
+    assert finding.facts["shortfall_bytes"] < 2**30  # the request: 911 MiB
+    assert finding.facts["whole_step_shortfall_bytes"] > 15 * 2**30  # the model: ~22 GiB
+    assert "activations" in finding.facts["largest_component"]
+    assert finding.facts["cheapest_change_that_fits"].startswith("selective recompute")
+    # The memory model's capacity fix, printed as the log's Megatron-LM flags (no --config: the arguments block
+    # is the config the user edits)
+    assert finding.changes == [("model.recompute_granularity", "selective"), ("model.recompute_modules", ["core_attn"])]
+    assert finding.overrides == ["--recompute-granularity selective", "--recompute-modules core_attn"]
+    assert not any(key.startswith("_") for key in finding.facts)
+
+
+def test_an_oom_that_the_config_cannot_explain_says_so(in_repo):
+    from offloaddoctor.api import diagnose
+
+    recorded = diagnose(["fixtures/oom-capacity-recorded/job.log"]).findings[0]
+    assert "estimate_vs_allocated" not in recorded.facts  # 72.7 GiB allocated, the model ~93 GiB: consistent
+    case = "fixtures/oom-partial-optimizer-offload-bridge/"
+    composed = diagnose([case + "job.log"], [case + "run_config.yaml"]).findings[0]
+    assert "6.6x the memory model's peak" in composed.facts["estimate_vs_allocated"]  # a synthetic 76 GiB message
+
+
+def test_a_log_is_read_as_diagnose_reads_it_rank_prefixes_and_all(in_repo, tmp_path):
+    import gzip
+
+    with gzip.open(RUN, "rt") as log:
+        text = log.read()
+    prefixed = tmp_path / "rank0.log"
+    prefixed.write_text("".join(f"[rank0]: {line}\n" for line in text.splitlines()))
+    assert estimate([str(prefixed)]).estimate.peak_allocated_bytes == estimate([RUN]).estimate.peak_allocated_bytes

@@ -1,0 +1,221 @@
+"""Issue 26: fixes in the dialect of the config the user edits, one consistent change set, and a verdict and
+fix that follow the OOM message's numbers in every output format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from offloaddoctor.report.fixes import merged_changes
+from offloaddoctor.report.preflight import check_store
+from offloaddoctor.api import diagnose, diagnose_text, estimate, load_catalog
+from offloaddoctor.config.defaults import add_defaults
+from offloaddoctor.config.dialect import (
+    BRIDGE,
+    MEGATRON_LM,
+    apply_changes,
+    parse_fix_line,
+    render_changes,
+    render_lines,
+)
+from offloaddoctor.config.loading import build_store, explicit_config, load_log_config
+from offloaddoctor.errors import UserError
+from offloaddoctor.policy import Policy
+from offloaddoctor.render.github import render_github
+from offloaddoctor.render.json_report import render_json
+from offloaddoctor.render.markdown import render_markdown
+from offloaddoctor.render.plain import render_plain
+
+from tests.conftest import FIXTURES
+
+PP_AND_STATE_LOG = (
+    "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading\n"
+    "AssertionError: --offload-optimizer-states cannot be used with --optimizer-cpu-offload"
+)
+
+
+def _fixtures_with_findings():
+    return sorted(d.name for d in FIXTURES.iterdir() if (d / "job.log").is_file())
+
+
+def _diagnose(name: str):
+    directory = FIXTURES / name
+    configs = [str(p) for p in sorted(directory.glob("*.yaml")) if p.name != "expected.yaml"]
+    configs += [str(p) for p in sorted(directory.glob("*.sh"))]
+    return diagnose([str(directory / "job.log")], config_paths=configs, policy=Policy()), configs
+
+
+def test_a_megatron_lm_log_gets_flags_and_a_switch_is_turned_off_by_removing_it():
+    report = diagnose([str(FIXTURES / "pp-cpu-offload" / "job.log")], policy=Policy())
+    (finding,) = [f for f in report.findings if f.id == "pp-cpu-offload"]
+    assert report.fix_dialect == MEGATRON_LM
+    # Megatron-LM turns activation offloading on from the layer count: the count turns it off.
+    assert finding.overrides == [
+        "--cpu-offloading-num-layers 0",
+        "--optimizer-cpu-offload",
+        "--optimizer-offload-fraction 0.5",
+    ]
+    report = diagnose([str(FIXTURES / "state-offload-conflict" / "job.log")], policy=Policy())
+    lines = {f.id: f.overrides for f in report.findings}
+    # --optimizer-cpu-offload is store_true with no --no- form in Megatron-LM.
+    assert lines["state-offload-conflict"] == ["remove --optimizer-cpu-offload from the launch command"]
+    assert not any("=" in line and not line.startswith("export") for f in report.findings for line in f.overrides)
+
+
+def test_the_config_file_given_with_config_decides_the_dialect_over_the_log():
+    directory = FIXTURES / "oom-partial-optimizer-offload-bridge"
+    report = diagnose([str(directory / "job.log")], config_paths=[str(directory / "run_config.yaml")], policy=Policy())
+    assert report.fix_dialect == BRIDGE
+    assert all(line.startswith(("model.", "optimizer.")) for line in report.findings[0].overrides)
+    # the same log's arguments block alone is Megatron-LM's
+    alone = diagnose([str(directory / "job.log")], policy=Policy())
+    assert alone.fix_dialect == MEGATRON_LM
+    assert all(line.startswith("--") for f in alone.findings for line in f.overrides)
+
+
+def test_the_signature_written_in_flags_prints_overrides_for_a_bridge_config():
+    report = diagnose_text(
+        "AssertionError: --use-precision-aware-optimizer only supported with adam",
+        {"optimizer.optimizer": "sgd", "optimizer.use_precision_aware_optimizer": True},
+    )
+    (finding,) = report.findings
+    assert finding.overrides == ["optimizer.use_precision_aware_optimizer=True", "optimizer.optimizer=adam"]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        [("model.cpu_offloading_num_layers", 0)],
+        [("optimizer.optimizer_cpu_offload", False), ("optimizer.use_distributed_optimizer", True)],
+        [("optimizer.optimizer_offload_fraction", 0.75), ("train.micro_batch_size", 1)],
+        [("model.recompute_granularity", None), ("model.virtual_pipeline_model_parallel_size", None)],
+        [("model.recompute_granularity", "selective"), ("model.recompute_modules", ["core_attn"])],
+        [
+            ("model.add_bias_linear", False),
+            ("ddp.nccl_ub", False),
+            ("env.PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+        ],
+        [("env.NCCL_GRAPH_REGISTER", None)],
+    ],
+)
+@pytest.mark.parametrize("dialect", [MEGATRON_LM, BRIDGE])
+def test_printed_changes_read_back_as_the_same_changes(changes, dialect):
+    lines = render_changes(changes, dialect)
+    read = dict(change for line in lines for change in parse_fix_line(line))
+    assert read == dict(changes), lines
+
+
+def test_environment_is_an_export_in_every_dialect():
+    for dialect in (MEGATRON_LM, BRIDGE):
+        assert render_lines(["export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"], dialect) == [
+            "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+        ]
+
+
+def _run_config(name: str, configs: list[str]):
+    """What the user edits: the --config files, else the config the log prints."""
+    values = explicit_config(configs, [])
+    try:
+        values = load_log_config(str(FIXTURES / name / "job.log")) + values
+    except UserError:
+        pass
+    return values
+
+
+@pytest.mark.parametrize("name", _fixtures_with_findings())
+def test_applying_every_printed_fix_leaves_no_violation_of_its_finding(name):
+    report, configs = _diagnose(name)
+    catalog = load_catalog()
+    preflight = {s.id for s in catalog.signatures if s.preflight and s.config is not None}
+    values = _run_config(name, configs)
+    changes = [c for f in report.findings for line in f.overrides for c in parse_fix_line(line)]
+    store = build_store(apply_changes(values, changes, report.fix_dialect))
+    add_defaults(store)
+    remaining = {f.id for f in check_store(catalog, store).violations}
+    assert not remaining & {f.id for f in report.findings if f.id in preflight and f.changes}
+
+
+@pytest.mark.parametrize("name", _fixtures_with_findings())
+def test_no_key_gets_two_values_from_two_findings(name):
+    report, _ = _diagnose(name)
+    seen: dict[str, object] = {}
+    for finding in report.findings:
+        for key, value in finding.changes:
+            assert seen.setdefault(key, value) == value, (key, finding.id)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {
+            "model.cpu_offloading": True,
+            "model.pipeline_model_parallel_size": 4,
+            "optimizer.offload_optimizer_states": True,
+            "optimizer.optimizer_cpu_offload": True,
+        },
+        {
+            "--cpu-offloading-num-layers": 2,
+            "--pipeline-model-parallel-size": 4,
+            "--offload-optimizer-states": True,
+            "--optimizer-cpu-offload": True,
+        },
+    ],
+)
+def test_pp_offload_and_state_offload_fixes_agree_on_optimizer_offloading(config):
+    """pp-cpu-offload suggested optimizer offloading on while state-offload-conflict turns it off: the
+    finding whose constraint is about the key keeps it; the other leaves it (and its fraction) out, saying why."""
+    report = diagnose_text(PP_AND_STATE_LOG, config)
+    fixes = {f.id: f for f in report.findings}
+    assert dict(fixes["state-offload-conflict"].changes) == {"optimizer.optimizer_cpu_offload": False}
+    pp = dict(fixes["pp-cpu-offload"].changes)
+    assert "optimizer.optimizer_cpu_offload" not in pp and "optimizer.optimizer_offload_fraction" not in pp
+    assert "left out of this fix: state-offload-conflict's fix says" in fixes["pp-cpu-offload"].fix_note
+    assert merged_changes(report.findings)["optimizer.optimizer_cpu_offload"] is False
+    store = build_store(apply_changes([], merged_changes(report.findings).items(), report.fix_dialect))
+    assert store.resolve("optimizer.optimizer_cpu_offload").value is False
+
+
+HEADLINE = FIXTURES / "oom-partial-optimizer-offload-bridge"
+CAVEATS = (
+    "the memory model disagrees with the message's figures (6.6x its peak allocated): the config is probably from another run",
+    "optimizer offloading alone cannot free enough",
+)
+
+
+def _headline_outputs() -> dict[str, str]:
+    report = diagnose([str(HEADLINE / "job.log")], config_paths=[str(HEADLINE / "run_config.yaml")], policy=Policy())
+    annotations, summary = render_github(report)
+    document = json.loads(render_json(report))
+    finding = document["findings"][0]
+    return {
+        "text": render_plain(report),
+        "github": annotations,
+        "github summary": summary,
+        "markdown": render_markdown(report),
+        "json": " ".join([finding["config"]["explanation"], *finding["fix"]["sentences"]]),
+    }
+
+
+def test_the_headline_oom_verdict_and_fix_follow_the_numbers_in_every_format():
+    for name, text in _headline_outputs().items():
+        flat = " ".join(text.replace("%25", "%").split())
+        for caveat in CAVEATS:
+            assert caveat in flat, (name, caveat)
+        assert "Raise the offload fraction by a step" not in flat, name
+
+
+def test_estimate_advice_in_the_dialect_of_its_config():
+    report = estimate([str(FIXTURES / "estimate" / "llama3-8b-launch.sh")], gpu="H100-80GB")
+    from offloaddoctor.render.estimate_view import estimate_json, render_estimate_text
+
+    text = render_estimate_text(report)
+    assert "--micro-batch-size 1" in text and "train.micro_batch_size=" not in text
+    assert "--cpu-offloading\n" not in text  # the layer count turns it on in Megatron-LM
+    advice = estimate_json(report)["advice"]
+    assert all(line.startswith("--") for item in advice for line in item["overrides"])
+    bridge = estimate(
+        [str(HEADLINE / "run_config.yaml")], ["model.seq_length=4096", "model.vocab_size=32000"], gpu_memory="8GiB"
+    )
+    advice = estimate_json(bridge)["advice"]
+    assert advice and all(line.split("=")[0].count(".") == 1 for item in advice for line in item["overrides"])

@@ -1,0 +1,263 @@
+"""The memory model against real runs, its properties, and the shape it reads from configs."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offloaddoctor.api import estimate as estimate_run
+from offloaddoctor.config.loading import build_store
+from offloaddoctor.config.overrides import parse_overrides
+from offloaddoctor.errors import UserError
+from offloaddoctor.memory import MissingKeys, RunShape, estimate, read_shape
+from offloaddoctor.memory.gpus import parse_size
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = sorted((ROOT / "fixtures" / "memory-calibration").glob("*.log.gz"))
+MAX_ALLOCATED = re.compile(r"max allocated: ([\d.]+)")
+PARAMETERS = re.compile(r"model parallel rank \([\d, ]+\): (\d+)")
+
+
+def _text(path: Path) -> str:
+    return gzip.open(path, "rt").read()
+
+
+def test_every_recorded_run_is_there():
+    assert len(RUNS) == 46
+    assert sum(p.name.startswith("h") for p in RUNS) == 12  # held out of calibration
+    assert sum(p.name.startswith("n") for p in RUNS) == 13  # recorded after the model was frozen
+    assert sum(p.name.startswith("e") for p in RUNS) == 5  # MoE, after its formulas were written
+
+
+@pytest.mark.parametrize("path", RUNS, ids=lambda p: p.name.removesuffix(".log.gz"))
+def test_parameter_count_is_megatrons_exactly(path):
+    logged = max(int(n) for n in PARAMETERS.findall(_text(path)))
+    result = estimate_run([str(path)]).estimate
+    assert max(s.parameters.total for s in result.stages) == logged
+
+
+@pytest.mark.parametrize("path", RUNS, ids=lambda p: p.name.removesuffix(".log.gz"))
+def test_estimate_within_ten_percent_of_the_measured_peak(path):
+    measured = max(float(m) for m in MAX_ALLOCATED.findall(_text(path)))
+    result = estimate_run([str(path)]).estimate
+    # With optimizer offloading the peak is a range: whether Python's GC freed the first optimizer build
+    # (memory/model.py _uncollected_first_build) is not in the config; the nearer end is held to the limit.
+    error = min(
+        abs(end / 2**20 - measured) / measured * 100
+        for end in (result.peak_allocated_bytes, result.peak_allocated_if_collected_bytes)
+    )
+    limit = 10 if path.name[0] in "hne" else 2.5  # calibration runs: the constants come from them
+    assert error <= limit
+
+
+BASE = RunShape(
+    num_layers=8,
+    hidden_size=2048,
+    num_attention_heads=16,
+    seq_length=1024,
+    micro_batch_size=4,
+    vocab_size=32000,
+    distributed_optimizer=True,
+    flash_attention=False,
+)
+shapes = st.builds(
+    lambda layers, heads, seq, mbs, vocab, flash, recompute: BASE.with_changes(
+        num_layers=layers,
+        num_attention_heads=heads,
+        seq_length=seq,
+        micro_batch_size=mbs,
+        vocab_size=vocab,
+        flash_attention=flash,
+        recompute_granularity=recompute,
+    ),
+    st.integers(1, 48),
+    st.sampled_from([8, 16, 32]),
+    st.sampled_from([512, 1024, 2048, 4096]),
+    st.integers(1, 8),
+    st.integers(1000, 160000),
+    st.booleans(),
+    st.sampled_from([None, "selective", "full"]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shapes, st.sampled_from(["micro_batch_size", "seq_length", "num_layers"]))
+def test_peak_grows_with_micro_batch_sequence_and_layers(shape, field):
+    bigger = shape.with_changes(**{field: getattr(shape, field) * 2})
+    small, large = estimate(shape).most_loaded, estimate(bigger).most_loaded
+    # Forward/backward memory always grows; the peak may stay put when the optimizer step sets it.
+    assert large.forward_backward_bytes > small.forward_backward_bytes
+    assert large.peak_bytes >= small.peak_bytes
+
+
+@settings(max_examples=60, deadline=None)
+@given(shapes)
+def test_offload_fraction_one_removes_exactly_the_offloadable_state(shape):
+    before = estimate(shape).most_loaded
+    after = estimate(shape.with_changes(optimizer_cpu_offload=True, optimizer_offload_fraction=1.0)).most_loaded
+    states = next(c.bytes for c in before.components if c.name == "optimizer_states")
+    assert next(c.bytes for c in after.components if c.name == "optimizer_states") == 0
+    assert before.forward_backward_bytes - after.forward_backward_bytes == pytest.approx(states)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shapes, st.sampled_from([2, 4, 8]))
+def test_distributed_optimizer_divides_the_state_by_data_parallel_size(shape, dp):
+    def states(s):
+        return next(c.bytes for c in estimate(s).most_loaded.components if c.name == "optimizer_states")
+
+    one = states(shape.with_changes(data_parallel=1, te_fused_adam=True))
+    assert states(shape.with_changes(data_parallel=dp, te_fused_adam=True)) == pytest.approx(one / dp)
+
+
+def test_unfused_attention_grows_with_the_square_of_the_sequence_flash_does_not():
+    def activations(shape):
+        return next(c.bytes for c in estimate(shape).most_loaded.components if c.name == "activations")
+
+    for flash, ratio in ((False, 2.5), (True, 2.1)):
+        short = activations(BASE.with_changes(flash_attention=flash, seq_length=1024))
+        long = activations(BASE.with_changes(flash_attention=flash, seq_length=2048))
+        assert (long / short > ratio) is (not flash)
+
+
+def _shape(*items: str, world_size=None) -> RunShape:
+    return read_shape(build_store(parse_overrides(list(items))), world_size)
+
+
+MINIMAL = (
+    "model.num_layers=8",
+    "model.hidden_size=2048",
+    "model.num_attention_heads=16",
+    "model.seq_length=1024",
+    "train.micro_batch_size=2",
+    "model.vocab_size=32000",
+)
+
+
+def test_missing_keys_are_named_in_one_error():
+    with pytest.raises(MissingKeys, match=r"model\.hidden_size, model\.seq_length"):
+        _shape(
+            "model.num_layers=8", "model.num_attention_heads=16", "train.micro_batch_size=2", "model.vocab_size=32000"
+        )
+
+
+def test_data_parallel_size_from_torchrun_and_slurm(tmp_path):
+    script = tmp_path / "launch.sh"
+    script.write_text(
+        "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 2 "
+        "--num-layers 8 --hidden-size 2048 --num-attention-heads 16 --seq-length 1024 "
+        "--micro-batch-size 1 --vocab-size 32000 --bf16\n"
+    )
+    assert estimate_run([str(script)]).estimate.shape.data_parallel == 8
+    script.write_text(
+        script.read_text().replace(
+            "torchrun --nproc_per_node 8 --nnodes 2", "python -m torch.distributed.run --nproc-per-node 4"
+        )
+    )
+    assert estimate_run([str(script)]).estimate.shape.data_parallel == 2
+    assert _shape(*MINIMAL, "env.SLURM_NTASKS=64").data_parallel == 64
+
+
+def test_world_size_unknown_is_an_assumption_and_not_a_multiple_is_an_error():
+    shape = _shape(*MINIMAL)
+    assert shape.data_parallel == 1 and any("data-parallel size 1" in a for a in shape.assumptions)
+    with pytest.raises(UserError, match="not a multiple of TP x PP x CP = 4"):
+        _shape(*MINIMAL, "model.tensor_model_parallel_size=4", world_size=6)
+
+
+@pytest.mark.parametrize("item", ["model.hidden_size=big", "model.num_layers=8.5", "model.seq_length=-4"])
+def test_a_value_of_the_wrong_type_is_a_clear_error(item):
+    with pytest.raises(UserError, match=item.split("=")[0]):
+        _shape(*MINIMAL, item)
+
+
+def test_megatron_lm_gqa_off_ignores_the_printed_group_count():
+    assert _shape(*MINIMAL, "num_query_groups=1", "group_query_attention=False").heads_kv == 16
+    assert _shape(*MINIMAL, "num_query_groups=4", "group_query_attention=True").heads_kv == 4
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [("80GiB", 80 << 30), ("80GB", 80 * 10**9), ("81559MiB", 81559 << 20), ("1.5 TiB", int(1.5 * (1 << 40)))],
+)
+def test_sizes(text, expected):
+    assert parse_size(text, "--gpu-memory") == expected
+
+
+@pytest.mark.parametrize("text", ["80", "eighty GiB", "0GiB", "80 parsecs", ""])
+def test_bad_sizes(text):
+    with pytest.raises(UserError):
+        parse_size(text, "--gpu-memory")
+
+
+def test_data_parallel_size_from_sbatch_lines(tmp_path):
+    script = tmp_path / "job.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=8\n#SBATCH --time=04:00:00\n"
+        "srun python pretrain_gpt.py --num-layers 8 --hidden-size 2048 --num-attention-heads 16 "
+        "--seq-length 1024 --micro-batch-size 1 --vocab-size 32000 --tensor-model-parallel-size 2\n"
+    )
+    shape = estimate_run([str(script)]).estimate.shape
+    assert (shape.world_size, shape.data_parallel) == (32, 16)
+
+
+@pytest.mark.parametrize(
+    ("p", "v", "micro", "stage", "expected"),
+    [
+        (2, 2, 8, 0, 2.5),  # (2-0-1)*2 + (2-1)*2 + 1 = 5 chunk forwards, 2 chunks a stage
+        (2, 2, 8, 1, 1.5),
+        (4, 2, 16, 0, 5.5),
+        (4, 2, 2, 0, 2.0),  # capped: only 2 micro-batches x 2 chunks exist
+        (2, 3, 8, 0, 7 / 3),
+        (4, None, 16, 1, 3),  # plain 1F1B: p - stage
+    ],
+)
+def test_micro_batches_in_flight_follow_megatron_schedules(p, v, micro, stage, expected):
+    from offloaddoctor.memory.activations import micro_batches_in_flight
+
+    shape = BASE.with_changes(
+        pipeline_parallel=p, virtual_pipeline=v, global_batch_size=micro * BASE.micro_batch_size, num_layers=16
+    )
+    assert micro_batches_in_flight(shape, stage) == pytest.approx(expected)
+
+
+def test_the_most_loaded_stage_says_why():
+    from offloaddoctor.memory.model import why_most_loaded
+
+    result = estimate(BASE.with_changes(pipeline_parallel=2, virtual_pipeline=2, global_batch_size=32, num_layers=16))
+    why = why_most_loaded(result)
+    assert why.startswith(f"stage {result.most_loaded.stage} ")
+    assert "interleaved 1F1B with 2 virtual stages" in why
+    assert why_most_loaded(estimate(BASE)) == ""
+
+
+def test_the_default_optimizer_state_bytes_are_what_the_model_uses_for_a_default_config():
+    """12 B/parameter has one home: advice and compare ask the memory package for it."""
+    from offloaddoctor.memory import DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER, optimizer_state_bytes_per_parameter
+
+    mixed = _shape(*MINIMAL, "model.bf16=true")
+    assert optimizer_state_bytes_per_parameter() == DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER == 12
+    assert optimizer_state_bytes_per_parameter(mixed) == 12
+    assert optimizer_state_bytes_per_parameter(mixed.with_changes(precision="fp32")) == 8  # no master copy
+    assert optimizer_state_bytes_per_parameter(mixed.with_changes(exp_avg_bytes=2, exp_avg_sq_bytes=2)) == 8
+    states = estimate(mixed.with_changes(data_parallel=1)).component("optimizer_states")
+    assert "x 12 B (fp32 master 4 + Adam 4+4)" in states.formula
+
+
+def test_one_table_of_megatron_defaults_at_the_release_the_model_was_calibrated_on():
+    """Defaults came from megatron-core 0.16.1 (config/defaults.py) while the model and its recordings are 0.19.0:
+    one table now, at 0.19.0, and the memory model's own fallbacks agree with it."""
+    from offloaddoctor.config.defaults import DEFAULTS, MCORE_VERSION, add_defaults
+    from offloaddoctor.memory import calibration
+
+    assert f"megatron-core {MCORE_VERSION}" in calibration.__doc__
+    store = build_store(parse_overrides(list(MINIMAL)))
+    defaulted = build_store(parse_overrides(list(MINIMAL)))
+    add_defaults(defaulted)
+    assert any(defaulted.resolve(key).origin == "default" for key in DEFAULTS)
+    assert read_shape(store) == read_shape(defaulted)

@@ -1,0 +1,177 @@
+"""`check`: the catalogue's config predicates on a config alone, all violations at once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from offloaddoctor.report.preflight import check_store, preflight_signatures
+from offloaddoctor.api import check, load_catalog
+from offloaddoctor.cli import app
+from offloaddoctor.config.from_log import LogConfigCollector
+from offloaddoctor.config.keys import canonical_key
+from offloaddoctor.config.loading import build_store
+from offloaddoctor.config.values import ConfigValue, Source
+from offloaddoctor.errors import UserError
+from offloaddoctor.render.check_view import render_check_plain
+
+from tests.conftest import FIXTURES, RUNNER
+
+CATALOG = load_catalog()
+MANY = str(FIXTURES / "check" / "many-violations.yaml")
+BRIDGE = str(FIXTURES / "configs" / "bridge-run-config-optimizer-offload.yaml")
+
+
+def store_of(config: dict, log: str = ""):
+    collector = LogConfigCollector("<example>")
+    for number, line in enumerate(log.splitlines(), start=1):
+        collector.feed(line, number)
+    given = [ConfigValue(canonical_key(k), v, Source("<test>", None), "config") for k, v in config.items()]
+    return build_store(collector.values, given)
+
+
+def confirmed_examples():
+    for signature in preflight_signatures(CATALOG):
+        for example in signature.examples:
+            if example.expect == "match" and example.verdict == "confirmed" and example.config:
+                yield pytest.param(signature.id, example, id=f"{signature.id}:{example.name}")
+
+
+@pytest.mark.parametrize(("signature_id", "example"), list(confirmed_examples()))
+def test_every_confirmed_example_config_fails_the_check(signature_id, example):
+    # One source of truth: the config that confirms a log match is the config `check` rejects. The
+    # example's log counts too: it can carry config (MCore's "Falling back to Torch optimizers").
+    report = check_store(CATALOG, store_of(example.config, example.log))
+    assert signature_id in [v.id for v in report.violations]
+
+
+def test_every_preflight_signature_has_a_confirmed_example():
+    covered = {p.values[0] for p in confirmed_examples()}
+    assert covered == {s.id for s in preflight_signatures(CATALOG)}
+
+
+def test_all_violations_are_reported_at_once_with_sources():
+    report = check([MANY])
+    ids = [v.id for v in report.violations]
+    assert sorted(ids) == sorted(
+        ["pp-cpu-offload", "recompute-cpu-offload", "state-offload-conflict", "optimizer-offload-fraction-range"]
+    )
+    pp = next(v for v in report.violations if v.id == "pp-cpu-offload")
+    assert {(e.path, e.line) for e in pp.evidence} == {(MANY, 5), (MANY, 6)}
+    assert pp.overrides[0] == "model.cpu_offloading=False"
+    assert report.has_errors
+
+
+def test_reference_bridge_config_passes_every_constraint():
+    report = check([BRIDGE])
+    assert report.violations == []
+    assert report.unchecked == []
+    # memory-exceeds-capacity is checked only when a GPU is named (check --gpu)
+    assert len(report.passed) == len([s for s in preflight_signatures(CATALOG) if s.id != "memory-exceeds-capacity"])
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"num_layers": 8, "pipeline_model_parallel_size": 4, "cpu_offloading_num_layers": 0},  # Megatron-LM flat
+        {
+            "model.num_layers": 8,
+            "model.pipeline_model_parallel_size": 4,
+            "model.cpu_offloading": False,
+            "model.activation_offload_layers": 0,
+        },  # Bridge, the #2992 trap
+    ],
+)
+def test_zero_offloaded_layers_means_off(config):
+    assert "pp-cpu-offload" not in [v.id for v in check_store(CATALOG, store_of(config)).violations]
+
+
+def test_megatron_lm_layer_count_above_zero_turns_offloading_on():
+    report = check_store(
+        CATALOG, store_of({"num_layers": 8, "pipeline_model_parallel_size": 4, "cpu_offloading_num_layers": 2})
+    )
+    assert [v.id for v in report.violations] == ["pp-cpu-offload"]
+
+
+def test_defaults_fill_unset_keys_and_can_be_turned_off(tmp_path):
+    config = tmp_path / "pp.yaml"
+    config.write_text("model:\n  pipeline_model_parallel_size: 2\n")
+    assert check([str(config)]).unchecked == []
+    bare = check([str(config)], use_defaults=False)
+    needs = {u.id: u.missing for u in bare.unchecked}
+    assert "model.cpu_offloading" in needs["pp-cpu-offload"]
+
+
+def test_null_vpp_is_off_not_unknown():
+    report = check_store(
+        CATALOG,
+        store_of(
+            {
+                "model.num_layers": 6,
+                "model.pipeline_model_parallel_size": 2,
+                "model.virtual_pipeline_model_parallel_size": None,
+            }
+        ),
+    )
+    assert "vpp-layer-divisibility" in report.passed
+
+
+def test_only_selected_constraints_and_unknown_ids():
+    report = check([MANY], only=["state-offload-conflict"])
+    assert [v.id for v in report.violations] == ["state-offload-conflict"]
+    assert report.passed == [] and report.unchecked == []
+    with pytest.raises(UserError, match="oom-capacity"):
+        check([MANY], only=["oom-capacity"])  # log-only signatures cannot be checked from a config
+
+
+def test_nothing_to_check_is_a_usage_error():
+    with pytest.raises(UserError, match="nothing to check"):
+        check([])
+
+
+def test_plain_output_snapshot(snapshot, monkeypatch):
+    monkeypatch.chdir(FIXTURES.parent)
+    assert render_check_plain(check(["fixtures/check/many-violations.yaml"])) == snapshot
+
+
+def test_cli_exit_codes_and_json():
+    assert RUNNER.invoke(app, ["check", BRIDGE]).exit_code == 0
+    result = RUNNER.invoke(app, ["check", MANY, "--format", "json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["schema_version"] == 1
+    assert {v["id"] for v in data["violations"]} >= {"pp-cpu-offload", "state-offload-conflict"}
+    assert all(v["config"]["verdict"] == "confirmed" for v in data["violations"])
+    fixed = RUNNER.invoke(
+        app,
+        [
+            "check",
+            MANY,
+            "--set",
+            "model.pipeline_model_parallel_size=1",
+            "--set",
+            "model.recompute_granularity=null",
+            "--set",
+            "optimizer.offload_optimizer_states=false",
+            "--set",
+            "optimizer.optimizer_offload_fraction=0.5",
+        ],
+    )
+    assert fixed.exit_code == 0, fixed.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["check"], "nothing to check"),
+        (["check", "missing.yaml"], "missing.yaml: config file not found"),
+        (["check", MANY, "--set", "no-equals"], "no-equals"),
+        (["check", MANY, "--select", "nope"], "nope"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(args, fragment):
+    result = RUNNER.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and fragment in result.stderr
+    assert "Traceback" not in result.output

@@ -1,0 +1,35 @@
+"""Fix templates fill `{suggested.*}` values from their own namespace: they are not config keys."""
+
+from __future__ import annotations
+
+from offloaddoctor.api import diagnose
+from offloaddoctor.config.derived import fix_values
+from offloaddoctor.config.keys import is_known
+from offloaddoctor.config.values import ConfigStore, ConfigValue, Source
+from offloaddoctor.policy import Policy
+
+from tests.conftest import FIXTURES
+
+
+def store_of(**values) -> ConfigStore:
+    store = ConfigStore()
+    for key, value in values.items():
+        store.add(ConfigValue(key.replace("__", "."), value, Source("cfg.yaml", 1, "config"), "config"))
+    return store
+
+
+def test_suggestions_are_not_config_keys():
+    assert not is_known("optimizer.suggested_offload_fraction") and not is_known(
+        "model.suggested_virtual_pipeline_size"
+    )
+    store = store_of(optimizer__optimizer_offload_fraction=0.3)
+    assert store.resolve("optimizer.suggested_offload_fraction") is None
+    assert fix_values(store) == {"suggested.offload_fraction": 0.5}
+
+
+def test_the_vpp_fix_line_is_filled_from_the_suggestion():
+    report = diagnose([str(FIXTURES / "vpp-layer-divisibility" / "job.log")], policy=Policy())
+    finding = next(f for f in report.findings if f.id == "vpp-layer-divisibility")
+    _, value = next(c for c in finding.changes if c[0] == "model.virtual_pipeline_model_parallel_size")
+    assert value is None or isinstance(value, int)  # filled: no `<suggested.…>` left
+    assert not any("suggested" in line or "<" in line for line in finding.overrides)

@@ -1,0 +1,238 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from offloaddoctor.scanning.oom import fragmentation_suspected, fragmentation_verdict, parse_oom, usable_free
+from offloaddoctor.scanning.units import format_bytes, parse_quantity
+
+GIB, MIB = 1024**3, 1024**2
+TORCH_211_FRAGMENTATION = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 79.18 GiB "
+    "of which 680.19 MiB is free. Including non-PyTorch memory, this process has 78.51 GiB memory in use. Of the "
+    "allocated memory 35.10 GiB is allocated by PyTorch, and 42.90 GiB is reserved by PyTorch but unallocated. If "
+    "reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+    "fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html)"
+)
+TORCH_20 = (
+    "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.56 GiB "
+    "already allocated; 3.44 MiB free; 14.68 GiB reserved in total by PyTorch) If reserved memory is >> allocated "
+    "memory try setting max_split_size_mb to avoid fragmentation."
+)
+# torch 2.1 printed "capacty" (sic) and named other processes.
+TORCH_21 = (
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 3 has a total capacty of "
+    "79.15 GiB of which 1.13 GiB is free. Process 2313 has 78.01 GiB memory in use. Of the allocated memory 75.50 GiB "
+    "is allocated by PyTorch, and 1.71 GiB is reserved by PyTorch but unallocated."
+)
+
+
+def test_torch_211_fragmentation_figures():
+    facts = parse_oom(TORCH_211_FRAGMENTATION)
+    assert facts["requested_bytes"] == 4 * GIB
+    assert facts["total_capacity_bytes"] == round(79.18 * GIB)
+    assert facts["free_bytes"] == round(680.19 * MIB)
+    assert facts["in_use_bytes"] == round(78.51 * GIB)
+    assert facts["allocated_bytes"] == round(35.10 * GIB)
+    assert facts["reserved_unallocated_bytes"] == round(42.90 * GIB)
+    assert facts["fragmentation_suspected"] is True
+    assert facts["gpu"] == 0
+
+
+def test_zero_bytes_reserved_is_capacity():
+    facts = parse_oom(
+        TORCH_211_FRAGMENTATION.replace("35.10 GiB is allocated", "76.00 GiB is allocated").replace(
+            "42.90 GiB is reserved", "0 bytes is reserved"
+        )
+    )
+    assert facts["reserved_unallocated_bytes"] == 0
+    assert facts["fragmentation_suspected"] is False
+
+
+def test_old_wording_derives_reserved_unallocated():
+    facts = parse_oom(TORCH_20)
+    assert facts["requested_bytes"] == 20 * MIB
+    assert facts["total_capacity_bytes"] == round(15.78 * GIB)
+    assert facts["reserved_unallocated_bytes"] == round(14.68 * GIB) - round(14.56 * GIB)
+    # 3.44 MiB free + 122.88 MiB reserved-unallocated covers 20 MiB, however small a share of the card
+    assert facts["fragmentation_suspected"] is True
+    assert facts["fragmentation_arithmetic"].startswith("free 3.44 MiB + reserved-unallocated 122.88 MiB = ")
+
+
+def test_torch_21_typo_and_other_process_wording():
+    facts = parse_oom(TORCH_21)
+    assert facts["total_capacity_bytes"] == round(79.15 * GIB)
+    assert facts["gpu"] == 3
+    assert facts["fragmentation_suspected"] is True  # 1.13 GiB free + 1.71 GiB = 2.84 GiB >= 1.96 GiB
+
+
+def test_truncated_message_gives_what_it_has():
+    facts = parse_oom("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB.")
+    assert facts == {"requested_bytes": 512 * MIB}
+
+
+@given(st.floats(0, 1e6, allow_nan=False), st.sampled_from(["bytes", "KiB", "MiB", "GiB"]))
+def test_quantities_round_trip(amount, unit):
+    text = f"{amount:.2f} {unit}"
+    factor = {"bytes": 1, "KiB": 1024, "MiB": MIB, "GiB": GIB}[unit]
+    assert parse_quantity(text) == round(float(f"{amount:.2f}") * factor)
+
+
+@given(st.floats(1, 1e4, allow_nan=False), st.sampled_from(["GiB", "MiB"]), st.floats(1, 1e4, allow_nan=False))
+def test_any_figures_parse_in_the_modern_message(requested, unit, slack):
+    message = (
+        f"CUDA out of memory. Tried to allocate {requested:.2f} {unit}. GPU 1 has a total capacity of 79.18 GiB "
+        f"of which 1.00 MiB is free. Of the allocated memory 1.00 GiB is allocated by PyTorch, and "
+        f"{slack:.2f} {unit} is reserved by PyTorch but unallocated."
+    )
+    facts = parse_oom(message)
+    assert facts["requested_bytes"] == parse_quantity(f"{requested:.2f} {unit}")
+    assert facts["reserved_unallocated_bytes"] == parse_quantity(f"{slack:.2f} {unit}")
+    assert isinstance(facts["fragmentation_suspected"], bool)
+
+
+def test_scientific_notation_and_decimal_units():
+    assert parse_quantity("1.5e3 MB") == 1_500_000_000
+    assert format_bytes(3 * GIB) == "3.00 GiB"
+    assert format_bytes(None) == "?"
+
+
+SMALL_GPU = Path(__file__).resolve().parents[2] / "fixtures" / "oom-small-gpu-recorded"
+
+
+@pytest.mark.parametrize(
+    "name,fragmentation", [("job.log", True), ("more/frag-16g-close.log", True), ("more/capacity-16g.log", False)]
+)
+def test_a_process_limited_by_a_memory_fraction_is_judged_against_its_limit(name, fragmentation):
+    message = next(line for line in (SMALL_GPU / name).read_text().splitlines() if "OutOfMemoryError" in line)
+    facts = parse_oom(message)
+    assert facts["allowed_bytes"] == 16 * 2**30 and facts["total_capacity_bytes"] > 79 * 2**30
+    assert facts["fragmentation_suspected"] is fragmentation
+    # The card's 63.66 GiB free is not the capped process's: only what the limit leaves above its reservation.
+    assert usable_free(facts) == 16 * 2**30 - facts["reserved_bytes"]
+    assert "free within the per-process limit 1.00 GiB" in facts["fragmentation_arithmetic"]
+
+
+def test_expandable_segments_served_the_same_requests():
+    for name in ("frag-16g-wide-expandable.log", "frag-16g-close-expandable.log"):
+        text = (SMALL_GPU / "more" / name).read_text()
+        assert text.startswith("# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") and "request served" in text
+
+
+# ---- issue 27: one rule, by arithmetic, on every GPU size and wording ------------------------------------------
+
+
+def modern(requested: str, capacity: str, free: str, allocated: str, slack: str) -> str:
+    return (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {requested}. GPU 0 has a total capacity of "
+        f"{capacity} of which {free} is free. Including non-PyTorch memory, this process has 1.00 GiB memory in "
+        f"use. Of the allocated memory {allocated} is allocated by PyTorch, and {slack} is reserved by PyTorch but "
+        "unallocated."
+    )
+
+
+@pytest.mark.parametrize(
+    "message,fragmentation",
+    [
+        # 32 GB V100, old wording: 1.15 GiB reserved-unallocated is ~1.5x the 786 MiB request (3.6 % of the card)
+        (
+            "RuntimeError: CUDA out of memory. Tried to allocate 786.00 MiB (GPU 0; 31.75 GiB total capacity; "
+            "29.87 GiB already allocated; 438.19 MiB free; 31.02 GiB reserved in total by PyTorch)",
+            True,
+        ),
+        # H100: 2.30 GiB reserved-unallocated, 2.9 % of the card but several times the 512 MiB request
+        (modern("512.00 MiB", "79.18 GiB", "120.00 MiB", "75.90 GiB", "2.30 GiB"), True),
+        # the brief's example: free 0.12 GiB + 2.30 GiB = 2.42 GiB >= 1.50 GiB, though 2.30 GiB alone is short
+        (modern("1.50 GiB", "79.18 GiB", "122.88 MiB", "75.90 GiB", "2.30 GiB"), True),
+        (modern("2.50 GiB", "79.18 GiB", "122.88 MiB", "75.90 GiB", "2.30 GiB"), False),
+        (modern("4.00 GiB", "79.18 GiB", "680.19 MiB", "76.00 GiB", "0 bytes"), False),
+        # torch <= 1.3 `cached`: 9.28 GiB free, but nothing reserved-unallocated to fragment
+        (
+            "RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; "
+            "8.57 MiB already allocated; 9.28 GiB free; 4.68 MiB cached)",
+            False,
+        ),
+    ],
+)
+def test_fragmentation_is_decided_by_the_sum_on_any_card(message, fragmentation):
+    facts = parse_oom(message)
+    assert facts["fragmentation_suspected"] is fragmentation
+    assert ("→ fragmentation" in facts["fragmentation_arithmetic"]) is fragmentation
+
+
+def test_the_arithmetic_reads_as_the_report_shows_it():
+    facts = parse_oom(modern("1.50 GiB", "79.18 GiB", "122.88 MiB", "75.90 GiB", "2.30 GiB"))
+    assert facts["fragmentation_arithmetic"] == (
+        "free 122.88 MiB + reserved-unallocated 2.30 GiB = 2.42 GiB ≥ request 1.50 GiB: "
+        "the allocator had the bytes but not in one block → fragmentation"
+    )
+
+
+_SIZES = st.integers(0, 200 * GIB)
+
+
+@given(requested=st.integers(1, 200 * GIB), free=_SIZES, slack=_SIZES, allowed=st.none() | _SIZES, held=_SIZES)
+@example(requested=1, free=1, slack=0, allowed=0, held=0)  # a limit of 0 bytes is a limit (hypothesis found it)
+def test_the_rule_is_the_sum_of_usable_free_and_slack(requested, free, slack, allowed, held):
+    facts = {"requested_bytes": requested, "free_bytes": free, "reserved_unallocated_bytes": slack}
+    if allowed is not None:
+        facts |= {"allowed_bytes": allowed, "reserved_bytes": held}
+    fragmentation, arithmetic = fragmentation_verdict(facts)
+    usable = free if allowed is None else min(free, max(0, allowed - held))
+    assert usable_free(facts) == usable
+    assert fragmentation == (slack > 0 and usable + slack >= requested)
+    assert fragmentation_suspected(facts) is fragmentation
+    # more slack or more free memory never turns fragmentation into capacity
+    if fragmentation:
+        assert fragmentation_verdict({**facts, "reserved_unallocated_bytes": slack + 1})[0] is True
+        assert fragmentation_verdict({**facts, "free_bytes": free + GIB})[0] is True
+    assert ("→ fragmentation" in arithmetic) is fragmentation
+
+
+def test_missing_figures_decide_nothing():
+    assert fragmentation_verdict({"requested_bytes": GIB}) is None
+    assert fragmentation_verdict({"reserved_unallocated_bytes": GIB}) is None
+
+
+# ---- hostile figures: linear time, no int() limit -----------------------------------------------------------------
+
+_HOSTILE = """
+import sys, time
+from offloaddoctor.scanning.oom import parse_oom
+line = sys.stdin.read()
+facts = parse_oom(line)
+print(sorted(facts))
+"""
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate " + "1" * 20_000,
+        "torch.OutOfMemoryError: CUDA out of memory. GPU " + "7" * 20_000 + " has a total capacity of 79.18 GiB",
+        "CUDA out of memory. Tried to allocate 1.00 GiB" + " 9" * 10_000 + " reserved in total by PyTorch",
+    ],
+    ids=["20k-digit request", "20k-digit GPU index", "20k of figures"],
+)
+def test_a_20kb_oom_line_parses_quickly_and_without_crashing(line):
+    """Run in a child with a generous limit: the unbounded patterns took 40 s on 10 KB and ~68 s on 15 KB (they
+    grow with the square of the line); int() refuses more than 4,300 digits."""
+    import subprocess
+    import sys
+
+    assert len(line) >= 20_000
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", _HOSTILE], input=line, capture_output=True, text=True, timeout=20, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "gpu" not in done.stdout  # a 20,000-digit GPU index is no GPU index
+
+
+def test_a_figure_is_not_read_from_the_middle_of_a_digit_run():
+    assert parse_oom("Tried to allocate 12345678901234567890123 GiB") == {}
+    assert parse_oom("Tried to allocate 4.00 GiB. GPU 12")["gpu"] == 12
