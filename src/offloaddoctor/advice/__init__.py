@@ -4,7 +4,7 @@ that make a run fit, screened by `check`'s preflight constraints (changes), the 
 
 from __future__ import annotations
 
-import importlib
+from offloaddoctor.lazy_exports import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; at run time each name loads its module on first use
@@ -42,10 +42,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # once: later look-ups find it without this function
-    return value
+__getattr__ = lazy_exports(__name__, _HOMES, globals())
