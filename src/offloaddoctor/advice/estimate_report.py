@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from offloaddoctor.advice.changes import Suggestion, suggest
 from offloaddoctor.catalog.model import Catalog
@@ -38,7 +39,7 @@ class EstimateReport:
             return self.target
         return self.capacity.bytes if self.capacity else None
 
-    @property
+    @cached_property
     def verdict(self) -> FitVerdict | None:
         """fits / tight / does not fit, on what PyTorch must reserve (memory/fit.py); None without a budget."""
         budget = self.budget_bytes

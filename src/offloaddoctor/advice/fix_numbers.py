@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
     from offloaddoctor.catalog.model import Catalog
-    from offloaddoctor.memory import RunShape
+    from offloaddoctor.memory import MemoryEstimate, RunShape
 
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
 NEEDED_FRACTION = "_offload_fraction_needed"  # the number behind the fact's sentence, carried to the fix likewise
@@ -118,7 +118,8 @@ def oom_advice(
     dp = number(_value(store, "data_parallel_size")) if distributed is not False else 1
     state = count * bytes_per_parameter / (dp or 1)
     shape = _memory_shape(store)
-    model = memory_model_facts(shape, count) if shape else {}
+    result = _estimate(shape) if shape else None
+    model = memory_model_facts(result, count) if result else {}
     if model:
         state = model.pop("optimizer_state_bytes")
     offloading = boolean(_value(store, "optimizer.optimizer_cpu_offload")) is True
@@ -131,7 +132,7 @@ def oom_advice(
             "the memory model's peak for this config: more is on the GPU than the config explains (a config from "
             "another run, tensors kept across steps, or a bigger batch than configured)"
         )
-    fit = _fit_verdict(shape, facts) if model and shape else None
+    fit = _fit_verdict(result, facts) if result else None
     if fit is not None:
         model["fit_verdict"] = fit.sentence()
     whole_run = max(0.0, fit.needed_bytes - fit.limit_bytes) if fit is not None else 0.0
@@ -193,13 +194,12 @@ def _memory_shape(store: ConfigStore) -> RunShape | None:
         return None
 
 
-def memory_model_facts(shape: RunShape, logged_parameters: int) -> dict[str, Any]:
+def memory_model_facts(result: MemoryEstimate, logged_parameters: int) -> dict[str, Any]:
     """The memory model's view of the run: optimizer-state bytes per parameter on one GPU (precision, sharding)
     times the parameters the log printed, its peak and largest component."""
-    from offloaddoctor.memory import estimate, offloadable_state
+    from offloaddoctor.memory import offloadable_state
 
-    result = estimate(shape)
-    states = offloadable_state(shape)
+    states = offloadable_state(result.shape)
     per_parameter = states.bytes / result.most_loaded.parameters.total
     largest = max(result.most_loaded.components, key=lambda c: c.bytes)
     return {
@@ -237,8 +237,9 @@ def weigh_whole_step(scan, store: ConfigStore) -> None:
     shape = _memory_shape(store) if suspects else None
     if shape is None:
         return
+    result = _estimate(shape)
     for aggregate in suspects:
-        fit = _fit_verdict(shape, aggregate.facts)
+        fit = _fit_verdict(result, aggregate.facts)
         if fit is None:
             continue
         verdict = fragmentation_verdict(aggregate.facts, max(0.0, fit.best_case_bytes - fit.limit_bytes))
@@ -246,17 +247,22 @@ def weigh_whole_step(scan, store: ConfigStore) -> None:
             aggregate.facts["fragmentation_suspected"], aggregate.facts["fragmentation_arithmetic"] = verdict
 
 
-def _fit_verdict(shape: RunShape, facts: dict[str, Any]):
+def _estimate(shape: RunShape) -> MemoryEstimate:
+    from offloaddoctor.memory import estimate
+
+    return estimate(shape)
+
+
+def _fit_verdict(result: MemoryEstimate, facts: dict[str, Any]):
     """The memory model's fit verdict (memory/fit.py, as `estimate` and `check --gpu` give it) on the card the
     OOM message describes: its total less the CUDA context, or a per-process memory fraction's limit."""
-    from offloaddoctor.memory import estimate
     from offloaddoctor.memory.fit import context_bytes, verdict_within
 
     total, allowed = facts.get("total_capacity_bytes"), facts.get("allowed_bytes")
-    limits = [total - context_bytes(shape.world_size > 1)] if isinstance(total, (int, float)) else []
+    limits = [total - context_bytes(result.shape.world_size > 1)] if isinstance(total, (int, float)) else []
     if isinstance(allowed, (int, float)):
         limits.append(allowed)
-    return verdict_within(estimate(shape), min(limits)) if limits else None
+    return verdict_within(result, min(limits)) if limits else None
 
 
 def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
