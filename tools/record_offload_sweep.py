@@ -3,8 +3,8 @@
 expandable segments, and the changes `offloaddoctor estimate` advises (fixtures/offload-sweep/).
 
 Each measured run is alone on its GPU (two jobs sharing one corrupt OOM outcomes): with two GPUs, two
-queues run side by side, one run per GPU at a time. Small runs (a few GB) are packed together on one GPU at
-the end, where only `max allocated` (per process) is read. Training code: the megatron-core 0.19.0 wheel,
+queues run side by side, one run per GPU at a time, small runs too (packed on one GPU in the first recording,
+they ran each other out of memory: tools/finish_offload_sweep.py keeps none of those). Training code: the megatron-core 0.19.0 wheel,
 entry script tools/compare_family_pretrain_gpt.py, as for fixtures/memory-calibration.
 
     device: source tools/megatron_wheel_setup.sh && python3 tools/record_offload_sweep.py $OUT SET [DEADLINE_S] [NAMES]
@@ -65,7 +65,7 @@ def _mb(base: str, mbs: int) -> str:
     return f"{base} --micro-batch-size {mbs} --global-batch-size {2 * mbs}"
 
 
-# name -> (arguments, extra environment). "s-" runs are small (packed on one GPU); the rest run alone.
+# name -> (arguments, extra environment). Every run is alone on its GPU.
 SETS: dict[str, dict[str, tuple[str, dict]]] = {
     "sweep": {
         **_sweep("g1", _mb(GPT_3B, 1)),
@@ -139,8 +139,7 @@ def main() -> None:
     gpus = int(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU "))
     poller = SmiPoller()
     poller.start()
-    big = [n for n in names if not n.startswith("s-")]
-    small = [n for n in names if n.startswith("s-")]
+    queue = list(names)
     lanes: dict[int, tuple[str, subprocess.Popen, float] | None] = dict.fromkeys(range(gpus))
     results, port = [], 29600
 
@@ -148,20 +147,7 @@ def main() -> None:
         results.append(f"{name} rc={proc.returncode} wall_s={time.time() - t0:.0f}{killed}")
         print(results[-1], flush=True)
 
-    running = []
-    if small and deadline - time.time() > 200:
-        for name in small:
-            port += 1
-            running.append((name, _launch(name, *runs[name], 0, port, raw), time.time()))
-        for name, proc, t0 in running:
-            try:
-                proc.wait(timeout=max(1, deadline - time.time()))
-                finish(name, proc, t0)
-            except subprocess.TimeoutExpired:
-                _kill(proc)
-                proc.wait()
-                finish(name, proc, t0, " killed")
-    while big or any(lanes.values()):
+    while queue or any(lanes.values()):
         for gpu, slot in lanes.items():
             if slot is not None:
                 name, proc, t0 = slot
@@ -174,12 +160,12 @@ def main() -> None:
                 elif proc.poll() is not None:
                     finish(name, proc, t0)
                     lanes[gpu] = None
-            if lanes[gpu] is None and big and deadline - time.time() > 120:
-                name = big.pop(0)
+            if lanes[gpu] is None and queue and deadline - time.time() > 120:
+                name = queue.pop(0)
                 port += 1
                 lanes[gpu] = (name, _launch(name, *runs[name], gpu, port, raw), time.time())
-        if not any(lanes.values()) and big:
-            break  # too little time left for another big run
+        if not any(lanes.values()) and queue:
+            break  # too little time left for another run
         time.sleep(1)
     poller.stop.set()
     poller.join()
