@@ -94,6 +94,15 @@ SETS: dict[str, dict[str, tuple[str, dict]]] = {
         **{f"s-{k}": v for k, v in _sweep("small", SMALL, (0.05, 0.1, 0.2, 0.5, 0.9)).items()},
         "s-small-f010-gc": (f"{SMALL} {OFFLOAD} 0.1 --manual-gc", {}),
     },
+    # The GPT with expandable segments at every fraction (the sweep above has them at 0.05 and 0.1).
+    "exp": {
+        "g1-f060": (f"{_mb(GPT_3B, 1)} {OFFLOAD} 0.6", {}),
+        **{
+            f"{k}-exp": (args, EXPANDABLE)
+            for k, (args, _) in _sweep("g1", _mb(GPT_3B, 1), (0.0, *FRACTIONS)).items()
+            if k != "g1-f010"
+        },
+    },
 }
 RUN_TIMEOUT_S = 300
 # Activation offloading with the local implementation: Megatron's real rejection (it needs TE).
