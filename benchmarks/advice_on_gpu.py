@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Is `estimate`'s advice true on a real GPU? Plan the runs here, record them on the device, report here.
 
-    python benchmarks/advice_on_gpu.py plan            # writes benchmarks/advice_runs.json: every advised change
+    python benchmarks/advice_on_gpu.py plan [BASE...]  # writes benchmarks/advice_runs.json: every advised change
     device: python3 tools/record_offload_sweep.py $OUT advice   (reads benchmarks/advice_runs.json)
     python benchmarks/advice_on_gpu.py report [--markdown]     # outcome of each advised change vs its prediction
 
@@ -57,6 +57,25 @@ BASES = {
         f"--num-query-groups 8 --seq-length 2048 --max-position-embeddings 2048 --vocab-size 128256 --bf16 {DISTOPT} "
         f"{LLAMA} --untie-embeddings-and-output-weights --micro-batch-size 2 --global-batch-size 4 {OFFLOAD} 0.5"
     ),
+    # Added in the second recording, planned with the model as committed before it (none set a constant):
+    # a 6.9B GPT already offloading its whole optimizer, micro-batch 2.
+    "gpt7b-f100-mbs2": (
+        "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 16384 --num-attention-heads 32 --seq-length 2048 "
+        f"--max-position-embeddings 2048 --vocab-size 50304 --bf16 {DISTOPT} --micro-batch-size 2 "
+        f"--global-batch-size 4 {OFFLOAD} 1.0"
+    ),
+    # Llama-shaped 2.9B with GQA and a long sequence (4096) at micro-batch 1: the unfused attention core.
+    "llama3b-gqa-s4096": (
+        "--num-layers 20 --hidden-size 3072 --ffn-hidden-size 8192 --num-attention-heads 24 --group-query-attention "
+        f"--num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --vocab-size 128256 --bf16 {DISTOPT} "
+        f"{LLAMA} --untie-embeddings-and-output-weights --micro-batch-size 1 --global-batch-size 2"
+    ),
+    # A 2.6B GPT at micro-batch 2, already offloading 0.2 of its optimizer without --manual-gc.
+    "gpt26b-mbs2-f020": (
+        "--num-layers 32 --hidden-size 2560 --ffn-hidden-size 10240 --num-attention-heads 32 --seq-length 2048 "
+        f"--max-position-embeddings 2048 --vocab-size 50304 --bf16 {DISTOPT} --micro-batch-size 2 "
+        f"--global-batch-size 4 {OFFLOAD} 0.2"
+    ),
 }
 PER_BASE = 4  # the cheapest advised changes of each base that are run
 
@@ -101,9 +120,13 @@ def _estimate(args: str, budget: str = "H100-80GB"):
     return estimate([script.name], gpu=budget, catalog=load_catalog())
 
 
-def plan() -> None:
-    runs = {}
+def plan(only: list[str]) -> None:
+    """Plan the named bases (all when none is named); the plans of the others, perhaps recorded, are kept."""
+    runs = json.loads(PLAN.read_text()) if only and PLAN.exists() else {}
     for base, args in BASES.items():
+        if only and base not in only:
+            continue
+        runs = {name: run for name, run in runs.items() if not name.startswith(f"a-{base}-")}
         report = _estimate(args)
         fitting = [s for s in report.suggestions if s.fits][:PER_BASE]
         print(f"{base}: {report.estimate.peak_allocated_bytes / 2**20:,.0f} MiB, {len(fitting)} advised changes")
@@ -176,9 +199,12 @@ def report(markdown: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=("plan", "report"))
+    parser.add_argument("bases", nargs="*", help=f"plan only these (default: all): {', '.join(BASES)}")
     parser.add_argument("--markdown", action="store_true")
     options = parser.parse_args()
-    plan() if options.step == "plan" else report(options.markdown)
+    if unknown := set(options.bases) - set(BASES):
+        parser.error(f"unknown base: {', '.join(sorted(unknown))}")
+    plan(options.bases) if options.step == "plan" else report(options.markdown)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ def summary(rows, key):
     within = sum(e <= 10 for e in errors)
     return (
         f"median |error| {statistics.median(errors):.2f} %, max {max(errors):.1f} %, "
-        f"within ±10 %: {within}/{len(errors)} ({100 * within / len(errors):.0f} %)"
+        f"within ±10 %: {within}/{len(errors)} ({100 * within / len(errors):.1f} %)"
     )
 
 

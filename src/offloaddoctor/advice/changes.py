@@ -81,14 +81,25 @@ def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
         found = propose(shape, budget)
         if found is None:
             continue
+        if _lingers(found.shape):
+            # Whatever else changes, the first optimizer build must not stay on the GPU: with it the peak is a
+            # range (Python's collector may or may not free it in time), without it one figure, as measured.
+            found = Change(
+                found.change, found.overrides + MANUAL_GC, found.shape.with_changes(manual_gc=True), found.fraction
+            )
         paid = cost(found) if callable(cost) else cost
         result = estimate(found.shape)
         out.append(Suggestion(found.change, found.overrides, result, fits(result, budget), paid.text, paid.rank))
     return out
 
 
+def _lingers(shape: RunShape) -> bool:
+    """Optimizer offloading's first build stays on the GPU until Python's collector runs (memory/model.py)."""
+    return shape.optimizer_cpu_offload and not shape.manual_gc and shape.gpu_offload_fraction < 1
+
+
 def _manual_gc(shape: RunShape, budget: float) -> Change | None:
-    if not shape.optimizer_cpu_offload or shape.manual_gc or shape.gpu_offload_fraction >= 1:
+    if not _lingers(shape):
         return None
     return Change(
         "free the optimizer's first build before training (Megatron's manual garbage collection)",
