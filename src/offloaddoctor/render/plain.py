@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from offloaddoctor import __version__
-from offloaddoctor.report import Finding, Report
+from offloaddoctor.report import Finding, Report, notes_for_all_runs
 from offloaddoctor.scanning import Evidence, format_ranks
 from offloaddoctor.config.values import format_value
 from offloaddoctor.lazy_pattern import lazy_compile
@@ -35,13 +35,6 @@ def run_heading(index: int, report: Report, of: int) -> str:
     from offloaddoctor.report import describe_run
 
     return f"run {index} of {of}: {safe_text(describe_run(report.run))}" if report.run else f"run {index} of {of}"
-
-
-def notes_for_all_runs(report: Report) -> list[str]:
-    """Logs of several runs: the notes that belong to no one run (report/runs.py), as written (not yet safe)."""
-    from offloaddoctor.report import notes_for_all_runs as shared
-
-    return shared(report)
 
 
 def suppressed_lines(report: Report) -> list[str]:

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from offloaddoctor.report import Finding, Report
+from offloaddoctor.report import Finding, Report, notes_for_all_runs
 from offloaddoctor.render.facts import fact_lines
 from offloaddoctor.render.plain import (
     DETAILS_HINT,
@@ -24,7 +24,6 @@ from offloaddoctor.render.plain import (
     evidence_location,
     grouped_evidence,
     headline,
-    notes_for_all_runs,
     nothing_found_line,
     occurrence_summary,
     project_file_lines,
