@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 
 from offloaddoctor import __version__
 from offloaddoctor.advice import EstimateReport, mib
 from offloaddoctor.config.dialect import dialect_of, render_lines
 from offloaddoctor.memory.model import COMPONENTS, why_most_loaded
-from offloaddoctor.text_safety import inert_json, safe_text as inert
+from offloaddoctor.text_safety import json_document, safe_text as inert
 
 SCHEMA_VERSION = 1
 _LABELS = {
@@ -187,4 +186,4 @@ def estimate_json(report: EstimateReport) -> dict:
 
 
 def render_estimate_json(report: EstimateReport) -> str:
-    return inert_json(json.dumps(estimate_json(report), indent=2, ensure_ascii=False)) + "\n"
+    return json_document(estimate_json(report))

@@ -80,8 +80,8 @@ def _finding_section(index: int, finding: Finding) -> list[str]:
     out = [f"### {index}. {signature.severity.upper()} `{finding.id}`: {cell(signature.title)}", ""]
     groups, hidden = grouped_evidence(finding.evidence)
     evidence = []
-    for locations, text in groups:
-        evidence += [", ".join(locations), f"  {text}"]
+    for where, text in groups:
+        evidence += [where, f"  {text}"]
     if hidden:
         evidence.append(f"(+{hidden} more in --format json)")
     out += fenced(evidence, "text") + [""]

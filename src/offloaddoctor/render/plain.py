@@ -120,13 +120,12 @@ def collapsed_evidence(evidence: list[Evidence]) -> list[tuple[str, str]]:
     return out
 
 
-def grouped_evidence(evidence: list[Evidence], details: bool = False) -> tuple[list[tuple[list[str], str]], int]:
+def grouped_evidence(evidence: list[Evidence], details: bool = False) -> tuple[list[tuple[str, str]], int]:
     """Collapsed evidence; only the first SHOWN_EVIDENCE_GROUPS groups unless `details`. Returns the groups
     and how many evidence lines were left out."""
     groups = collapsed_evidence(evidence)
     shown = groups if details else groups[:SHOWN_EVIDENCE_GROUPS]
-    hidden = len(groups) - len(shown)
-    return [([where], text) for where, text in shown], hidden
+    return shown, len(groups) - len(shown)
 
 
 def config_value_line(value) -> str:
@@ -279,8 +278,8 @@ def finding_block(index: int, finding: Finding, details: bool = True) -> list[st
     summary = occurrence_summary(finding)
     evidence_rows = []
     groups, hidden = grouped_evidence(finding.evidence, details)
-    for locations, text in groups:
-        evidence_rows.append(", ".join(locations))
+    for where, text in groups:
+        evidence_rows.append(where)
         evidence_rows.append(f"  {text if details else cut_evidence(text, _WIDTH - _LABEL_WIDTH - 5)}")
     if hidden:
         evidence_rows.append(f"(+{hidden} more: --details)")

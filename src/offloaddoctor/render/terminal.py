@@ -158,8 +158,8 @@ def finding_panel(index: int, finding: Finding, details: bool = True, width: int
     summary = occurrence_summary(finding)
     groups, hidden = grouped_evidence(finding.evidence, details)
     rows = [Text(summary, style="dim")] if summary else []
-    for locations, text in groups:
-        rows.append(Text(", ".join(locations), style="cyan"))
+    for where, text in groups:
+        rows.append(Text(where, style="cyan"))
         # Without --details a log line is one screen line: the whole text is in --details and --format json.
         if not details and width is not None:
             text = cut_evidence(text, width - _PANEL_MARGIN)
