@@ -38,6 +38,7 @@ _FLAGS = {
 }
 # Switches Megatron-LM spells negatively (store_false): the flag turns the setting off.
 _NEGATED = {"model.add_bias_linear": "--disable-bias-linear"}
+_KEY_OF_NEGATED = {flag: key for key, flag in _NEGATED.items()}
 # Other flags that set the same value: removing one means removing these too.
 _ALSO_REMOVE = {
     "model.recompute_granularity": ("--recompute-activations",),
@@ -140,9 +141,8 @@ def parse_fix_line(line: str) -> list[Change]:
         return list(dict.fromkeys(_removed(flag.strip()) for flag in flags))
     elif text.startswith("--"):
         flag, _, raw = text.partition(" ")
-        negated = {v: k for k, v in _NEGATED.items()}
-        if flag in negated:
-            return [(negated[flag], False)]
+        if flag in _KEY_OF_NEGATED:
+            return [(_KEY_OF_NEGATED[flag], False)]
         key = _key_of_flag(flag)
         if not raw:
             return [(key, True)]
@@ -161,9 +161,8 @@ def parse_fix_line(line: str) -> list[Change]:
 
 def _removed(flag: str) -> Change:
     """A removed flag: the value Megatron-LM takes without it (off for a switch, unset for the rest)."""
-    negated = {v: k for k, v in _NEGATED.items()}
-    if flag in negated:
-        return negated[flag], True
+    if flag in _KEY_OF_NEGATED:
+        return _KEY_OF_NEGATED[flag], True
     for key, others in _ALSO_REMOVE.items():
         if flag in others:
             return key, None
