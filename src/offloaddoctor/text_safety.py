@@ -33,6 +33,13 @@ def safe_lines(text: str) -> str:
     return "\n".join(safe_text(line) for line in text.split("\n"))
 
 
+def json_document(data: object, **options) -> str:
+    """`data` as every versioned `--format json` writes it: indented, non-ASCII kept, made inert, a final newline."""
+    import json
+
+    return inert_json(json.dumps(data, indent=2, ensure_ascii=False, default=str, **options)) + "\n"
+
+
 def inert_json(document: str) -> str:
     """JSON keeps log text exact, so encode `##[` and raw C1/separator/bidi characters (only ever inside
     strings) as the same data, escaped."""

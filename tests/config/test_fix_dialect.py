@@ -7,19 +7,18 @@ import json
 
 import pytest
 
-from offloaddoctor.report.fixes import merged_changes
 from offloaddoctor.report.preflight import check_store
 from offloaddoctor.api import diagnose, diagnose_text, estimate, load_catalog
 from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.dialect import (
     BRIDGE,
     MEGATRON_LM,
-    apply_changes,
     parse_fix_line,
     render_changes,
     render_lines,
 )
 from offloaddoctor.config.loading import build_store, explicit_config, load_log_config
+from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
 from offloaddoctor.policy import Policy
 from offloaddoctor.render.github import render_github
@@ -33,6 +32,33 @@ PP_AND_STATE_LOG = (
     "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading\n"
     "AssertionError: --offload-optimizer-states cannot be used with --optimizer-cpu-offload"
 )
+
+# Values Megatron-LM's validate_args computes from others at start-up (and prints in the arguments block).
+_RECOMPUTED_FROM = {"model.cpu_offloading": "model.cpu_offloading_num_layers"}
+
+
+def apply_changes(values, changes, dialect: str) -> list[ConfigValue]:
+    """The config after a fix: `changes` win over every value given. For a Megatron-LM run, a value the
+    arguments block printed after validate_args derived it is dropped when its input changes (start-up
+    derives it again)."""
+    changes = list(changes)
+    changed = {key for key, _ in changes}
+    kept = list(values)
+    if dialect == MEGATRON_LM:
+        recomputed = {key for key, source in _RECOMPUTED_FROM.items() if source in changed and key not in changed}
+        kept = [v for v in kept if not (v.key in recomputed and v.source.detail == "arguments block")]
+    return kept + [
+        ConfigValue(key, value, Source("fix", None, f"#{number}"), "set")
+        for number, (key, value) in enumerate(changes, 1)
+    ]
+
+
+def merged_changes(findings) -> dict:
+    """Every finding's changes as one mapping key -> value (print_fixes has made them agree)."""
+    merged: dict = {}
+    for finding in findings:
+        merged.update(finding.changes)
+    return merged
 
 
 def _fixtures_with_findings():

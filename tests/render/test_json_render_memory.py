@@ -31,10 +31,10 @@ def test_indented_in_batches_is_json_dumps(document):
     original = json_report.JOIN_CHUNKS, json_report.SPLICE_MIN_ITEMS, json_report.JOIN_ITEMS
     try:
         json_report.JOIN_CHUNKS = 3  # many batches, and a batch boundary anywhere
-        assert json_report._indented(document) == expected
+        assert "".join(json_report._indented_parts(document)) == expected
         json_report.SPLICE_MIN_ITEMS = 1  # every list of strings written out into its place, two items a batch
         json_report.JOIN_ITEMS = 2
-        assert json_report._indented(document) == expected
+        assert "".join(json_report._indented_parts(document)) == expected
     finally:
         json_report.JOIN_CHUNKS, json_report.SPLICE_MIN_ITEMS, json_report.JOIN_ITEMS = original
 

@@ -47,14 +47,12 @@ class EstimateReport:
 
     @property
     def fits(self) -> bool | None:
-        verdict = self.verdict
-        return None if verdict is None else verdict.fits
+        return self.verdict.fits if self.verdict else None
 
     @property
     def headroom_bytes(self) -> float | None:
         """Room left in the worst case the verdict counts (negative: short by that much)."""
-        verdict = self.verdict
-        return None if verdict is None else verdict.headroom_bytes
+        return self.verdict.headroom_bytes if self.verdict else None
 
 
 def build_estimate(

@@ -143,9 +143,9 @@ def end_job(process: subprocess.Popen, token: str) -> None:
     deadline = time.monotonic() + _END_SECONDS
     while True:
         left = job_processes(token, process.pid)
-        _kill_group(process.pid)
+        _kill(os.killpg, process.pid)
         for pid in left:
-            _kill(pid)
+            _kill(os.kill, pid)
         if process.returncode is None:
             process.wait()
         if not left or time.monotonic() > deadline:
@@ -183,15 +183,9 @@ def job_processes(token: str, pgid: int) -> list[int]:
     return found
 
 
-def _kill_group(pgid: int) -> None:
+def _kill(kill, target: int) -> None:
+    """SIGKILL a process (os.kill) or process group (os.killpg) that may be gone already or not ours."""
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
+        kill(target, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass

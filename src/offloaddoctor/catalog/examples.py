@@ -32,6 +32,15 @@ class Confusion:
     false_positive: int = 0
 
 
+# (a match example?, passed?) -> the Confusion count it adds to, in Confusion's field order.
+_CELLS = {
+    (True, True): "true_positive",
+    (True, False): "false_negative",
+    (False, True): "true_negative",
+    (False, False): "false_positive",
+}
+
+
 @dataclass
 class ExampleRun:
     outcomes: list[ExampleOutcome] = field(default_factory=list)
@@ -40,25 +49,13 @@ class ExampleRun:
         table: dict[str, Confusion] = {}
         for outcome in self.outcomes:
             cell = table.setdefault(outcome.signature_id, Confusion())
-            if outcome.expect == "match":
-                if outcome.passed:
-                    cell.true_positive += 1
-                else:
-                    cell.false_negative += 1
-            elif outcome.passed:
-                cell.true_negative += 1
-            else:
-                cell.false_positive += 1
+            name = _CELLS[outcome.expect == "match", outcome.passed]
+            setattr(cell, name, getattr(cell, name) + 1)
         return table
 
     def total(self) -> Confusion:
         cells = self.by_signature().values()
-        return Confusion(
-            *(
-                sum(getattr(c, name) for c in cells)
-                for name in ("true_positive", "false_negative", "true_negative", "false_positive")
-            )
-        )
+        return Confusion(*(sum(getattr(c, name) for c in cells) for name in _CELLS.values()))
 
     @property
     def failures(self) -> list[ExampleOutcome]:
@@ -69,33 +66,14 @@ def judge_example(signature: Signature, index: int, example: Example, findings) 
     """The outcome of one example, given the findings diagnosing its log gave (api.run_example runs it)."""
     finding = next((f for f in findings if f.id == signature.id), None)
     verdict = finding.config.verdict if finding else None
-    if example.expect == "match":
-        if finding is None:
-            fired = [f.id for f in findings]
-            return ExampleOutcome(
-                signature.id,
-                index,
-                example.name,
-                "match",
-                False,
-                None,
-                False,
-                f"did not fire (fired: {', '.join(fired) or 'nothing'})",
-            )
-        if example.verdict and verdict != example.verdict:
-            return ExampleOutcome(
-                signature.id,
-                index,
-                example.name,
-                "match",
-                True,
-                verdict,
-                False,
-                f"verdict {verdict}, expected {example.verdict}",
-            )
-        return ExampleOutcome(signature.id, index, example.name, "match", True, verdict, True)
-    if finding is not None:
-        return ExampleOutcome(
-            signature.id, index, example.name, "no_match", True, verdict, False, "fired on a no-match example"
-        )
-    return ExampleOutcome(signature.id, index, example.name, "no_match", False, None, True)
+    if example.expect != "match":
+        problem = "" if finding is None else "fired on a no-match example"
+    elif finding is None:
+        problem = f"did not fire (fired: {', '.join(f.id for f in findings) or 'nothing'})"
+    elif example.verdict and verdict != example.verdict:
+        problem = f"verdict {verdict}, expected {example.verdict}"
+    else:
+        problem = ""
+    return ExampleOutcome(
+        signature.id, index, example.name, example.expect, finding is not None, verdict, not problem, problem
+    )

@@ -129,13 +129,8 @@ def _build_catalog(
         if signature.id in seen:
             first = seen[signature.id]
             owner = " (the built-in catalogue)" if include_builtin and not is_team_signature(first) else ""
-            problems.append(
-                CatalogProblem(
-                    str(path),
-                    "id",
-                    f"duplicate id {signature.id!r}: also defined in {first}{owner}; rename one of them",
-                )
-            )
+            reason = f"duplicate id {signature.id!r}: also defined in {first}{owner}; rename one of them"
+            problems.append(CatalogProblem(str(path), "id", reason))
             continue
         seen[signature.id] = str(path)
         signatures.append(signature)
@@ -147,14 +142,10 @@ def _build_catalog(
 
 def _distinct(dirs: list[Path]) -> list[Path]:
     """The same directory named twice (command line and project file, `x` and `./x`) is loaded once."""
-    seen: set[Path] = set()
-    out = []
+    first: dict[Path, Path] = {}
     for directory in dirs:
-        key = directory.resolve()
-        if key not in seen:
-            seen.add(key)
-            out.append(directory)
-    return out
+        first.setdefault(directory.resolve(), directory)
+    return list(first.values())
 
 
 MAX_SIGNATURE_BYTES = 256 * 1024
@@ -168,9 +159,8 @@ def _read_file(path: Path, problems: list[CatalogProblem]) -> bytes | None:
             problems.append(CatalogProblem(where, "-", "not a regular file"))
             return None
         if path.stat().st_size > MAX_SIGNATURE_BYTES:
-            problems.append(
-                CatalogProblem(where, "-", f"larger than {MAX_SIGNATURE_BYTES // 1024} KiB: not a signature file")
-            )
+            reason = f"larger than {MAX_SIGNATURE_BYTES // 1024} KiB: not a signature file"
+            problems.append(CatalogProblem(where, "-", reason))
             return None
         return path.read_bytes()
     except OSError as exc:
@@ -426,16 +416,8 @@ def _check_shared_matchers(signatures: list[Signature], problems: list[CatalogPr
             continue
         base = by_id.get(signature.shares_match_of)
         if base is None or base.match is None:
-            problems.append(
-                CatalogProblem(
-                    signature.path,
-                    "match.same_as",
-                    f"{signature.shares_match_of!r} is not a signature with its own `match`",
-                )
-            )
+            reason = f"{signature.shares_match_of!r} is not a signature with its own `match`"
+            problems.append(CatalogProblem(signature.path, "match.same_as", reason))
         elif signature.when is None:
-            problems.append(
-                CatalogProblem(
-                    signature.path, "when", "a signature sharing another's match needs `when` to tell them apart"
-                )
-            )
+            reason = "a signature sharing another's match needs `when` to tell them apart"
+            problems.append(CatalogProblem(signature.path, "when", reason))

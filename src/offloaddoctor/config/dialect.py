@@ -9,12 +9,12 @@ turning one off is "remove --x from the launch command"; `cpu_offloading` has no
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 from offloaddoctor.config.keys import VALUE_KINDS, canonical_key
 from offloaddoctor.config.printed import parse_override
-from offloaddoctor.config.values import ConfigValue, Source, format_value
+from offloaddoctor.config.values import ConfigValue, format_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     Change = tuple[str, Any]
 
 MEGATRON_LM, BRIDGE = "megatron-lm", "bridge"
-DIALECTS = (MEGATRON_LM, BRIDGE)
 
 # Canonical key -> Megatron-LM flag, where the flag is not `--` + the field name with dashes.
 _FLAGS = {
@@ -39,6 +38,7 @@ _FLAGS = {
 }
 # Switches Megatron-LM spells negatively (store_false): the flag turns the setting off.
 _NEGATED = {"model.add_bias_linear": "--disable-bias-linear"}
+_KEY_OF_NEGATED = {flag: key for key, flag in _NEGATED.items()}
 # Other flags that set the same value: removing one means removing these too.
 _ALSO_REMOVE = {
     "model.recompute_granularity": ("--recompute-activations",),
@@ -141,9 +141,8 @@ def parse_fix_line(line: str) -> list[Change]:
         return list(dict.fromkeys(_removed(flag.strip()) for flag in flags))
     elif text.startswith("--"):
         flag, _, raw = text.partition(" ")
-        negated = {v: k for k, v in _NEGATED.items()}
-        if flag in negated:
-            return [(negated[flag], False)]
+        if flag in _KEY_OF_NEGATED:
+            return [(_KEY_OF_NEGATED[flag], False)]
         key = _key_of_flag(flag)
         if not raw:
             return [(key, True)]
@@ -162,9 +161,8 @@ def parse_fix_line(line: str) -> list[Change]:
 
 def _removed(flag: str) -> Change:
     """A removed flag: the value Megatron-LM takes without it (off for a switch, unset for the rest)."""
-    negated = {v: k for k, v in _NEGATED.items()}
-    if flag in negated:
-        return negated[flag], True
+    if flag in _KEY_OF_NEGATED:
+        return _KEY_OF_NEGATED[flag], True
     for key, others in _ALSO_REMOVE.items():
         if flag in others:
             return key, None
@@ -200,23 +198,3 @@ def _dialect_of_value(value: ConfigValue) -> str:
     if value.origin == "config" and Path(value.source.path).suffix.lower() in _SCRIPT_SUFFIXES and not detail:
         return MEGATRON_LM
     return BRIDGE
-
-
-# Values Megatron-LM's validate_args computes from others at start-up (and prints in the arguments block).
-_RECOMPUTED_FROM = {"model.cpu_offloading": "model.cpu_offloading_num_layers"}
-
-
-def apply_changes(values: Sequence[ConfigValue], changes: Iterable[Change], dialect: str) -> list[ConfigValue]:
-    """The config after a fix: `changes` win over every value given. For a Megatron-LM run, a value the
-    arguments block printed after validate_args derived it is dropped when its input changes (start-up
-    derives it again)."""
-    changes = list(changes)
-    changed = {key for key, _ in changes}
-    kept = list(values)
-    if dialect == MEGATRON_LM:
-        recomputed = {key for key, source in _RECOMPUTED_FROM.items() if source in changed and key not in changed}
-        kept = [v for v in kept if not (v.key in recomputed and v.source.detail == "arguments block")]
-    return kept + [
-        ConfigValue(key, value, Source("fix", None, f"#{number}"), "set")
-        for number, (key, value) in enumerate(changes, 1)
-    ]

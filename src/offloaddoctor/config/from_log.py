@@ -16,15 +16,18 @@ from offloaddoctor.logs.line_pass import Line, LineHandler
 _ARGS_START = lazy_compile(r"^-{3,} arguments -{3,}\s*$")
 _ARGS_END = lazy_compile(r"^-{3,} end of arguments -{3,}\s*$")
 _ARGS_ENTRY = lazy_compile(r"^\s+([A-Za-z_]\w*) (?:\.+ ?)?(.*)$")
-_ENV_LINE = lazy_compile(r"^\s*(?:\+\s*)?(?:export\s+)?((?:PYTORCH|NCCL|CUDA|NVTE|TORCH)_[A-Z0-9_]*)=(\S*)\s*$")
+# Environment variables a log's dump or `export` lines show that we read: these prefixes, and each one a literal.
+_ENV_PREFIXES = ("PYTORCH_", "NCCL_", "CUDA_", "NVTE_", "TORCH_")
+_ENV_LINE = lazy_compile(rf"^\s*(?:\+\s*)?(?:export\s+)?((?:{'|'.join(_ENV_PREFIXES)})[A-Z0-9_]*)=(\S*)\s*$")
 _ANY_ENV_EXPORT = lazy_compile(r"^export\s+([A-Z][A-Z0-9_]*)=(\S*)\s*$")
 _PROGRAM = lazy_compile(r"(?:^|\s)(?:\S*/)?(?:torchrun|python[\d.]*|\S+\.py)(?=\s)")
 _DATACLASS_REPR = lazy_compile(r"\b(OptimizerConfig|DistributedDataParallelConfig)\((.*)\)\s*$")
 _REPR_FIELD = lazy_compile(r"(\w+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|<[^>]*>|[^,()<>\[\]]+)")
 _HYDRA_OVERRIDE = lazy_compile(r"^\+{0,2}([a-z_]\w*(?:\.\w+)+)=(.*)$")
 # pip list / pip freeze lines pasted into a log or printed by a launch script
+_VERSIONED_PACKAGES = ("megatron-bridge", "megatron_bridge", "megatron-core", "megatron_core")
 _VERSION_LINE = lazy_compile(
-    r"^\s*(megatron[-_]bridge|megatron[-_]core)\s*(?:==\s*|\s+)(\d+\.\d+\.\d+(?:\.?(?:rc|a|b|dev|post)\d+)?)\s*$"
+    rf"^\s*({'|'.join(_VERSIONED_PACKAGES)})\s*(?:==\s*|\s+)(\d+\.\d+\.\d+(?:\.?(?:rc|a|b|dev|post)\d+)?)\s*$"
 )
 _REPR_SECTION = {"OptimizerConfig": "optimizer", "DistributedDataParallelConfig": "ddp"}
 # What one log may make us keep: Megatron's arguments block has ~900 entries, Bridge's summary about as many.
@@ -48,24 +51,12 @@ LITERALS = (
     *_RUNTIME_FACTS,
     "arguments",
     BRIDGE_SUMMARY_TITLE,
-    "PYTORCH_",
-    "NCCL_",
-    "CUDA_",
-    "NVTE_",
-    "TORCH_",
+    *_ENV_PREFIXES,
     "Config(",
     "torchrun",
-    "python ",
-    "python\t",
-    "python3 ",
-    "python3\t",
+    *(program + blank for program in ("python", "python3", ".py") for blank in " \t"),
     " -m torch.distributed",
-    ".py ",
-    ".py\t",
-    "megatron-bridge",
-    "megatron_bridge",
-    "megatron-core",
-    "megatron_core",
+    *_VERSIONED_PACKAGES,
 )
 
 

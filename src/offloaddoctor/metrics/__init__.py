@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from offloaddoctor.lazy_exports import lazy_exports
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from offloaddoctor.metrics.model import RunMetrics
@@ -27,40 +29,26 @@ __all__ = [
 
 def run_metrics(path: str) -> RunMetrics:
     """One run: a log file, a directory of its (per-rank) logs, or `-` for standard input."""
-    from offloaddoctor.logs.sources import first_not_text, resolve_sources
+    from offloaddoctor.logs.sources import resolve_sources
     from offloaddoctor.metrics.reader import RunReader
-    from offloaddoctor.metrics.summary import summarise
 
     reader = RunReader(path)
     sources = resolve_sources([path])
     for source in sources:
         reader.read_source(source)
-    if not any(lines for _name, lines in reader.run.sources):
-        unreadable = first_not_text(sources)  # every file was skipped as binary: nothing was measured
-        if unreadable is not None:
-            raise unreadable
-    return summarise(reader.run, reader.collectors, reader.layout_line)
+    return _summarised(reader, sources)
 
 
 def collect_metrics(paths: Sequence[str]) -> list[RunMetrics]:
     """One RunMetrics per run among the logs of `paths` (metrics/runs.py: the rule `diagnose` uses): a path
     each when each holds one run; logs of one job given apart are one run, a path holding several runs gives
     several. Raises UserError (one line) for a path that cannot be read."""
-    from offloaddoctor.logs.sources import first_not_text, resolve_sources
+    from offloaddoctor.logs.sources import resolve_sources
     from offloaddoctor.metrics.runs import read_run, read_runs
-    from offloaddoctor.metrics.summary import summarise
 
     resolve_sources(paths)  # every path is checked before any is read
     runs, readers = read_runs(paths)
-    measured = []
-    for run in runs:
-        reader = readers[run.name] if readers else read_run(run)
-        if not any(lines for _name, lines in reader.run.sources):
-            unreadable = first_not_text(run.sources)  # every file was skipped as binary: nothing was measured
-            if unreadable is not None:
-                raise unreadable
-        measured.append(summarise(reader.run, reader.collectors, reader.layout_line))
-    return measured
+    return [_summarised(readers[run.name] if readers else read_run(run), run.sources) for run in runs]
 
 
 def metrics_from_text(text: str, name: str = "<text>") -> RunMetrics:
@@ -73,11 +61,19 @@ def metrics_from_text(text: str, name: str = "<text>") -> RunMetrics:
     return summarise(reader.run, reader.collectors, reader.layout_line)
 
 
-def __getattr__(name: str):
-    # The record classes load on first use: `diagnose` reads parameter counts (metrics.parameter_lines)
-    # and should not pay for creating the rest at start-up.
-    if name in _MODEL:
-        from offloaddoctor.metrics import model
+def _summarised(reader, sources) -> RunMetrics:
+    """The run `reader` read from `sources`, summarised; raises the reason when every file was skipped as binary
+    (nothing was measured)."""
+    from offloaddoctor.logs.sources import first_not_text
+    from offloaddoctor.metrics.summary import summarise
 
-        return getattr(model, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not any(lines for _name, lines in reader.run.sources):
+        unreadable = first_not_text(sources)
+        if unreadable is not None:
+            raise unreadable
+    return summarise(reader.run, reader.collectors, reader.layout_line)
+
+
+# The record classes load on first use: `diagnose` reads parameter counts (metrics.parameter_lines) and should
+# not pay for creating the rest at start-up.
+__getattr__ = lazy_exports(__name__, dict.fromkeys(_MODEL, "model"), globals())

@@ -84,15 +84,10 @@ def parse_iteration_metrics(
 
 
 _NUMBER = r"([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))"
-_SPEED = (
-    (
-        "elapsed_ms",
-        lazy_compile(r"\|\s*elapsed time per iteration \(ms\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE),
-    ),
-    (
-        "tflops_per_gpu",
-        lazy_compile(r"\|\s*throughput per gpu \(tflop/s/gpu\)\s*:\s*" + _NUMBER + r"\s*(?=\||$)", re.IGNORECASE),
-    ),
+# The two fields `diagnose` reads, each found by its printed name (as _NAMED spells it).
+_SPEED = tuple(
+    (attribute, lazy_compile(rf"\|\s*{re.escape(name)}\s*:\s*{_NUMBER}\s*(?=\||$)", re.IGNORECASE))
+    for attribute, name in (("elapsed_ms", ELAPSED_MS), ("tflops_per_gpu", THROUGHPUT))
 )
 
 

@@ -21,10 +21,7 @@ OFFLOAD_KEYS = (
 
 def latest_values(values: Iterable[ConfigValue]) -> dict[str, Any]:
     """Canonical key -> value; a value read later (a later line, a later source) wins."""
-    resolved: dict[str, Any] = {}
-    for value in values:
-        resolved[value.key] = value.value
-    return resolved
+    return {value.key: value.value for value in values}
 
 
 def final_arguments(collectors: Iterable[LogConfigCollector]) -> dict[str, Any]:

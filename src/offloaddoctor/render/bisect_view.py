@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Any
 
@@ -10,7 +9,7 @@ from offloaddoctor.bisect.changes import ABSENT, KeyChange
 from offloaddoctor.bisect.git import Commit
 from offloaddoctor.bisect.result import BisectResult
 from offloaddoctor.render.json_report import SCHEMA_VERSION
-from offloaddoctor.text_safety import inert_json, safe_text
+from offloaddoctor.text_safety import json_document, safe_text
 
 _MODE_NAMES = {"config": "config mode", "run": "run mode", "configs": "two configs"}
 
@@ -107,4 +106,4 @@ def _change(change: KeyChange) -> dict[str, Any]:
 
 
 def render_bisect_json(result: BisectResult) -> str:
-    return inert_json(json.dumps(bisect_to_dict(result), indent=2, ensure_ascii=False, default=str)) + "\n"
+    return json_document(bisect_to_dict(result))

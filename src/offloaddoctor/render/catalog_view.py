@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import asdict
 
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import describe
@@ -102,20 +103,12 @@ def render_confusion(run) -> str:
 
 
 def render_confusion_json(run) -> str:
-    def cell(v) -> dict:
-        return {
-            "true_positive": v.true_positive,
-            "false_negative": v.false_negative,
-            "true_negative": v.true_negative,
-            "false_positive": v.false_positive,
-        }
-
     return (
         json.dumps(
             {
                 "schema_version": 1,
-                "signatures": {k: cell(v) for k, v in sorted(run.by_signature().items())},
-                "total": cell(run.total()),
+                "signatures": {k: asdict(v) for k, v in sorted(run.by_signature().items())},
+                "total": asdict(run.total()),
                 "failures": [
                     {"id": o.signature_id, "index": o.index, "name": o.name, "expect": o.expect, "problem": o.problem}
                     for o in run.failures

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 
 from offloaddoctor import __version__
 from offloaddoctor.report import CheckReport
 from offloaddoctor.render.json_report import SCHEMA_VERSION, finding_to_dict
-from offloaddoctor.text_safety import inert_json, safe_text
+from offloaddoctor.text_safety import json_document, safe_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -57,4 +56,4 @@ def check_to_dict(report: CheckReport) -> dict[str, Any]:
 
 
 def render_check_json(report: CheckReport) -> str:
-    return inert_json(json.dumps(check_to_dict(report), indent=2, ensure_ascii=False, default=str)) + "\n"
+    return json_document(check_to_dict(report))

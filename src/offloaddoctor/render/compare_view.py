@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Any
 
 from offloaddoctor import __version__
 from offloaddoctor.metrics.compare import Comparison, RunComparison
 from offloaddoctor.render.json_report import SCHEMA_VERSION
-from offloaddoctor.text_safety import inert_json, safe_text
+from offloaddoctor.text_safety import json_document, safe_text
 
 _COLUMNS = (
     "run",
@@ -109,4 +108,4 @@ def compare_to_dict(comparison: Comparison) -> dict[str, Any]:
 
 
 def render_compare_json(comparison: Comparison) -> str:
-    return inert_json(json.dumps(compare_to_dict(comparison), indent=2, ensure_ascii=False, default=str)) + "\n"
+    return json_document(compare_to_dict(comparison))

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import json
 
 from offloaddoctor import __version__
 from offloaddoctor.advice import EstimateReport, mib
 from offloaddoctor.config.dialect import dialect_of, render_lines
 from offloaddoctor.memory.model import COMPONENTS, why_most_loaded
-from offloaddoctor.text_safety import inert_json, safe_text as inert
+from offloaddoctor.text_safety import json_document, safe_text as inert
 
 SCHEMA_VERSION = 1
-_LABELS = {
-    "weights": "weights",
-    "gradients": "gradients",
-    "optimizer_states": "optimizer states",
-    "activations": "activations",
-    "logits": "logits and loss",
-    "other": "other",
-}
+# A component as the tables name it, where that is not its name (memory/model.py COMPONENTS).
+_LABELS = {"optimizer_states": "optimizer states", "logits": "logits and loss"}
 
 
 def _components(report: EstimateReport):
@@ -69,14 +62,14 @@ def render_estimate_text(report: EstimateReport) -> str:
     lines += [f"Verdict         {_verdict(report)}", "", "Component              MiB   share  how"]
     for component in _components(report):
         lines.append(
-            f"  {_LABELS[component.name]:<16} {mib(component.bytes):>9,.0f}  {_share(component.bytes, report)}  "
+            f"  {_LABELS.get(component.name, component.name):<16} {mib(component.bytes):>9,.0f}  {_share(component.bytes, report)}  "
             f"{inert(component.formula)}"
         )
     lines.append(
         f"  {'total (peak)':<16} {mib(est.peak_allocated_bytes):>9,.0f}  {_share(est.peak_allocated_bytes, report)}"
     )
     largest = _components(report)[0]
-    lines.append(f"Largest component: {_LABELS[largest.name]}.")
+    lines.append(f"Largest component: {_LABELS.get(largest.name, largest.name)}.")
     if report.suggestions:
         fitting = report.suggestions[0].fits
         lines += [
@@ -103,7 +96,7 @@ def render_estimate_markdown(report: EstimateReport) -> str:
     rows = ["| component | MiB | share | how |", "|---|---:|---:|---|"]
     for component in _components(report):
         rows.append(
-            f"| {_LABELS[component.name]} | {mib(component.bytes):,.0f} | {_share(component.bytes, report).strip()} | "
+            f"| {_LABELS.get(component.name, component.name)} | {mib(component.bytes):,.0f} | {_share(component.bytes, report).strip()} | "
             f"{_md(component.formula)} |"
         )
     rows.append(f"| **peak allocated** | **{mib(est.peak_allocated_bytes):,.0f}** | | |")
@@ -187,4 +180,4 @@ def estimate_json(report: EstimateReport) -> dict:
 
 
 def render_estimate_json(report: EstimateReport) -> str:
-    return inert_json(json.dumps(estimate_json(report), indent=2, ensure_ascii=False)) + "\n"
+    return json_document(estimate_json(report))

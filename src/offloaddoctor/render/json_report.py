@@ -216,16 +216,11 @@ JOIN_ITEMS = 4096
 SPLICE_MIN_ITEMS = 64
 
 
-def _indented(document: dict[str, Any]) -> str:
-    """`json.dumps(document, indent=2, ensure_ascii=False, default=str)`."""
-    return "".join(_indented_parts(document))
-
-
 def _indented_parts(document: dict[str, Any]) -> Iterator[str]:
-    """_indented's text in parts: the encoded document joined a batch of chunks at a time (json.dumps holds every
-    chunk at once: ~15 small strings per source, 200,000 rank logs made it ~180 MB), and each long list of
-    strings, set aside behind a placeholder while encoding, written out in its place a batch at a time. The
-    first part is the text before the first such list (or all of it)."""
+    """`json.dumps(document, indent=2, ensure_ascii=False, default=str)` in parts: the encoded document joined a
+    batch of chunks at a time (json.dumps holds every chunk at once: ~15 small strings per source, 200,000 rank
+    logs made it ~180 MB), and each long list of strings, set aside behind a placeholder while encoding, written
+    out in its place a batch at a time. The first part is the text before the first such list (or all of it)."""
     from itertools import islice
     from json.encoder import encode_basestring as string  # the ensure_ascii=False form
 

@@ -3,7 +3,7 @@ fences (longer than any backtick run in it), so a log cannot inject links, HTML 
 
 from __future__ import annotations
 
-from offloaddoctor.report import Finding, Report
+from offloaddoctor.report import Finding, Report, notes_for_all_runs
 from offloaddoctor.render.facts import fact_lines
 from offloaddoctor.render.plain import (
     config_value_line,
@@ -12,7 +12,6 @@ from offloaddoctor.render.plain import (
     headline,
     nothing_found_line,
     occurrence_summary,
-    notes_for_all_runs,
     project_file_lines,
     run_heading,
     suppressed_lines,
@@ -81,8 +80,8 @@ def _finding_section(index: int, finding: Finding) -> list[str]:
     out = [f"### {index}. {signature.severity.upper()} `{finding.id}`: {cell(signature.title)}", ""]
     groups, hidden = grouped_evidence(finding.evidence)
     evidence = []
-    for locations, text in groups:
-        evidence += [", ".join(locations), f"  {text}"]
+    for where, text in groups:
+        evidence += [where, f"  {text}"]
     if hidden:
         evidence.append(f"(+{hidden} more in --format json)")
     out += fenced(evidence, "text") + [""]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict
 from typing import Any
 
 from offloaddoctor import __version__
 from offloaddoctor.metrics.model import RunMetrics
-from offloaddoctor.text_safety import inert_json
+from offloaddoctor.text_safety import json_document
 
 SCHEMA_VERSION = 1
 
@@ -64,6 +63,4 @@ def _finite(value: Any) -> Any:
 
 
 def render_metrics_json(runs: list[RunMetrics]) -> str:
-    return (
-        inert_json(json.dumps(metrics_to_dict(runs), indent=2, ensure_ascii=False, default=str, allow_nan=False)) + "\n"
-    )
+    return json_document(metrics_to_dict(runs), allow_nan=False)

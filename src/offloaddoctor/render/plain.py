@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from offloaddoctor import __version__
-from offloaddoctor.report import Finding, Report
+from offloaddoctor.report import Finding, Report, notes_for_all_runs
 from offloaddoctor.scanning import Evidence, format_ranks
 from offloaddoctor.config.values import format_value
 from offloaddoctor.lazy_pattern import lazy_compile
@@ -35,13 +35,6 @@ def run_heading(index: int, report: Report, of: int) -> str:
     from offloaddoctor.report import describe_run
 
     return f"run {index} of {of}: {safe_text(describe_run(report.run))}" if report.run else f"run {index} of {of}"
-
-
-def notes_for_all_runs(report: Report) -> list[str]:
-    """Logs of several runs: the notes that belong to no one run (report/runs.py), as written (not yet safe)."""
-    from offloaddoctor.report import notes_for_all_runs as shared
-
-    return shared(report)
 
 
 def suppressed_lines(report: Report) -> list[str]:
@@ -127,13 +120,12 @@ def collapsed_evidence(evidence: list[Evidence]) -> list[tuple[str, str]]:
     return out
 
 
-def grouped_evidence(evidence: list[Evidence], details: bool = False) -> tuple[list[tuple[list[str], str]], int]:
+def grouped_evidence(evidence: list[Evidence], details: bool = False) -> tuple[list[tuple[str, str]], int]:
     """Collapsed evidence; only the first SHOWN_EVIDENCE_GROUPS groups unless `details`. Returns the groups
     and how many evidence lines were left out."""
     groups = collapsed_evidence(evidence)
     shown = groups if details else groups[:SHOWN_EVIDENCE_GROUPS]
-    hidden = len(groups) - len(shown)
-    return [([where], text) for where, text in shown], hidden
+    return shown, len(groups) - len(shown)
 
 
 def config_value_line(value) -> str:
@@ -286,8 +278,8 @@ def finding_block(index: int, finding: Finding, details: bool = True) -> list[st
     summary = occurrence_summary(finding)
     evidence_rows = []
     groups, hidden = grouped_evidence(finding.evidence, details)
-    for locations, text in groups:
-        evidence_rows.append(", ".join(locations))
+    for where, text in groups:
+        evidence_rows.append(where)
         evidence_rows.append(f"  {text if details else cut_evidence(text, _WIDTH - _LABEL_WIDTH - 5)}")
     if hidden:
         evidence_rows.append(f"(+{hidden} more: --details)")

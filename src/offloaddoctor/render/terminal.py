@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from offloaddoctor.report import Finding, Report
+from offloaddoctor.report import Finding, Report, notes_for_all_runs
 from offloaddoctor.render.facts import fact_lines
 from offloaddoctor.render.plain import (
     DETAILS_HINT,
@@ -24,7 +24,6 @@ from offloaddoctor.render.plain import (
     evidence_location,
     grouped_evidence,
     headline,
-    notes_for_all_runs,
     nothing_found_line,
     occurrence_summary,
     project_file_lines,
@@ -159,8 +158,8 @@ def finding_panel(index: int, finding: Finding, details: bool = True, width: int
     summary = occurrence_summary(finding)
     groups, hidden = grouped_evidence(finding.evidence, details)
     rows = [Text(summary, style="dim")] if summary else []
-    for locations, text in groups:
-        rows.append(Text(", ".join(locations), style="cyan"))
+    for where, text in groups:
+        rows.append(Text(where, style="cyan"))
         # Without --details a log line is one screen line: the whole text is in --details and --format json.
         if not details and width is not None:
             text = cut_evidence(text, width - _PANEL_MARGIN)

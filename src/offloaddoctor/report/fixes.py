@@ -47,14 +47,6 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
     return dialect
 
 
-def merged_changes(findings: Sequence[Finding]) -> dict[str, Any]:
-    """Every finding's changes as one mapping key -> value (print_fixes has made them agree)."""
-    merged: dict[str, Any] = {}
-    for finding in findings:
-        merged.update(finding.changes)
-    return merged
-
-
 def _item(line: str):
     """A line's changes, or the line itself when it is not a change (free text stays in place)."""
     return parse_fix_line(line) or line

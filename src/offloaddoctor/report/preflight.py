@@ -40,12 +40,6 @@ class CheckReport:
     def has_errors(self) -> bool:
         return any(v.signature.severity == "error" for v in self.violations)
 
-    def violates(self, signature_id: str | None) -> bool:
-        """The check fails: `signature_id` is violated, or (None) any error-severity constraint."""
-        if signature_id is None:
-            return self.has_errors
-        return any(v.id == signature_id for v in self.violations)
-
 
 def preflight_signatures(catalog: Catalog, only: Sequence[str] = ()) -> list[Signature]:
     checkable = [s for s in catalog.signatures if s.preflight and s.config is not None]
