@@ -344,11 +344,6 @@ def roads_for(path: str, dbs: dict, patterns: str, scratch: str, diagnose: str |
             env=env,
             sink=os.path.join(scratch, "ours.json"),
         )
-        # The block reader with hyperscan as its finder (and isal for a .gz): benchmarks/hyperscan_block_finder.py
-        finder = str(ROOT / "benchmarks" / "hyperscan_block_finder.py")
-        roads["diagnose + hyperscan finder"] = lambda: child(
-            [sys.executable, finder, "--report", path], env=env, sink=os.path.join(scratch, "finder.json")
-        )
     return roads
 
 

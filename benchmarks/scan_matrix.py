@@ -61,7 +61,7 @@ def grep_command(path: Path, patterns: Path) -> tuple[list[str] | str, bool]:
     return ["grep", "-F", "-f", str(patterns), str(path)], False
 
 
-GREP_ENV = {**os.environ, "LC_ALL": "C"}  # grep's fastest mode (what logs/grep_prefilter.py runs too)
+GREP_ENV = {**os.environ, "LC_ALL": "C"}  # grep's fastest mode
 
 
 def bench(path: Path, patterns: Path, runs: int, scratch: Path, env_python: str) -> str:

@@ -73,7 +73,7 @@ def test_a_named_compressed_file_is_an_error_that_names_the_format(tmp_path):
 
 
 def test_a_log_truncated_while_it_is_read_gives_a_note(tmp_path):
-    from offloaddoctor.logs.candidates import CandidateReader
+    from offloaddoctor.logs.candidates import CandidateReader, Wants
     from offloaddoctor.logs.sources import LogSource
 
     path = tmp_path / "train.log"
@@ -84,22 +84,18 @@ def test_a_log_truncated_while_it_is_read_gives_a_note(tmp_path):
             handle.truncate(1000)
 
     warnings: list[str] = []
-    list(
-        CandidateReader(
-            LogSource(str(path)), ["iteration"], warnings, block_bytes=1 << 17, on_bytes=rotate, use_grep=False
-        )
-    )
+    list(CandidateReader(LogSource(str(path)), Wants([b"iteration"]), warnings, block_bytes=1 << 17, on_bytes=rotate))
     assert any("shrank from 680,000 to 1,000 bytes while it was read" in w for w in warnings), warnings
 
 
 def test_a_log_that_keeps_its_size_gives_no_such_note(tmp_path):
-    from offloaddoctor.logs.candidates import CandidateReader
+    from offloaddoctor.logs.candidates import CandidateReader, Wants
     from offloaddoctor.logs.sources import LogSource
 
     path = tmp_path / "train.log"
     path.write_bytes(b"iteration 1 fine\n" * 40_000)
     warnings: list[str] = []
-    list(CandidateReader(LogSource(str(path)), ["iteration"], warnings, block_bytes=1 << 17, use_grep=False))
+    list(CandidateReader(LogSource(str(path)), Wants([b"iteration"]), warnings, block_bytes=1 << 17))
     assert warnings == []
 
 

@@ -4,14 +4,10 @@ expands to 629 MB scanned for seconds with a bar sized by its compressed bytes, 
 from __future__ import annotations
 
 import gzip
-import os
 import random
-import shutil
 
-import pytest
 
 from offloaddoctor.api import diagnose
-from offloaddoctor.logs import grep_prefilter
 from offloaddoctor.logs.sources import expanded_size
 
 from tests.conftest import FIXTURES
@@ -56,30 +52,14 @@ def test_a_small_gz_read_in_python_counts_its_decompressed_bytes(tmp_path):
     assert calls[-1][0] == len(data)
 
 
-@pytest.mark.skipif(shutil.which("gzip") is None or grep_prefilter.gnu_grep() is None, reason="needs gzip and GNU grep")
-def test_a_large_gz_reports_progress_while_gzip_decompresses_it(tmp_path, monkeypatch):
+def test_a_large_gz_inflated_by_isal_counts_its_decompressed_bytes(tmp_path, monkeypatch):
+    from offloaddoctor.logs import sources
+
     data = _noisy_log(120_000)
     packed = tmp_path / "job.log.gz"
     packed.write_bytes(gzip.compress(data, compresslevel=1))
-    assert os.path.getsize(packed) > 1 << 20  # gzip(1)'s road (candidates.GZ_SPOOL_MIN_BYTES)
-    told: list[int] = []
-    real_wait = grep_prefilter._wait
-
-    def wait_polling_often(process, spool, on_written):
-        assert on_written is not None  # a progress callback reaches gzip's road
-
-        def tell(size: int) -> None:
-            told.append(size)
-            on_written(size)
-
-        monkeypatch.setattr(grep_prefilter, "PROGRESS_SECONDS", 0.001)
-        return real_wait(process, spool, tell)
-
-    monkeypatch.setattr(grep_prefilter, "_wait", wait_polling_often)
+    monkeypatch.setattr(sources, "ISAL_MIN_BYTES", 0)
     calls = _progress_of(packed)
     assert {total for _, total in calls} == {len(data)}
-    assert calls[-1][0] == len(data)
     dones = [done for done, _ in calls]
-    assert dones == sorted(dones)
-    # gzip's progress, as it was written: before the end, in decompressed bytes
-    assert told and 0 < told[0] <= len(data)
+    assert dones == sorted(dones) and dones[-1] == len(data)

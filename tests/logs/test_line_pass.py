@@ -11,7 +11,7 @@ from offloaddoctor.scanning.evidence import MAX_EVIDENCE, Aggregate, Evidence, k
 from offloaddoctor.scanning.scanner import IterationSampler, Scanner, TracebackTracker, build_matchers
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.logs import candidates
-from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass
+from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, _skip_of, keep_all
 from offloaddoctor.logs.sources import LogSource, resolve_sources
 from offloaddoctor.metrics import run_metrics
 from offloaddoctor.render.json_report import report_to_dict
@@ -66,25 +66,27 @@ def test_a_handler_that_wants_every_line_gets_them_marked_as_not_candidates():
     assert block.seen == [(1, True), (2, False), (3, False), (4, True)]
 
 
-def test_skip_needs_one_yes_and_no_no():
-    class Opinion(LineHandler):
+def test_a_line_one_sampler_drops_reaches_only_a_handler_that_keeps_it():
+    class Sampler(LineHandler):
         literals = ("summary",)
 
-        def __init__(self, answer):
-            self.answer, self.fed = answer, 0
-            self.skip = lambda number, raw: self.answer
+        def __init__(self, keep):
+            self.sample, self.fed = (b"summary", keep), 0
 
         def feed(self, line):
             self.fed += 1
             return False
 
-    yes, none_ = Opinion(True), Opinion(None)
-    LinePass({"summary"}, []).read_lines("x.log", LINES, [yes, none_])
-    assert yes.fed == none_.fed == 0
-    yes, after_yes, no = Opinion(True), Opinion(None), Opinion(False)
-    LinePass({"summary"}, []).read_lines("x.log", LINES, [yes, after_yes], [no])
-    assert no.fed == 2  # delivered for the set that needs it ...
-    assert yes.fed == after_yes.fed == 0  # ... and to the other set as if `yes` had consumed it
+    def drop(m):
+        return None
+
+    dropping, other = Sampler(drop), Collect("boom")
+    LinePass({"summary", "boom"}, []).read_lines("x.log", LINES, [dropping, other])
+    assert dropping.fed == len(other.seen) == 1  # the "boom" line: without the literal, no opinion
+    dropping, after, keeping = Sampler(drop), Sampler(drop), Sampler(keep_all)
+    LinePass({"summary"}, []).read_lines("x.log", LINES, [dropping, after], [keeping])
+    assert keeping.fed == 2  # delivered for the set that needs it ...
+    assert dropping.fed == after.fed == 0  # ... and to the other set as if `dropping` had consumed it
 
 
 def test_the_evidence_rule_is_five_lines_one_per_rank_rankless_always():
@@ -132,9 +134,10 @@ def test_iteration_sampler_keeps_an_even_sample():
     records: dict = {}
     unparsed: dict = {}
     sampler = IterationSampler(records, unparsed, LogConfigCollector("x"), limit=8)
+    skip = _skip_of(*sampler.sample)  # the question the pass asks of each line holding the literal
     for number in range(1, 101):
         text = f" iteration {number:6d}/ 1000 | elapsed time per iteration (ms): 100.0 |"
-        if sampler.skip(number, text.encode()):
+        if skip(number, text.encode()):
             continue
         sampler.feed(Line("x", number, None, text, text, True))
     assert records == {("x", 0): []}  # the key's place; its lines wait unparsed for the Scanner
@@ -215,16 +218,15 @@ def test_launch_lines_are_still_read_for_config(launch, catalog):
     ]
 
 
-def test_the_literal_trie_taken_after_many_sources_changes_no_report(catalog, monkeypatch):
-    """Past FINDER_AFTER_SOURCES files a pass asks the literals' trie pattern first; every fixture, read
-    after it is on, gives the report it gives before."""
-    from offloaddoctor.logs import line_pass
-
+@pytest.mark.skipif(candidates._finder((b"x",), None) is None, reason="needs hyperscan")
+def test_the_hyperscan_road_and_the_plain_road_give_the_same_reports(catalog, monkeypatch):
+    """Every fixture, read with hyperscan finding the lines (and counting the iteration lines in bulk) and
+    without it (a `find` pass per literal, every sampled line asked alone), gives one report."""
     logs = sorted(str(p) for p in FIXTURES.rglob("*.log") if p.stat().st_size > 0)
-    before = api.diagnose(logs, catalog=catalog)
-    monkeypatch.setattr(line_pass, "FINDER_AFTER_SOURCES", 1)
-    after = api.diagnose(logs, catalog=catalog)
-    assert json.dumps(report_to_dict(after), default=str) == json.dumps(report_to_dict(before), default=str)
+    fast = api.diagnose(logs, catalog=catalog)
+    monkeypatch.setattr(candidates, "USE_HYPERSCAN", False)
+    plain = api.diagnose(logs, catalog=catalog)
+    assert json.dumps(report_to_dict(fast), default=str) == json.dumps(report_to_dict(plain), default=str)
 
 
 def test_a_line_the_reader_hands_out_without_a_literal_is_still_dropped(tmp_path):
@@ -246,26 +248,3 @@ def test_a_line_the_reader_hands_out_without_a_literal_is_still_dropped(tmp_path
     every = Every()
     LinePass(literals, []).read_source(LogSource(str(path)), [every, Collect("offload_optimizer_states")])
     assert set(every.ranks) == {2}
-
-
-def test_a_pass_told_of_many_sources_takes_the_finder_at_once_and_finds_the_same_lines(tmp_path, catalog):
-    from offloaddoctor.logs import line_pass
-
-    for rank in range(3):
-        (tmp_path / f"rank{rank}.log").write_text(
-            f"[rank{rank}]: NCCL INFO comm 0x1 rank {rank}\n[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory.\n"
-        )
-    sources = resolve_sources([str(tmp_path)])
-    few = Scanner(build_matchers(catalog))
-    few.line_pass.expect_sources(len(sources))
-    assert few.line_pass._finder is None  # three logs do not pay for compiling it
-    many = Scanner(build_matchers(catalog))
-    many.line_pass.expect_sources(line_pass.FINDER_AFTER_SOURCES)
-    assert many.line_pass._finder is not None
-    plain = Scanner(build_matchers(catalog)).scan(sources)
-    found = many.scan(sources)
-    assert found.aggregates  # the OOM on every rank
-    assert [(a.matcher_id, a.count, sorted(a.paths)) for a in found.aggregates] == [
-        (a.matcher_id, a.count, sorted(a.paths)) for a in plain.aggregates
-    ]
-    assert found.lines_read == plain.lines_read and found.ranks_seen == plain.ranks_seen == {0, 1, 2}

@@ -11,7 +11,7 @@ import pytest
 
 from offloaddoctor.cli import app
 from offloaddoctor.logs import candidates
-from offloaddoctor.logs.candidates import CandidateReader
+from offloaddoctor.logs.candidates import CandidateReader, Wants
 from offloaddoctor.logs.sources import LogSource
 
 from tests.conftest import FIXTURES, RUNNER
@@ -32,8 +32,7 @@ def test_a_log_with_a_zeroed_start_is_diagnosed_with_a_note(tmp_path, monkeypatc
     path = tmp_path / ("job.log.gz" if road == "gz" else "job.log")
     path.write_bytes(gzip.compress(data) if road == "gz" else data)
     if road == "stream":
-        # Not read whole; a large file would take grep, which leaves a zeroed start to the block reader.
-        monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)
+        monkeypatch.setattr(candidates, "WHOLE_BYTES", 0)  # not read whole
     report = diagnosed(path)
     assert [f["id"] for f in report["findings"]] == ["oom-partial-optimizer-offload"]
     assert any(f"starts with {zeroed:,} NUL bytes" in note for note in report["notes"])
@@ -49,7 +48,7 @@ def test_a_utf16_log_is_decoded(tmp_path, monkeypatch, encoding, road):
     path = tmp_path / "job.log"
     path.write_bytes(data)
     if road == "stream":
-        monkeypatch.setattr(candidates, "GREP_MIN_BYTES", 0)  # not read whole; not grep: it cannot search UTF-16
+        monkeypatch.setattr(candidates, "WHOLE_BYTES", 0)  # not read whole
     report = diagnosed(path)
     assert [f["id"] for f in report["findings"]] == ["oom-partial-optimizer-offload"]
     assert report["findings"][0]["evidence"][0]["line"] == text.count("\n")
@@ -60,7 +59,7 @@ def test_a_log_of_nothing_but_nul_bytes_reads_as_empty_with_the_note(tmp_path):
     path = tmp_path / "job.log"
     path.write_bytes(b"\x00" * 10_000)
     warnings: list[str] = []
-    assert list(CandidateReader(LogSource(str(path)), ["Error"], warnings)) == []
+    assert list(CandidateReader(LogSource(str(path)), Wants([b"Error"]), warnings)) == []
     assert any("starts with 10,000 NUL bytes" in w for w in warnings)
 
 

@@ -351,11 +351,17 @@ def _entries(directory: Path, recursive: bool, notes: list[str] | None = None) -
             yield Path(root, name)
 
 
+def read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged or truncated log (or .gz) raises (evaluated in an `except`: only on an error)."""
+    isal = sys.modules.get("isal.isal_zlib")  # loaded only where a large .gz was opened with it
+    return (EOFError, gzip.BadGzipFile, zlib.error, OSError, *([isal.error] if isal is not None else []))
+
+
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
 def open_log(source: LogSource) -> int:
-    """The file's descriptor, opened once: every later read of the source goes through it (or reopen()), so a
+    """The file's descriptor, opened once: every later read of the source goes through it, so a
     logger rotating the file by name while it is read cannot change what is read."""
     try:
         return os.open(source.path, _READ_FLAGS)
@@ -375,10 +381,29 @@ def stream_over(fd: int) -> BinaryIO:
     handle = open(fd, "rb")  # noqa: SIM115 - closed by the caller's context
     head = handle.peek(4098)[:4098]
     if head[:2] == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+        return _gunzip(handle)
     if is_utf16(head):
         return io.BufferedReader(_Utf16AsUtf8(handle))
     return handle
+
+
+ISAL_MIN_BYTES = 1 << 20  # a .gz this large (compressed) is inflated by isal where installed: 3-4x zlib's speed
+
+
+def _gunzip(handle: BinaryIO) -> BinaryIO:
+    """A large .gz through isal (a damaged one's warning then quotes isal's words), a small one through zlib."""
+    try:
+        large = os.fstat(handle.fileno()).st_size >= ISAL_MIN_BYTES
+    except OSError:
+        large = False
+    if large:
+        try:
+            from isal.igzip import IGzipFile
+        except ImportError:
+            pass
+        else:
+            return IGzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value, unused-ignore]
+    return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
 
 
 def expanded_size(path: str, size: int) -> int:
@@ -428,16 +453,6 @@ class _Utf16AsUtf8(io.RawIOBase):
         super().close()
 
 
-def reopen(fd: int) -> BinaryIO | None:
-    """A second handle, with its own offset, on the very file open at `fd` (for a second reader, or as a child
-    process's standard input), whatever became of its name since: Linux's /proc/self/fd/N. None where there
-    is no /proc: a caller then stays on the descriptor it has (the path may name another file by now)."""
-    try:
-        return open(f"/proc/self/fd/{fd}", "rb")
-    except OSError:
-        return None
-
-
 def open_binary(source: LogSource) -> BinaryIO:
     if source.path == "-":
         if sys.stdin is None:
@@ -449,7 +464,7 @@ def open_binary(source: LogSource) -> BinaryIO:
 def looks_binary(block: bytes) -> bool:
     if not block:
         return False
-    if block.find(b"\x00") < 0:  # not `in`: see scanning/scanner.py IterationSampler._make_skip
+    if block.find(b"\x00") < 0:  # not `in`: see logs/line_pass.py _skip_of
         return False
     controls = sum(1 for byte in block if byte < 9 or 13 < byte < 32)
     if controls / len(block) > 0.10:
@@ -460,6 +475,6 @@ def looks_binary(block: bytes) -> bool:
 
 
 def describe_read_error(exc: BaseException) -> str:
-    if isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
+    if isinstance(exc, gzip.BadGzipFile) or (isinstance(exc, read_errors()) and not isinstance(exc, OSError)):
         return f"corrupt or truncated gzip data ({exc or type(exc).__name__})"
     return str(exc)

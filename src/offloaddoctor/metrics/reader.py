@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
-from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, pass_literals
+from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, keep_all, pass_literals
 from offloaddoctor.logs.sources import LogSource
 from offloaddoctor.metrics import layout, memory_lines, parameter_lines
 from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
@@ -35,10 +35,7 @@ class MetricLines(LineHandler):
         self.layout_line = reader.layout_line
         self.collector = collector
         if shared:  # another handler set samples iteration lines: this one needs every one of them
-            self.skip = self._keep_iteration_lines
-
-    def _keep_iteration_lines(self, number: int, raw: bytes) -> bool | None:
-        return False if raw.find(self._ITERATION_BYTES) >= 0 else None  # (find: see scanner's skip)
+            self.sample = (self._ITERATION_BYTES, keep_all)
 
     def feed(self, line: Line) -> bool:
         run, text = self.run, line.text

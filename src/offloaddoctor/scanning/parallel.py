@@ -4,8 +4,7 @@ order the files were given (Scanner.merge), equal to one core's result.
 Worth it only for real work (process start-up costs ~50 ms): at least two files, and PARALLEL_MIN_BYTES in
 all or PARALLEL_MIN_FILES files (20,000 rank logs of a few lines are little data but much per-file work).
 Standard input is always read in this process. A single huge file is scanned by one process: its arguments
-blocks and tracebacks carry state from line to line (GNU grep still reads it on both cores:
-logs/grep_prefilter.py).
+blocks and tracebacks carry state from line to line.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ if it holds one of the handlers' literals.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable
 from dataclasses import dataclass
 from time import perf_counter
 
@@ -283,41 +283,18 @@ class IterationSampler(LineHandler):
         self.collector = collector
         self.limit = limit
         self._state: dict[int, list[int]] = {}  # segment -> [lines seen, stride]
-        self.skip, keep = self._make_skip()
-        self.sampled = (self._BYTES, keep)
+        self.sample = (self._BYTES, self._keep)
 
-    def _make_skip(self):
-        """skip(number, raw) for one line and keep(m) for a run of m iteration lines (see LineHandler):
-        closures, as a `--log-interval 1` log asks a million times."""
-        literal, states, sampler = self._BYTES, self._state, self  # (the collector changes from log to log)
-
-        def skip(number: int, raw: bytes) -> bool | None:
-            # find, not `in`: bytes' `in` first tries its operand as an int, and the TypeError it raises and
-            # clears costs ~2.5k instructions a test.
-            if raw.find(literal) < 0:
-                return None
-            segment = len(sampler.collector.segment_starts) - 1
-            state = states.get(segment)
-            if state is None:
-                state = states[segment] = [0, 1]
-            seen = state[0]
-            state[0] = seen + 1
-            return seen % state[1] != 0
-
-        def keep(m: int) -> int | None:
-            segment = len(sampler.collector.segment_starts) - 1
-            state = states.get(segment)
-            if state is None:
-                state = states[segment] = [0, 1]
-            seen, stride = state
-            first = -seen % stride
-            if first >= m:
-                state[0] = seen + m
-                return None
-            state[0] = seen + first + 1
-            return first
-
-        return skip, keep
+    def _keep(self, m: int) -> int | None:
+        """LineHandler.sample's keep(m), on the current segment's count of lines seen and its stride."""
+        state = self._state.setdefault(len(self.collector.segment_starts) - 1, [0, 1])
+        seen, stride = state
+        first = -seen % stride
+        if first >= m:
+            state[0] = seen + m
+            return None
+        state[0] = seen + first + 1
+        return first
 
     def feed(self, line: Line) -> bool:
         if ITERATION_LITERAL not in line.text:
@@ -548,8 +525,6 @@ class Scanner:
     def scan(self, sources: Iterable[LogSource]) -> ScanResult:
         """One handler set reads source after source (each forgets its source when it finishes); only the
         log's collector is new each time, handed to the handlers that read into one."""
-        if isinstance(sources, Sized):
-            self.line_pass.expect_sources(len(sources))
         handlers: list[LineHandler] | None = None
         with_collector: list = []
         lines_read, read_source = self.result.lines_read, self.line_pass.read_source
