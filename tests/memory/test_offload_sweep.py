@@ -159,3 +159,18 @@ def test_every_change_for_a_run_whose_first_optimizer_build_lingers_comes_with_m
     for suggestion in report.suggestions:
         assert "train.manual_gc=True" in suggestion.overrides, suggestion.change
         assert suggestion.estimate.peak_allocated_bytes == suggestion.estimate.peak_allocated_if_collected_bytes
+
+
+@pytest.mark.parametrize("name", ["g1-f000", "g2-f040", "g2-f040-exp"])
+def test_an_oom_the_lingering_first_build_explains_is_capacity_with_manual_gc_first(name):
+    """The sum called these fragmentation; with expandable segments on they ran out of memory again (g1-f000-exp,
+    g2-f040-exp) and with --manual-gc they ran (g2-f040-gc): the whole step is short by the first build."""
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.policy import Policy
+
+    (finding,) = [f for f in diagnose([str(SWEEP / f"{name}.log.gz")], policy=Policy()).findings if f.facts]
+    assert finding.id != "oom-fragmentation" and finding.facts["fragmentation_suspected"] is False
+    assert "first build still allocated" in finding.facts["fragmentation_arithmetic"]
+    assert "manual garbage collection" in finding.facts["cheapest_change_that_fits"]
+    assert "--manual-gc" in finding.overrides
+    assert not any("expandable_segments" in o for o in finding.overrides)
