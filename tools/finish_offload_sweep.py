@@ -10,8 +10,8 @@ Megatron's largest `max allocated` and `max reserved` (MiB), PyTorch's figure at
 added, whether it is held out of calibration, the nvidia-smi peak and the launch command.
 
 Held out (never used to set a constant of the model or of the fit verdict): the Llama-shaped runs (`l1-*`),
-the micro-batch-2 GPT runs (`g2-*`), and every run of the advice set (`a-*`), recorded after the model was
-committed. The only rewrite is the wheel's install folder, as in tools/finish_memory_calibration.py.
+the micro-batch-2 GPT runs (`g2-*`), every run of the advice set (`a-*`), recorded after the model was
+committed, and `h1-*`, planned after the model set-up phase was committed. The only rewrite is the wheel's install folder, as in tools/finish_memory_calibration.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ MAX_ALLOCATED = re.compile(r"max allocated: ([\d.]+)")
 MAX_RESERVED = re.compile(r"max reserved: ([\d.]+)")
 OOM = re.compile(r"Of the allocated memory ([\d.]+ \w+) is allocated by PyTorch")
 FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
-HELD_OUT = ("l1-", "g2-", "a-")
+HELD_OUT = ("l1-", "g2-", "a-", "h1-")
 # Recorded but not kept, and why.
 EXCLUDED = {
     **dict.fromkeys(
