@@ -10,7 +10,7 @@ from typing import List
 import typer
 
 from offloaddoctor.cli._app import Command, GuardedTyper, app, examples
-from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, load_catalog_or_fail, fail, did_you_mean
+from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, load_catalog_or_fail, fail
 
 
 signatures_app = GuardedTyper(
@@ -121,5 +121,7 @@ def explain(
     catalog = load_catalog_or_fail(signatures)
     signature = catalog.get(signature_id)
     if signature is None:
+        from offloaddoctor.api import did_you_mean
+
         fail(f"unknown signature id {signature_id!r}{did_you_mean(signature_id, catalog)}")
     sys.stdout.write(render_explain(signature))
