@@ -5,10 +5,10 @@ run each command once, interleaved; per command it prints the median wall time, 
 ratios to `python3 -c pass` (this machine's speed drifts from minute to minute), the median CPU time of the
 child (user + system) and the fastest run, the cost least disturbed by other work. Run from an empty directory
 (no project file). `import typer` for scale: every command imports it. `--against SRC` also runs every command
-with another source tree first on PYTHONPATH (e.g. `git archive BASE src | tar -x -C /tmp/base`), interleaved
-with this one: a before/after comparison under the same load. `--instructions` counts each command's
-instructions once under valgrind instead (cachegrind, no cache simulation): a figure other work on the machine
-does not move, for a loaded machine.
+with another source tree first on PYTHONPATH (e.g. `git archive BASE src signatures | tar -x -C /tmp/base`, then
+SRC = /tmp/base/src: a tree without its catalogue only fails), interleaved with this one: a before/after
+comparison under the same load. `--instructions` counts each command's instructions once under valgrind instead
+(cachegrind, no cache simulation): a figure other work on the machine does not move, for a loaded machine.
 usage: python3 benchmarks/startup.py [ROUNDS] [--against SRC] [--instructions] [NAME...]
        (NAME: only the commands whose name starts so)"""
 
@@ -101,17 +101,18 @@ def main() -> int:
         subprocess.run(
             [sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], stdout=subprocess.DEVNULL, check=True
         )
-        warm = subprocess.run(
-            [*entry, "diagnose", log, "--format", "json"], capture_output=True, text=True, check=False, cwd=empty
-        )
-        if '"id"' not in warm.stdout:
-            print(f"the 1 KB log gave no finding (exit {warm.returncode}): not the case this measures", file=sys.stderr)
-            return 2
+        other = {**os.environ, "PYTHONPATH": against} if against else None
+        for env in (None, other) if other else (None,):  # also warms the catalogue cache of each tree
+            warm = subprocess.run(
+                [*entry, "diagnose", log, "-f", "json"], capture_output=True, text=True, check=False, cwd=empty, env=env
+            )
+            if '"id"' not in warm.stdout:  # e.g. an --against tree without its signatures/
+                print(f"the 1 KB log gave no finding (exit {warm.returncode}): {warm.stderr[-300:]}", file=sys.stderr)
+                return 2
         commands: dict[str, tuple[list[str], dict[str, str] | None]] = {
             "bare": ([sys.executable, "-c", "pass"], None),
             "import typer": ([sys.executable, "-c", "import typer"], None),
         }
-        other = {**os.environ, "PYTHONPATH": against} if against else None
         for name, argv in subcommands(log).items():
             if not wanted or any(name.startswith(prefix) for prefix in wanted):
                 if other is not None:

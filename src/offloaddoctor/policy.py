@@ -145,7 +145,8 @@ def load_policy(start: Path | None = None) -> Policy:
         # here, not at the top: most projects have no such file, and PyYAML costs start-up
         import yaml
 
-        from offloaddoctor.config.yaml_config import read_config_text, safe_load_bounded
+        from offloaddoctor.config.files import read_config_text
+        from offloaddoctor.config.yaml_config import safe_load_bounded
 
         try:
             table = safe_load_bounded(read_config_text(str(path)), str(path))

@@ -298,6 +298,28 @@ def test_diagnose_as_json_loads_neither_rich_nor_yaml(tmp_path):
     assert '"id": "pp-cpu-offload"' in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("argv", "not_loaded", "shown"),
+    [
+        (["--version"], ("offloaddoctor.cli.diagnose", "offloaddoctor.cli.catalog"), "offloaddoctor "),
+        (["estimate", str(FIXTURES / "estimate" / "llama3-8b-launch.sh")], ("yaml",), "Peak allocated"),
+        (["explain", "pp-cpu-offload"], ("regex",), "one of the patterns"),
+        (
+            ["bisect-step", "--config", str(FIXTURES / "check" / "many-violations.yaml")],
+            ("offloaddoctor.bisect.run_mode",),
+            "bad: violates",
+        ),
+    ],
+)
+def test_a_small_run_loads_only_what_it_uses(argv, not_loaded, shown, tmp_path):
+    """`--version` builds no command; a launch script is read without PyYAML; `explain` prints the patterns'
+    sources without compiling them (the `regex` module); `bisect-step --config` loads no run mode."""
+    for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
+        result = _run_listing_modules(argv, not_loaded, tmp_path)
+    assert result.stderr.endswith(" []"), result.stderr
+    assert shown in result.stdout + result.stderr, result
+
+
 def test_there_is_one_command_line():
     """The second, typer-free parser of `diagnose`/`check`/`metrics` is gone (issue 28.2): every argv goes
     through typer, so a new option cannot be parsed one way here and another way there."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offloaddoctor.bisect.interrupts import signals_deferred
-from offloaddoctor.config.yaml_config import MAX_CONFIG_BYTES
+from offloaddoctor.config.files import MAX_CONFIG_BYTES
 from offloaddoctor.errors import UserError
 
 # Hooks stay off: a user's post-checkout hook must not run in our temporary worktrees.

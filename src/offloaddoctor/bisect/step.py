@@ -10,7 +10,6 @@ from pathlib import Path
 
 from offloaddoctor.bisect.judge import ConfigJudge
 from offloaddoctor.bisect.interrupts import signals_interrupt
-from offloaddoctor.bisect.run_mode import run_and_judge
 from offloaddoctor.bisect.search import BAD, GOOD, SKIP, Outcome
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.loading import load_config_file
@@ -29,6 +28,8 @@ def bisect_step(
     signature_id: str | None = None,
 ) -> Outcome:
     if command:
+        from offloaddoctor.bisect.run_mode import run_and_judge  # here: worktrees, tempfile, the diagnosis
+
         with signals_interrupt():
             configs = [config_path] if config_path else []
             return run_and_judge(command, Path.cwd(), catalog, log_path, timeout, signature_id, configs)

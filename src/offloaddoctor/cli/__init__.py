@@ -28,14 +28,15 @@ COMMAND_MODULES = {
 
 
 def typer_app(command: str | None = None):
-    """The typer app with every command registered; only `command`'s module when a command is named, since
-    typer builds a click command (signature, type hints, parameters) for every registered one and the others
-    would not run: ~10 % of a small run's start-up (docs/performance.md)."""
+    """The typer app with every command registered; only `command`'s module when a command is named, none for ""
+    (`--version`): typer builds a click command of every registered one (docs/performance.md, "start-up")."""
     import importlib
 
     from offloaddoctor.cli._app import app
 
-    wanted = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else COMMAND_MODULES.values()
+    wanted = (
+        [COMMAND_MODULES[command]] if command in COMMAND_MODULES else [] if command == "" else COMMAND_MODULES.values()
+    )
     for module in dict.fromkeys(wanted):
         importlib.import_module(f"offloaddoctor.cli.{module}")
     # in one process, modules imported one by one (tests, embedding) register out of order: list them as declared
@@ -171,6 +172,8 @@ def run_typer(argv: list[str]) -> int:
         argv = ["--help"]
     # The app's own options (--debug, --version, -h) take no value: the first other word names the command.
     named = next((word for word in argv if not word.startswith("-")), None)
+    if named is None and not {"-h", "--help"} & set(argv):
+        named = ""  # no command to run and no help to list them in
     command = get_command(typer_app(named))
     try:
         code = command.main(args=argv, prog_name="offloaddoctor", standalone_mode=False)

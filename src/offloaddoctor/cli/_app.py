@@ -15,26 +15,20 @@ class GuardedTyper(typer.Typer):
     mistake exits EXIT_INTERNAL with one line, not 1 (our "findings" code) with a traceback."""
 
     def command(self, *args, **kwargs):
-        register = super().command(*args, **kwargs)
-
-        def decorator(function):
-            from offloaddoctor.cli.common import guarded
-
-            register(guarded(function))
-            return function
-
-        return decorator
+        return _guarding(super().command(*args, **kwargs))
 
     def callback(self, *args, **kwargs):
-        register = super().callback(*args, **kwargs)
+        return _guarding(super().callback(*args, **kwargs))
 
-        def decorator(function):
-            from offloaddoctor.cli.common import guarded
 
-            register(guarded(function))
-            return function
+def _guarding(register):
+    def decorator(function):
+        from offloaddoctor.cli.common import guarded
 
-        return decorator
+        register(guarded(function))
+        return function
+
+    return decorator
 
 
 class Command(TyperCommand):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import List
 
 import typer
 
 from offloaddoctor.cli._app import Command, GuardedTyper, app, examples
-from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, load_catalog_or_fail, fail, did_you_mean
+from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, TextOrJson, load_catalog_or_fail, fail
 
 
 signatures_app = GuardedTyper(
@@ -24,15 +23,10 @@ signatures_app = GuardedTyper(
 app.add_typer(signatures_app, name="signatures")
 
 
-class ExamplesFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
 @signatures_app.callback()
 def list_signatures(
     ctx: typer.Context,
-    output_format: ExamplesFormat = typer.Option(ExamplesFormat.text, "--format", "-f", help="text (default) or json."),
+    output_format: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help="text (default) or json."),
     signatures: List[Path] = typer.Option(
         [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
     ),
@@ -43,7 +37,7 @@ def list_signatures(
     from offloaddoctor.render.catalog_view import render_catalog, render_catalog_json
 
     catalog = load_catalog_or_fail(signatures)
-    sys.stdout.write(render_catalog_json(catalog) if output_format is ExamplesFormat.json else render_catalog(catalog))
+    sys.stdout.write(render_catalog_json(catalog) if output_format is TextOrJson.json else render_catalog(catalog))
 
 
 @signatures_app.command(
@@ -59,7 +53,7 @@ def signatures_test(
     only: bool = typer.Option(
         False, "--only", help="Test only the signatures in DIR (the built-ins are still loaded, so ids cannot clash)."
     ),
-    output_format: ExamplesFormat = typer.Option(ExamplesFormat.text, "--format", "-f", help="text (default) or json."),
+    output_format: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help="text (default) or json."),
 ) -> None:
     """Run every signature's examples; print the confusion matrix. Exit 1 on any wrong outcome."""
     from offloaddoctor.api import run_examples
@@ -71,7 +65,7 @@ def signatures_test(
     catalog = load_catalog_or_fail(dirs)
     chosen = [s for s in catalog.signatures if not only or Path(s.path).resolve().parent in {d.resolve() for d in dirs}]
     run = run_examples(catalog, chosen)
-    sys.stdout.write(render_confusion_json(run) if output_format is ExamplesFormat.json else render_confusion(run))
+    sys.stdout.write(render_confusion_json(run) if output_format is TextOrJson.json else render_confusion(run))
     raise typer.Exit(EXIT_FINDINGS if run.failures else EXIT_CLEAN)
 
 
@@ -121,5 +115,7 @@ def explain(
     catalog = load_catalog_or_fail(signatures)
     signature = catalog.get(signature_id)
     if signature is None:
+        from offloaddoctor.api import did_you_mean
+
         fail(f"unknown signature id {signature_id!r}{did_you_mean(signature_id, catalog)}")
     sys.stdout.write(render_explain(signature))

@@ -108,9 +108,3 @@ def make_console():
     from rich.console import Console
 
     return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
-
-
-def did_you_mean(name: str, catalog) -> str:
-    from offloaddoctor.api import did_you_mean
-
-    return did_you_mean(name, catalog)

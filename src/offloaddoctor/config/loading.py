@@ -50,7 +50,7 @@ def load_log_config(path: str) -> list[ConfigValue]:
 
 
 def _load_launch_script(path: str) -> list[ConfigValue]:
-    from offloaddoctor.config.yaml_config import read_config_text
+    from offloaddoctor.config.files import read_config_text
 
     return _parse_launch_script(read_config_text(path, errors="replace"), path)
 

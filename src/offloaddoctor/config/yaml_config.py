@@ -6,12 +6,11 @@ nothing in the file is ever executed. Alias expansion is bounded so an alias bom
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterator
 
 import yaml
 
+from offloaddoctor.config.files import read_config_text
 from offloaddoctor.config.keys import BRIDGE_FALLBACKS, canonical_key
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.config.mixups import log_given_as_config
@@ -25,9 +24,6 @@ MAX_NODES = 200_000  # after alias expansion
 # As written: a Bridge run_config.yaml holds under a thousand (737 in fixtures/configs); each costs ~40 µs to
 # scan and compose in pure Python, so the limit is reached in about a second.
 MAX_COMPOSED_NODES = 20_000
-# A Bridge run_config.yaml is tens of KB. PyYAML reads about 1 MB/s (flow collections much slower), so a
-# larger file is refused rather than read for minutes.
-MAX_CONFIG_BYTES = 2**20
 _STANDARD_SCALAR_TAGS = {"tag:yaml.org,2002:" + name for name in ("str", "int", "float", "bool", "null", "timestamp")}
 _constructor = yaml.constructor.SafeConstructor()
 _TOO_DEEP = "{path}: config nests lists or mappings too deeply to read (hundreds of levels; a run config has a few)"
@@ -35,28 +31,6 @@ _TOO_DEEP = "{path}: config nests lists or mappings too deeply to read (hundreds
 
 def load_yaml_config(path: str, origin: str = "config") -> list[ConfigValue]:
     return parse_yaml_config(read_config_text(path), path, origin)
-
-
-def read_config_text(path: str, errors: str = "strict") -> str:
-    """A config file's text. Only regular files: a FIFO would block forever and /dev/zero never ends."""
-    try:
-        info = os.stat(path)
-        if stat.S_ISDIR(info.st_mode):
-            raise UserError(f"{path}: config is a directory, expected a YAML file")
-        if not stat.S_ISREG(info.st_mode):
-            raise UserError(f"{path}: config is not a regular file (a pipe or device?); pass a file")
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
-        raise UserError(f"{path}: config file not found") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read config: {exc.strerror or exc}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise UserError(f"{path}: config is larger than {MAX_CONFIG_BYTES // 2**20} MiB; refusing to read it")
-    try:
-        return data.decode("utf-8", errors=errors)
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: config is not UTF-8 text") from None
 
 
 class _CountingLoader(yaml.SafeLoader):

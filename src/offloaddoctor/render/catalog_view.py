@@ -47,7 +47,7 @@ def render_explain(signature: Signature) -> str:
             "Matches log lines containing",
             [repr(x) for x in signature.match.literals]
             + ["and one of the patterns:"]
-            + [f"  {p.pattern}" for p in signature.match.patterns],
+            + [f"  {p}" for p in signature.match.pattern_sources],
         )
     if signature.shares_match_of:
         section(
