@@ -317,7 +317,7 @@ def compare(
     # are not the paths as given (metrics/runs.py), as `diagnose` does.
     by_path = {path: resolve_sources([path]) for path in dict.fromkeys(paths)}
     first = {path: _measure_and_diagnose(path, sources, catalog, matchers) for path, sources in by_path.items()}
-    measured, errors = [], {}
+    measured, errors, config_values = [], {}, {}
     for group, read_as_given in _compared_runs(baseline, paths, {p: r for p, (_, _, r) in first.items()}, by_path):
         if read_as_given:
             run, report, _ = first[group.name]
@@ -326,7 +326,8 @@ def compare(
         errors[group.name] = [f.id for f in report.findings if f.signature.severity == "error"]
         configs = [c for path in group.given for c in (run_configs or {}).get(path, ())]
         if configs:
-            arguments = {**run.arguments, **{v.key: v.value for v in explicit_config(configs, ())}}
+            config_values[group.name] = explicit_config(configs, ())
+            arguments = {**run.arguments, **{v.key: v.value for v in config_values[group.name]}}
             run.summary.offload = offload_settings(arguments)
             run.summary.effective_offload_fraction = effective_offload_fraction(run.summary.offload)
         measured.append(run)
@@ -335,25 +336,77 @@ def compare(
         measured[1:],
         errors,
         criteria or Criteria(),
-        _model_state_mb(measured[0]),
+        _model_state_mb(measured[0], config_values.get(measured[0].path, ())),
         bytes_per_parameter=optimizer_state_bytes_per_parameter(),
+        **_model_peaks(measured, config_values),
     )
 
 
-def _model_state_mb(run) -> tuple[float, str] | None:
-    """The memory model's offloadable optimizer state per GPU for a run's arguments block (None: keys missing)."""
-    from offloaddoctor.byte_units import MIB
-    from offloaddoctor.memory import offloadable_state, read_shape
-
+def _run_store(run, config_values: Sequence[ConfigValue] = ()):
+    """A run's config: its arguments block, with the `--run-config` files' values on top."""
     values = [
         ConfigValue(canonical_key(k), v, Source(run.path, None, "arguments block"), "log")
         for k, v in run.arguments.items()
     ]
+    return build_store(values, config_values)
+
+
+def _model_state_mb(run, config_values: Sequence[ConfigValue] = ()) -> tuple[float, str] | None:
+    """The memory model's offloadable optimizer state per GPU for a run's config (None: keys missing)."""
+    from offloaddoctor.byte_units import MIB
+    from offloaddoctor.memory import offloadable_state, read_shape
+
     try:
-        states = offloadable_state(read_shape(build_store(values)))
+        states = offloadable_state(read_shape(_run_store(run, config_values)))
     except UserError:
         return None
     return states.bytes / MIB, states.formula
+
+
+def _model_peaks(runs: Sequence[Any], config_values: Mapping[str, Sequence[ConfigValue]]) -> dict[str, Any]:
+    """compare_runs' `model_peaks` (the memory model's peak for each run's shape, the first optimizer build freed
+    and not) and `model_missing` (why a config could not be read), from each run's config."""
+    from offloaddoctor.byte_units import MIB
+    from offloaddoctor.config.dialect import dialect_of
+    from offloaddoctor.memory import MissingKeys, estimate as memory_estimate, read_shape
+    from offloaddoctor.metrics.compare import ModelPeak
+
+    peaks: dict[str, ModelPeak] = {}
+    missing: dict[str, list[str]] = {}  # why -> the runs it holds for
+    for run in runs:
+        store = _run_store(run, config_values.get(run.path, ()))
+        try:
+            result = memory_estimate(read_shape(store))
+        except MissingKeys as exc:  # its hint names `--set`, which compare has not: --run-config is said below
+            missing.setdefault(str(exc).partition(" (")[0] + " (a --run-config file can give them)", []).append(
+                run.path
+            )
+            continue
+        except UserError as exc:
+            missing.setdefault(str(exc), []).append(run.path)
+            continue
+        collected, lingering = result.peak_allocated_if_collected_bytes / MIB, result.peak_allocated_bytes / MIB
+        fix = _first_build_fix(result.shape, dialect_of(store)) if lingering > collected else ""
+        peaks[run.path] = ModelPeak(round(collected, 2), round(lingering, 2), fix)
+    why = "; ".join(f"{', '.join(paths)}: {reason}" for reason, paths in missing.items())
+    return {"model_peaks": peaks, "model_missing": why}
+
+
+def _first_build_fix(shape, dialect: str) -> str:
+    """The advice that frees the optimizer's first build, as `estimate` and `diagnose` word it (advice/changes.py),
+    with its lines in the run's dialect."""
+    from offloaddoctor.advice.changes import CHANGES, MANUAL_GC
+    from offloaddoctor.config.dialect import render_lines
+
+    for propose, _ in CHANGES:  # the manual-gc change is weighed first: where it applies, one call finds it
+        change = propose(shape, 0.0)
+        if change is not None:
+            return (
+                f"{change.change}: {' '.join(render_lines(change.overrides, dialect))}"
+                if change.overrides == MANUAL_GC
+                else ""
+            )
+    return ""
 
 
 def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict) -> list[tuple[Any, bool]]:

@@ -28,6 +28,14 @@ def _number(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _expected(run: RunComparison) -> str:
+    """The expected saving: the memory model's range where it gives one, else one figure."""
+    if run.expected_saving_range_mb is not None:
+        low, high = run.expected_saving_range_mb
+        return f"{low:.0f}..{high:.0f}"
+    return _number(run.expected_saving_mb, ".0f")
+
+
 def _row(run: RunComparison, baseline: bool) -> list[str]:
     return [
         safe_text(run.path),
@@ -37,7 +45,7 @@ def _row(run: RunComparison, baseline: bool) -> list[str]:
         _number(run.peak_allocated_mb, ".0f"),
         "" if baseline else _number(run.memory_saving_mb, ".0f"),
         "" if baseline else _number(run.saving_per_unit_fraction_mb, ".0f"),
-        "" if baseline else _number(run.expected_saving_mb, ".0f"),
+        "" if baseline else _expected(run),
         ""
         if baseline
         else (
@@ -57,20 +65,17 @@ def render_compare_plain(comparison: Comparison) -> str:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     criteria = comparison.criteria
-    state = comparison.optimizer_state_mb
     lines += [
         "",
         f"Criteria: no error finding; max |Δ loss| < {criteria.loss_tolerance:g} over common iterations; saving within "
-        f"{criteria.memory_tolerance:.0%} + {criteria.memory_slack_mb:g} MB of fraction × "
-        + (
-            f"{state:.0f} MB ({comparison.state_basis})."
-            if state
-            else "the optimizer state (parameter count not logged: not judged)."
-        ),
+        f"{criteria.memory_tolerance:.0%} + {criteria.memory_slack_mb:g} MB of the expected saving.",
+        f"Expected saving: {comparison.saving_basis}.",
     ]
     for run in comparison.runs:
         for reason in run.reasons:
             lines.append(f"FAIL {safe_text(run.path)}: {safe_text(reason)}")
+    for run in comparison.runs:
+        lines += [f"note {safe_text(run.path)}: {safe_text(note)}" for note in run.notes]
     lines += [f"note: {safe_text(note)}" for note in comparison.notes]
     return "\n".join(lines) + "\n"
 
@@ -90,6 +95,10 @@ def compare_to_dict(comparison: Comparison) -> dict[str, Any]:
         "memory_saving_mb",
         "saving_per_unit_fraction_mb",
         "expected_saving_mb",
+        "expected_saving_range_mb",
+        "straight_line_saving_mb",
+        "expected_basis",
+        "notes",
         "max_abs_loss_delta",
         "max_abs_loss_delta_iteration",
         "common_iterations",
@@ -101,6 +110,7 @@ def compare_to_dict(comparison: Comparison) -> dict[str, Any]:
         "criteria": asdict(comparison.criteria),
         "optimizer_state_mb": comparison.optimizer_state_mb,
         "optimizer_state_basis": comparison.state_basis,
+        "expected_saving_basis": comparison.saving_basis,
         "baseline": baseline,
         "runs": [_run_dict(run) for run in comparison.runs],
         "notes": comparison.notes,
