@@ -395,7 +395,7 @@ def _model_peaks(runs: Sequence[Any], config_values: Mapping[str, Sequence[Confi
 def _first_build_fix(shape, dialect: str) -> str:
     """The advice that frees the optimizer's first build, as `estimate` and `diagnose` word it (advice/changes.py),
     with its lines in the run's dialect."""
-    from offloaddoctor.advice.changes import CHANGES, MANUAL_GC
+    from offloaddoctor.advice import CHANGES, MANUAL_GC
     from offloaddoctor.config.dialect import render_lines
 
     for propose, _ in CHANGES:  # the manual-gc change is weighed first: where it applies, one call finds it

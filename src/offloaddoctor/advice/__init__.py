@@ -8,6 +8,7 @@ from offloaddoctor.lazy_exports import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; at run time each name loads its module on first use
+    from offloaddoctor.advice.changes import CHANGES, MANUAL_GC
     from offloaddoctor.advice.estimate_report import (
         Capacity,
         EstimateReport,
@@ -20,6 +21,8 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
 
 # What the layers above use, and the module that defines each: imported on first use, for start-up time.
 _HOMES = {
+    "CHANGES": "changes",
+    "MANUAL_GC": "changes",
     "Capacity": "estimate_report",
     "EstimateReport": "estimate_report",
     "attach_memory": "estimate_report",
@@ -31,6 +34,8 @@ _HOMES = {
 }
 
 __all__ = [
+    "CHANGES",
+    "MANUAL_GC",
     "Capacity",
     "EstimateReport",
     "add_advice",
