@@ -360,3 +360,25 @@ def test_json_says_which_model_gave_the_expected_saving(sweep):
     run = next(r for r in data["runs"] if r["path"].endswith("g1-f020.log.gz"))
     assert run["expected_basis"] == "memory model" and run["expected_saving_range_mb"] == [-1795.28, 8448.0]
     assert run["notes"] and "expected_saving_range_mb" not in data["baseline"]
+
+
+def test_runs_the_model_cannot_read_keep_the_line_and_the_basis_names_both():
+    from offloaddoctor.metrics.compare import ModelPeak
+
+    base = synthetic("base", "False", 1.0, 2000.0)
+    modelled = synthetic("modelled", "True", 0.5, 1700.0)
+    unread = synthetic("unread", "True", 0.5, 2000.0 - STATE / 2)
+    same = synthetic("same", "False", 1.0, 1990.0)  # offloads as the baseline does: not judged, nothing noted
+    peaks = {"base": ModelPeak(1000.0, 1000.0), "modelled": ModelPeak(700.0, 800.0, "fix"), "same": ModelPeak(1.0, 9.0)}
+    comparison = compare_runs(
+        base, [modelled, unread, same], {}, bytes_per_parameter=BYTES, model_peaks=peaks, model_missing="unread: why"
+    )
+    by_path = {run.path: run for run in comparison.runs}
+    assert by_path["modelled"].expected_basis == "memory model"
+    assert by_path["modelled"].expected_saving_range_mb == (200.0, 300.0)
+    assert by_path["unread"].expected_basis == "straight line"
+    assert by_path["unread"].expected_saving_mb == pytest.approx(STATE / 2)
+    assert by_path["same"].expected_basis is None and by_path["same"].notes == []
+    assert comparison.saving_basis.startswith("memory model for modelled: its peak")
+    assert "; straight line for unread: fraction × 12 MB" in comparison.saving_basis
+    assert comparison.saving_basis.endswith("the memory model could not read the config (unread: why)")

@@ -172,8 +172,8 @@ def _nearest_case(measured_mb: float | None, peak: ModelPeak) -> float:
 def _explain_first_build(run: RunComparison, peak: ModelPeak | None) -> None:
     """Say so where the run's optimizer first build stayed allocated (its peak is the model's with the build
     held): the saving is smaller than the straight line promises, and how to free it."""
-    if peak is None or peak.first_build_mb <= 0 or run.peak_allocated_mb is None:
-        return
+    if peak is None or peak.first_build_mb <= 0 or run.peak_allocated_mb is None or run.expected_basis is None:
+        return  # nothing can linger, or the saving is not judged (same fraction as the baseline)
     if _nearest_case(run.peak_allocated_mb, peak) != peak.lingering_mb:
         return
     below = ""
