@@ -46,6 +46,8 @@ class StageEstimate:
     # The part of the peak that lasts only until Python's garbage collector runs (see _uncollected_first_build):
     # the peak is `peak_bytes` if it has not run before the first step, `peak_bytes - uncollected_bytes` if it has.
     uncollected_bytes: float = 0.0
+    # The optimizer state on the GPU during training, whichever phase is the peak (none is at the model set-up).
+    optimizer_states: Component | None = None
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,9 @@ def optimizer_state_bytes_per_parameter(shape: RunShape | None = None) -> int:
 def offloadable_state(shape: RunShape) -> Component:
     """The optimizer state per GPU that optimizer offloading can move, as if none were offloaded yet."""
     unloaded = estimate(shape.with_changes(optimizer_cpu_offload=False, offload_optimizer_states=False))
-    return unloaded.component("optimizer_states")
+    states = unloaded.most_loaded.optimizer_states
+    assert states is not None
+    return states
 
 
 def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
@@ -187,8 +191,15 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     optimizer_step = weights.bytes + grads.bytes + states + step_temporary + resident
 
     set_up = _set_up_bytes(shape, weights.bytes, grads.bytes)
+    state_forward = Component(
+        "optimizer_states",
+        states_forward,
+        state_formula + ("; Adam moments on the host until the step" if shape.offload_optimizer_states else ""),
+    )
+    state_step = Component("optimizer_states", states, state_formula)
+    training = max(forward_backward, optimizer_step)
 
-    if set_up > max(forward_backward, optimizer_step):
+    if set_up > training:
         phase = "model set-up"
         weights = Component(
             "weights",
@@ -205,11 +216,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         other = Component("other", resident, resident_formula)
         act = Component("activations", activations, activation_formula)
         logit = Component("logits", logits, _logits_formula(shape) if logits else "not on this pipeline stage")
-        state = Component(
-            "optimizer_states",
-            states_forward,
-            state_formula + ("; Adam moments on the host until the step" if shape.offload_optimizer_states else ""),
-        )
+        state = state_forward
     else:
         phase = "optimizer step"
         temp = "torch foreach Adam temporary (4 B/parameter)" if foreach_adam else ""
@@ -223,17 +230,19 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
             "forward/backward, less than the step's temporaries)",
         )
         logit = Component("logits", 0.0, "freed before the step")
-        state = Component("optimizer_states", states, state_formula)
+        state = state_step
     components = (weights, grads, state, act, logit, other)
+    peak = max(training, set_up)
     return StageEstimate(
         params.stage,
         params,
-        max(forward_backward, optimizer_step, set_up),
+        peak,
         phase,
         components,
         forward_backward,
         optimizer_step,
-        uncollected,
+        peak - max(training - uncollected, set_up),  # the first build is made after the set-up
+        state_forward if forward_backward >= optimizer_step else state_step,
     )
 
 
