@@ -38,7 +38,14 @@ def test_output_formats(in_repo, snapshot, fmt):
 
 
 def test_json_follows_its_schema_and_adds_up(in_repo):
-    for args in ([RUN], [RUN, "--gpu", "H200"], [LAUNCH, "--gpu-memory", "80GiB"], [RUN, "--target", "12GiB"]):
+    set_up = "fixtures/offload-sweep/h1-gpt9b-full-f100.log.gz"  # the peak is the model set-up
+    for args in (
+        [RUN],
+        [RUN, "--gpu", "H200"],
+        [LAUNCH, "--gpu-memory", "80GiB"],
+        [RUN, "--target", "12GiB"],
+        [set_up, "--gpu", "H100-80GB"],
+    ):
         document = json.loads(invoke(*args, "--format", "json").stdout)
         jsonschema.validate(document, SCHEMA)
         assert sum(document["components"].values()) == pytest.approx(document["peak_allocated_mb"], abs=0.5)
