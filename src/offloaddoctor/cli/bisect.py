@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from offloaddoctor.cli._app import Command, app, examples
-from offloaddoctor.cli.common import TextOrJson, load_catalog_or_fail, fail
+from offloaddoctor.cli.common import TextOrJson, load_catalog_or_fail
 from offloaddoctor.errors import UserError
 
 
@@ -107,8 +107,6 @@ def bisect(
                 result = bisect_config(repo, good, bad, config, catalog, select, progress)
             else:
                 raise UserError("pass --config PATH (config mode) or --run CMD (run mode)")
-    except UserError as exc:
-        fail(str(exc))
     except KeyboardInterrupt as exc:
         # Interrupted carries the signal (SIGHUP, SIGQUIT, SIGTERM, SIGINT); exit as a shell reports it.
         signum = getattr(exc, "signum", signal.SIGINT)

@@ -83,14 +83,9 @@ def signatures_lint(
     """Validate signature files: schema, patterns (compile, catastrophic, slow), literals, examples. Exit 1 on errors."""
     from offloaddoctor.api import vocabulary
     from offloaddoctor.catalog.lint import ERROR, lint
-    from offloaddoctor.errors import UserError
     from offloaddoctor.policy import load_policy
 
-    try:
-        policy = load_policy()
-    except UserError as exc:
-        fail(str(exc))
-    messages = lint(vocabulary(), [*policy.signature_dirs, *(dirs or [])])
+    messages = lint(vocabulary(), [*load_policy().signature_dirs, *(dirs or [])])
     for message in messages:
         typer.echo(str(message))
     errors = sum(1 for m in messages if m.level == ERROR)

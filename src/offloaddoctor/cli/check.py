@@ -13,12 +13,10 @@ from offloaddoctor.cli.common import (
     EXIT_CLEAN,
     EXIT_FINDINGS,
     CheckFormat,
-    fail,
     load_catalog_or_fail,
     make_console,
     wants_terminal,
 )
-from offloaddoctor.errors import UserError
 
 
 @app.command(
@@ -63,19 +61,16 @@ def check(
     from offloaddoctor.api import check as run_check
 
     catalog = load_catalog_or_fail(signatures)
-    try:
-        report = run_check(
-            config or [],
-            set_,
-            catalog=catalog,
-            only=list(select),
-            use_defaults=not no_defaults,
-            gpu=gpu,
-            gpu_memory=gpu_memory,
-            world_size=world_size,
-        )
-    except UserError as exc:
-        fail(str(exc))
+    report = run_check(
+        config or [],
+        set_,
+        catalog=catalog,
+        only=list(select),
+        use_defaults=not no_defaults,
+        gpu=gpu,
+        gpu_memory=gpu_memory,
+        world_size=world_size,
+    )
     if output_format is CheckFormat.json:
         from offloaddoctor.render.check_view import render_check_json
 

@@ -21,7 +21,6 @@ from offloaddoctor.cli.common import (
     make_console,
     wants_terminal,
 )
-from offloaddoctor.errors import UserError
 
 
 @app.command(
@@ -94,28 +93,22 @@ def diagnose(
     from offloaddoctor.policy import load_policy
     from offloaddoctor.render.outputs import check_outputs, parse_output
 
-    try:
-        policy = load_policy().add_command_line(fail_on.value if fail_on is not None else None, ignore)
-        outputs = [parse_output(spec) for spec in output]
-        # before the scan: a failure to write after the report printed would exit 2 and hide its exit 1
-        check_outputs(outputs, logs, [*config, *([baseline] if baseline else [])], recursive)
-    except UserError as exc:
-        fail(str(exc))
+    policy = load_policy().add_command_line(fail_on.value if fail_on is not None else None, ignore)
+    outputs = [parse_output(spec) for spec in output]
+    # before the scan: a failure to write after the report printed would exit 2 and hide its exit 1
+    check_outputs(outputs, logs, [*config, *([baseline] if baseline else [])], recursive)
     catalog = load_catalog_or_fail(signatures, policy)
-    try:
-        with _progress_bar(logs, output_format) as progress:
-            report = run_diagnose(
-                logs,
-                config,
-                set_,
-                catalog=catalog,
-                baseline=baseline,
-                progress=progress,
-                recursive=recursive,
-                policy=policy,
-            )
-    except UserError as exc:
-        fail(str(exc))
+    with _progress_bar(logs, output_format) as progress:
+        report = run_diagnose(
+            logs,
+            config,
+            set_,
+            catalog=catalog,
+            baseline=baseline,
+            progress=progress,
+            recursive=recursive,
+            policy=policy,
+        )
     _emit(report, output_format, catalog, policy, details)
     _write_outputs(report, outputs, catalog, policy, details)
     raise typer.Exit(EXIT_FINDINGS if policy.failed(report) else EXIT_CLEAN)
@@ -183,7 +176,4 @@ def _emit(report, output_format: OutputFormat, catalog, policy, details: bool) -
         return
     from offloaddoctor.render.outputs import emit
 
-    try:
-        emit(report, output_format.value, catalog, policy, details, sys.stdout.write)
-    except UserError as exc:
-        fail(str(exc))
+    emit(report, output_format.value, catalog, policy, details, sys.stdout.write)

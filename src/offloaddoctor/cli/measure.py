@@ -9,7 +9,6 @@ import typer
 
 from offloaddoctor.cli._app import Command, app, examples
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, TextOrJson, fail
-from offloaddoctor.errors import UserError
 from offloaddoctor.render.formats import MetricsFormat
 
 
@@ -67,10 +66,7 @@ def compare(
         run_configs.setdefault(log, []).append(path)
     if plot:  # before the comparison: a plot asked for and not drawn is an error, which must not come last
         _check_plot(plot, [baseline, *runs], [p for paths in run_configs.values() for p in paths])
-    try:
-        comparison = run_compare(baseline, runs, run_configs, Criteria(loss_tolerance, memory_tolerance))
-    except UserError as exc:
-        fail(str(exc))
+    comparison = run_compare(baseline, runs, run_configs, Criteria(loss_tolerance, memory_tolerance))
     from offloaddoctor.render.compare_view import render_compare_json, render_compare_plain
 
     sys.stdout.write(
@@ -80,10 +76,7 @@ def compare(
     if plot:
         from offloaddoctor.render.compare_plot import write_plot
 
-        try:
-            write_plot(comparison, plot)
-        except UserError as exc:
-            fail(str(exc))
+        write_plot(comparison, plot)
         typer.echo(f"offloaddoctor: plot written to {plot}", err=True)
     raise typer.Exit(EXIT_FINDINGS if comparison.failed else EXIT_CLEAN)
 
@@ -96,10 +89,7 @@ def _check_plot(plot: str, logs: list[str], configs: list[str]) -> None:
 
     if importlib.util.find_spec("matplotlib") is None:
         fail("--plot needs matplotlib: pip install 'offloaddoctor[plot]'")
-    try:
-        check_output_path(f"--plot {plot}", plot, logs, configs)
-    except UserError as exc:
-        fail(str(exc))
+    check_output_path(f"--plot {plot}", plot, logs, configs)
 
 
 @app.command(
@@ -124,10 +114,7 @@ def metrics(
     passed, and a directory holding several runs gives one summary each."""
     from offloaddoctor.metrics import collect_metrics
 
-    try:
-        runs = collect_metrics(logs)
-    except UserError as exc:
-        fail(str(exc))
+    runs = collect_metrics(logs)
     if output_format is MetricsFormat.json:
         from offloaddoctor.render.metrics_json import render_metrics_json as render
     elif output_format is MetricsFormat.csv:
