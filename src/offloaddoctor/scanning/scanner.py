@@ -588,14 +588,9 @@ class Scanner:
         again: its log is done)."""
         shared = self._stand_in_lists.get(numbers)
         if shared is None:
-            shared = self._stand_in_lists[numbers] = [self._stand_in(number) for number in numbers]
+            stand_in = self._uncitable.setdefault
+            shared = self._stand_in_lists[numbers] = [stand_in(n, IterationMetrics("", 0, None, 0, n)) for n in numbers]
         return shared
-
-    def _stand_in(self, iteration: int) -> IterationMetrics:
-        record = self._uncitable.get(iteration)
-        if record is None:
-            record = self._uncitable[iteration] = IterationMetrics("", 0, None, 0, iteration)
-        return record
 
     def scan_lines(self, name: str, lines: Iterable[str]) -> ScanResult:
         """Scan in-memory text (signature examples, tests) through the same path as files."""
