@@ -65,7 +65,15 @@ def compare(
             fail(f"--run-config {item}: expected LOG=PATH, e.g. --run-config run.log=run_config.yaml")
         run_configs.setdefault(log, []).append(path)
     if plot:  # before the comparison: a plot asked for and not drawn is an error, which must not come last
-        _check_plot(plot, [baseline, *runs], [p for paths in run_configs.values() for p in paths])
+        import importlib.util
+
+        from offloaddoctor.render.outputs import check_output_path
+
+        if importlib.util.find_spec("matplotlib") is None:
+            fail("--plot needs matplotlib: pip install 'offloaddoctor[plot]'")
+        # the PNG is written where asked, not over an input
+        configs = [p for paths in run_configs.values() for p in paths]
+        check_output_path(f"--plot {plot}", plot, [baseline, *runs], configs)
     comparison = run_compare(baseline, runs, run_configs, Criteria(loss_tolerance, memory_tolerance))
     from offloaddoctor.render.compare_view import render_compare_json, render_compare_plain
 
@@ -79,17 +87,6 @@ def compare(
         write_plot(comparison, plot)
         typer.echo(f"offloaddoctor: plot written to {plot}", err=True)
     raise typer.Exit(EXIT_FINDINGS if comparison.failed else EXIT_CLEAN)
-
-
-def _check_plot(plot: str, logs: list[str], configs: list[str]) -> None:
-    """matplotlib is at hand and the PNG can be written where asked (not over an input)."""
-    import importlib.util
-
-    from offloaddoctor.render.outputs import check_output_path
-
-    if importlib.util.find_spec("matplotlib") is None:
-        fail("--plot needs matplotlib: pip install 'offloaddoctor[plot]'")
-    check_output_path(f"--plot {plot}", plot, logs, configs)
 
 
 @app.command(
