@@ -8,7 +8,7 @@ from typing import List
 
 import typer
 
-from offloaddoctor.cli._app import Command, GuardedTyper, app, examples
+from offloaddoctor.cli._app import SIGNATURE_DIRS, Command, GuardedTyper, app, examples
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, TextOrJson, load_catalog_or_fail, fail
 
 
@@ -27,9 +27,7 @@ app.add_typer(signatures_app, name="signatures")
 def list_signatures(
     ctx: typer.Context,
     output_format: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help="text (default) or json."),
-    signatures: List[Path] = typer.Option(
-        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
-    ),
+    signatures: List[Path] = SIGNATURE_DIRS,
 ) -> None:
     """List the signature catalogue (or run `test` / `lint`)."""
     if ctx.invoked_subcommand is not None:
@@ -100,9 +98,7 @@ def signatures_lint(
 )
 def explain(
     signature_id: str = typer.Argument(..., metavar="ID", help="A signature id, e.g. pp-cpu-offload."),
-    signatures: List[Path] = typer.Option(
-        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
-    ),
+    signatures: List[Path] = SIGNATURE_DIRS,
 ) -> None:
     """Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix."""
     from offloaddoctor.render.catalog_view import render_explain

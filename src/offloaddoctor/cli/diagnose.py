@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app, examples
+from offloaddoctor.cli._app import SET_VALUES, SIGNATURE_DIRS, Command, app, examples
 from offloaddoctor.cli.common import (
     EXIT_CLEAN,
     EXIT_FINDINGS,
@@ -42,9 +42,7 @@ def diagnose(
     config: List[str] = typer.Option(
         [], "--config", "-c", metavar="PATH", help="Run config: Bridge/Megatron YAML or a launch script. Repeatable."
     ),
-    set_: List[str] = typer.Option(
-        [], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."
-    ),
+    set_: List[str] = SET_VALUES,
     output_format: OutputFormat = typer.Option(
         OutputFormat.auto,
         "--format",
@@ -66,9 +64,7 @@ def diagnose(
     ignore: List[str] = typer.Option(
         [], "--ignore", metavar="ID", help="Suppress a signature id (the report says what it left out). Repeatable."
     ),
-    signatures: List[Path] = typer.Option(
-        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
-    ),
+    signatures: List[Path] = SIGNATURE_DIRS,
     baseline: Optional[str] = typer.Option(
         None,
         "--baseline",

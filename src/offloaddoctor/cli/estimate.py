@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app, examples
+from offloaddoctor.cli._app import SET_VALUES, Command, app, examples
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, fail, load_catalog_or_fail
 
 
@@ -34,9 +34,7 @@ def estimate(
         metavar="[CONFIG]...",
         help="Bridge/Megatron YAML, launch script, or a training log (its arguments block).",
     ),
-    set_: List[str] = typer.Option(
-        [], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."
-    ),
+    set_: List[str] = SET_VALUES,
     gpu: Optional[str] = typer.Option(
         None, "--gpu", metavar="NAME", help="H100-80GB, H200, A100-80GB, A100-40GB, B200 or GB200."
     ),
