@@ -176,15 +176,11 @@ class _Plan:
 
     def runs(self, handler_sets: Sequence[Sequence[LineHandler]]) -> bool:
         """Whether these are the very handler sets the plan was made for (the same objects, in order)."""
-        if len(self.handler_sets) != len(handler_sets):
-            return False
-        for mine, theirs in zip(self.handler_sets, handler_sets):
-            if len(mine) != len(theirs):
-                return False
-            for planned, given in zip(mine, theirs):
-                if planned is not given:  # identity: handlers equal by value may hold other state
-                    return False
-        return True
+        # identity: handlers equal by value may hold other state
+        return len(self.handler_sets) == len(handler_sets) and all(
+            len(mine) == len(theirs) and all(planned is given for planned, given in zip(mine, theirs))
+            for mine, theirs in zip(self.handler_sets, handler_sets)
+        )
 
 
 def _skip_of(literal: bytes, keep: Callable[[int], int | None]) -> Callable[[int, bytes], bool | None]:

@@ -381,11 +381,8 @@ class FailureMatcher(LineHandler):
             for literal in set(matcher.spec.literals):
                 by_literal.setdefault(literal, []).append(position)
         self._by_literal = by_literal
-        digit_free: list[str] = []
-        with_digits: list[str] = []
-        for literal in self._matcher_literals:
-            (with_digits if any(c.isdigit() for c in literal) else digit_free).append(literal)
-        self._digit_free, self._with_digits = tuple(digit_free), tuple(with_digits)
+        self._digit_free = tuple(lit for lit in self._matcher_literals if not any(c.isdigit() for c in lit))
+        self._with_digits = tuple(lit for lit in self._matcher_literals if lit not in self._digit_free)
         self._present_by_shape: dict[bytes, list[str]] = {}
 
     def _present(self, text: str) -> list[str]:
