@@ -41,9 +41,13 @@ def typer_app(command: str | None = None):
         importlib.import_module(f"offloaddoctor.cli.{module}")
     # in one process, modules imported one by one (tests, embedding) register out of order: list them as declared
     order = list(COMMAND_MODULES)
-    # (the name typer gives a registered command: its own, or its function's with `-` for `_`)
-    app.registered_commands.sort(key=lambda info: order.index(info.name or info.callback.__name__.replace("_", "-")))
+    app.registered_commands.sort(key=lambda info: order.index(_command_name(info)))
     return app
+
+
+def _command_name(info) -> str:
+    """The name typer gives a registered command: its own, or its function's with `-` for `_`."""
+    return info.name or info.callback.__name__.replace("_", "-")
 
 
 def __getattr__(name: str):
