@@ -471,12 +471,8 @@ def run_examples(catalog: Catalog, signatures: Sequence[Signature] | None = None
 
 
 def __getattr__(name: str):
-    if name == "CheckReport":  # loaded with `check`, not at start-up: `diagnose` does not need it
-        from offloaddoctor.report import CheckReport
+    if name in ("CheckReport", "Report"):  # loaded with `check` or `diagnose`, not at start-up
+        import offloaddoctor.report
 
-        return CheckReport
-    if name == "Report":  # loaded with `diagnose`, not at start-up: `check` does not need it
-        from offloaddoctor.report import Report
-
-        return Report
+        return getattr(offloaddoctor.report, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,9 +20,7 @@ def boolean(value: Any) -> bool | None:
 
 
 def number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)):  # and bool
         return float(value)
     if isinstance(value, str):
         try:

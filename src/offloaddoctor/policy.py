@@ -93,7 +93,10 @@ class Policy:
 def find_project_file(start: Path, warnings: list[str] | None = None) -> Path | None:
     """The nearest trusted project file from `start` up to the repository root or home; a file not trusted
     (`untrusted_reason`) is passed over with a line in `warnings`."""
-    home = _home()
+    try:
+        home: Path | None = Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no password entry
+        home = None
     for directory in [start, *start.parents]:
         for candidate in (directory / ".offloaddoctor.yaml", directory / "pyproject.toml"):
             if not candidate.is_file():
@@ -108,13 +111,6 @@ def find_project_file(start: Path, warnings: list[str] | None = None) -> Path | 
         if directory == home or (directory / ".git").exists():
             break
     return None
-
-
-def _home() -> Path | None:
-    try:
-        return Path.home()
-    except (RuntimeError, KeyError):  # no HOME and no password entry
-        return None
 
 
 def untrusted_reason(path: Path) -> str | None:

@@ -164,6 +164,7 @@ def run_typer(argv: list[str]) -> int:
     """The command line, with this project's conventions instead of click's: bare `offloaddoctor` prints help
     to stdout (exit 0); a usage error is one line, `offloaddoctor: error: …` (exit 2), like every other error;
     Ctrl-C exits 130, never 1 (which means "findings")."""
+    from typer.exceptions import Abort
     from typer.main import get_command
 
     from offloaddoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, fail
@@ -177,13 +178,10 @@ def run_typer(argv: list[str]) -> int:
     command = get_command(typer_app(named))
     try:
         code = command.main(args=argv, prog_name="offloaddoctor", standalone_mode=False)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Abort):  # typer turns Ctrl-C (and EOF at a prompt) into Abort
         sys.stderr.write("\noffloaddoctor: interrupted\n")
         return EXIT_INTERRUPTED
     except Exception as exc:
-        if type(exc).__name__ == "Abort":  # click turns Ctrl-C (and EOF at a prompt) into Abort
-            sys.stderr.write("\noffloaddoctor: interrupted\n")
-            return EXIT_INTERRUPTED
         if not hasattr(exc, "format_message"):  # a bug: let it show its traceback
             raise
         context = getattr(exc, "ctx", None)

@@ -42,6 +42,12 @@ class Command(TyperCommand):
         ]
 
 
+# Options of several commands, declared once.
+SIGNATURE_DIRS = typer.Option([], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable.")
+SET_VALUES = typer.Option(
+    [], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."
+)
+
 # `-h` is `--help` everywhere (click's default is `--help` only); subcommands inherit it from the app.
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 

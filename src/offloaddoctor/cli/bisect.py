@@ -9,8 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app, examples
-from offloaddoctor.cli.common import TextOrJson, load_catalog_or_fail, fail
+from offloaddoctor.cli._app import SIGNATURE_DIRS, Command, app, examples
+from offloaddoctor.cli.common import TextOrJson, load_catalog_or_fail
 from offloaddoctor.errors import UserError
 
 
@@ -61,9 +61,7 @@ def bisect(
     ),
     output_format: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help="text (default) or json."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
-    signatures: List[Path] = typer.Option(
-        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
-    ),
+    signatures: List[Path] = SIGNATURE_DIRS,
 ) -> None:
     """Find the commit (or the config keys) that made a config or a run fail. Never touches your checkout.
 
@@ -107,8 +105,6 @@ def bisect(
                 result = bisect_config(repo, good, bad, config, catalog, select, progress)
             else:
                 raise UserError("pass --config PATH (config mode) or --run CMD (run mode)")
-    except UserError as exc:
-        fail(str(exc))
     except KeyboardInterrupt as exc:
         # Interrupted carries the signal (SIGHUP, SIGQUIT, SIGTERM, SIGINT); exit as a shell reports it.
         signum = getattr(exc, "signum", signal.SIGINT)

@@ -8,7 +8,7 @@ from typing import List
 
 import typer
 
-from offloaddoctor.cli._app import Command, GuardedTyper, app, examples
+from offloaddoctor.cli._app import SIGNATURE_DIRS, Command, GuardedTyper, app, examples
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, TextOrJson, load_catalog_or_fail, fail
 
 
@@ -27,9 +27,7 @@ app.add_typer(signatures_app, name="signatures")
 def list_signatures(
     ctx: typer.Context,
     output_format: TextOrJson = typer.Option(TextOrJson.text, "--format", "-f", help="text (default) or json."),
-    signatures: List[Path] = typer.Option(
-        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
-    ),
+    signatures: List[Path] = SIGNATURE_DIRS,
 ) -> None:
     """List the signature catalogue (or run `test` / `lint`)."""
     if ctx.invoked_subcommand is not None:
@@ -83,14 +81,9 @@ def signatures_lint(
     """Validate signature files: schema, patterns (compile, catastrophic, slow), literals, examples. Exit 1 on errors."""
     from offloaddoctor.api import vocabulary
     from offloaddoctor.catalog.lint import ERROR, lint
-    from offloaddoctor.errors import UserError
     from offloaddoctor.policy import load_policy
 
-    try:
-        policy = load_policy()
-    except UserError as exc:
-        fail(str(exc))
-    messages = lint(vocabulary(), [*policy.signature_dirs, *(dirs or [])])
+    messages = lint(vocabulary(), [*load_policy().signature_dirs, *(dirs or [])])
     for message in messages:
         typer.echo(str(message))
     errors = sum(1 for m in messages if m.level == ERROR)
@@ -105,9 +98,7 @@ def signatures_lint(
 )
 def explain(
     signature_id: str = typer.Argument(..., metavar="ID", help="A signature id, e.g. pp-cpu-offload."),
-    signatures: List[Path] = typer.Option(
-        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
-    ),
+    signatures: List[Path] = SIGNATURE_DIRS,
 ) -> None:
     """Print one signature in full: symptom, cause, patterns, config checks, confirmation, fix."""
     from offloaddoctor.render.catalog_view import render_explain

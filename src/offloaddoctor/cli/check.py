@@ -8,17 +8,15 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app, examples
+from offloaddoctor.cli._app import SET_VALUES, SIGNATURE_DIRS, Command, app, examples
 from offloaddoctor.cli.common import (
     EXIT_CLEAN,
     EXIT_FINDINGS,
     CheckFormat,
-    fail,
     load_catalog_or_fail,
     make_console,
     wants_terminal,
 )
-from offloaddoctor.errors import UserError
 
 
 @app.command(
@@ -33,9 +31,7 @@ def check(
     config: List[str] = typer.Argument(
         None, metavar="[CONFIG]...", help="Bridge/Megatron YAML or launch script(s) to validate."
     ),
-    set_: List[str] = typer.Option(
-        [], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."
-    ),
+    set_: List[str] = SET_VALUES,
     select: List[str] = typer.Option([], "--select", metavar="ID", help="Check only this constraint id. Repeatable."),
     no_defaults: bool = typer.Option(
         False, "--no-defaults", help="Leave unset keys unknown instead of taking megatron-core's defaults."
@@ -43,9 +39,7 @@ def check(
     output_format: CheckFormat = typer.Option(
         CheckFormat.auto, "--format", "-f", help="auto: panels on a terminal, plain text otherwise."
     ),
-    signatures: List[Path] = typer.Option(
-        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
-    ),
+    signatures: List[Path] = SIGNATURE_DIRS,
     gpu: Optional[str] = typer.Option(
         None,
         "--gpu",
@@ -63,19 +57,16 @@ def check(
     from offloaddoctor.api import check as run_check
 
     catalog = load_catalog_or_fail(signatures)
-    try:
-        report = run_check(
-            config or [],
-            set_,
-            catalog=catalog,
-            only=list(select),
-            use_defaults=not no_defaults,
-            gpu=gpu,
-            gpu_memory=gpu_memory,
-            world_size=world_size,
-        )
-    except UserError as exc:
-        fail(str(exc))
+    report = run_check(
+        config or [],
+        set_,
+        catalog=catalog,
+        only=list(select),
+        use_defaults=not no_defaults,
+        gpu=gpu,
+        gpu_memory=gpu_memory,
+        world_size=world_size,
+    )
     if output_format is CheckFormat.json:
         from offloaddoctor.render.check_view import render_check_json
 

@@ -83,21 +83,16 @@ def load_catalog_or_fail(signature_dirs: list[Path], policy=None):
     from offloaddoctor.catalog.loader import CatalogError
     from offloaddoctor.errors import UserError
     from offloaddoctor.policy import load_policy
+    from offloaddoctor.text_safety import safe_text
 
     try:
         if policy is None:
             policy = load_policy()
-            _warn(policy.warnings)  # diagnose's report notes them; other commands say it here
+            for line in policy.warnings:  # diagnose's report notes them; other commands say it here
+                sys.stderr.write(f"offloaddoctor: warning: {safe_text(line)}\n")
         return load_catalog(signature_dirs, policy=policy)
     except (CatalogError, UserError) as exc:
         fail(str(exc))
-
-
-def _warn(lines: list[str]) -> None:
-    from offloaddoctor.text_safety import safe_text
-
-    for line in lines:
-        sys.stderr.write(f"offloaddoctor: warning: {safe_text(line)}\n")
 
 
 def wants_terminal(output_format) -> bool:

@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app, examples
+from offloaddoctor.cli._app import SET_VALUES, SIGNATURE_DIRS, Command, app, examples
 from offloaddoctor.cli.common import (
     EXIT_CLEAN,
     EXIT_FINDINGS,
@@ -21,7 +21,6 @@ from offloaddoctor.cli.common import (
     make_console,
     wants_terminal,
 )
-from offloaddoctor.errors import UserError
 
 
 @app.command(
@@ -43,9 +42,7 @@ def diagnose(
     config: List[str] = typer.Option(
         [], "--config", "-c", metavar="PATH", help="Run config: Bridge/Megatron YAML or a launch script. Repeatable."
     ),
-    set_: List[str] = typer.Option(
-        [], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."
-    ),
+    set_: List[str] = SET_VALUES,
     output_format: OutputFormat = typer.Option(
         OutputFormat.auto,
         "--format",
@@ -67,9 +64,7 @@ def diagnose(
     ignore: List[str] = typer.Option(
         [], "--ignore", metavar="ID", help="Suppress a signature id (the report says what it left out). Repeatable."
     ),
-    signatures: List[Path] = typer.Option(
-        [], "--signatures", metavar="DIR", help="Extra signature directory. Repeatable."
-    ),
+    signatures: List[Path] = SIGNATURE_DIRS,
     baseline: Optional[str] = typer.Option(
         None,
         "--baseline",
@@ -94,28 +89,22 @@ def diagnose(
     from offloaddoctor.policy import load_policy
     from offloaddoctor.render.outputs import check_outputs, parse_output
 
-    try:
-        policy = load_policy().add_command_line(fail_on.value if fail_on is not None else None, ignore)
-        outputs = [parse_output(spec) for spec in output]
-        # before the scan: a failure to write after the report printed would exit 2 and hide its exit 1
-        check_outputs(outputs, logs, [*config, *([baseline] if baseline else [])], recursive)
-    except UserError as exc:
-        fail(str(exc))
+    policy = load_policy().add_command_line(fail_on.value if fail_on is not None else None, ignore)
+    outputs = [parse_output(spec) for spec in output]
+    # before the scan: a failure to write after the report printed would exit 2 and hide its exit 1
+    check_outputs(outputs, logs, [*config, *([baseline] if baseline else [])], recursive)
     catalog = load_catalog_or_fail(signatures, policy)
-    try:
-        with _progress_bar(logs, output_format) as progress:
-            report = run_diagnose(
-                logs,
-                config,
-                set_,
-                catalog=catalog,
-                baseline=baseline,
-                progress=progress,
-                recursive=recursive,
-                policy=policy,
-            )
-    except UserError as exc:
-        fail(str(exc))
+    with _progress_bar(logs, output_format) as progress:
+        report = run_diagnose(
+            logs,
+            config,
+            set_,
+            catalog=catalog,
+            baseline=baseline,
+            progress=progress,
+            recursive=recursive,
+            policy=policy,
+        )
     _emit(report, output_format, catalog, policy, details)
     _write_outputs(report, outputs, catalog, policy, details)
     raise typer.Exit(EXIT_FINDINGS if policy.failed(report) else EXIT_CLEAN)
@@ -183,7 +172,4 @@ def _emit(report, output_format: OutputFormat, catalog, policy, details: bool) -
         return
     from offloaddoctor.render.outputs import emit
 
-    try:
-        emit(report, output_format.value, catalog, policy, details, sys.stdout.write)
-    except UserError as exc:
-        fail(str(exc))
+    emit(report, output_format.value, catalog, policy, details, sys.stdout.write)

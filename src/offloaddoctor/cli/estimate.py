@@ -9,9 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from offloaddoctor.cli._app import Command, app, examples
+from offloaddoctor.cli._app import SET_VALUES, Command, app, examples
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, fail, load_catalog_or_fail
-from offloaddoctor.errors import UserError
 
 
 class EstimateFormat(str, Enum):
@@ -35,9 +34,7 @@ def estimate(
         metavar="[CONFIG]...",
         help="Bridge/Megatron YAML, launch script, or a training log (its arguments block).",
     ),
-    set_: List[str] = typer.Option(
-        [], "--set", "-s", metavar="KEY=VALUE", help="Override a config value (Bridge CLI form). Repeatable."
-    ),
+    set_: List[str] = SET_VALUES,
     gpu: Optional[str] = typer.Option(
         None, "--gpu", metavar="NAME", help="H100-80GB, H200, A100-80GB, A100-40GB, B200 or GB200."
     ),
@@ -69,12 +66,15 @@ def estimate(
 
     Exit 0 when it fits (or no GPU was given), 1 when it does not, 2 on bad input."""
     from offloaddoctor.api import estimate as run_estimate
+    from offloaddoctor.memory import MissingKeys
 
     catalog = load_catalog_or_fail(signatures)
     try:
         report = run_estimate(config or [], set_, gpu, gpu_memory, target, world_size, catalog, log)
-    except UserError as exc:
-        fail(str(exc) + _log_hint(exc, log))
+    except MissingKeys as exc:
+        # A config without the model's sequence length or vocabulary (a Bridge YAML cut to a few sections):
+        # the run's own log prints them, as `diagnose --config` reads it.
+        fail(str(exc) + ("" if log else "; or give the run's log with --log LOG, which prints them"))
     if output_format is EstimateFormat.json:
         from offloaddoctor.render.estimate_view import render_estimate_json as render
     elif output_format is EstimateFormat.markdown:
@@ -83,13 +83,3 @@ def estimate(
         from offloaddoctor.render.estimate_view import render_estimate_text as render
     sys.stdout.write(render(report))
     raise typer.Exit(EXIT_FINDINGS if report.fits is False else EXIT_CLEAN)
-
-
-def _log_hint(exc: UserError, logs: List[str]) -> str:
-    """A config without the model's sequence length or vocabulary (a Bridge YAML cut to a few sections):
-    the run's own log prints them, as `diagnose --config` reads it."""
-    from offloaddoctor.memory import MissingKeys
-
-    return (
-        "; or give the run's log with --log LOG, which prints them" if isinstance(exc, MissingKeys) and not logs else ""
-    )

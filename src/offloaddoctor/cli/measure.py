@@ -9,7 +9,6 @@ import typer
 
 from offloaddoctor.cli._app import Command, app, examples
 from offloaddoctor.cli.common import EXIT_CLEAN, EXIT_FINDINGS, TextOrJson, fail
-from offloaddoctor.errors import UserError
 from offloaddoctor.render.formats import MetricsFormat
 
 
@@ -66,11 +65,16 @@ def compare(
             fail(f"--run-config {item}: expected LOG=PATH, e.g. --run-config run.log=run_config.yaml")
         run_configs.setdefault(log, []).append(path)
     if plot:  # before the comparison: a plot asked for and not drawn is an error, which must not come last
-        _check_plot(plot, [baseline, *runs], [p for paths in run_configs.values() for p in paths])
-    try:
-        comparison = run_compare(baseline, runs, run_configs, Criteria(loss_tolerance, memory_tolerance))
-    except UserError as exc:
-        fail(str(exc))
+        import importlib.util
+
+        from offloaddoctor.render.outputs import check_output_path
+
+        if importlib.util.find_spec("matplotlib") is None:
+            fail("--plot needs matplotlib: pip install 'offloaddoctor[plot]'")
+        # the PNG is written where asked, not over an input
+        configs = [p for paths in run_configs.values() for p in paths]
+        check_output_path(f"--plot {plot}", plot, [baseline, *runs], configs)
+    comparison = run_compare(baseline, runs, run_configs, Criteria(loss_tolerance, memory_tolerance))
     from offloaddoctor.render.compare_view import render_compare_json, render_compare_plain
 
     sys.stdout.write(
@@ -80,26 +84,9 @@ def compare(
     if plot:
         from offloaddoctor.render.compare_plot import write_plot
 
-        try:
-            write_plot(comparison, plot)
-        except UserError as exc:
-            fail(str(exc))
+        write_plot(comparison, plot)
         typer.echo(f"offloaddoctor: plot written to {plot}", err=True)
     raise typer.Exit(EXIT_FINDINGS if comparison.failed else EXIT_CLEAN)
-
-
-def _check_plot(plot: str, logs: list[str], configs: list[str]) -> None:
-    """matplotlib is at hand and the PNG can be written where asked (not over an input)."""
-    import importlib.util
-
-    from offloaddoctor.render.outputs import check_output_path
-
-    if importlib.util.find_spec("matplotlib") is None:
-        fail("--plot needs matplotlib: pip install 'offloaddoctor[plot]'")
-    try:
-        check_output_path(f"--plot {plot}", plot, logs, configs)
-    except UserError as exc:
-        fail(str(exc))
 
 
 @app.command(
@@ -124,10 +111,7 @@ def metrics(
     passed, and a directory holding several runs gives one summary each."""
     from offloaddoctor.metrics import collect_metrics
 
-    try:
-        runs = collect_metrics(logs)
-    except UserError as exc:
-        fail(str(exc))
+    runs = collect_metrics(logs)
     if output_format is MetricsFormat.json:
         from offloaddoctor.render.metrics_json import render_metrics_json as render
     elif output_format is MetricsFormat.csv:

@@ -317,11 +317,6 @@ class CandidateReader:
             if newline != -1:
                 return False, data[newline + 1 :]
 
-    def exact_candidate(self, line_number: int) -> bool:
-        """Whether a line handed out while `every_line` is off surely holds a literal: not when the line was
-        cut (the literal may have been in the cut part)."""
-        return line_number != self.last_cut
-
     def _cut(self, line_number: int) -> None:
         self.last_cut = line_number
         self.warnings.append(f"{self.source.name}:{line_number}: line longer than {MAX_LINE_BYTES} bytes was cut")

@@ -11,26 +11,23 @@ lines it needs candidates, its `feed` reads them. Nothing else changes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from offloaddoctor.logs.normalize import normalize_line
 from offloaddoctor.logs.sources import LogSource, VanishedLog
 
 
+@dataclass(slots=True, eq=False)
 class Line:
     """One delivered line. `candidate`: it holds one of the pass's literals (a line delivered only because
     a handler asked for every line has it False)."""
 
-    __slots__ = ("candidate", "number", "path", "rank", "raw", "text")
-
-    def __init__(self, path: str, number: int, rank: int | None, text: str, raw: str, candidate: bool):
-        self.path, self.number, self.rank, self.text, self.raw, self.candidate = (
-            path,
-            number,
-            rank,
-            text,
-            raw,
-            candidate,
-        )
+    path: str
+    number: int
+    rank: int | None
+    text: str
+    raw: str
+    candidate: bool
 
 
 class LineHandler:
@@ -130,11 +127,10 @@ class LinePass:
         wants = reader.wants if reader is not None else None
         every = False
         number = 0
-        exact = reader.exact_candidate if reader is not None else None
         for number, raw in numbered:
             # A line the reader found by a literal holds one (its bytes did, and decoding keeps valid UTF-8):
-            # only lines read for a block, or cut, are tested again.
-            candidate = (not every and exact is not None and exact(number)) or any(
+            # only lines read for a block, or cut (the literal may have been in the cut part), are tested again.
+            candidate = (not every and reader is not None and number != reader.last_cut) or any(
                 literal in raw for literal in gate_literals
             )
             if not every:
@@ -180,15 +176,11 @@ class _Plan:
 
     def runs(self, handler_sets: Sequence[Sequence[LineHandler]]) -> bool:
         """Whether these are the very handler sets the plan was made for (the same objects, in order)."""
-        if len(self.handler_sets) != len(handler_sets):
-            return False
-        for mine, theirs in zip(self.handler_sets, handler_sets):
-            if len(mine) != len(theirs):
-                return False
-            for planned, given in zip(mine, theirs):
-                if planned is not given:  # identity: handlers equal by value may hold other state
-                    return False
-        return True
+        # identity: handlers equal by value may hold other state
+        return len(self.handler_sets) == len(handler_sets) and all(
+            len(mine) == len(theirs) and all(planned is given for planned, given in zip(mine, theirs))
+            for mine, theirs in zip(self.handler_sets, handler_sets)
+        )
 
 
 def _skip_of(literal: bytes, keep: Callable[[int], int | None]) -> Callable[[int, bytes], bool | None]:

@@ -102,7 +102,7 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False, notes: list[s
             if recursive:
                 found = [
                     str(p)
-                    for p in sorted(p for p in _entries(path, True, notes) if p.is_file() and is_log_name(p.name))
+                    for p in sorted(p for p in _entries_below(path, notes) if p.is_file() and is_log_name(p.name))
                 ]
                 found = _inside(path, found, notes)
             else:
@@ -324,26 +324,15 @@ def _is_file(entry: os.DirEntry) -> bool:
         return False
 
 
-def _entries(directory: Path, recursive: bool, notes: list[str] | None = None) -> Iterator[Path]:
-    """What the directory holds (with `recursive`, everything below it; symlinked directories are not
-    followed). A subdirectory that cannot be listed is skipped with a note in `notes` (one that vanished
-    while we walk, a job still writing or logs being rotated, silently); the directory named itself must be
-    listable."""
-
-    def cannot_list(exc: OSError) -> UserError:
-        return UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}")
-
-    if not recursive:
-        try:
-            yield from list(directory.iterdir())
-        except OSError as exc:
-            raise cannot_list(exc) from None
-        return
+def _entries_below(directory: Path, notes: list[str]) -> Iterator[Path]:
+    """Every file below the directory (symlinked directories are not followed). A subdirectory that cannot be
+    listed is skipped with a note in `notes` (one that vanished while we walk, a job still writing or logs
+    being rotated, silently); the directory named itself must be listable."""
 
     def skip_unless_top(exc: OSError) -> None:
         if exc.filename == os.fspath(directory):
-            raise cannot_list(exc)
-        if notes is not None and not isinstance(exc, FileNotFoundError):
+            raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}")
+        if not isinstance(exc, FileNotFoundError):
             notes.append(f"{exc.filename}: cannot list the directory: {exc.strerror or exc}; skipped")
 
     for root, _subdirectories, files in os.walk(directory, onerror=skip_unless_top):

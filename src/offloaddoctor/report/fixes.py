@@ -34,7 +34,8 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
     """Resolve the findings' changes into one consistent set and print each finding's fix in the dialect of
     the run's config (config/dialect.py). Returns the dialect."""
     dialect = dialect_of(store)
-    items = {id(f): [_item(line) for line in f.overrides] for f in findings}
+    # each line's changes, or the line itself when it is not a change (free text stays in place)
+    items = {id(f): [parse_fix_line(line) or line for line in f.overrides] for f in findings}
     _resolve_conflicts(findings, items, dialect)
     for finding in findings:
         out: list[str] = []
@@ -45,11 +46,6 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
             out += [line for line in lines if line not in out]
         finding.overrides = out
     return dialect
-
-
-def _item(line: str):
-    """A line's changes, or the line itself when it is not a change (free text stays in place)."""
-    return parse_fix_line(line) or line
 
 
 def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], dialect: str) -> None:

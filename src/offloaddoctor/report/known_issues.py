@@ -55,11 +55,10 @@ def _explain(finding: Finding, found: KnownIssueMatch, store: ConfigStore) -> No
     verdict = finding.config
     if found.by_config:
         shown = {v.key for v in verdict.values}
-        for key in dict.fromkeys(names_in(found.issue.when, "key")):
-            resolved = store.resolve(key)
+        known = [(key, store.resolve(key)) for key in dict.fromkeys(names_in(found.issue.when, "key"))]
+        for key, resolved in known:
             if key not in shown and resolved is not None:
                 verdict.values.append(ConfigEvidence(key, True, resolved.value, str(resolved.source)))
-        known = [(key, store.resolve(key)) for key in dict.fromkeys(names_in(found.issue.when, "key"))]
         shape = ", ".join(f"{key} = {format_value(resolved.value)}" for key, resolved in known if resolved is not None)
         verdict.verdict = CONTRADICTED
         verdict.explanation = (

@@ -22,10 +22,6 @@ def keep_evidence(kept: list[Evidence], evidence: Evidence) -> None:
         kept.append(evidence)
 
 
-def aggregate_key(matcher_id: str, facts: dict) -> tuple:
-    return matcher_id, tuple(sorted((k, repr(v)) for k, v in facts.items()))
-
-
 @dataclass
 class Aggregate:
     """Every hit of one matcher with identical parsed facts: one entry per failure, however many ranks."""
@@ -61,7 +57,7 @@ class Aggregates:
         self._by_key: dict[tuple, Aggregate] = {}
 
     def get(self, matcher_id: str, facts: dict) -> Aggregate:
-        key = aggregate_key(matcher_id, facts)
+        key = (matcher_id, tuple(sorted((k, repr(v)) for k, v in facts.items())))
         aggregate = self._by_key.get(key)
         if aggregate is None:
             aggregate = self._by_key[key] = Aggregate(matcher_id, facts, len(self._by_key) + 1)

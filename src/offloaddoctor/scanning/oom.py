@@ -137,11 +137,6 @@ def fragmentation_verdict(
     return False, f"{sums} < request {format_bytes(requested)}: {why}"
 
 
-def fragmentation_suspected(facts: dict) -> bool | None:
-    verdict = fragmentation_verdict(facts)
-    return None if verdict is None else verdict[0]
-
-
 def lead_with_expandable_segments(findings, expandable_segments_on) -> None:
     """A fragmentation finding's first fix is the zero-cost allocator setting, whatever capacity fix the
     memory advice put in front of it (advice runs first and may replace the overrides)."""

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 
 from offloaddoctor.scanning.scanner import Matcher, Scanner, ScanResult
-from offloaddoctor.logs.sources import LogSource
+from offloaddoctor.logs.sources import LogSource, expanded_size
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 PARALLEL_MIN_FILES = 512
@@ -35,7 +35,9 @@ def scan_sources(
     sizes = [s.size or 0 for s in sources] if many and progress is None else [_size(s) for s in sources]
     total = sum(sizes)
     # Progress counts the log's own bytes: a .gz by what it decompresses to (a 40 MB file can hold 600 MB).
-    shown = sizes if progress is None else [_expanded(s, size) for s, size in zip(sources, sizes)]
+    shown = sizes
+    if progress is not None:
+        shown = [expanded_size(s.path, size) if s.path.endswith(".gz") else size for s, size in zip(sources, sizes)]
     on_bytes = None if progress is None else _progress_counter(progress, sum(shown))
 
     workers = min(workers or _cores(), len(sources))
@@ -116,12 +118,6 @@ def _size(source: LogSource) -> int:
         return os.path.getsize(source.path) if source.path != "-" else 0
     except OSError:
         return 0
-
-
-def _expanded(source: LogSource, size: int) -> int:
-    from offloaddoctor.logs.sources import expanded_size
-
-    return expanded_size(source.path, size) if source.path.endswith(".gz") else size
 
 
 def _cores() -> int:

@@ -381,11 +381,8 @@ class FailureMatcher(LineHandler):
             for literal in set(matcher.spec.literals):
                 by_literal.setdefault(literal, []).append(position)
         self._by_literal = by_literal
-        digit_free: list[str] = []
-        with_digits: list[str] = []
-        for literal in self._matcher_literals:
-            (with_digits if any(c.isdigit() for c in literal) else digit_free).append(literal)
-        self._digit_free, self._with_digits = tuple(digit_free), tuple(with_digits)
+        self._digit_free = tuple(lit for lit in self._matcher_literals if not any(c.isdigit() for c in lit))
+        self._with_digits = tuple(lit for lit in self._matcher_literals if lit not in self._digit_free)
         self._present_by_shape: dict[bytes, list[str]] = {}
 
     def _present(self, text: str) -> list[str]:
@@ -588,14 +585,9 @@ class Scanner:
         again: its log is done)."""
         shared = self._stand_in_lists.get(numbers)
         if shared is None:
-            shared = self._stand_in_lists[numbers] = [self._stand_in(number) for number in numbers]
+            stand_in = self._uncitable.setdefault
+            shared = self._stand_in_lists[numbers] = [stand_in(n, IterationMetrics("", 0, None, 0, n)) for n in numbers]
         return shared
-
-    def _stand_in(self, iteration: int) -> IterationMetrics:
-        record = self._uncitable.get(iteration)
-        if record is None:
-            record = self._uncitable[iteration] = IterationMetrics("", 0, None, 0, iteration)
-        return record
 
     def scan_lines(self, name: str, lines: Iterable[str]) -> ScanResult:
         """Scan in-memory text (signature examples, tests) through the same path as files."""
