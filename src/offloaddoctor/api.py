@@ -395,18 +395,11 @@ def _model_peaks(runs: Sequence[Any], config_values: Mapping[str, Sequence[Confi
 def _first_build_fix(shape, dialect: str) -> str:
     """The advice that frees the optimizer's first build, as `estimate` and `diagnose` word it (advice/changes.py),
     with its lines in the run's dialect."""
-    from offloaddoctor.advice import CHANGES, MANUAL_GC
+    from offloaddoctor.advice import manual_gc_change
     from offloaddoctor.config.dialect import render_lines
 
-    for propose, _ in CHANGES:  # the manual-gc change is weighed first: where it applies, one call finds it
-        change = propose(shape, 0.0)
-        if change is not None:
-            return (
-                f"{change.change}: {' '.join(render_lines(change.overrides, dialect))}"
-                if change.overrides == MANUAL_GC
-                else ""
-            )
-    return ""
+    change = manual_gc_change(shape)
+    return f"{change.change}: {' '.join(render_lines(change.overrides, dialect))}" if change else ""
 
 
 def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict) -> list[tuple[Any, bool]]:

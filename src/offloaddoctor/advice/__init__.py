@@ -8,7 +8,7 @@ from offloaddoctor.lazy_exports import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; at run time each name loads its module on first use
-    from offloaddoctor.advice.changes import CHANGES, MANUAL_GC
+    from offloaddoctor.advice.changes import manual_gc_change
     from offloaddoctor.advice.estimate_report import (
         Capacity,
         EstimateReport,
@@ -21,8 +21,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
 
 # What the layers above use, and the module that defines each: imported on first use, for start-up time.
 _HOMES = {
-    "CHANGES": "changes",
-    "MANUAL_GC": "changes",
+    "manual_gc_change": "changes",
     "Capacity": "estimate_report",
     "EstimateReport": "estimate_report",
     "attach_memory": "estimate_report",
@@ -34,13 +33,12 @@ _HOMES = {
 }
 
 __all__ = [
-    "CHANGES",
-    "MANUAL_GC",
     "Capacity",
     "EstimateReport",
     "add_advice",
     "attach_memory",
     "build_estimate",
+    "manual_gc_change",
     "memory_summary",
     "mib",
     "weigh_whole_step",

@@ -98,7 +98,8 @@ def _lingers(shape: RunShape) -> bool:
     return shape.optimizer_cpu_offload and not shape.manual_gc and shape.gpu_offload_fraction < 1
 
 
-def _manual_gc(shape: RunShape, budget: float) -> Change | None:
+def manual_gc_change(shape: RunShape, budget: float = 0.0) -> Change | None:
+    """The change that frees optimizer offloading's first build before training, where it lingers."""
     if not _lingers(shape):
         return None
     return Change(
@@ -220,7 +221,7 @@ def _offloading_cost(change: Change) -> Cost:
 # the change (a function of the run's shape and the budget, None where it does not apply), and what it costs.
 CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable[[Change], Cost]], ...] = (
     (
-        _manual_gc,
+        manual_gc_change,
         Cost("none measured: one gc.collect() before the first iteration, then every 100 iterations", 0.0, "none"),
     ),
     (_distributed_optimizer, Cost("~1-2 % (the memory-tuning guide)", 1.5, "the memory-tuning guide")),
