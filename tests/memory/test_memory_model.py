@@ -273,3 +273,21 @@ def test_the_peak_once_the_first_build_is_collected_is_the_peak_with_manual_gc(s
     collected = estimate(offloading.with_changes(manual_gc=True)).peak_allocated_bytes
     assert estimate(offloading).peak_allocated_if_collected_bytes == pytest.approx(collected)
     assert offloadable_state(offloading).bytes > 0
+
+
+def test_a_stage_whose_peak_is_the_model_set_up_is_not_explained_by_activations():
+    from offloaddoctor.memory.model import why_most_loaded
+
+    shape = _shape(*MINIMAL, "model.bf16=true", world_size=2).with_changes(
+        pipeline_parallel=2,
+        distributed_optimizer=True,
+        optimizer_cpu_offload=True,
+        optimizer_offload_fraction=1.0,
+        recompute_granularity="full",
+        recompute_method="uniform",
+        recompute_num_layers=1,
+    )
+    result = estimate(shape)
+    assert result.most_loaded.phase == "model set-up"
+    why = why_most_loaded(result)
+    assert "held twice while DDP builds its buffers" in why and "in flight" not in why

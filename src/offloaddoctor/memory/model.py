@@ -339,6 +339,12 @@ def why_most_loaded(result: MemoryEstimate) -> str:
         holds.append("the embedding")
     if stage.stage == shape.pipeline_parallel - 1:
         holds.append("the output layer and the logits")
+    if stage.phase == "model set-up":  # activations are not allocated yet: its weights are the peak
+        return (
+            f"stage {stage.stage} ({stage.peak_bytes / MIB:,.0f} MiB; next stage {runner_up.stage}: "
+            f"{runner_up.peak_bytes / MIB:,.0f} MiB): {stage.parameters.total:,} parameters, held twice while DDP "
+            "builds its buffers" + (f" ({' and '.join(holds)} among them)" if stage.stage == 0 else "")
+        )
     return (
         f"stage {stage.stage} ({stage.peak_bytes / MIB:,.0f} MiB; next stage {runner_up.stage}: "
         f"{runner_up.peak_bytes / MIB:,.0f} MiB): {stage.parameters.layers} layers with "
