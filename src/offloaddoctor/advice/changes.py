@@ -197,6 +197,18 @@ def _activation_offloading(shape: RunShape, budget: float) -> Change | None:
     )
 
 
+def _transformer_engine(shape: RunShape, budget: float) -> Change | None:
+    # The local implementation materialises the attention scores (O(s^2) a layer) and cannot offload activations;
+    # Transformer Engine's fused attention never materialises them, and its FusedAdam takes no step temporary.
+    if shape.transformer_impl != "local":
+        return None
+    return Change(
+        "Transformer Engine instead of the local implementation (fused attention; needed for activation offloading)",
+        ("model.transformer_impl=transformer_engine",),
+        shape.with_changes(transformer_impl="transformer_engine", flash_attention=True, te_fused_adam=True),
+    )
+
+
 def _double_tensor(shape: RunShape, budget: float) -> Change | None:
     t, dp = shape.tensor_parallel, shape.data_parallel
     if dp % 2 or shape.num_attention_heads % (2 * t) or shape.heads_kv % (2 * t) or 2 * t > 8:
@@ -239,6 +251,15 @@ CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable
     (
         _activation_offloading,
         Cost("host transfers every layer; depends on PCIe bandwidth (not measured here)", 15.0, "not measured"),
+    ),
+    (
+        _transformer_engine,
+        Cost(
+            "Transformer Engine must be installed; its fused kernels are usually faster (not measured here: "
+            "after the changes measured on a GPU)",
+            35.0,
+            "not measured: ranked after full recompute, the last measured single-GPU change",
+        ),
     ),
     (
         _double_tensor,
