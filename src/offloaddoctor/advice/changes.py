@@ -255,8 +255,8 @@ CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable
     (
         _transformer_engine,
         Cost(
-            "Transformer Engine must be installed; its fused kernels are usually faster (not measured here: "
-            "after the changes measured on a GPU)",
+            "Transformer Engine must be installed; its fused kernels are usually faster (not measured here, so "
+            "listed after the measured changes)",
             35.0,
             "not measured: ranked after full recompute, the last measured single-GPU change",
         ),
