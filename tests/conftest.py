@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,18 @@ class UncaughtRunner(CliRunner):
 
 
 RUNNER = UncaughtRunner()
+
+
+def run_python(code: str, check: bool = True, cwd=None) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter importing this tree's offloaddoctor: for what loads at start-up."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        check=check,
+        cwd=cwd,
+    )
 
 
 @pytest.fixture

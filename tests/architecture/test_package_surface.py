@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import ast
 import importlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_python
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "offloaddoctor"
@@ -86,13 +85,7 @@ def test_a_root_loads_only_the_modules_of_the_names_asked_for():
         "from offloaddoctor.report import CheckReport\n"
         "print(sorted(m for m in sys.modules if m.startswith(('offloaddoctor.scanning.', 'offloaddoctor.advice'))))"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    result = run_python(probe)
     loaded = set(ast.literal_eval(result.stdout))
     assert {"offloaddoctor.scanning.evidence", "offloaddoctor.scanning.run_facts"} <= loaded
     assert not loaded & {"offloaddoctor.scanning.scanner", "offloaddoctor.scanning.parallel", "offloaddoctor.advice"}

@@ -13,7 +13,7 @@ import pytest
 
 from offloaddoctor.cli import app
 
-from tests.conftest import FIXTURES, REPO, RUNNER
+from tests.conftest import FIXTURES, REPO, RUNNER, run_python
 
 PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
 CLEAN_LOG = FIXTURES / "clean-baseline" / "job.log"
@@ -257,14 +257,7 @@ def _run_listing_modules(argv: list[str], modules: tuple[str, ...], cwd) -> subp
         f"listed = {modules!r}\n"
         "sys.stderr.write(f'{code} {sorted(m for m in listed if m in sys.modules)}')"
     )
-    return subprocess.run(
-        [sys.executable, "-c", probe],
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=cwd,
-    )
+    return run_python(probe, check=False, cwd=cwd)
 
 
 # Start-up (docs/performance.md, "start-up"): one CLI, typer's; a command module imports only typer and light
@@ -364,14 +357,7 @@ def test_help_lists_the_commands_in_their_order_whichever_ran_first(tmp_path):
         "print('HELP')\n"
         "run_typer(['--help'])\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=tmp_path,
-    )
+    result = run_python(probe, cwd=tmp_path)
     commands = result.stdout.split("HELP\n")[1].split("Commands:\n")[1].split("\n\n")[0]
     listed = [line.split()[0] for line in commands.splitlines() if line.startswith("  ") and line[2] != " "]
     assert listed == list(COMMAND_MODULES)
