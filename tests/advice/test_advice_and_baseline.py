@@ -19,16 +19,17 @@ OOM = (
     "Of the allocated memory 77.90 GiB is allocated by PyTorch, and 200.00 MiB is reserved by PyTorch but unallocated."
 )
 PARAMS = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 7000000000\n"
+# 7B parameters over DP 8, a quarter of the optimizer offloaded: the partial-offload OOM the advice works on.
+OFFLOAD_025_DP8 = {
+    "optimizer.optimizer_cpu_offload": True,
+    "optimizer.optimizer_offload_fraction": 0.25,
+    "optimizer.use_distributed_optimizer": True,
+    "data_parallel_size": 8,
+}
 
 
 def test_oom_advice_says_which_fraction_frees_enough():
-    config = {
-        "optimizer.optimizer_cpu_offload": True,
-        "optimizer.optimizer_offload_fraction": 0.25,
-        "optimizer.use_distributed_optimizer": True,
-        "data_parallel_size": 8,
-    }
-    finding = diagnose_text(PARAMS + OOM, config).findings[0]
+    finding = diagnose_text(PARAMS + OOM, OFFLOAD_025_DP8).findings[0]
     assert finding.id == "oom-partial-optimizer-offload"
     facts = finding.facts
     state = 7_000_000_000 * 12 / 8
@@ -121,13 +122,7 @@ def test_bad_baselines_are_one_line_errors(tmp_path):
 
 
 def test_the_fix_uses_the_estimated_fraction():
-    config = {
-        "optimizer.optimizer_cpu_offload": True,
-        "optimizer.optimizer_offload_fraction": 0.25,
-        "optimizer.use_distributed_optimizer": True,
-        "data_parallel_size": 8,
-    }
-    finding = diagnose_text(PARAMS + OOM, config).findings[0]
+    finding = diagnose_text(PARAMS + OOM, OFFLOAD_025_DP8).findings[0]
     assert "optimizer.optimizer_offload_fraction=0.45" in finding.overrides
     short = diagnose_text(
         " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM,
@@ -145,18 +140,12 @@ def test_every_computed_offload_fraction_follows_the_one_step(monkeypatch):
 
     from tests.memory.test_memory_model import MINIMAL, _shape
 
-    config = {
-        "optimizer.optimizer_cpu_offload": True,
-        "optimizer.optimizer_offload_fraction": 0.25,
-        "optimizer.use_distributed_optimizer": True,
-        "data_parallel_size": 8,
-    }
-    assert diagnose_text(PARAMS + OOM, config).findings[0].facts["offload_fraction_needed"] == 0.45
+    assert diagnose_text(PARAMS + OOM, OFFLOAD_025_DP8).findings[0].facts["offload_fraction_needed"] == 0.45
     shape = _shape(*MINIMAL, "model.bf16=true", "optimizer.use_distributed_optimizer=true")
     budget = estimate(shape).peak_allocated_bytes * 0.97  # 3 % short: a fraction of the state frees it
     assert _smallest_fraction(shape, budget) == 0.75
     monkeypatch.setattr(derived, "OFFLOAD_FRACTION_STEP", 0.2)
-    assert diagnose_text(PARAMS + OOM, config).findings[0].facts["offload_fraction_needed"] == 0.6
+    assert diagnose_text(PARAMS + OOM, OFFLOAD_025_DP8).findings[0].facts["offload_fraction_needed"] == 0.6
     assert _smallest_fraction(shape, budget) == 0.8
     assert derived.OFFLOAD_FRACTION_RAISE == 0.25
 
