@@ -377,10 +377,9 @@ def _model_peaks(runs: Sequence[Any], config_values: Mapping[str, Sequence[Confi
         store = _run_store(run, config_values.get(run.path, ()))
         try:
             result = memory_estimate(read_shape(store))
-        except MissingKeys as exc:  # its hint names `--set`, which compare has not: --run-config is said below
-            missing.setdefault(str(exc).partition(" (")[0] + " (a --run-config file can give them)", []).append(
-                run.path
-            )
+        except MissingKeys as exc:  # its message names `--set`, which compare has not
+            why = f"the memory estimate needs {', '.join(exc.keys)} (a --run-config file can give them)"
+            missing.setdefault(why, []).append(run.path)
             continue
         except UserError as exc:
             missing.setdefault(str(exc), []).append(run.path)

@@ -231,7 +231,6 @@ def _cheapest_change(
 def weigh_whole_step(scan, store: ConfigStore) -> None:
     """Fragmentation or capacity (oom.fragmentation_verdict), with the memory model's whole step when the run's
     config is known: an OOM whose request was covered is still capacity when the step is far shorter."""
-    from offloaddoctor.memory.calibration import SQUEEZED_SLACK
     from offloaddoctor.scanning import fragmentation_verdict
 
     suspects = [a for a in scan.aggregates if a.facts.get("fragmentation_suspected") is True]
@@ -247,8 +246,7 @@ def weigh_whole_step(scan, store: ConfigStore) -> None:
         # much more: an OOM whose model fits only if Python's collector frees it is the build, not the heap.
         # Recorded: g1-f000 and g2-f040 ran out of memory again with expandable segments on; g2-f040 ran with
         # --manual-gc (fixtures/offload-sweep).
-        short = fit.best_case_bytes + fit.uncollected_bytes * SQUEEZED_SLACK - fit.limit_bytes
-        verdict = fragmentation_verdict(aggregate.facts, max(0.0, short), fit.uncollected_bytes)
+        verdict = fragmentation_verdict(aggregate.facts, fit.short_if_never_collected_bytes, fit.uncollected_bytes)
         if verdict is not None:
             aggregate.facts["fragmentation_suspected"], aggregate.facts["fragmentation_arithmetic"] = verdict
 

@@ -36,6 +36,12 @@ class FitVerdict:
         return self.limit_bytes - self.needed_bytes
 
     @property
+    def short_if_never_collected_bytes(self) -> float:
+        """How far even the squeezed peak is over the limit if Python's collector never frees the optimizer's
+        first build (0: within it)."""
+        return max(0.0, self.best_case_bytes + self.uncollected_bytes * cal.SQUEEZED_SLACK - self.limit_bytes)
+
+    @property
     def fits(self) -> bool:
         return self.status == FITS
 

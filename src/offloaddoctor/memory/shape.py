@@ -29,7 +29,13 @@ REQUIRED = (
 
 
 class MissingKeys(UserError):
-    """A key the memory model needs and cannot default."""
+    """Keys the memory model needs and cannot default; the message says how to give them with `--set`."""
+
+    def __init__(self, keys: list[str]):
+        self.keys = keys
+        super().__init__(
+            f"the memory estimate needs {', '.join(keys)} (not found in the config; pass it with --set {keys[0]}=VALUE)"
+        )
 
 
 @dataclass(frozen=True)
@@ -157,10 +163,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
     reader = _Reader(store)
     missing = [key for key in REQUIRED if reader.value(key) is None]
     if missing:
-        raise MissingKeys(
-            "the memory estimate needs " + ", ".join(missing) + " (not found in the config; pass it with "
-            f"--set {missing[0]}=VALUE)"
-        )
+        raise MissingKeys(missing)
     precision = _precision(reader)
     tp = reader.integer("model.tensor_model_parallel_size", 1)
     pp = reader.integer("model.pipeline_model_parallel_size", 1)
