@@ -11,7 +11,8 @@ caching allocator, so `max allocated` is per run); an nvidia-smi poller records 
     device: source tools/megatron_wheel_setup.sh && python3 tools/record_memory_calibration.py $OUT [GROUP]
     here:   python3 tools/finish_memory_calibration.py <folder with the fetched archive>
 
-GROUP selects the runs (`single`: one GPU each; `multi`: two GPUs, TP/PP/DP = 2). Writes OUTDIR/raw.tar.gz
+GROUP selects the runs (`single`: one GPU each; `multi`: two GPUs, TP/PP/DP = 2; `two`: issue 25's runs, each
+alone on its GPUs, with DEADLINE_S in the environment to stop in time). Writes OUTDIR/raw.tar.gz
 holding NAME.raw.log, NAME.cmd, NAME.smi (peak nvidia-smi MiB) and meta-GROUP.txt.
 """
 
@@ -199,6 +200,62 @@ RUNS = {
         "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 "
         "--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall",
     ),
+    # Issue 25, planned with the model as committed before recording (benchmarks/two_gpu_plan.json holds its
+    # predictions): pipeline parallel 2 with interleaving (VPP 2 and 3) at two shapes and micro-batches 1-4 with
+    # 8 micro-batches a step; data parallel 2 sharding a partially offloaded optimizer (0.25/0.5/0.75) at two
+    # shapes; TP 2 x PP 2 with VPP on four GPUs. Names start with "t": held out, a set of their own.
+    **{
+        f"t{n:02d}-{name}": (gpus, 0, args)
+        for n, (name, gpus, args) in enumerate(
+            [
+                *(
+                    (
+                        f"gpt13b-pp2-vpp{v}-mbs{m}",
+                        2,
+                        f"{shape(24, 2048, 16, 2048, m, 32000, gbs=8 * m)} --bf16 "
+                        f"{DISTOPT} --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage {12 // v}",
+                    )
+                    for v, m in ((2, 1), (2, 2), (2, 4), (3, 1), (3, 2))
+                ),
+                *(
+                    (
+                        f"llama3b-pp2-vpp{v}-mbs{m}",
+                        2,
+                        f"{shape(24, 3072, 24, 4096, m, 32000, gbs=8 * m)} "
+                        f"--ffn-hidden-size 8192 --bf16 {DISTOPT} {LLAMA} {GQA} 8 --untie-embeddings-and-output-weights "
+                        f"{SELECTIVE} --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage {12 // v}",
+                    )
+                    for v, m in ((2, 1), (3, 2))
+                ),
+                *(
+                    (
+                        f"gpt3b-dp2-f{round(f * 100):03d}",
+                        2,
+                        f"{shape(16, 4096, 32, 2048, 1, 32000, gbs=4)} "
+                        f"--ffn-hidden-size 16384 --bf16 {DISTOPT} {OFFLOAD} {f}",
+                    )
+                    for f in (0.25, 0.5, 0.75)
+                ),
+                *(
+                    (
+                        f"llama5b-dp2-f{round(f * 100):03d}",
+                        2,
+                        f"{shape(24, 4096, 32, 2048, 1, 32000, gbs=4)} "
+                        f"--ffn-hidden-size 11008 --bf16 {DISTOPT} {LLAMA} --untie-embeddings-and-output-weights "
+                        f"{SELECTIVE} {OFFLOAD} {f}",
+                    )
+                    for f in (0.25, 0.5, 0.75)
+                ),
+                (
+                    "gpt13b-tp2-pp2-vpp2-mbs2",
+                    4,
+                    f"{shape(24, 2048, 16, 2048, 2, 32000, gbs=16)} --bf16 {DISTOPT} --tensor-model-parallel-size 2 "
+                    "--sequence-parallel --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 6",
+                ),
+            ],
+            1,
+        )
+    },
     # Meant to run out of memory on an 80 GB H100 (the estimate: ~93 GiB): a real OOM with its arguments block.
     "oom-h4096-s4096": (1, 80, f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT}"),
 }
@@ -248,7 +305,7 @@ def machine_meta() -> str:
     ).stdout
 
 
-def launch(name, gpus, args, port, outdir):
+def launch(name, gpus, args, port, outdir, devices=None):
     cmd = (
         f"python3 -m torch.distributed.run --nproc-per-node {gpus} --master-port {port} "
         f"tools/compare_family_pretrain_gpt.py {COMMON} {args}"
@@ -256,13 +313,49 @@ def launch(name, gpus, args, port, outdir):
     (outdir / f"{name}.cmd").write_text(cmd + "\n")
     log = open(outdir / f"{name}.raw.log", "w")  # noqa: SIM115 - the child writes it for as long as it runs
     env = dict(os.environ, ODR_RUN=name)
-    return subprocess.Popen(cmd.split(), stdout=log, stderr=subprocess.STDOUT, env=env)
+    if devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, devices))
+    return subprocess.Popen(cmd.split(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def run_in_lanes(names: list[str], raw: Path, deadline: float) -> list[str]:
+    """The "two" group: each run alone on its own GPUs (two 2-GPU runs side by side on a 4-GPU machine), in
+    the order given; runs still going at the deadline are killed, none starts within 100 s of it."""
+    total = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
+    free, pending, results = list(range(total)), list(names), []
+    running: dict[str, tuple[subprocess.Popen, float, list[int]]] = {}
+    port = 29600
+    while pending or running:
+        for name, (proc, t0, devices) in list(running.items()):
+            late = proc.poll() is None and time.time() > deadline
+            if late:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+            if proc.poll() is not None:
+                results.append(f"{name} rc={proc.returncode} wall_s={time.time() - t0:.0f}{' killed' if late else ''}")
+                print(results[-1], flush=True)
+                free = sorted(free + devices)
+                del running[name]
+        for name in list(pending):
+            gpus = RUNS[name][0]
+            if gpus > total or deadline - time.time() < 100:
+                pending.remove(name)
+                results.append(f"{name} not run")
+            elif gpus <= len(free):
+                pending.remove(name)
+                devices, free = free[:gpus], free[gpus:]
+                port += 1
+                running[name] = (launch(name, gpus, RUNS[name][2], port, raw, devices), time.time(), devices)
+        time.sleep(1)
+    return results
 
 
 def main():
     outdir = Path(sys.argv[1])
     group = sys.argv[2] if len(sys.argv) > 2 else "single"
-    names = [n for n, (g, _, _) in RUNS.items() if (g == 1) == (group == "single")]
+    names = [n for n, (g, _, _) in RUNS.items() if (g == 1) == (group == "single") and not n.startswith("t")]
+    if group == "two":
+        names = [n for n in RUNS if n.startswith("t")]
     if len(sys.argv) > 3:  # a comma-separated subset (re-runs)
         names = [n for n in names if n in sys.argv[3].split(",")]
     raw = outdir / "raw"
@@ -270,7 +363,8 @@ def main():
     meta = machine_meta()
     poller = SmiPoller()
     poller.start()
-    pending = sorted(names, key=lambda n: -RUNS[n][1])
+    deadline = time.time() + float(os.environ.get("DEADLINE_S", "1e9"))
+    pending = [] if group == "two" else sorted(names, key=lambda n: -RUNS[n][1])
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     port = 29500
     results = []
@@ -292,6 +386,8 @@ def main():
             if gpus > 1:
                 break
         time.sleep(1)
+    if group == "two":
+        results = run_in_lanes(names, raw, deadline)
     poller.stop.set()
     poller.join()
     for name in names:
@@ -301,6 +397,8 @@ def main():
         tar.add(raw, arcname=f"raw-{group}")
     print(meta)
     for name in names:
+        if not (raw / f"{name}.raw.log").exists():
+            continue
         text = (raw / f"{name}.raw.log").read_text(errors="replace")
         peaks = [
             line.split("max allocated: ")[1].split(" ")[0] for line in text.splitlines() if "max allocated: " in line

@@ -23,6 +23,10 @@ DERIVED_INPUTS: dict[str, tuple[str, ...]] = {
     "allocator.expandable_segments": ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"),
     "model.cpu_offloading": ("model.cpu_offloading_num_layers",),
     "model.layers_per_pipeline_rank": ("model.num_layers", "model.pipeline_model_parallel_size"),
+    "model.virtual_pipeline_model_parallel_size": (
+        "model.layers_per_pipeline_rank",
+        "model.num_layers_per_virtual_pipeline_stage",
+    ),
 }
 
 
@@ -41,6 +45,7 @@ def add_derived_values(store: ConfigStore) -> None:
     _expandable_segments(store)
     _megatron_lm_cpu_offloading(store)
     _layers_per_pipeline_rank(store)
+    _virtual_pipeline_from_layers(store)
 
 
 SUGGESTED = "suggested."  # the namespace of fix-template values
@@ -116,6 +121,22 @@ def _layers_per_pipeline_rank(store: ConfigStore) -> None:
         # Megatron-LM's validate_args rejects this split before any VPP check: no per-rank count to judge.
         return
     store.set_derived(_derived("model.layers_per_pipeline_rank", int(count // size), layers, stages))
+
+
+def _virtual_pipeline_from_layers(store: ConfigStore) -> None:
+    """Megatron-LM's `--num-layers-per-virtual-pipeline-stage N` sets VPP to the layers per stage // N, and to
+    none where that is 1 (megatron/training/arguments.py, validate_args, 0.19.0)."""
+    per_rank, per_virtual = (
+        store.resolve("model.layers_per_pipeline_rank"),
+        store.resolve("model.num_layers_per_virtual_pipeline_stage"),
+    )
+    layers, chunk = (number(per_rank.value) if per_rank else None), (number(per_virtual.value) if per_virtual else None)
+    if not layers or not chunk or layers % chunk:
+        return  # Megatron-LM's own assertion rejects an uneven split
+    vpp = int(layers // chunk)
+    store.set_derived(
+        _derived("model.virtual_pipeline_model_parallel_size", vpp if vpp > 1 else None, per_virtual, per_rank)
+    )
 
 
 _UNKNOWN = object()

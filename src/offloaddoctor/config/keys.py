@@ -32,7 +32,17 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("model.fine_grained_activation_offloading", "module-level activation offloading", kind="bool"),
     KnownKey("model.num_layers", "transformer layers", ("encoder_num_layers",), kind="int"),
     KnownKey("model.pipeline_model_parallel_size", "pipeline-parallel size (PP)", ("--pp-size",), kind="int"),
-    KnownKey("model.virtual_pipeline_model_parallel_size", "virtual pipeline stages per rank (VPP)", kind="int"),
+    KnownKey(
+        "model.virtual_pipeline_model_parallel_size",
+        "virtual pipeline stages per rank (VPP)",
+        ("num_virtual_stages_per_pipeline_rank", "--num-virtual-stages-per-pipeline-rank"),
+        kind="int",
+    ),
+    KnownKey(
+        "model.num_layers_per_virtual_pipeline_stage",
+        "layers per virtual pipeline stage (Megatron-LM's other way to set VPP)",
+        kind="int",
+    ),
     KnownKey("model.tensor_model_parallel_size", "tensor-parallel size (TP)", kind="int"),
     KnownKey(
         "model.num_layers_in_first_pipeline_stage",

@@ -82,6 +82,17 @@ def micro_batches_in_flight(shape: RunShape, stage: int) -> float:
     return held if micro is None else min(micro, held)
 
 
+def in_flight_words(shape: RunShape, stage: int, layers: int) -> str:
+    """What a stage holds in flight, in words: micro-batches, or with VPP the model chunks (a fraction of
+    micro-batches reads badly: 7 chunks of 4 layers, not 2.33333 micro-batches)."""
+    in_flight = micro_batches_in_flight(shape, stage)
+    v = shape.virtual_pipeline or 1
+    if v > 1 and layers % v == 0:
+        chunks = round(in_flight * v)
+        return f"{chunks} model chunk{'s' if chunks != 1 else ''} of {layers // v} layers in flight"
+    return f"{in_flight:g} micro-batch{'es' if in_flight != 1 else ''} in flight"
+
+
 def stored_layers(shape: RunShape, layers: int, one: LayerActivations) -> tuple[float, float, str]:
     """For `layers` layers of a stage and one micro-batch: (bytes kept from forward to backward, bytes a
     recomputed chunk needs during its backward, which never coexist with the logits), and how."""

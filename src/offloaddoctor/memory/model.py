@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory import calibration as cal
 from offloaddoctor.memory.activations import (
+    in_flight_words,
     layer_activations,
     micro_batches_in_flight,
     stored_layers,
@@ -302,7 +303,7 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
     formula = (
         f"{params.layers} layers x {per_layer / MIB:,.1f} MiB per layer and micro-batch "
         f"({'flash attention' if shape.flash_attention else 'unfused attention: scores O(s^2)'}), {how}"
-        + (f", {in_flight:g} micro-batches in flight" if in_flight != 1 else "")
+        + (f", {in_flight_words(shape, params.stage, params.layers)}" if in_flight != 1 else "")
     )
     return activations, logits_counted, formula
 
@@ -328,7 +329,6 @@ def why_most_loaded(result: MemoryEstimate) -> str:
         return ""
     others = [s for s in result.stages if s is not stage]
     runner_up = max(others, key=lambda s: s.peak_bytes)
-    in_flight = micro_batches_in_flight(shape, stage.stage)
     schedule = (
         f"interleaved 1F1B with {shape.virtual_pipeline} virtual stages"
         if shape.virtual_pipeline and shape.virtual_pipeline > 1
@@ -347,7 +347,7 @@ def why_most_loaded(result: MemoryEstimate) -> str:
         )
     return (
         f"stage {stage.stage} ({stage.peak_bytes / MIB:,.0f} MiB; next stage {runner_up.stage}: "
-        f"{runner_up.peak_bytes / MIB:,.0f} MiB): {stage.parameters.layers} layers with "
-        f"{in_flight:g} micro-batches' activations in flight ({schedule})"
+        f"{runner_up.peak_bytes / MIB:,.0f} MiB): {stage.parameters.layers} layers, "
+        f"{in_flight_words(shape, stage.stage, stage.parameters.layers)} ({schedule})"
         + (f", and {' and '.join(holds)}" if holds else "")
     )
