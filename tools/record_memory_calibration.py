@@ -246,11 +246,44 @@ RUNS = {
                     )
                     for f in (0.25, 0.5, 0.75)
                 ),
+                # With --sequence-parallel the local implementation's torch LayerNorm refuses to build (recorded).
                 (
                     "gpt13b-tp2-pp2-vpp2-mbs2",
                     4,
                     f"{shape(24, 2048, 16, 2048, 2, 32000, gbs=16)} --bf16 {DISTOPT} --tensor-model-parallel-size 2 "
                     "--sequence-parallel --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 6",
+                ),
+                # Planned after the first recording (t01-t14), with the model as it was committed then.
+                (
+                    "gpt13b-tp2-pp2-vpp2-mbs2-nosp",
+                    4,
+                    f"{shape(24, 2048, 16, 2048, 2, 32000, gbs=16)} --bf16 {DISTOPT} --tensor-model-parallel-size 2 "
+                    "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 6",
+                ),
+                (
+                    "llama5b-dp2-f025-gc",
+                    2,
+                    f"{shape(24, 4096, 32, 2048, 1, 32000, gbs=4)} --ffn-hidden-size 11008 --bf16 {DISTOPT} {LLAMA} "
+                    f"--untie-embeddings-and-output-weights {SELECTIVE} {OFFLOAD} 0.25 --manual-gc",
+                ),
+                (
+                    "gpt13b-pp2-vpp2-mbs2-f050",
+                    2,
+                    f"{shape(24, 2048, 16, 2048, 2, 32000, gbs=16)} --bf16 {DISTOPT} --pipeline-model-parallel-size 2 "
+                    f"--num-virtual-stages-per-pipeline-rank 2 {OFFLOAD} 0.5",
+                ),
+                (
+                    "gpt3b-dp4-f050",
+                    4,
+                    f"{shape(16, 4096, 32, 2048, 1, 32000, gbs=8)} --ffn-hidden-size 16384 --bf16 {DISTOPT} "
+                    f"{OFFLOAD} 0.5",
+                ),
+                (
+                    "llama3b-tp2-dp2-f050",
+                    4,
+                    f"{shape(24, 3072, 24, 4096, 1, 32000, gbs=4)} --ffn-hidden-size 8192 --bf16 {DISTOPT} {LLAMA} "
+                    f"{GQA} 8 --untie-embeddings-and-output-weights {SELECTIVE} --tensor-model-parallel-size 2 "
+                    f"{OFFLOAD} 0.5",
                 ),
             ],
             1,
