@@ -8,7 +8,9 @@ peak (`max allocated` of Megatron's memory report, the largest over ranks and it
 from the log's own arguments block (nothing else), and Megatron's "Theoretical memory footprints" line. Runs
 whose name starts with "h" were held out of calibration (memory/calibration.py); runs starting with "n" were
 recorded after the model was frozen (commit 23e1289) and never used to change it; runs starting with "e" are
-MoE runs recorded after the MoE formulas were written, never used to change them. Each set is reported apart.
+MoE runs recorded after the MoE formulas were written, never used to change them; runs starting with "t" are
+issue 25's two- and four-GPU runs (PP with VPP, DP/TP sharding a partially offloaded optimizer), planned with
+the model as committed before each recording (benchmarks/two_gpu_plan.json). Each set is reported apart.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def runs():
 def _set(name: str) -> str:
     if name.startswith("sweep:"):
         return "sweep, held out" if name[6:].startswith(("l1-", "g2-", "a-")) else "sweep, calibration"
-    return {"h": "held out", "n": "after freeze", "e": "MoE"}.get(name[0], "calibration")
+    return {"h": "held out", "n": "after freeze", "e": "MoE", "t": "multi-GPU"}.get(name[0], "calibration")
 
 
 def nvidia_smi_peaks() -> dict[str, float]:
@@ -73,7 +75,7 @@ def measure():
         rows.append(
             {
                 "run": name,
-                "held_out": "held out" in _set(name) or name[0] in "ne",
+                "held_out": "held out" in _set(name) or name[0] in "net",
                 "set": _set(name),
                 "measured": measured,
                 "ours": ours,
@@ -134,6 +136,7 @@ def main() -> int:
         ("held out", [r for r in rows if r["set"] == "held out"]),
         ("after freeze", [r for r in rows if r["set"] == "after freeze"]),
         ("MoE", [r for r in rows if r["set"] == "MoE"]),
+        ("multi-GPU", [r for r in rows if r["set"] == "multi-GPU"]),
         ("sweep, calib", [r for r in rows if r["set"] == "sweep, calibration"]),
         ("sweep, held", [r for r in rows if r["set"] == "sweep, held out"]),
         ("all", rows),

@@ -6,7 +6,8 @@
 Each RAW_DIR holds NAME.raw.log, NAME.cmd, NAME.smi and meta-GROUP.txt. Writes NAME.log.gz (gzip with a fixed
 timestamp, so re-running gives the same bytes) and runs.tsv: one line per run with its launch command, the
 machine, the peak nvidia-smi reading, and whether it is held out of calibration (names starting with "h",
-"n" or "e": recorded after the model was frozen; "e" are MoE).
+"n", "e" or "t": recorded after the model was frozen; "e" are MoE, "t" two and four GPUs). Rows of runs already
+in runs.tsv and not in the folders given are kept.
 The only rewrite is the wheel's install folder on the GPU machine ($SITE as megatron_wheel_setup.sh takes it,
 default `/tmp/site/`) into
 `/usr/local/lib/python3.12/dist-packages/`, as in fixtures/compare-family. Runs that did not finish are skipped.
@@ -23,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "fixtures" / "memory-calibration"
 REWRITES = [((os.environ.get("SITE") or "/tmp/site").rstrip("/") + "/", "/usr/local/lib/python3.12/dist-packages/")]
+HELD_OUT = "hnet"  # name prefixes recorded after the model was frozen: "e" MoE, "t" the issue-25 multi-GPU set
 FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
 
 
@@ -53,13 +55,16 @@ def main(folders: list[str]) -> int:
             if FINISHED.search(log.read_text(errors="replace")):
                 runs[log.name.removesuffix(".raw.log")] = (folder, machine(folder))
     DEST.mkdir(parents=True, exist_ok=True)
-    rows = ["name\tgpus_machine\theld_out\tnvidia_smi_peak_mib\tcommand"]
+    header = "name\tgpus_machine\theld_out\tnvidia_smi_peak_mib\tcommand"
+    table = DEST / "runs.tsv"
+    # Rows of runs recorded earlier (whose raw folders are gone) are kept; a run recorded again is replaced.
+    kept = {row.split("\t", 1)[0]: row for row in table.read_text().splitlines()[1:]} if table.exists() else {}
     for run, (folder, where) in sorted(runs.items()):
         write_fixture_log(folder / f"{run}.raw.log", DEST / f"{run}.log.gz")
         command = (folder / f"{run}.cmd").read_text().strip()
         smi = (folder / f"{run}.smi").read_text().strip()
-        rows.append(f"{run}\t{where}\t{'yes' if run[0] in 'hne' else 'no'}\t{smi}\t{command}")
-    (DEST / "runs.tsv").write_text("\n".join(rows) + "\n")
+        kept[run] = f"{run}\t{where}\t{'yes' if run[0] in HELD_OUT else 'no'}\t{smi}\t{command}"
+    table.write_text("\n".join([header, *(kept[run] for run in sorted(kept))]) + "\n")
     print(f"{len(runs)} runs written to {DEST}")
     return 0
 

@@ -87,6 +87,37 @@ def test_megatron_lm_turns_offloading_on_from_the_layer_count_but_zero_is_not_on
     assert explicit.resolve("model.cpu_offloading").value is False
 
 
+def _launch_store(tmp_path, flags: str):
+    script = tmp_path / "launch.sh"
+    script.write_text(f"torchrun pretrain_gpt.py --num-layers 24 --pipeline-model-parallel-size 2 {flags}\n")
+    return build_store(load_config_file(str(script)))
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ("--num-layers-per-virtual-pipeline-stage 6", 2),  # 24 layers / PP 2 = 12 a stage, 6 a chunk
+        ("--num-layers-per-virtual-pipeline-stage 4", 3),
+        ("--num-layers-per-virtual-pipeline-stage 12", None),  # one chunk a stage: Megatron-LM sets None
+        ("--num-layers-per-virtual-pipeline-stage 5", None),  # uneven: Megatron-LM's own assertion rejects it
+        ("--num-virtual-stages-per-pipeline-rank 3", 3),
+    ],
+)
+def test_megatron_lm_vpp_flags_set_the_virtual_pipeline_size_as_validate_args_does(tmp_path, flags, expected):
+    vpp = _launch_store(tmp_path, flags).resolve("model.virtual_pipeline_model_parallel_size")
+    assert (vpp.value if vpp else None) == expected
+
+
+def test_a_derived_vpp_names_the_flag_it_comes_from_and_never_replaces_a_given_one(tmp_path):
+    derived = _launch_store(tmp_path, "--num-layers-per-virtual-pipeline-stage 6")
+    source = str(derived.resolve("model.virtual_pipeline_model_parallel_size").source)
+    assert "derived from model.num_layers_per_virtual_pipeline_stage=6" in source
+    given = build_store(
+        load_config_file(str(tmp_path / "launch.sh")), parse_overrides(["model.virtual_pipeline_model_parallel_size=4"])
+    )
+    assert given.resolve("model.virtual_pipeline_model_parallel_size").value == 4
+
+
 def test_log_lines_that_carry_config():
     collector = LogConfigCollector("job.log")
     lines = [
