@@ -91,6 +91,8 @@ FLAGS = {
     "optimizer.use_distributed_optimizer": "--use-distributed-optimizer",
     "train.manual_gc": "--manual-gc",
     "train.manual_gc_interval": "--manual-gc-interval",
+    "model.pipeline_model_parallel_size": "--pipeline-model-parallel-size",
+    "model.tensor_model_parallel_size": "--tensor-model-parallel-size",
 }
 SWITCHES = {"--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--use-distributed-optimizer", "--manual-gc"}
 

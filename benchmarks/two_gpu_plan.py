@@ -7,6 +7,12 @@ the memory model as committed before they were recorded, so the report can say h
 
 Each prediction is `estimate`'s peak on the most-loaded GPU for the run's own launch command (torchrun with the
 run's GPU count, so data parallel and the pipeline stages are what the run had), and its fit verdict on an H100.
+
+`python benchmarks/two_gpu_plan.py advice` plans the advice runs: multi-GPU bases that do not fit an H100 (or are
+tight), each as given and with the advised changes (up to three that fit and need no Transformer Engine, which
+the GPU machine lacks), named t2N-<base>-<n>; tools/record_memory_calibration.py reads them from the plan. A run
+on an H200 that fits measures the same `max allocated` as on an H100, so "fits an H100" is checked as that peak
+under what PyTorch may reserve on an H100 (77,178 MiB), and "does not fit" as a peak over it.
 """
 
 from __future__ import annotations
@@ -19,27 +25,71 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from record_memory_calibration import COMMON, RUNS  # noqa: E402
+from advice_on_gpu import _needs_te, apply  # noqa: E402
+from record_memory_calibration import COMMON, DISTOPT, GQA, LLAMA, RUNS, SELECTIVE, shape  # noqa: E402
 
 from offloaddoctor.api import estimate, load_catalog  # noqa: E402
 
 PLAN = ROOT / "benchmarks" / "two_gpu_plan.json"
 
 
+# Planned after the first two recordings (t01-t19), with the model as committed then.
+ADVICE_BASES = {
+    "gpt13b-pp2-vpp2-mbs8": (
+        2,
+        f"{shape(24, 2048, 16, 2048, 8, 32000, gbs=64)} --bf16 {DISTOPT} --pipeline-model-parallel-size 2 "
+        "--num-layers-per-virtual-pipeline-stage 6",
+    ),
+    "llama3b-pp2-vpp3-mbs4": (
+        2,
+        f"{shape(24, 3072, 24, 4096, 4, 32000, gbs=32)} --ffn-hidden-size 8192 --bf16 {DISTOPT} {LLAMA} {GQA} 8 "
+        f"--untie-embeddings-and-output-weights {SELECTIVE} --pipeline-model-parallel-size 2 "
+        "--num-layers-per-virtual-pipeline-stage 4",
+    ),
+    "llama5b-dp2-mbs2": (
+        2,
+        f"{shape(24, 4096, 32, 2048, 2, 32000, gbs=8)} --ffn-hidden-size 11008 --bf16 {DISTOPT} {LLAMA} "
+        f"--untie-embeddings-and-output-weights {SELECTIVE}",
+    ),
+}
+ADVISED_PER_BASE = 3
+
+
+def _estimate(gpus: int, args: str, catalog):
+    with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
+        script.write(f"torchrun --nproc-per-node {gpus} pretrain_gpt.py {COMMON} {args}\n")
+        script.flush()
+        return estimate([script.name], gpu="H100-80GB", catalog=catalog)
+
+
+def _entry(gpus: int, report, **extra) -> dict:
+    peak = report.estimate.peak_allocated_bytes / 2**20
+    return {"gpus": gpus, "predicted_mib": round(peak), "verdict": report.verdict.status, **extra}
+
+
 def main() -> int:
     catalog = load_catalog()
-    plan = {}
-    for name, (gpus, _, args) in RUNS.items():
-        if not name.startswith("t"):
-            continue
-        with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
-            script.write(f"torchrun --nproc-per-node {gpus} pretrain_gpt.py {COMMON} {args}\n")
-            script.flush()
-            report = estimate([script.name], gpu="H100-80GB", catalog=catalog)
-        peak = report.estimate.peak_allocated_bytes / 2**20
-        plan[name] = {"gpus": gpus, "predicted_mib": round(peak), "verdict": report.verdict.status}
-        print(f"{name:32} {gpus}  {peak:9,.0f} MiB  {report.verdict.status}")
+    plan = json.loads(PLAN.read_text()) if PLAN.exists() else {}
+    if sys.argv[1:] == ["advice"]:
+        for n, (base, (gpus, args)) in enumerate(ADVICE_BASES.items(), 20):
+            report = _estimate(gpus, args, catalog)
+            plan[f"t{n}-{base}-0"] = _entry(gpus, report, args=args, change="as given")
+            fitting = [s for s in report.suggestions if s.fits and not _needs_te(s.overrides)][:ADVISED_PER_BASE]
+            for k, suggestion in enumerate(fitting, 1):
+                changed = apply(args, suggestion.overrides)
+                plan[f"t{n}-{base}-{k}"] = _entry(
+                    gpus, _estimate(gpus, changed, catalog), args=changed, change=suggestion.change
+                )
+    else:
+        for name, (gpus, _, args) in RUNS.items():
+            if name.startswith("t") and "args" not in plan.get(name, {}):
+                plan[name] = _entry(gpus, _estimate(gpus, args, catalog))
+    for name, entry in plan.items():
+        print(
+            f"{name:36} {entry['gpus']}  {entry['predicted_mib']:9,} MiB  {entry['verdict']}  {entry.get('change', '')}"
+        )
     PLAN.write_text(json.dumps(plan, indent=1) + "\n")
     return 0
 

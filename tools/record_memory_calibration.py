@@ -292,6 +292,18 @@ RUNS = {
     # Meant to run out of memory on an 80 GB H100 (the estimate: ~93 GiB): a real OOM with its arguments block.
     "oom-h4096-s4096": (1, 80, f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT}"),
 }
+
+
+def _planned_advice() -> dict:
+    """The multi-GPU advice runs benchmarks/two_gpu_plan.py planned (entries with their own launch flags)."""
+    import json
+
+    plan = Path(__file__).resolve().parents[1] / "benchmarks" / "two_gpu_plan.json"
+    entries = json.loads(plan.read_text()) if plan.exists() else {}
+    return {name: (e["gpus"], 0, e["args"]) for name, e in entries.items() if "args" in e}
+
+
+RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
 PARALLEL = 4
