@@ -191,6 +191,13 @@ def train_valid_test_datasets_provider(train_val_test_num_samples, vp_stage=None
 
 if __name__ == "__main__":
     set_startup_timestamps(program_start=_PROGRAM_START_TIME, main_entry=time.time())
+    # ODR_CAP_MIB: what PyTorch may reserve, for a run on a larger GPU standing in for a smaller one (only used
+    # where the smaller GPU did not come; the recording's SOURCE.md says so).
+    _cap = __import__("os").environ.get("ODR_CAP_MIB")
+    if _cap:
+        _device = int(__import__("os").environ.get("LOCAL_RANK", "0"))
+        _total = torch.cuda.get_device_properties(_device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, float(_cap) * 2**20 / _total), _device)
     train_valid_test_datasets_provider.is_distributed = True
     if torch.distributed.is_available() and int(__import__("os").environ.get("RANK", "0")) == 0:
         print(f"> PyTorch version ................ {torch.__version__}")
