@@ -48,8 +48,8 @@ class FitVerdict:
     def sentence(self, budget: str = "GPU") -> str:
         """The verdict as every command words it (estimate, check's capacity rule, diagnose's OOM advice)."""
         assumed = (
-            f"PyTorch may reserve {self.limit_bytes / MIB:,.0f} MiB of it; assumed: the peak x {self.slack:g} "
-            "allocator slack"
+            f"PyTorch may reserve {self.limit_bytes / MIB:,.0f} MiB of it; assumed: the peak "
+            f"x {1 + cal.MODEL_UNDERESTIMATE:g} for the model's error x {self.slack:g} allocator slack"
         )
         if self.status == FITS:
             return f"fits the {budget}: {self.headroom_bytes / MIB:,.0f} MiB to spare ({assumed})"
@@ -92,7 +92,7 @@ def verdict(result: MemoryEstimate, budget_bytes: float) -> FitVerdict:
 def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
     """The verdict when PyTorch may reserve `limit` bytes (an OOM message's card less the CUDA context, or a
     per-process memory fraction)."""
-    worst = result.peak_allocated_bytes * cal.FIT_SLACK
+    worst = result.peak_allocated_bytes * (1 + cal.MODEL_UNDERESTIMATE) * cal.FIT_SLACK
     collected = result.peak_allocated_if_collected_bytes
     best = collected * cal.SQUEEZED_SLACK
     uncollected = result.peak_allocated_bytes - collected
@@ -103,7 +103,7 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
         status = DOES_NOT_FIT
     else:
         status = TIGHT
-        if uncollected and collected * cal.FIT_SLACK <= limit:
+        if uncollected and collected * (1 + cal.MODEL_UNDERESTIMATE) * cal.FIT_SLACK <= limit:
             reasons.append(
                 f"fits only if Python's garbage collector frees the optimizer's first build "
                 f"({uncollected / MIB:,.0f} MiB) before the first step: --manual-gc frees it for sure"
@@ -116,7 +116,8 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
             )
         else:
             reasons.append(
-                f"within the allocator's slack: the peak fits, the peak x {cal.FIT_SLACK:g} does not; "
-                "fragmentation decides (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True may be needed)"
+                f"within the allocator's slack and the model's error: the peak fits, the peak "
+                f"x {1 + cal.MODEL_UNDERESTIMATE:g} x {cal.FIT_SLACK:g} does not; fragmentation decides "
+                "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True may be needed)"
             )
     return FitVerdict(status, limit, worst, best, cal.FIT_SLACK, uncollected, tuple(reasons))
