@@ -117,7 +117,7 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
         else:
             reasons.append(
                 f"within the allocator's slack and the model's error: the peak fits, the peak "
-                f"x {1 + cal.MODEL_UNDERESTIMATE:g} x {cal.FIT_SLACK:g} does not; fragmentation decides "
+                f"x {1 + cal.MODEL_UNDERESTIMATE:g} x {cal.FIT_SLACK:g} does not; the model's error and fragmentation decide "
                 "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True may be needed)"
             )
     return FitVerdict(status, limit, worst, best, cal.FIT_SLACK, uncollected, tuple(reasons))
