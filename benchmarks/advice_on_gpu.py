@@ -116,10 +116,12 @@ def apply(args: str, overrides: tuple[str, ...]) -> str:
     return " ".join(tokens)
 
 
-def _estimate(args: str, budget: str = "H100-80GB"):
-    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
-        script.write(f"torchrun --nproc-per-node 1 pretrain_gpt.py {COMMON} {args}\n")
-    return estimate([script.name], gpu=budget, catalog=load_catalog())
+def estimate_launch(args: str, gpus: int = 1, catalog=None):
+    """`estimate` on an H100 80GB of the recordings' launch command (torchrun on `gpus` GPUs) with `args`."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
+        script.write(f"torchrun --nproc-per-node {gpus} pretrain_gpt.py {COMMON} {args}\n")
+        script.flush()
+        return estimate([script.name], gpu="H100-80GB", catalog=catalog or load_catalog())
 
 
 def plan(only: list[str]) -> None:
@@ -129,7 +131,7 @@ def plan(only: list[str]) -> None:
         if only and base not in only:
             continue
         runs = {name: run for name, run in runs.items() if not name.startswith(f"a-{base}-")}
-        report = _estimate(args)
+        report = estimate_launch(args)
         # Transformer Engine does not install on the GPU machine: a change that needs it cannot be run there.
         fitting = [s for s in report.suggestions if s.fits and not _needs_te(s.overrides)][:PER_BASE]
         print(f"{base}: {report.estimate.peak_allocated_bytes / 2**20:,.0f} MiB, {len(fitting)} advised changes")

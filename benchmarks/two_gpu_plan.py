@@ -8,7 +8,8 @@ the memory model as committed before they were recorded, so the report can say h
 Each prediction is `estimate`'s peak on the most-loaded GPU for the run's own launch command (torchrun with the
 run's GPU count, so data parallel and the pipeline stages are what the run had), and its fit verdict on an H100.
 
-`python benchmarks/two_gpu_plan.py advice` plans the advice runs: multi-GPU bases that do not fit an H100 (or are
+A run already in the plan keeps its prediction (it may have been recorded). `python benchmarks/two_gpu_plan.py
+advice` plans the advice runs: multi-GPU bases that do not fit an H100 (or are
 tight), each as given and with the advised changes (up to three that fit and need no Transformer Engine, which
 the GPU machine lacks), named t2N-<base>-<n>; tools/record_memory_calibration.py reads them from the plan. A run
 on an H200 that fits measures the same `max allocated` as on an H100, so "fits an H100" is checked as that peak
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from advice_on_gpu import _needs_te, apply  # noqa: E402
-from record_memory_calibration import COMMON, DISTOPT, GQA, LLAMA, RUNS, SELECTIVE, shape  # noqa: E402
+from advice_on_gpu import _needs_te, apply, estimate_launch  # noqa: E402
+from record_memory_calibration import DISTOPT, GQA, LLAMA, RUNS, SELECTIVE, shape  # noqa: E402
 
-from offloaddoctor.api import estimate, load_catalog  # noqa: E402
+from offloaddoctor.api import load_catalog  # noqa: E402
 
 PLAN = ROOT / "benchmarks" / "two_gpu_plan.json"
 
@@ -57,13 +57,6 @@ ADVICE_BASES = {
 ADVISED_PER_BASE = 3
 
 
-def _estimate(gpus: int, args: str, catalog):
-    with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
-        script.write(f"torchrun --nproc-per-node {gpus} pretrain_gpt.py {COMMON} {args}\n")
-        script.flush()
-        return estimate([script.name], gpu="H100-80GB", catalog=catalog)
-
-
 def _entry(gpus: int, report, **extra) -> dict:
     peak = report.estimate.peak_allocated_bytes / 2**20
     return {"gpus": gpus, "predicted_mib": round(peak), "verdict": report.verdict.status, **extra}
@@ -72,20 +65,22 @@ def _entry(gpus: int, report, **extra) -> dict:
 def main() -> int:
     catalog = load_catalog()
     plan = json.loads(PLAN.read_text()) if PLAN.exists() else {}
+    planned: dict[str, dict] = {}  # a run already in the plan keeps its prediction as planned
     if sys.argv[1:] == ["advice"]:
         for n, (base, (gpus, args)) in enumerate(ADVICE_BASES.items(), 20):
-            report = _estimate(gpus, args, catalog)
-            plan[f"t{n}-{base}-0"] = _entry(gpus, report, args=args, change="as given")
+            report = estimate_launch(args, gpus, catalog)
+            planned[f"t{n}-{base}-0"] = _entry(gpus, report, args=args, change="as given")
             fitting = [s for s in report.suggestions if s.fits and not _needs_te(s.overrides)][:ADVISED_PER_BASE]
             for k, suggestion in enumerate(fitting, 1):
                 changed = apply(args, suggestion.overrides)
-                plan[f"t{n}-{base}-{k}"] = _entry(
-                    gpus, _estimate(gpus, changed, catalog), args=changed, change=suggestion.change
+                planned[f"t{n}-{base}-{k}"] = _entry(
+                    gpus, estimate_launch(changed, gpus, catalog), args=changed, change=suggestion.change
                 )
     else:
         for name, (gpus, _, args) in RUNS.items():
-            if name.startswith("t") and "args" not in plan.get(name, {}):
-                plan[name] = _entry(gpus, _estimate(gpus, args, catalog))
+            if name.startswith("t") and name not in plan:
+                planned[name] = _entry(gpus, estimate_launch(args, gpus, catalog))
+    plan.update({name: entry for name, entry in planned.items() if name not in plan})
     for name, entry in plan.items():
         print(
             f"{name:36} {entry['gpus']}  {entry['predicted_mib']:9,} MiB  {entry['verdict']}  {entry.get('change', '')}"
