@@ -350,29 +350,34 @@ def machine_meta() -> str:
     ).stdout
 
 
-def launch(name, gpus, args, port, outdir, devices=None):
+def launch(name, gpus, args, port, outdir, devices=None, env_extra=None):
     cmd = (
         f"python3 -m torch.distributed.run --nproc-per-node {gpus} --master-port {port} "
         f"tools/compare_family_pretrain_gpt.py {COMMON} {args}"
     )
+    env_extra = env_extra or {}
     (outdir / f"{name}.cmd").write_text(cmd + "\n")
+    (outdir / f"{name}.env").write_text("".join(f"{k}={v}\n" for k, v in env_extra.items()))
     log = open(outdir / f"{name}.raw.log", "w")  # noqa: SIM115 - the child writes it for as long as it runs
-    env = dict(os.environ, ODR_RUN=name)
+    env = dict(os.environ, ODR_RUN=name, **env_extra)
     if devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, devices))
     return subprocess.Popen(cmd.split(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def run_in_lanes(names: list[str], raw: Path, deadline: float) -> list[str]:
-    """The "two" group: each run alone on its own GPUs (two 2-GPU runs side by side on a 4-GPU machine), in
-    the order given; runs still going at the deadline are killed, none starts within 100 s of it."""
+def run_in_lanes(
+    runs: dict[str, tuple[int, str, dict]], raw: Path, deadline: float, run_timeout: float = 1e9, leave_s: float = 100
+) -> list[str]:
+    """Each run (name -> GPUs, arguments, extra environment) alone on its own GPUs, as many side by side as the
+    machine's GPUs allow, in the order given. A run still going at the deadline or after `run_timeout` seconds
+    is killed; none starts within `leave_s` of the deadline. Returns a line per run."""
     total = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
-    free, pending, results = list(range(total)), list(names), []
+    free, pending, results = list(range(total)), list(runs), []
     running: dict[str, tuple[subprocess.Popen, float, list[int]]] = {}
     port = 29600
     while pending or running:
         for name, (proc, t0, devices) in list(running.items()):
-            late = proc.poll() is None and time.time() > deadline
+            late = proc.poll() is None and time.time() > min(deadline, t0 + run_timeout)
             if late:
                 os.killpg(proc.pid, 9)
                 proc.wait()
@@ -382,15 +387,15 @@ def run_in_lanes(names: list[str], raw: Path, deadline: float) -> list[str]:
                 free = sorted(free + devices)
                 del running[name]
         for name in list(pending):
-            gpus = RUNS[name][0]
-            if gpus > total or deadline - time.time() < 100:
+            gpus, args, env_extra = runs[name]
+            if gpus > total or deadline - time.time() < leave_s:
                 pending.remove(name)
                 results.append(f"{name} not run")
             elif gpus <= len(free):
                 pending.remove(name)
                 devices, free = free[:gpus], free[gpus:]
                 port += 1
-                running[name] = (launch(name, gpus, RUNS[name][2], port, raw, devices), time.time(), devices)
+                running[name] = (launch(name, gpus, args, port, raw, devices, env_extra), time.time(), devices)
         time.sleep(1)
     return results
 
@@ -432,7 +437,7 @@ def main():
                 break
         time.sleep(1)
     if group == "two":
-        results = run_in_lanes(names, raw, deadline)
+        results = run_in_lanes({n: (RUNS[n][0], RUNS[n][2], {}) for n in names}, raw, deadline)
     poller.stop.set()
     poller.join()
     for name in names:

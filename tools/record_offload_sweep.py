@@ -17,7 +17,6 @@ Writes OUTDIR/sweep-SET.tar.gz holding NAME.raw.log, NAME.cmd, NAME.env, NAME.sm
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tarfile
 import time
@@ -25,7 +24,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record_memory_calibration import (
-    COMMON,
     DISTOPT,
     FULL,
     LLAMA,
@@ -33,6 +31,7 @@ from record_memory_calibration import (
     SELECTIVE,
     SmiPoller,
     machine_meta,
+    run_in_lanes,
     shape,
 )
 
@@ -133,25 +132,6 @@ def _advice_set() -> dict[str, tuple[str, dict]]:
     return {name: (run["args"], {}) for name, run in json.loads(plan.read_text()).items()}
 
 
-def _launch(name, args, env_extra, gpu, port, raw):
-    cmd = (
-        f"python3 -m torch.distributed.run --nproc-per-node 1 --master-port {port} "
-        f"tools/compare_family_pretrain_gpt.py {COMMON} {args}"
-    )
-    (raw / f"{name}.cmd").write_text(cmd + "\n")
-    (raw / f"{name}.env").write_text("".join(f"{k}={v}\n" for k, v in env_extra.items()))
-    log = open(raw / f"{name}.raw.log", "w")  # noqa: SIM115 - the child writes it for as long as it runs
-    env = dict(os.environ, ODR_RUN=name, CUDA_VISIBLE_DEVICES=str(gpu), **env_extra)
-    return subprocess.Popen(cmd.split(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-
-def _kill(proc):
-    try:
-        os.killpg(proc.pid, 9)
-    except ProcessLookupError:
-        pass
-
-
 def main() -> None:
     outdir, set_name = Path(sys.argv[1]), sys.argv[2]
     deadline = time.time() + (float(sys.argv[3]) if len(sys.argv) > 3 else 540)
@@ -161,37 +141,10 @@ def main() -> None:
         names = [n for n in sys.argv[4].split(",") if n in runs]  # in the order given
     raw = Path(os.environ.get("SWEEP_RAW", "/tmp/sweep-raw")) / set_name  # only the archive goes to OUTDIR
     raw.mkdir(parents=True, exist_ok=True)
-    gpus = int(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU "))
     poller = SmiPoller()
     poller.start()
-    queue = list(names)
-    lanes: dict[int, tuple[str, subprocess.Popen, float] | None] = dict.fromkeys(range(gpus))
-    results, port = [], 29600
-
-    def finish(name, proc, t0, killed=""):
-        results.append(f"{name} rc={proc.returncode} wall_s={time.time() - t0:.0f}{killed}")
-        print(results[-1], flush=True)
-
-    while queue or any(lanes.values()):
-        for gpu, slot in lanes.items():
-            if slot is not None:
-                name, proc, t0 = slot
-                late = time.time() > min(deadline, t0 + RUN_TIMEOUT_S)
-                if proc.poll() is None and late:
-                    _kill(proc)
-                    proc.wait()
-                    finish(name, proc, t0, " killed")
-                    lanes[gpu] = None
-                elif proc.poll() is not None:
-                    finish(name, proc, t0)
-                    lanes[gpu] = None
-            if lanes[gpu] is None and queue and deadline - time.time() > 120:
-                name = queue.pop(0)
-                port += 1
-                lanes[gpu] = (name, _launch(name, *runs[name], gpu, port, raw), time.time())
-        if not any(lanes.values()) and queue:
-            break  # too little time left for another run
-        time.sleep(1)
+    # One run per GPU at a time; a run is killed after RUN_TIMEOUT_S, none starts within 120 s of the deadline.
+    results = run_in_lanes({n: (1, *runs[n]) for n in names}, raw, deadline, RUN_TIMEOUT_S, leave_s=120)
     poller.stop.set()
     poller.join()
     for name in names:
