@@ -92,7 +92,8 @@ def verdict(result: MemoryEstimate, budget_bytes: float) -> FitVerdict:
 def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
     """The verdict when PyTorch may reserve `limit` bytes (an OOM message's card less the CUDA context, or a
     per-process memory fraction)."""
-    worst = result.peak_allocated_bytes * (1 + cal.MODEL_UNDERESTIMATE) * cal.FIT_SLACK
+    margin = (1 + cal.MODEL_UNDERESTIMATE) * cal.FIT_SLACK  # the model's error and the allocator's slack
+    worst = result.peak_allocated_bytes * margin
     collected = result.peak_allocated_if_collected_bytes
     best = collected * cal.SQUEEZED_SLACK
     uncollected = result.peak_allocated_bytes - collected
@@ -103,7 +104,7 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
         status = DOES_NOT_FIT
     else:
         status = TIGHT
-        if uncollected and collected * (1 + cal.MODEL_UNDERESTIMATE) * cal.FIT_SLACK <= limit:
+        if uncollected and collected * margin <= limit:
             reasons.append(
                 f"fits only if Python's garbage collector frees the optimizer's first build "
                 f"({uncollected / MIB:,.0f} MiB) before the first step: --manual-gc frees it for sure"
