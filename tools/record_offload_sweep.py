@@ -118,6 +118,23 @@ SETS: dict[str, dict[str, tuple[str, dict]]] = {
         "g1-f000-sel-gc": (f"{_mb(GPT_3B, 1)} {OFFLOAD} 0.0 {SELECTIVE} --manual-gc --manual-gc-interval 100", {}),
         "g2-f040-sel-gc": (f"{_mb(GPT_3B, 2)} {OFFLOAD} 0.4 {SELECTIVE} --manual-gc --manual-gc-interval 100", {}),
     },
+    # Hold-outs for the rotated Q/K term (memory/activations.py), planned before recording: Llama-shaped, RoPE,
+    # selective recompute, one without GQA and one with 4 query groups at sequence 4096.
+    "rope": {
+        "r1-llama27b-mbs3": (
+            "--num-layers 32 --hidden-size 2560 --ffn-hidden-size 6912 --num-attention-heads 32 --seq-length 2048 "
+            f"--max-position-embeddings 2048 --vocab-size 32000 --bf16 {DISTOPT} {LLAMA} "
+            f"--untie-embeddings-and-output-weights {SELECTIVE} --micro-batch-size 3 --global-batch-size 6",
+            {},
+        ),
+        "r2-llama3b-gqa4-s4096-mbs2": (
+            "--num-layers 24 --hidden-size 3072 --ffn-hidden-size 8192 --num-attention-heads 24 "
+            "--group-query-attention --num-query-groups 4 --seq-length 4096 --max-position-embeddings 4096 "
+            f"--vocab-size 32000 --bf16 {DISTOPT} {LLAMA} --untie-embeddings-and-output-weights {SELECTIVE} "
+            "--micro-batch-size 2 --global-batch-size 4",
+            {},
+        ),
+    },
 }
 RUN_TIMEOUT_S = 300
 # Activation offloading with the local implementation: Megatron's real rejection (it needs TE).

@@ -39,12 +39,12 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
     sp = t if shape.sequence_parallel else 1  # what SP shards: the tensors TP keeps whole
     hidden_mask = 1 if shape.hidden_dropout > 0 else 0
     q = shape.num_attention_heads * shape.head_dim
-    # Unfused attention repeats the grouped K/V heads to the full head count before the matmuls.
-    kv_heads = shape.heads_kv if shape.flash_attention else shape.num_attention_heads
-    kv = 2 * kv_heads * shape.head_dim
+    kv = 2 * shape.heads_kv * shape.head_dim
     replicated = sb * h * (2 + 2 + hidden_mask) / sp  # attention norm input, QKV input, dropout mask
     replicated += sb * h * (2 + 2 + hidden_mask) / sp  # MLP norm input, fc1 input, dropout mask
     sharded = sb * (2 * q + 2 * kv + 2 * q) / t  # Q, K and V, projection input
+    if shape.rotary_position_embeddings:  # rotated Q and K are new tensors; V, a view, keeps the QKV output alive
+        sharded += sb * (2 * q + kv) / t
     glu = 2 if shape.gated_linear_unit else 1
     if shape.num_experts and routed_experts:
         f = shape.moe_ffn_hidden_size or shape.ffn
@@ -59,6 +59,8 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
         heads = shape.num_attention_heads / t
         scores = heads * shape.micro_batch_size * (shape.seq_length / shape.context_parallel) * shape.seq_length
         core = scores * (2 + (3 if shape.attention_dropout > 0 else 0))  # softmax out; mask + dropout out
+        if shape.heads_kv < shape.num_attention_heads:  # unfused attention repeats grouped K/V to every head
+            core += sb * 2 * (2 * q) / t
         return LayerActivations(replicated + sharded, core, 2 * sb * h / sp, 2 * scores)
     return LayerActivations(replicated + sharded, core, 2 * sb * h / sp)
 

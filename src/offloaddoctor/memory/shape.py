@@ -55,6 +55,7 @@ class RunShape:
     add_bias_linear: bool = True
     tied_embeddings: bool = True
     learned_position_embeddings: bool = True
+    rotary_position_embeddings: bool = False
     max_position_embeddings: int | None = None
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
@@ -207,6 +208,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         add_bias_linear=True if bias is None else bias,
         tied_embeddings=not untie if tied is None else tied,
         learned_position_embeddings=position.strip("'\"") == "learned_absolute",
+        rotary_position_embeddings=position.strip("'\"") in ("rope", "mrope"),
         max_position_embeddings=reader.integer("model.max_position_embeddings", None),
         hidden_dropout=reader.real("model.hidden_dropout", 0.1),
         attention_dropout=reader.real("model.attention_dropout", 0.1),
