@@ -51,9 +51,17 @@ def runs():
             yield f"sweep:{path.name.removesuffix('.log.gz')}", path, text
 
 
+# The sweep's own table says which of its runs are held out (tools/finish_offload_sweep.py decides it).
+SWEEP_HELD_OUT = {
+    row.split("\t")[0]
+    for row in (ROOT / "fixtures" / "offload-sweep" / "runs.tsv").read_text().splitlines()[1:]
+    if row.split("\t")[6] == "yes"
+}
+
+
 def _set(name: str) -> str:
     if name.startswith("sweep:"):
-        return "sweep, held out" if name[6:].startswith(("l1-", "g2-", "a-")) else "sweep, calibration"
+        return "sweep, held out" if name[6:] in SWEEP_HELD_OUT else "sweep, calibration"
     return {"h": "held out", "n": "after freeze", "e": "MoE", "t": "multi-GPU"}.get(name[0], "calibration")
 
 

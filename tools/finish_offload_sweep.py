@@ -11,7 +11,8 @@ added, whether it is held out of calibration, the nvidia-smi peak and the launch
 
 Held out (never used to set a constant of the model or of the fit verdict): the Llama-shaped runs (`l1-*`),
 the micro-batch-2 GPT runs (`g2-*`), every run of the advice set (`a-*`), recorded after the model was
-committed, and `h1-*`, planned after the model set-up phase was committed. The only rewrite is the wheel's install folder, as in tools/finish_memory_calibration.py.
+committed, `h1-*`, planned after the model set-up phase was committed, and `r*`, the rotated-Q/K hold-outs. Rows of runs
+already in runs.tsv and not in the folders given are kept. The only rewrite is the wheel's install folder, as in tools/finish_memory_calibration.py.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ MAX_ALLOCATED = re.compile(r"max allocated: ([\d.]+)")
 MAX_RESERVED = re.compile(r"max reserved: ([\d.]+)")
 OOM = re.compile(r"Of the allocated memory ([\d.]+ \w+) is allocated by PyTorch")
 FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
-HELD_OUT = ("l1-", "g2-", "a-", "h1-")
+HELD_OUT = ("l1-", "g2-", "a-", "h1-", "r")
 # Recorded but not kept, and why.
 EXCLUDED = {
     **dict.fromkeys(
@@ -54,9 +55,12 @@ def main(folders: list[str]) -> int:
             if log.name.removesuffix(".raw.log") not in EXCLUDED:
                 runs[log.name.removesuffix(".raw.log")] = Path(name)
     DEST.mkdir(parents=True, exist_ok=True)
-    rows = [
+    header = (
         "name\toutcome\tmax_allocated_mib\tmax_reserved_mib\toom_allocated\tenv\theld_out\tnvidia_smi_peak_mib\tcommand"
-    ]
+    )
+    table = DEST / "runs.tsv"
+    # Rows of runs recorded earlier (whose raw folders are gone) are kept; a run recorded again is replaced.
+    kept = {row.split("\t", 1)[0]: row for row in table.read_text().splitlines()[1:]} if table.exists() else {}
     for run, folder in sorted(runs.items()):
         text = write_fixture_log(folder / f"{run}.raw.log", DEST / f"{run}.log.gz")
         allocated = max((float(x) for x in MAX_ALLOCATED.findall(text)), default=0.0)
@@ -65,11 +69,11 @@ def main(folders: list[str]) -> int:
         env = " ".join((folder / f"{run}.env").read_text().split())
         command = (folder / f"{run}.cmd").read_text().strip()
         smi = (folder / f"{run}.smi").read_text().strip()
-        rows.append(
+        kept[run] = (
             f"{run}\t{outcome(text)}\t{allocated:.2f}\t{reserved:.0f}\t{oom.group(1) if oom else ''}\t{env}\t"
             f"{'yes' if run.startswith(HELD_OUT) else 'no'}\t{smi}\t{command}"
         )
-    (DEST / "runs.tsv").write_text("\n".join(rows) + "\n")
+    table.write_text("\n".join([header, *(kept[run] for run in sorted(kept))]) + "\n")
     print(f"{len(runs)} runs written to {DEST}")
     return 0
 

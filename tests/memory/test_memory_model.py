@@ -67,7 +67,7 @@ MEMORY_BY_RANK = re.compile(
 
 
 @pytest.mark.parametrize("path", MULTI_GPU, ids=lambda p: p.name.removesuffix(".log.gz"))
-def test_multi_gpu_runs_from_their_launch_command_the_most_loaded_rank_within_three_percent(path, tmp_path):
+def test_multi_gpu_runs_from_their_launch_command_the_most_loaded_rank_within_two_percent(path, tmp_path):
     """Planned before recording (benchmarks/two_gpu_plan.json). The launch command is what a user has before
     the run: it must give what the log's arguments block gives (a VPP flag was once ignored there)."""
     name = path.name.removesuffix(".log.gz")
@@ -80,7 +80,7 @@ def test_multi_gpu_runs_from_their_launch_command_the_most_loaded_rank_within_th
         by_rank[int(rank)] = max(by_rank.get(int(rank), 0.0), float(peak))
     measured = max(by_rank.values())
     ends = (from_log.peak_allocated_bytes, from_log.peak_allocated_if_collected_bytes)
-    assert min(abs(end / 2**20 - measured) / measured for end in ends) <= 0.03  # the advice runs: -2.5 % at worst
+    assert min(abs(end / 2**20 - measured) / measured for end in ends) <= 0.02
     # Megatron's rank order is tp-cp-ep-dp-pp: a pipeline stage is rank // (ranks per stage). Stages whose
     # peaks are within 1 % (TP twins, DP twins) are not told apart by the measurement.
     per_stage = from_log.shape.world_size // from_log.shape.pipeline_parallel
