@@ -268,3 +268,32 @@ def test_a_small_log_handed_out_in_short_reads_is_read_whole(tmp_path, monkeypat
     assert [n for n, _ in reader] == list(range(1, 51))
     size = real_os.path.getsize(source.path)
     assert len(calls) == -(-size // 7)  # every byte, and not one read more
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_readers_one_after_another_each_find_their_own_literals(tmp_path, fast):
+    """A reader takes the last reader's search when its literals are the very same tuple (20,000 rank logs), and
+    makes its own otherwise: other literals, another sampled literal, a list changed in between."""
+    log = tmp_path / "rank0.log"
+    log.write_text("Error one\nWarn two\niteration 1/ 9 |\nError and Warn\niteration 2/ 9 |\n")
+    source = LogSource(str(log))
+
+    def read(literals, sample=None) -> list[int]:
+        wants = Wants(literals, _skip_of(*sample) if sample else None, sample)  # as the line pass asks
+        reader = CandidateReader(source, wants, [], fast=fast)
+        assert reader._bulk == (sample[0] if sample and fast else None)  # the sampled lines counted in bulk
+        return [number for number, _ in reader]
+
+    errors, warns = prefilter_literals(["Error"]), prefilter_literals(["Warn"])
+    assert read(errors) == [1, 4]
+    assert read(warns) == [2, 4]
+    assert read(errors) == [1, 4]
+    both = prefilter_literals(["Error", "iteration"])
+    assert read(both) == [1, 3, 4, 5]
+    assert read(both, (b"iteration", lambda m: None)) == [1, 4]  # every iteration line counted, none kept
+    assert read(both, (b"iteration", lambda m: 0)) == [1, 3, 4, 5]
+    assert read(both) == [1, 3, 4, 5]
+    changing = [b"Error"]
+    assert read(changing) == [1, 4]
+    changing[0] = b"Warn"
+    assert read(changing) == [2, 4]

@@ -5,10 +5,13 @@ with --set is refused in one line."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from offloaddoctor.cli import app
 from offloaddoctor.coerce import DIGITS_MAX, integer
 from offloaddoctor.metrics import metrics_from_text
+from offloaddoctor.metrics.iteration_lines import iteration_found
 
 from tests.conftest import FIXTURES, RUNNER
 
@@ -96,3 +99,14 @@ def test_an_oom_naming_a_gpu_with_a_huge_number_is_still_diagnosed(tmp_path):
     )
     result = RUNNER.invoke(app, ["diagnose", str(log), "--format", "json"])
     assert result.exit_code == 1 and '"oom' in result.stdout
+
+
+_DIGITS = st.text(st.sampled_from("0123456789٣०９"), min_size=1, max_size=DIGITS_MAX + 3)
+
+
+@given(_DIGITS, _DIGITS)
+def test_iteration_found_refuses_what_integer_refuses(iteration, total):
+    """iteration_found tests its two digit runs without coerce.integer (20,000 rank logs): the same answer, over
+    other scripts' digits (which `\\d` takes) and runs around DIGITS_MAX."""
+    found = iteration_found(f" iteration {iteration}/ {total} | lm loss: 2.0 |")
+    assert (found is not None) == (integer(iteration) is not None and integer(total) is not None)

@@ -61,19 +61,19 @@ class Wants:
     every_line: bool = False
 
 
-def prefilter_literals(literals: Iterable[str]) -> list[bytes]:
+def prefilter_literals(literals: Iterable[str]) -> tuple[bytes, ...]:
     """The byte strings to search for. A literal that contains another adds nothing: every line it finds,
-    the shorter one finds too. (Cached: a pool's every run of files starts a pass. Not to be changed.)"""
+    the shorter one finds too. (Cached: a pool's every run of files starts a pass; the same tuple each time.)"""
     return _prefilter(frozenset(literals))
 
 
 @functools.lru_cache(maxsize=8)
-def _prefilter(literals: frozenset[str]) -> list[bytes]:
+def _prefilter(literals: frozenset[str]) -> tuple[bytes, ...]:
     kept: list[bytes] = []
     for literal in sorted({lit.encode("utf-8") for lit in literals if lit}, key=lambda lit: (len(lit), lit)):
         if not any(shorter in literal for shorter in kept):
             kept.append(literal)
-    return sorted(kept)
+    return tuple(sorted(kept))
 
 
 class CandidateReader:
@@ -95,13 +95,7 @@ class CandidateReader:
         self.last_cut = 0  # the number of the last line cut short (its literal may have been in the cut part)
         self.no_controls = False  # True: no line handed out holds normalize.CONTROL_BYTES (a file read whole)
         self._failed = False
-        literals = tuple(wants.literals)
-        sampled = wants.sample[0] if wants.sample is not None and wants.sample[0] in literals else None
-        find = _finder(literals, sampled) if (USE_HYPERSCAN if fast is None else fast) else None
-        if find is None:  # the plain road: every literal's lines asked one by one
-            find, sampled = functools.partial(_plain_hits, literals), None
-        self._find: Callable[[bytes, int], list[int]] = find
-        self._bulk = sampled  # the sampled literal, counted in bulk (the finder leaves its lines out)
+        self._find, self._bulk = _road(wants, USE_HYPERSCAN if fast is None else fast)
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         if self.source.path == "-":
@@ -322,6 +316,29 @@ class CandidateReader:
         self.warnings.append(f"{self.source.name}:{line_number}: line longer than {MAX_LINE_BYTES} bytes was cut")
 
 
+_last_road: list = [None]  # (literals, sampled literal, fast, the road): the road of the last reader made
+
+
+def _road(wants: Wants, fast: bool) -> tuple[Callable[[bytes, int], list[int]], bytes | None]:
+    """The search for the wanted literals, and the sampled literal it leaves out to be counted in bulk (None: every
+    literal's lines are found). The same again for the next reader of a pass (20,000 rank logs): a pass hands
+    every reader the same literals object, held here so that `is` cannot meet a new object at its address."""
+    sampled = wants.sample[0] if wants.sample is not None else None
+    last = _last_road[0]
+    if last is not None and last[0] is wants.literals and last[1] == sampled and last[2] is fast:  # a tuple: as it was
+        return last[3]
+    literals = tuple(wants.literals)
+    if sampled is not None and sampled not in literals:
+        sampled = None
+    find = _finder(literals, sampled) if fast else None
+    if find is None:  # the plain road: every literal's lines asked one by one
+        find, sampled = functools.partial(_plain_hits, literals), None
+    road = (find, sampled)
+    if type(wants.literals) is tuple:  # (a list may change between readers)
+        _last_road[0] = (wants.literals, wants.sample[0] if wants.sample is not None else None, fast, road)
+    return road
+
+
 def _file_size(stream) -> int | None:
     """The size of the regular file under the stream (a gzip one's compressed size), or None."""
     try:
@@ -378,16 +395,19 @@ def _finder(literals: tuple[bytes, ...], sampled: bytes | None) -> Callable[[byt
     database.compile(expressions=patterns, ids=list(range(len(patterns))), elements=len(patterns), literal=True)
     scratch = hyperscan.Scratch(database)
 
+    ends: list[int] = []  # one scan at a time: the scratch is shared too
+    add = ends.append
+
+    def on_match(ident, start, stop, flags, context):
+        add(stop)
+
     def hits(block: bytes, end: int) -> list[int]:
-        ends: list[int] = []
-        add = ends.append
-
-        def on_match(ident, start, stop, flags, context):
-            add(stop)
-
-        handler = on_match  # held for the whole scan: hyperscan 0.9.1 crashed on a bare lambda (issue 28)
-        database.scan(memoryview(block)[:end], match_event_handler=handler, scratch=scratch)  # type: ignore[type-var, unused-ignore]
+        # on_match is held by the closure for the whole scan: hyperscan 0.9.1 crashed on a bare lambda (issue 28)
+        ends.clear()
+        database.scan(memoryview(block)[:end], match_event_handler=on_match, scratch=scratch)  # type: ignore[type-var, unused-ignore]
         rfind = block.rfind
-        return sorted({rfind(b"\n", 0, stop) + 1 for stop in ends})
+        starts = sorted({rfind(b"\n", 0, stop) + 1 for stop in ends})
+        ends.clear()
+        return starts
 
     return hits

@@ -122,7 +122,7 @@ class LinePass:
         lines unless its `wants.every_line` says a handler wants them all. Returns the last line number."""
         plan = plan or self._plan_for(handler_sets)
         every_handler, watchers, skip, gate_literals = plan.every_handler, plan.watchers, plan.skip, plan.gate_literals
-        declined = plan.declined
+        declined, feed_sets = plan.declined, plan.feed_sets
         declined[0] = None
         wants = reader.wants if reader is not None else None
         every = False
@@ -140,15 +140,21 @@ class LinePass:
                     continue
             text, rank = normalize_line(raw, default_rank, reader is not None and reader.no_controls)
             line = Line(path, number, rank, text, raw, candidate)
-            stop = declined[1] if declined[0] == number else ()
-            for handlers in handler_sets:
-                for handler in handlers:
-                    if handler in stop or handler.feed(line):  # a handler that declined it: as if consumed
-                        break
+            if declined[0] != number:
+                for feeds in feed_sets:
+                    for feed in feeds:
+                        if feed(line):
+                            break
+            else:
+                stop = declined[1]
+                for handlers in handler_sets:
+                    for handler in handlers:
+                        if handler in stop or handler.feed(line):  # a handler that declined it: as if consumed
+                            break
             if watchers:
                 every = False
-                for watcher in watchers:
-                    if watcher.wants_every_line(number):
+                for wants_every_line in watchers:
+                    if wants_every_line(number):
                         every = True  # every watcher is still asked: the question may expire state
                 if wants is not None:
                     wants.every_line = every
@@ -164,7 +170,13 @@ class _Plan:
     def __init__(self, handler_sets: Sequence[Sequence[LineHandler]], gate_literals: tuple[str, ...]):
         self.handler_sets = tuple(tuple(handlers) for handlers in handler_sets)
         self.every_handler = [h for handlers in handler_sets for h in handlers]
-        self.watchers = [h for h in self.every_handler if type(h).wants_every_line is not LineHandler.wants_every_line]
+        # Bound once, not looked up for each line and handler.
+        self.feed_sets = tuple(tuple(h.feed for h in handlers) for handlers in self.handler_sets)
+        self.watchers = [
+            h.wants_every_line
+            for h in self.every_handler
+            if type(h).wants_every_line is not LineHandler.wants_every_line
+        ]
         self.declined: list = [None, ()]  # a line delivered although some handlers declined it: [number, handlers]
         samplers = [h for h in self.every_handler if h.sample is not None]
         self.skip = _combined_skip([(h, _skip_of(*h.sample)) for h in samplers], self.declined)  # type: ignore[misc]
@@ -176,11 +188,16 @@ class _Plan:
 
     def runs(self, handler_sets: Sequence[Sequence[LineHandler]]) -> bool:
         """Whether these are the very handler sets the plan was made for (the same objects, in order)."""
-        # identity: handlers equal by value may hold other state
-        return len(self.handler_sets) == len(handler_sets) and all(
-            len(mine) == len(theirs) and all(planned is given for planned, given in zip(mine, theirs))
-            for mine, theirs in zip(self.handler_sets, handler_sets)
-        )
+        # identity: handlers equal by value may hold other state. (Plain loops: asked for each of 20,000 rank logs.)
+        if len(self.handler_sets) != len(handler_sets):
+            return False
+        for mine, theirs in zip(self.handler_sets, handler_sets):
+            if len(mine) != len(theirs):
+                return False
+            for planned, given in zip(mine, theirs):
+                if planned is not given:
+                    return False
+        return True
 
 
 def _skip_of(literal: bytes, keep: Callable[[int], int | None]) -> Callable[[int, bytes], bool | None]:

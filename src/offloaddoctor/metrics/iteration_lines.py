@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from offloaddoctor.coerce import integer
+from offloaddoctor.coerce import DIGITS_MAX
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.metrics.numbers import as_count
@@ -96,7 +96,11 @@ def iteration_found(text: str) -> re.Match[str] | None:
     (`int(found.group(1))`). speed_record(found, …) finishes the record `diagnose` reads. A line whose
     numbers are longer than any count (coerce.DIGITS_MAX) is not a record: int() would refuse them."""
     found = _ITERATION.search(text)
-    if found is None or integer(found.group(1)) is None or integer(found.group(2)) is None:
+    if found is None:
+        return None
+    iteration, total = found.group(1, 2)
+    # Digits only (`\d+`): coerce.integer's test comes down to their length and ASCII (`\d` takes any script's).
+    if len(iteration) > DIGITS_MAX or len(total) > DIGITS_MAX or not (iteration.isascii() and total.isascii()):
         return None
     return found
 
