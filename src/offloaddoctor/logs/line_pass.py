@@ -64,6 +64,9 @@ def pass_literals(handlers: Iterable[LineHandler]) -> set[str]:
     return {literal for handler in handlers for literal in handler.literals if literal}
 
 
+_reading: list = [None]  # logs/candidates.py, once a source is read (in-memory text never needs it)
+
+
 class LinePass:
     """Runs one handler set over sources. `literals` is computed once per pass, not per source."""
 
@@ -80,15 +83,21 @@ class LinePass:
         self.skipped = skipped if skipped is not None else set()  # sources gone or not text: noted, not read
         self.on_bytes = on_bytes
         self._plan: _Plan | None = None  # of the last handler sets run: the same ones again reuse it
+        self._wanted: tuple[bytes, ...] | None = None  # the literals' byte strings for the reader, once a file is read
 
     def read_source(self, source: LogSource, *handler_sets: Sequence[LineHandler]) -> int:
         """Lines in the source (0 when a listed log vanished, which is noted in `warnings`). Each handler set
         sees every delivered line on its own: what one set consumes, the next set still gets."""
-        from offloaddoctor.logs.candidates import CandidateReader, Wants, prefilter_literals
+        if _reading[0] is None:  # imported on the first file read, then kept: ~2 µs a file as an import statement
+            from offloaddoctor.logs import candidates
 
+            _reading[0] = candidates
+        candidates = _reading[0]
         plan = self._plan_for(handler_sets)
-        wants = Wants(prefilter_literals(self.literals), plan.skip, plan.sample)
-        reader = CandidateReader(source, wants, self.warnings, on_bytes=self.on_bytes)
+        if self._wanted is None:
+            self._wanted = candidates.prefilter_literals(self.literals)
+        wants = candidates.Wants(self._wanted, plan.skip, plan.sample)
+        reader = candidates.CandidateReader(source, wants, self.warnings, on_bytes=self.on_bytes)
         try:
             self.run(source.name, source.rank_from_name, reader, handler_sets, reader, plan)
         except VanishedLog as gone:

@@ -57,7 +57,8 @@ class Aggregates:
         self._by_key: dict[tuple, Aggregate] = {}
 
     def get(self, matcher_id: str, facts: dict) -> Aggregate:
-        key = (matcher_id, tuple(sorted((k, repr(v)) for k, v in facts.items())))
+        # (a list, not a generator: asked for each of 20,000 rank logs' failure lines, most with no facts at all)
+        key = (matcher_id, tuple(sorted([(k, repr(v)) for k, v in facts.items()])) if facts else ())
         aggregate = self._by_key.get(key)
         if aggregate is None:
             aggregate = self._by_key[key] = Aggregate(matcher_id, facts, len(self._by_key) + 1)
