@@ -113,7 +113,13 @@ class CandidateReader:
             yield from self._stream(stream_over(fd))  # closes the descriptor
             return
         os.close(fd)
-        yield from self._whole(*whole)
+        data, size_at_open = whole
+        read = len(data)  # the file's bytes, before decoding or skipping any
+        data = self._whole_text(data)
+        # (here, not in a generator of its own: one generator less for every line of 20,000 rank logs)
+        self.lines_read = (yield from self._block_lines(data, len(data), 0)) if data else 0
+        if read < size_at_open:
+            self._note_shrunk(size_at_open, read)
 
     def _read_small(self, fd: int) -> tuple[bytes, int] | None:
         """A small regular text file in one read (20,000 rank logs: no buffered stream, one fstat): (its bytes,
@@ -140,15 +146,16 @@ class CandidateReader:
             return None  # the stream road reads it and says why it cannot
         return data, status.st_size
 
-    def _whole(self, data: bytes, size_at_open: int) -> Iterator[tuple[int, str]]:
-        read = len(data)  # the file's bytes, before decoding or skipping any
-        if is_utf16(data[:4098]):  # (the stream road decodes it too: logs/sources.py stream_over)
+    def _whole_text(self, data: bytes) -> bytes:
+        """A file read whole as the block of UTF-8 lines to read, each ending in a newline (b"" for none)."""
+        read = len(data)
+        if is_utf16(data):  # (it looks at the first 4,098 bytes; the stream road decodes it too: stream_over)
             data = data.decode("utf-16", "replace").encode("utf-8", "replace")
         nuls = leading_nul_bytes(data)
         if nuls:
             self.warnings.append(nul_note(self.source.name, nuls))
             data = data[nuls:]
-        reason = not_text_reason(data[:8192]) if data else None
+        reason = not_text_reason(data if len(data) <= 8192 else data[:8192]) if data else None
         if reason:
             raise not_text_error(self.source, reason)
         if self.on_bytes is not None and read:
@@ -157,9 +164,7 @@ class CandidateReader:
             data += b"\n"  # the last line has no newline: counted like the rest, as the block reader does
         # One pass over the file instead of a test per line (an iteration line's isprintable was ~10k instructions).
         self.no_controls = len(data.translate(None, CONTROL_BYTES)) == len(data)
-        self.lines_read = (yield from self._block_lines(data, len(data), 0)) if data else 0
-        if read < size_at_open:
-            self._note_shrunk(size_at_open, read)
+        return data
 
     def _stream(self, stream) -> Iterator[tuple[int, str]]:
         size_at_open = _file_size(stream)
