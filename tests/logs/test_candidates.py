@@ -272,8 +272,8 @@ def test_a_small_log_handed_out_in_short_reads_is_read_whole(tmp_path, monkeypat
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_readers_one_after_another_each_find_their_own_literals(tmp_path, fast):
-    """A reader takes the last reader's search when its literals are the very same tuple (20,000 rank logs), and
-    makes its own otherwise: other literals, another sampled literal, a list changed in between."""
+    """Readers made one after another (20,000 rank logs) each search for their own literals: other literals,
+    another sampled literal, a list changed in between."""
     log = tmp_path / "rank0.log"
     log.write_text("Error one\nWarn two\niteration 1/ 9 |\nError and Warn\niteration 2/ 9 |\n")
     source = LogSource(str(log))

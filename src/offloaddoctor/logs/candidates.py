@@ -321,27 +321,15 @@ class CandidateReader:
         self.warnings.append(f"{self.source.name}:{line_number}: line longer than {MAX_LINE_BYTES} bytes was cut")
 
 
-_last_road: list = [None]  # (literals, sampled literal, fast, the road): the road of the last reader made
-
-
 def _road(wants: Wants, fast: bool) -> tuple[Callable[[bytes, int], list[int]], bytes | None]:
     """The search for the wanted literals, and the sampled literal it leaves out to be counted in bulk (None: every
-    literal's lines are found). The same again for the next reader of a pass (20,000 rank logs): a pass hands
-    every reader the same literals object, held here so that `is` cannot meet a new object at its address."""
-    sampled = wants.sample[0] if wants.sample is not None else None
-    last = _last_road[0]
-    if last is not None and last[0] is wants.literals and last[1] == sampled and last[2] is fast:  # a tuple: as it was
-        return last[3]
+    literal's lines are found)."""
     literals = tuple(wants.literals)
-    if sampled is not None and sampled not in literals:
-        sampled = None
+    sampled = wants.sample[0] if wants.sample is not None and wants.sample[0] in literals else None
     find = _finder(literals, sampled) if fast else None
     if find is None:  # the plain road: every literal's lines asked one by one
-        find, sampled = functools.partial(_plain_hits, literals), None
-    road = (find, sampled)
-    if type(wants.literals) is tuple:  # (a list may change between readers)
-        _last_road[0] = (wants.literals, wants.sample[0] if wants.sample is not None else None, fast, road)
-    return road
+        return functools.partial(_plain_hits, literals), None
+    return find, sampled
 
 
 def _file_size(stream) -> int | None:

@@ -64,9 +64,6 @@ def pass_literals(handlers: Iterable[LineHandler]) -> set[str]:
     return {literal for handler in handlers for literal in handler.literals if literal}
 
 
-_reading: list = [None]  # logs/candidates.py, once a source is read (in-memory text never needs it)
-
-
 class LinePass:
     """Runs one handler set over sources. `literals` is computed once per pass, not per source."""
 
@@ -88,11 +85,8 @@ class LinePass:
     def read_source(self, source: LogSource, *handler_sets: Sequence[LineHandler]) -> int:
         """Lines in the source (0 when a listed log vanished, which is noted in `warnings`). Each handler set
         sees every delivered line on its own: what one set consumes, the next set still gets."""
-        if _reading[0] is None:  # imported on the first file read, then kept: ~2 µs a file as an import statement
-            from offloaddoctor.logs import candidates
+        from offloaddoctor.logs import candidates  # not for in-memory text (start-up time)
 
-            _reading[0] = candidates
-        candidates = _reading[0]
         plan = self._plan_for(handler_sets)
         if self._wanted is None:
             self._wanted = candidates.prefilter_literals(self.literals)
