@@ -245,3 +245,33 @@ def test_estimate_advice_in_the_dialect_of_its_config():
     )
     advice = estimate_json(bridge)["advice"]
     assert advice and all(line.split("=")[0].count(".") == 1 for item in advice for line in item["overrides"])
+
+
+@pytest.mark.parametrize(
+    ("layers", "chunk", "fix", "vpp"),
+    [
+        (24, 5, ["--num-virtual-stages-per-pipeline-rank 2"], 2),  # 12 a stage: asked for 2 chunks of 5
+        (14, 3, ["remove --num-virtual-stages-per-pipeline-rank from the launch command"], None),  # 7: no VPP
+    ],
+)
+def test_megatron_lm_layers_per_virtual_stage_that_do_not_divide_a_stage_get_a_fix_that_clears_the_flag(
+    tmp_path, layers, chunk, fix, vpp
+):
+    """Megatron-LM asserts that the layers per virtual stage divide a stage, and accepts at most one of its two
+    VPP flags: the fix sets (or turns off) VPP and removes this one, and applied, leaves no violation."""
+    from offloaddoctor.api import check
+
+    script = tmp_path / "launch.sh"
+    script.write_text(
+        f"torchrun --nproc-per-node 2 pretrain_gpt.py --num-layers {layers} --pipeline-model-parallel-size 2 "
+        f"--num-layers-per-virtual-pipeline-stage {chunk}\n"
+    )
+    (violation,) = [v for v in check([str(script)]).violations if v.id == "vpp-layer-divisibility"]
+    assert violation.overrides == [*fix, "remove --num-layers-per-virtual-pipeline-stage from the launch command"]
+    values = explicit_config([str(script)], [])
+    store = build_store(
+        apply_changes(values, [c for line in violation.overrides for c in parse_fix_line(line)], MEGATRON_LM)
+    )
+    add_defaults(store)
+    assert store.resolve("model.virtual_pipeline_model_parallel_size").value == vpp
+    assert not [v for v in check_store(load_catalog(), store).violations if v.id == "vpp-layer-divisibility"]

@@ -153,12 +153,17 @@ def _suggested_offload_fraction(store: ConfigStore) -> float | None:
 
 
 def _suggested_virtual_pipeline_size(store: ConfigStore):
-    """The largest VPP size up to the current one that divides the layers per stage; None turns VPP off."""
-    per_rank, vpp = (
+    """The largest VPP size up to the current one that divides the layers per stage; None turns VPP off. With
+    layers per virtual stage that do not divide a stage (no VPP derived), the current one is what they ask for."""
+    per_rank, vpp, per_virtual = (
         store.resolve("model.layers_per_pipeline_rank"),
         store.resolve("model.virtual_pipeline_model_parallel_size"),
+        store.resolve("model.num_layers_per_virtual_pipeline_stage"),
     )
     layers, current = (number(per_rank.value) if per_rank else None), (number(vpp.value) if vpp else None)
+    chunk = number(per_virtual.value) if per_virtual else None
+    if layers and not current and chunk:
+        current = layers // chunk
     if not layers or not current:
         return _UNKNOWN
     divisors = [d for d in range(int(current), 1, -1) if int(layers) % d == 0]

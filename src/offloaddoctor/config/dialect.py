@@ -40,10 +40,7 @@ _FLAGS = {
 _NEGATED = {"model.add_bias_linear": "--disable-bias-linear"}
 _KEY_OF_NEGATED = {flag: key for key, flag in _NEGATED.items()}
 # Other flags that set the same value: removing one means removing these too.
-_ALSO_REMOVE = {
-    "model.recompute_granularity": ("--recompute-activations",),
-    "model.virtual_pipeline_model_parallel_size": ("--num-layers-per-virtual-pipeline-stage",),
-}
+_ALSO_REMOVE = {"model.recompute_granularity": ("--recompute-activations",)}
 # Settings Megatron-LM has no flag for (megatron-core dataclass fields the launch script cannot reach).
 _NO_FLAG = {"optimizer.decoupled_weight_decay": "OptimizerConfig"}
 # Bridge keeps one setting in two sections: an override must set both.

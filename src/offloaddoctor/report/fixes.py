@@ -29,13 +29,17 @@ _NEEDS_ON = {
     ),
 }
 
+# Settings another takes the place of (Megatron-LM accepts one of them): a fix that sets or clears the first
+# clears the others where the config gives them (arguments.py asserts at most one of the two VPP flags).
+_REPLACES = {"model.virtual_pipeline_model_parallel_size": ("model.num_layers_per_virtual_pipeline_stage",)}
+
 
 def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
     """Resolve the findings' changes into one consistent set and print each finding's fix in the dialect of
     the run's config (config/dialect.py). Returns the dialect."""
     dialect = dialect_of(store)
     # each line's changes, or the line itself when it is not a change (free text stays in place)
-    items = {id(f): [parse_fix_line(line) or line for line in f.overrides] for f in findings}
+    items = {id(f): [_with_replaced(parse_fix_line(line), store) or line for line in f.overrides] for f in findings}
     _resolve_conflicts(findings, items, dialect)
     for finding in findings:
         out: list[str] = []
@@ -46,6 +50,19 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
             out += [line for line in lines if line not in out]
         finding.overrides = out
     return dialect
+
+
+def _with_replaced(changes, store: ConfigStore):
+    """The changes, plus clearing each setting one of them takes the place of, where the config gives it."""
+    if not changes:
+        return changes
+    cleared = []
+    for key, _ in changes:
+        for other in _REPLACES.get(key, ()):
+            given = store.resolve(other)
+            if given is not None and given.value is not None and given.origin != "default":
+                cleared.append((other, None))
+    return [*changes, *cleared]
 
 
 def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], dialect: str) -> None:
