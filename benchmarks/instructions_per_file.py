@@ -7,6 +7,7 @@ files (caches, the literals' finder), and a second Scanner the next N; the same 
 warm-up is subtracted, and the rest divided by N. Serial, in one process: no pool, no report, no JSON.
 
 usage: python3 benchmarks/instructions_per_file.py DIR [N]      (valgrind must be installed)
+OFFLOADDOCTOR_ROOT=DIR measures another tree's src/ (e.g. `git archive BASE src signatures | tar -x -C DIR`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(os.environ.get("OFFLOADDOCTOR_ROOT") or Path(__file__).resolve().parents[1])
 WARM_UP = 300
 
 _SCAN = """
