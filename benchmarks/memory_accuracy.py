@@ -62,6 +62,8 @@ SWEEP_HELD_OUT = {
 def _set(name: str) -> str:
     if name.startswith("sweep:"):
         return "sweep, held out" if name[6:] in SWEEP_HELD_OUT else "sweep, calibration"
+    if name.startswith("m") and "-moe" in name:  # m01-m04 planned in benchmarks/moe_plan.json before recording
+        return "MoE hold-out"
     return {"h": "held out", "n": "after freeze", "e": "MoE", "t": "multi-GPU"}.get(name[0], "calibration")
 
 
@@ -83,7 +85,7 @@ def measure():
         rows.append(
             {
                 "run": name,
-                "held_out": "held out" in _set(name) or name[0] in "net",
+                "held_out": "held out" in _set(name) or "hold-out" in _set(name) or name[0] in "net",
                 "set": _set(name),
                 "measured": measured,
                 "ours": ours,
@@ -144,11 +146,14 @@ def main() -> int:
         ("held out", [r for r in rows if r["set"] == "held out"]),
         ("after freeze", [r for r in rows if r["set"] == "after freeze"]),
         ("MoE", [r for r in rows if r["set"] == "MoE"]),
+        ("MoE hold-out", [r for r in rows if r["set"] == "MoE hold-out"]),
         ("multi-GPU", [r for r in rows if r["set"] == "multi-GPU"]),
         ("sweep, calib", [r for r in rows if r["set"] == "sweep, calibration"]),
         ("sweep, held", [r for r in rows if r["set"] == "sweep, held out"]),
         ("all", rows),
     ):
+        if not subset:  # the MoE hold-outs until they are recorded
+            continue
         print(f"{label:12} ({len(subset):2} runs)  ours: {summary(subset, 'ours_error')}")
         in_range = sum(min(abs(r["ours_error"]), abs(r["collected_error"])) <= 2 for r in subset)
         print(f"{'':12} {'':10} within 2 % of one end of [collected, not collected]: {in_range}/{len(subset)}")

@@ -47,8 +47,8 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
         sharded += sb * (2 * q + kv) / t
     glu = 2 if shape.gated_linear_unit else 1
     if shape.num_experts and routed_experts:
-        f = shape.moe_ffn_hidden_size or shape.ffn
-        sharded += sb * shape.moe_router_topk * (2 * f * glu + 2 * f) / t
+        sharded += routed_expert_bytes(shape) / t
+        replicated += router_bytes(shape) / sp
         if shape.moe_shared_expert_intermediate_size:
             sharded += sb * (2 * shape.moe_shared_expert_intermediate_size * (glu + 1)) / t
     else:
@@ -63,6 +63,55 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
             core += sb * 2 * (2 * q) / t
         return LayerActivations(replicated + sharded, core, 2 * sb * h / sp, 2 * scores)
     return LayerActivations(replicated + sharded, core, 2 * sb * h / sp)
+
+
+def routed_expert_bytes(shape: RunShape) -> float:
+    """Bytes one MoE layer saves for backward per micro-batch for its routed tokens, times the tensor-parallel
+    size (the expert MLP's f is split over it, its input is not): what megatron-core 0.19.0 keeps with the local
+    experts (SequentialMLP) and a dispatcher that does not fuse permutation (no --moe-permute-fusion).
+
+    A rank's experts receive topk x its tokens: exactly on one GPU; with expert parallelism, when the router
+    balances them (a run without an auxiliary loss can send one rank more, and the measured peak moves with it).
+    Per routed token:
+    - 2h: the permuted copy of its hidden state, each expert's fc1 input (moe_utils.py `permute`:
+      `tokens.index_select(0, sorted_indices)`, kept by the experts' linear_fc1: experts.py SequentialMLP.forward
+      hands each expert a split of it; token_dispatcher.py MoEAllGatherTokenDispatcher.dispatch_postprocess, or
+      after the all-to-all, MoEAlltoAllTokenDispatcher.dispatch_postprocess `sort_chunks_by_idxs`);
+    - 2f x glu: fc1's output, the activation's input (mlp.py MLP.forward);
+    - 2f: the activation's output, kept by the multiply by the router's probability, `intermediate_parallel *
+      per_token_scale` (mlp.py MLP.forward), unless a fused gated activation takes the probability inside its
+      kernel (`weighted_bias_swiglu_impl`); an unfused gated one also keeps its activation's output (2f more);
+    - 2f: fc2's input;
+    - 8 + 2: the int64 index that sorts it (`permute`'s `sorted_indices`, kept by index_select and by
+      `unpermute`'s scatter_add_) and its 16-bit probability, kept by the multiply.
+    Nothing else is kept: the experts' outputs (torch.cat), the unpermuted sum (scatter_add_) and the
+    all-to-all buffers are not saved for backward. Counted on CPU against megatron-core 0.16.1, whose saved
+    tensors are the same for these paths (0.16.1's `permute` selects with masked_select, 0.19.0's with argsort).
+    """
+    f = shape.moe_ffn_hidden_size or shape.ffn
+    t = shape.tensor_parallel
+    glu = 2 if shape.gated_linear_unit else 1
+    if shape.gated_linear_unit and shape.bias_activation_fusion:
+        activation_outputs = 0
+    else:
+        activation_outputs = 2 * f * (glu if shape.gated_linear_unit else 1)
+    per_token = 2 * shape.hidden_size * t + 2 * f * glu + activation_outputs + 2 * f + (8 + 2) * t
+    return tokens_per_rank(shape) * shape.moe_router_topk * per_token
+
+
+def router_bytes(shape: RunShape) -> float:
+    """Bytes the router and the dispatcher's bookkeeping save for backward per micro-batch (megatron-core 0.19.0,
+    unfused router): per token, the int64 top-k indices (moe_utils.py `topk_routing_with_score_function`, kept by
+    torch.topk's and scatter's backward) and the fp32 softmax output (`softmax(..., dtype=torch.float32)`: over the
+    top-k scores, or over every expert with --moe-router-pre-softmax); then the allgather dispatcher's
+    `local_probs.T.contiguous().masked_select(local_map.T.contiguous())` keeps its 16-bit input and bool mask
+    (token_dispatcher.py MoEAllGatherTokenDispatcher.dispatch_postprocess), the alltoall dispatcher's
+    `probs.T.contiguous().reshape(-1)[flat_sorted]` the int64 argsort over every expert (moe_utils.py `permute`)."""
+    experts = shape.num_experts or 0
+    topk = shape.moe_router_topk
+    softmax = 4 * (experts if shape.moe_router_pre_softmax else topk)
+    dispatch = 8 * experts if shape.moe_token_dispatcher_type == "alltoall" else (2 + 1) * experts
+    return tokens_per_rank(shape) * (8 * topk + softmax + dispatch)
 
 
 def micro_batches_in_flight(shape: RunShape, stage: int) -> float:

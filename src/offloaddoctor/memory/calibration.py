@@ -62,5 +62,6 @@ SQUEEZED_SLACK = 1.01
 # when the margin was set, before the rotated Q/K term). Without it, two advised changes with 127 and 399 MiB to
 # spare were run under an H100's limit: one ran, one (t21-llama3b-pp2-vpp3-mbs4-3, the model then -2.1 % low)
 # ran out of memory. Small runs are lower in relative terms, far from any limit (n06 -4.5 %, ~0.7 GB); MoE runs
-# more (e04 -8.3 %): their verdicts near a limit keep that risk (docs/estimate.md).
+# with expert parallelism more (e05 -3.5 %: the router's imbalance across ranks; e04 was -8.3 % before the MoE
+# layer's saved tensors were derived from megatron-core's source): their verdicts near a limit keep that risk.
 MODEL_UNDERESTIMATE = 0.025

@@ -67,6 +67,10 @@ class RunShape:
     moe_shared_expert_intermediate_size: int | None = None
     expert_model_parallel_size: int = 1
     expert_tensor_parallel_size: int | None = None
+    moe_router_pre_softmax: bool = False
+    moe_token_dispatcher_type: str = "allgather"  # Megatron-LM's default (megatron-core 0.19.0)
+    # A fused activation takes the router's probabilities inside its kernel; only gated ones can (mlp.py).
+    bias_activation_fusion: bool = True
     # Parallel layout.
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
@@ -219,6 +223,9 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         moe_shared_expert_intermediate_size=reader.integer("model.moe_shared_expert_intermediate_size", None),
         expert_model_parallel_size=reader.integer("model.expert_model_parallel_size", 1),
         expert_tensor_parallel_size=reader.integer("model.expert_tensor_parallel_size", None),
+        moe_router_pre_softmax=bool(reader.flag("moe_router_pre_softmax")),
+        moe_token_dispatcher_type=str(reader.value("moe_token_dispatcher_type") or "allgather").strip("'\""),
+        bias_activation_fusion=_bias_activation_fusion(reader),
         tensor_parallel=tp,
         pipeline_parallel=pp,
         virtual_pipeline=reader.integer("model.virtual_pipeline_model_parallel_size", None),
@@ -293,6 +300,17 @@ class _Reader:
 
     def assume(self, text: str) -> None:
         self.assumptions.append(text)
+
+
+def _bias_activation_fusion(reader: _Reader) -> bool:
+    """Megatron-LM sets bias_activation_fusion from --bias-swiglu-fusion with SwiGLU (on unless
+    --no-bias-swiglu-fusion), else from --bias-gelu-fusion (training/argument_utils.py); a Bridge config says it."""
+    fused = reader.flag("model.bias_activation_fusion")
+    if fused is not None:
+        return fused
+    if reader.flag("model.gated_linear_unit"):
+        return not reader.flag("no_bias_swiglu_fusion") and reader.flag("bias_swiglu_fusion") is not False
+    return not reader.flag("no_bias_gelu_fusion") and reader.flag("bias_gelu_fusion") is not False
 
 
 def _precision(reader: _Reader) -> str:

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""The predictions for the MoE hold-out runs of tools/record_memory_calibration.py (group `moe`, names m01-m04 with
+one GPU), made with the memory model as committed before they were recorded, so the report can say how the MoE
+terms did on runs they were not derived against.
+
+    python benchmarks/moe_plan.py              # writes benchmarks/moe_plan.json
+    python benchmarks/memory_accuracy.py       # after recording: the model now, "MoE hold-out" set
+
+Each prediction is `estimate`'s peak for the run's own launch command (benchmarks/advice_on_gpu.py estimate_launch,
+as benchmarks/two_gpu_plan.py does) and its fit verdict on an H100. A run already in the plan keeps its prediction.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from advice_on_gpu import estimate_launch  # noqa: E402
+from record_memory_calibration import RUNS  # noqa: E402
+
+from offloaddoctor.api import load_catalog  # noqa: E402
+
+PLAN = ROOT / "benchmarks" / "moe_plan.json"
+
+
+def main() -> int:
+    catalog = load_catalog()
+    plan = json.loads(PLAN.read_text()) if PLAN.exists() else {}
+    for name, (gpus, _, args) in RUNS.items():
+        if not name.startswith("m") or gpus != 1 or name in plan:
+            continue
+        report = estimate_launch(args, gpus, catalog)
+        most = report.estimate.most_loaded
+        plan[name] = {
+            "gpus": gpus,
+            "predicted_mib": round(report.estimate.peak_allocated_bytes / 2**20),
+            "phase": most.phase,
+            "activations_mib": round(next(c.bytes for c in most.components if c.name == "activations") / 2**20),
+            "verdict": report.verdict.status,
+        }
+        print(f"{name}: {plan[name]['predicted_mib']:,} MiB ({most.phase}), {plan[name]['verdict']}")
+    PLAN.write_text(json.dumps(plan, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

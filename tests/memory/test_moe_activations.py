@@ -1,0 +1,116 @@
+"""The MoE layer's activations, term by term, against megatron-core's saved tensors and the recorded MoE runs."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from offloaddoctor.api import estimate as estimate_run
+from offloaddoctor.memory import RunShape
+from offloaddoctor.memory.activations import router_bytes, routed_expert_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+CALIBRATION = ROOT / "fixtures" / "memory-calibration"
+MAX_ALLOCATED = re.compile(r"max allocated: ([\d.]+)")
+
+
+def _shape(run: str) -> RunShape:
+    return estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate.shape
+
+
+E04 = "e04-moe8-top4-mbs8"  # L6 h1536 f1536 mbs8 s1024 top4, 8 experts, GELU experts, allgather dispatcher
+
+
+def test_each_routed_token_keeps_its_permuted_hidden_state_as_the_experts_fc1_input():
+    shape = _shape(E04)
+    wider = replace(shape, hidden_size=shape.hidden_size + 1)
+    routed_tokens = 8 * 1024 * 4  # micro-batch x sequence x top-k
+    assert routed_expert_bytes(wider) - routed_expert_bytes(shape) == routed_tokens * 2  # 2 bytes per element of h
+
+
+def test_gelu_experts_keep_the_activation_output_for_the_probability_multiply():
+    shape = _shape(E04)
+    assert not shape.gated_linear_unit
+    wider = replace(shape, moe_ffn_hidden_size=shape.moe_ffn_hidden_size + 1)
+    # fc1 output, GELU output (kept by `* per_token_scale`), fc2 input: 3 tensors of f, 2 bytes each
+    assert routed_expert_bytes(wider) - routed_expert_bytes(shape) == 8 * 1024 * 4 * 3 * 2
+
+
+def test_a_fused_swiglu_takes_the_probability_in_its_kernel_an_unfused_one_keeps_two_outputs_more():
+    swiglu = replace(_shape(E04), gated_linear_unit=True, bias_activation_fusion=True)
+    unfused = replace(swiglu, bias_activation_fusion=False)
+    f = swiglu.moe_ffn_hidden_size
+    assert routed_expert_bytes(unfused) - routed_expert_bytes(swiglu) == 8 * 1024 * 4 * 2 * (2 * f)
+
+
+def test_each_routed_token_keeps_an_int64_sort_index_and_a_16_bit_probability():
+    shape = _shape(E04)
+    h, f = shape.hidden_size, shape.moe_ffn_hidden_size
+    per_token_without_index = 2 * h + 3 * 2 * f
+    assert routed_expert_bytes(shape) == 8 * 1024 * 4 * (per_token_without_index + 8 + 2)
+
+
+def test_the_router_keeps_fp32_softmax_over_every_expert_only_with_pre_softmax():
+    shape = _shape(E04)
+    pre = replace(shape, moe_router_pre_softmax=True)
+    assert router_bytes(pre) - router_bytes(shape) == 8 * 1024 * 4 * (shape.num_experts - shape.moe_router_topk)
+
+
+def test_the_alltoall_dispatcher_keeps_an_int64_argsort_the_allgather_one_a_probability_and_a_mask():
+    shape = _shape(E04)
+    alltoall = replace(shape, moe_token_dispatcher_type="alltoall")
+    assert router_bytes(shape) == 8 * 1024 * (8 * 4 + 4 * 4 + 3 * 8)
+    assert router_bytes(alltoall) == 8 * 1024 * (8 * 4 + 4 * 4 + 8 * 8)
+
+
+# Counted on CPU (tests/memory/count_moe_saved_tensors.py, megatron-core 0.16.1 and torch 2.13.0+cpu: 0.19.0 is
+# built for Python 3.12 only; the saved tensors of these paths are the same in both, see routed_expert_bytes):
+# the bytes of unique storages saved for backward by a TransformerLayer's pre-MLP norm and MoE layer, less those of
+# the same layer with a dense MLP of the expert's size. h 256, f 704, s 128, b 4, 8 experts, allgather dispatcher.
+COUNTED = [
+    ("gelu top-2", dict(moe_router_topk=2), 3442688),
+    ("gelu top-4", dict(moe_router_topk=4), 8314880),
+    ("gelu top-1 pre-softmax", dict(moe_router_topk=1, moe_router_pre_softmax=True), 1020928),
+    (
+        "fused swiglu top-2, shared expert 512",
+        dict(moe_router_topk=2, gated_linear_unit=True, moe_shared_expert_intermediate_size=512),
+        4294656,
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "changes", "counted"), COUNTED, ids=[c[0] for c in COUNTED])
+def test_moe_minus_dense_is_what_megatron_core_saves_to_the_byte(case, changes, counted):
+    shape = RunShape(
+        num_layers=1,
+        hidden_size=256,
+        num_attention_heads=4,
+        seq_length=128,
+        micro_batch_size=4,
+        vocab_size=1000,
+        ffn_hidden_size=704,
+        num_experts=8,
+        moe_ffn_hidden_size=704,
+        add_bias_linear=False,
+        **changes,
+    )
+    sb, f = 128 * 4, 704
+    glu = 2 if shape.gated_linear_unit else 1
+    shared = sb * 2 * (shape.moe_shared_expert_intermediate_size or 0) * (glu + 1)
+    dense_mlp = sb * (2 * f * glu + 2 * f)  # fc1 output and fc2 input of the dense layer
+    assert routed_expert_bytes(shape) + router_bytes(shape) + shared - dense_mlp == counted
+
+
+MOE_RUNS = ["e01-moe8-top2", "e02-moe16-shared-gqa", "e03-moe4-top1-s2048", E04]
+
+
+@pytest.mark.parametrize("run", MOE_RUNS)
+def test_one_gpu_moe_runs_within_one_and_a_half_percent(run):
+    with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
+        measured = max(float(m) for m in MAX_ALLOCATED.findall(log.read()))
+    predicted = estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate.peak_allocated_bytes / 2**20
+    assert abs(predicted - measured) / measured <= 0.015
