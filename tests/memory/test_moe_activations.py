@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from offloaddoctor.api import estimate as estimate_run
+from offloaddoctor.config.loading import build_store
+from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.memory import RunShape
 from offloaddoctor.memory.activations import router_bytes, routed_expert_bytes
+from offloaddoctor.memory import read_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION = ROOT / "fixtures" / "memory-calibration"
@@ -67,7 +70,7 @@ def test_the_alltoall_dispatcher_keeps_an_int64_argsort_the_allgather_one_a_prob
     assert router_bytes(alltoall) == 8 * 1024 * (8 * 4 + 4 * 4 + 8 * 8)
 
 
-# Counted on CPU (tests/memory/count_moe_saved_tensors.py, megatron-core 0.16.1 and torch 2.13.0+cpu: 0.19.0 is
+# Counted on CPU (tools/count_moe_saved_tensors.py, megatron-core 0.16.1 and torch 2.13.0+cpu: 0.19.0 is
 # built for Python 3.12 only; the saved tensors of these paths are the same in both, see routed_expert_bytes):
 # the bytes of unique storages saved for backward by a TransformerLayer's pre-MLP norm and MoE layer, less those of
 # the same layer with a dense MLP of the expert's size. h 256, f 704, s 128, b 4, 8 experts, allgather dispatcher.
@@ -114,3 +117,40 @@ def test_one_gpu_moe_runs_within_one_and_a_half_percent(run):
         measured = max(float(m) for m in MAX_ALLOCATED.findall(log.read()))
     predicted = estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate.peak_allocated_bytes / 2**20
     assert abs(predicted - measured) / measured <= 0.015
+
+
+LAUNCH = {
+    row.split("\t")[0]: row.split("\t")[4]
+    for row in (CALIBRATION / "runs.tsv").read_text().splitlines()[1:]
+    if row.startswith("e0")
+}
+
+
+@pytest.mark.parametrize("run", sorted(LAUNCH))
+def test_a_moe_runs_launch_command_gives_the_estimate_its_logged_arguments_give(run, tmp_path):
+    """--moe-router-pre-softmax, --moe-token-dispatcher-type and the fusion flags are read from a launch script
+    as from the arguments block Megatron-LM prints."""
+    script = tmp_path / "launch.sh"
+    script.write_text(LAUNCH[run] + "\n")
+    from_launch = estimate_run([str(script)]).estimate
+    from_log = estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate
+    assert from_launch.peak_allocated_bytes == from_log.peak_allocated_bytes
+
+
+def test_a_bridge_config_spells_the_router_and_dispatcher_settings_under_model():
+    base = [
+        "model.num_layers=4",
+        "model.hidden_size=1024",
+        "model.num_attention_heads=16",
+        "model.seq_length=1024",
+        "train.micro_batch_size=2",
+        "model.vocab_size=32000",
+        "model.num_moe_experts=8",
+    ]
+    bridge = read_shape(
+        build_store(
+            parse_overrides([*base, "model.moe_router_pre_softmax=true", "model.moe_token_dispatcher_type=alltoall"])
+        )
+    )
+    assert bridge.moe_router_pre_softmax and bridge.moe_token_dispatcher_type == "alltoall"
+    assert not read_shape(build_store(parse_overrides(base))).moe_router_pre_softmax

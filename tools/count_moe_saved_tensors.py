@@ -5,7 +5,7 @@ test_moe_activations.py. megatron-core 0.19.0 ships for Python 3.12 only; 0.16.1
 same tensors on these paths (memory/activations.py routed_expert_bytes says where they differ).
 
     python3.11 -m venv /tmp/moe-venv && /tmp/moe-venv/bin/pip install torch==2.13.0+cpu megatron-core==0.16.1
-    /tmp/moe-venv/bin/python tests/memory/count_moe_saved_tensors.py
+    /tmp/moe-venv/bin/python tools/count_moe_saved_tensors.py
 
 The alltoall dispatcher makes CUDA streams when built, so it is not counted here.
 """
