@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import re
 import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+MOE_PLAN = json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text())
 sys.path.insert(0, str(ROOT / "src"))
 
 from offloaddoctor.api import estimate  # noqa: E402
@@ -62,7 +64,7 @@ SWEEP_HELD_OUT = {
 def _set(name: str) -> str:
     if name.startswith("sweep:"):
         return "sweep, held out" if name[6:] in SWEEP_HELD_OUT else "sweep, calibration"
-    if name.startswith("m") and "-moe" in name:  # m01-m04 planned in benchmarks/moe_plan.json before recording
+    if name in MOE_PLAN:  # planned in benchmarks/moe_plan.json before recording
         return "MoE hold-out"
     return {"h": "held out", "n": "after freeze", "e": "MoE", "t": "multi-GPU"}.get(name[0], "calibration")
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The predictions for the MoE hold-out runs of tools/record_memory_calibration.py (group `moe`, names m01-m04 with
-one GPU), made with the memory model as committed before they were recorded, so the report can say how the MoE
-terms did on runs they were not derived against.
+"""The predictions for the MoE hold-out runs of tools/record_memory_calibration.py (group `moe`: e06 on,
+one GPU each), made with the memory model as committed before they were recorded, so the report can say how the
+MoE terms did on runs they were not derived against.
 
     python benchmarks/moe_plan.py              # writes benchmarks/moe_plan.json
     python benchmarks/memory_accuracy.py       # after recording: the model now, "MoE hold-out" set
@@ -33,7 +33,7 @@ def main() -> int:
     catalog = load_catalog()
     plan = json.loads(PLAN.read_text()) if PLAN.exists() else {}
     for name, (gpus, _, args) in RUNS.items():
-        if not name.startswith("m") or gpus != 1 or name in plan:
+        if not name.startswith("e") or int(name[1:3]) < 6 or name in plan:  # e01-e05: recorded before
             continue
         report = estimate_launch(args, gpus, catalog)
         most = report.estimate.most_loaded

@@ -12,13 +12,14 @@ caching allocator, so `max allocated` is per run); an nvidia-smi poller records 
     here:   python3 tools/finish_memory_calibration.py <folder with the fetched archive>
 
 GROUP selects the runs (`single`: one GPU each; `multi`: two GPUs, TP/PP/DP = 2; `two`: issue 25's runs, each
-alone on its GPUs, with DEADLINE_S in the environment to stop in time; `moe`: the one-GPU MoE hold-outs m01-m04,
+alone on its GPUs, with DEADLINE_S in the environment to stop in time; `moe`: the one-GPU MoE hold-outs of benchmarks/moe_plan.json,
 each alone on a GPU, DEADLINE_S as for `two`). Writes OUTDIR/raw.tar.gz
 holding NAME.raw.log, NAME.cmd, NAME.smi (peak nvidia-smi MiB) and meta-GROUP.txt.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -205,29 +206,43 @@ RUNS = {
     # (memory/activations.py routed_expert_bytes, router_bytes); benchmarks/moe_plan.json holds the predictions
     # made before recording. One GPU each, each alone on it (group `moe`): unfused SwiGLU experts with top-3,
     # a shared expert with top-1 at micro-batch 8, the alltoall dispatcher on one GPU at sequence 4096, fp16.
-    "m01-moe8-top3-swiglu-unfused": (
+    "e06-moe8-top3-swiglu-unfused": (
         1,
         10,
         f"{shape(6, 1024, 16, 1024, 4, 32000)} --bf16 {DISTOPT} {LLAMA} --no-bias-swiglu-fusion "
         "--num-experts 8 --moe-router-topk 3 --moe-ffn-hidden-size 1408",
     ),
-    "m02-moe16-shared-top1-mbs8": (
+    "e07-moe16-shared-top1-mbs8": (
         1,
         17,
         f"{shape(6, 1024, 16, 1024, 8, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 16 "
         "--moe-router-topk 1 --moe-ffn-hidden-size 2048 --moe-shared-expert-intermediate-size 2048",
     ),
-    "m03-moe8-alltoall-s4096": (
+    "e08-moe8-alltoall-s4096": (
         1,
         12,
         f"{shape(4, 1536, 12, 4096, 1, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
         "--moe-router-topk 2 --moe-ffn-hidden-size 2048 --moe-token-dispatcher-type alltoall",
     ),
-    "m04-moe4-top2-fp16": (
+    "e09-moe4-top2-fp16": (
         1,
         12,
         f"{shape(4, 2048, 16, 2048, 2, 32000)} {FP16} {DISTOPT} --disable-bias-linear --num-experts 4 "
         "--moe-router-topk 2 --moe-ffn-hidden-size 4096",
+    ),
+    # Near an H100's limit, run alone on a real H100: e10 "fits" (69.0 GB predicted; the model before the MoE
+    # terms said 62.9 GB), e11 "does not fit" (78.4 GB; before: 71.2 GB, "fits") and is meant to run out of memory.
+    "e10-moe8-top4-mbs12": (
+        1,
+        70,
+        f"{shape(8, 2048, 16, 2048, 12, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        "--moe-router-topk 4 --moe-ffn-hidden-size 2048",
+    ),
+    "e11-moe8-top4-mbs14": (
+        1,
+        80,
+        f"{shape(8, 2048, 16, 2048, 14, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        "--moe-router-topk 4 --moe-ffn-hidden-size 2048",
     ),
     # Issue 25, planned with the model as committed before recording (benchmarks/two_gpu_plan.json holds its
     # predictions): pipeline parallel 2 with interleaving (VPP 2 and 3) at two shapes and micro-batches 1-4 with
@@ -432,8 +447,8 @@ def run_in_lanes(
 def main():
     outdir = Path(sys.argv[1])
     group = sys.argv[2] if len(sys.argv) > 2 else "single"
-    # The MoE hold-outs: m01-m04 with one GPU (m01-tp2-sp, m02-pp2 and m03-dp2, of group `multi`, have two).
-    moe = [n for n, (g, _, _) in RUNS.items() if n.startswith("m") and g == 1]
+    # The MoE hold-outs planned in benchmarks/moe_plan.json (predictions made before recording).
+    moe = list(json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "moe_plan.json").read_text()))
     names = [n for n, (g, _, _) in RUNS.items() if (g == 1) == (group == "single") and not n.startswith("t")]
     names = [n for n in names if n not in moe]
     if group == "two":
