@@ -216,7 +216,8 @@ RUNS = {
         1,
         17,
         f"{shape(6, 1024, 16, 1024, 8, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 16 "
-        "--moe-router-topk 1 --moe-ffn-hidden-size 2048 --moe-shared-expert-intermediate-size 2048",
+        "--moe-router-topk 1 --moe-router-pre-softmax --moe-ffn-hidden-size 2048 "
+        "--moe-shared-expert-intermediate-size 2048",
     ),
     "e08-moe8-alltoall-s4096": (
         1,
