@@ -245,6 +245,20 @@ RUNS = {
         f"{shape(8, 2048, 16, 2048, 14, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
         "--moe-router-topk 4 --moe-ffn-hidden-size 2048",
     ),
+    # The two cheapest changes `estimate` advises for e11 (on its log), each run as printed: selective recompute
+    # of the attention core (43,609 MiB predicted), micro-batch 14 -> 7 at the same global batch (45,606 MiB).
+    "e12-moe8-top4-mbs14-selective": (
+        1,
+        45,
+        f"{shape(8, 2048, 16, 2048, 14, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        "--moe-router-topk 4 --moe-ffn-hidden-size 2048 --recompute-granularity selective --recompute-modules core_attn",
+    ),
+    "e13-moe8-top4-mbs7": (
+        1,
+        47,
+        f"{shape(8, 2048, 16, 2048, 7, 32000, gbs=28)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        "--moe-router-topk 4 --moe-ffn-hidden-size 2048",
+    ),
     # Issue 25, planned with the model as committed before recording (benchmarks/two_gpu_plan.json holds its
     # predictions): pipeline parallel 2 with interleaving (VPP 2 and 3) at two shapes and micro-batches 1-4 with
     # 8 micro-batches a step; data parallel 2 sharding a partially offloaded optimizer (0.25/0.5/0.75) at two
