@@ -7,7 +7,8 @@ Each RAW_DIR holds NAME.raw.log, NAME.cmd, NAME.smi and meta-GROUP.txt. Writes N
 timestamp, so re-running gives the same bytes) and runs.tsv: one line per run with its launch command, the
 machine, the peak nvidia-smi reading, and whether it is held out of calibration (names starting with "h",
 "n", "e" or "t": recorded after the model was frozen; "e" are MoE, "t" two and four GPUs). Rows of runs already
-in runs.tsv and not in the folders given are kept.
+in runs.tsv and not in the folders given are kept. A run that ran out of memory (a run planned to: e11) goes to
+out-of-memory/ beside them, with its own runs.tsv (name, machine, command).
 The only rewrite is the wheel's install folder on the GPU machine ($SITE as megatron_wheel_setup.sh takes it,
 default `/tmp/site/`) into
 `/usr/local/lib/python3.12/dist-packages/`, as in fixtures/compare-family. Runs that did not finish are skipped.
@@ -26,6 +27,7 @@ DEST = ROOT / "fixtures" / "memory-calibration"
 REWRITES = [((os.environ.get("SITE") or "/tmp/site").rstrip("/") + "/", "/usr/local/lib/python3.12/dist-packages/")]
 HELD_OUT = "hnet"  # name prefixes recorded after the model was frozen: "e" MoE, "t" the issue-25 multi-GPU set
 FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
+OUT_OF_MEMORY = re.compile(r"torch\.OutOfMemoryError: CUDA out of memory")
 
 
 def write_fixture_log(raw_log: Path, dest: Path) -> str:
@@ -49,11 +51,15 @@ def machine(folder: Path) -> str:
 
 def main(folders: list[str]) -> int:
     runs: dict[str, tuple[Path, str]] = {}
+    out_of_memory: dict[str, tuple[Path, str]] = {}
     for name in folders:
         folder = Path(name)
         for log in sorted(folder.glob("*.raw.log")):
-            if FINISHED.search(log.read_text(errors="replace")):
+            text = log.read_text(errors="replace")
+            if FINISHED.search(text):
                 runs[log.name.removesuffix(".raw.log")] = (folder, machine(folder))
+            elif OUT_OF_MEMORY.search(text):
+                out_of_memory[log.name.removesuffix(".raw.log")] = (folder, machine(folder))
     DEST.mkdir(parents=True, exist_ok=True)
     header = "name\tgpus_machine\theld_out\tnvidia_smi_peak_mib\tcommand"
     table = DEST / "runs.tsv"
@@ -66,7 +72,21 @@ def main(folders: list[str]) -> int:
         kept[run] = f"{run}\t{where}\t{'yes' if run[0] in HELD_OUT else 'no'}\t{smi}\t{command}"
     table.write_text("\n".join([header, *(kept[run] for run in sorted(kept))]) + "\n")
     print(f"{len(runs)} runs written to {DEST}")
+    if out_of_memory:
+        write_out_of_memory(out_of_memory)
     return 0
+
+
+def write_out_of_memory(runs: dict[str, tuple[Path, str]]) -> None:
+    dest = DEST / "out-of-memory"
+    dest.mkdir(exist_ok=True)
+    table = dest / "runs.tsv"
+    kept = {row.split("\t", 1)[0]: row for row in table.read_text().splitlines()[1:]} if table.exists() else {}
+    for run, (folder, where) in sorted(runs.items()):
+        write_fixture_log(folder / f"{run}.raw.log", dest / f"{run}.log.gz")
+        kept[run] = f"{run}\t{where}\t{(folder / f'{run}.cmd').read_text().strip()}"
+    table.write_text("\n".join(["name\tgpus_machine\tcommand", *(kept[run] for run in sorted(kept))]) + "\n")
+    print(f"{len(runs)} runs that ran out of memory written to {dest}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -13,12 +14,18 @@ from offloaddoctor.api import estimate as estimate_run
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.memory import RunShape
+from offloaddoctor.memory.calibration import MODEL_UNDERESTIMATE
 from offloaddoctor.memory.activations import router_bytes, routed_expert_bytes
 from offloaddoctor.memory import read_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION = ROOT / "fixtures" / "memory-calibration"
 MAX_ALLOCATED = re.compile(r"max allocated: ([\d.]+)")
+
+
+def _max_allocated(path: Path) -> float:
+    with gzip.open(path, "rt") as log:
+        return max(float(m) for m in MAX_ALLOCATED.findall(log.read()))
 
 
 def _shape(run: str) -> RunShape:
@@ -109,21 +116,29 @@ def test_moe_minus_dense_is_what_megatron_core_saves_to_the_byte(case, changes, 
 
 
 MOE_RUNS = ["e01-moe8-top2", "e02-moe16-shared-gqa", "e03-moe4-top1-s2048", E04]
+# Planned before recording, with the terms above committed (benchmarks/moe_plan.json), one H100 each: within 3 %
+# (e06, unfused SwiGLU with top-3, -2.6 %; e12, selective recompute, +2.3 %; the other five within 0.25 %).
+HOLD_OUTS = sorted(json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text()))
 
 
 @pytest.mark.parametrize("run", MOE_RUNS)
 def test_one_gpu_moe_runs_within_one_and_a_half_percent(run):
-    with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
-        measured = max(float(m) for m in MAX_ALLOCATED.findall(log.read()))
+    measured = _max_allocated(CALIBRATION / f"{run}.log.gz")
     predicted = estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate.peak_allocated_bytes / 2**20
     assert abs(predicted - measured) / measured <= 0.015
 
 
-LAUNCH = {
-    row.split("\t")[0]: row.split("\t")[4]
-    for row in (CALIBRATION / "runs.tsv").read_text().splitlines()[1:]
-    if row.startswith("e0")
-}
+@pytest.mark.parametrize("run", [r for r in HOLD_OUTS if (CALIBRATION / f"{r}.log.gz").exists()])
+def test_moe_hold_outs_within_three_percent_as_planned(run):
+    measured = _max_allocated(CALIBRATION / f"{run}.log.gz")
+    planned = json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text())[run]["predicted_mib"]
+    predicted = estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate.peak_allocated_bytes / 2**20
+    assert round(predicted) == planned  # the model is still the one that planned them
+    assert abs(predicted - measured) / measured <= 0.03
+
+
+LAUNCH_ALL = {row.split("\t")[0]: row.split("\t")[4] for row in (CALIBRATION / "runs.tsv").read_text().splitlines()[1:]}
+LAUNCH = {name: command for name, command in LAUNCH_ALL.items() if name.startswith("e")}
 
 
 @pytest.mark.parametrize("run", sorted(LAUNCH))
@@ -154,3 +169,26 @@ def test_a_bridge_config_spells_the_router_and_dispatcher_settings_under_model()
     )
     assert bridge.moe_router_pre_softmax and bridge.moe_token_dispatcher_type == "alltoall"
     assert not read_shape(build_store(parse_overrides(base))).moe_router_pre_softmax
+
+
+OUT_OF_MEMORY = CALIBRATION / "out-of-memory" / "e11-moe8-top4-mbs14.log.gz"
+
+
+def test_a_moe_run_judged_not_to_fit_an_h100_ran_out_of_memory_on_one_and_its_advice_ran():
+    """Planned before recording (benchmarks/moe_plan.json), run alone on a real H100 80GB: e11 judged "does not
+    fit" (the model before the MoE terms said it fits: 71.2 GB) ran out of memory; the two cheapest changes
+    `estimate` advises for it, run as printed (e12, e13), ran, and peaked within the model's allowed error."""
+    with gzip.open(OUT_OF_MEMORY, "rt") as log:
+        assert "torch.OutOfMemoryError: CUDA out of memory" in log.read()
+    report = estimate_run([str(OUT_OF_MEMORY)], gpu="H100-80GB")
+    assert report.verdict.status == "does not fit"
+    first, second = report.suggestions[:2]
+    assert first.overrides == ("model.recompute_granularity=selective", "model.recompute_modules=[core_attn]")
+    assert second.overrides == ("train.micro_batch_size=7",)
+    for suggestion, run, flags in (
+        (first, "e12-moe8-top4-mbs14-selective", "--recompute-granularity selective --recompute-modules core_attn"),
+        (second, "e13-moe8-top4-mbs7", "--micro-batch-size 7 --global-batch-size 28"),
+    ):
+        assert suggestion.fits and flags in LAUNCH_ALL[run]
+        measured = _max_allocated(CALIBRATION / f"{run}.log.gz") * 2**20
+        assert measured <= suggestion.peak_allocated_bytes * (1 + MODEL_UNDERESTIMATE)
