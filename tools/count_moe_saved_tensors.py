@@ -37,7 +37,7 @@ moe_utils.te_general_gemm = None  # 0.16.1 without Transformer Engine leaves the
 H, F_HIDDEN, SEQ, BATCH, EXPERTS = 256, 704, 128, 4, 8
 
 
-def saved_bytes(num_experts, topk=2, swiglu=False, pre_softmax=False, shared=None):
+def saved_bytes(num_experts, topk=2, swiglu=False, pre_softmax=False, shared=None, fusion=None):
     config = TransformerConfig(
         num_layers=1,
         hidden_size=H,
@@ -55,7 +55,8 @@ def saved_bytes(num_experts, topk=2, swiglu=False, pre_softmax=False, shared=Non
         pipeline_dtype=torch.bfloat16,
         hidden_dropout=0.0,
         attention_dropout=0.0,
-        bias_activation_fusion=swiglu,  # Megatron-LM's defaults: fused SwiGLU; GELU with a probability unfused
+        # Megatron-LM's defaults: fused SwiGLU; GELU with a probability unfused
+        bias_activation_fusion=swiglu if fusion is None else fusion,
         masked_softmax_fusion=False,
         bias_dropout_fusion=False,
         persist_layer_norm=False,
@@ -88,3 +89,5 @@ if __name__ == "__main__":
     print("gelu top-4", saved_bytes(EXPERTS, topk=4) - gelu)
     print("gelu top-1 pre-softmax", saved_bytes(EXPERTS, topk=1, pre_softmax=True) - gelu)
     print("fused swiglu top-2, shared expert 512", saved_bytes(EXPERTS, swiglu=True, shared=512) - swiglu)
+    print("unfused swiglu top-2", saved_bytes(EXPERTS, swiglu=True, fusion=False) - swiglu)
+    print("dense swiglu, unfused less fused", saved_bytes(None, swiglu=True, fusion=False) - swiglu)

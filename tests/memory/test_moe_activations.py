@@ -15,7 +15,7 @@ from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.memory import RunShape
 from offloaddoctor.memory.calibration import MODEL_UNDERESTIMATE
-from offloaddoctor.memory.activations import router_bytes, routed_expert_bytes
+from offloaddoctor.memory.activations import layer_activations, router_bytes, routed_expert_bytes
 from offloaddoctor.memory import read_shape
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,11 +50,31 @@ def test_gelu_experts_keep_the_activation_output_for_the_probability_multiply():
     assert routed_expert_bytes(wider) - routed_expert_bytes(shape) == 8 * 1024 * 4 * 3 * 2
 
 
-def test_a_fused_swiglu_takes_the_probability_in_its_kernel_an_unfused_one_keeps_two_outputs_more():
+def test_a_fused_swiglu_takes_the_probability_in_its_kernel_an_unfused_one_keeps_three_outputs_more():
+    """Unfused: the activation's output, `x_linear + glu_linear_offset` (a new tensor), and their product, which the
+    multiply by the router's probability keeps (megatron-core 0.19.0 mlp.py MLP.forward `glu`)."""
     swiglu = replace(_shape(E04), gated_linear_unit=True, bias_activation_fusion=True)
     unfused = replace(swiglu, bias_activation_fusion=False)
     f = swiglu.moe_ffn_hidden_size
-    assert routed_expert_bytes(unfused) - routed_expert_bytes(swiglu) == 8 * 1024 * 4 * 2 * (2 * f)
+    assert routed_expert_bytes(unfused) - routed_expert_bytes(swiglu) == 8 * 1024 * 4 * 3 * (2 * f)
+
+
+def test_an_unfused_dense_swiglu_keeps_its_activation_output_and_the_offset_sum():
+    dense = RunShape(
+        num_layers=1,
+        hidden_size=256,
+        num_attention_heads=4,
+        seq_length=128,
+        micro_batch_size=4,
+        vocab_size=1000,
+        ffn_hidden_size=704,
+        gated_linear_unit=True,
+    )
+    fused, unfused = (
+        layer_activations(dense).linear,
+        layer_activations(replace(dense, bias_activation_fusion=False)).linear,
+    )
+    assert unfused - fused == 1441792  # counted on CPU: a dense layer's MLP block unfused less fused, h 256 f 704
 
 
 def test_each_routed_token_keeps_an_int64_sort_index_and_a_16_bit_probability():
@@ -85,6 +105,7 @@ COUNTED = [
     ("gelu top-2", dict(moe_router_topk=2), 3442688),
     ("gelu top-4", dict(moe_router_topk=4), 8314880),
     ("gelu top-1 pre-softmax", dict(moe_router_topk=1, moe_router_pre_softmax=True), 1020928),
+    ("unfused swiglu top-2", dict(moe_router_topk=2, gated_linear_unit=True, bias_activation_fusion=False), 7047168),
     (
         "fused swiglu top-2, shared expert 512",
         dict(moe_router_topk=2, gated_linear_unit=True, moe_shared_expert_intermediate_size=512),
@@ -132,9 +153,9 @@ def test_one_gpu_moe_runs_within_one_and_a_half_percent(run):
 def test_moe_hold_outs_within_three_percent_as_planned(run):
     measured = _max_allocated(CALIBRATION / f"{run}.log.gz")
     planned = json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text())[run]["predicted_mib"]
-    predicted = estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate.peak_allocated_bytes / 2**20
-    assert round(predicted) == planned  # the model is still the one that planned them
-    assert abs(predicted - measured) / measured <= 0.03
+    now = estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate.peak_allocated_bytes / 2**20
+    # As planned, and now (e06 -2.6 % as planned, -0.5 % since the unfused SwiGLU's offset sum is counted).
+    assert abs(planned - measured) / measured <= 0.03 and abs(now - measured) / measured <= 0.03
 
 
 LAUNCH_ALL = {row.split("\t")[0]: row.split("\t")[4] for row in (CALIBRATION / "runs.tsv").read_text().splitlines()[1:]}

@@ -53,6 +53,8 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
             sharded += sb * (2 * shape.moe_shared_expert_intermediate_size * (glu + 1)) / t
     else:
         sharded += sb * (2 * shape.ffn * glu + 2 * shape.ffn) / t  # fc1 output, fc2 input
+        if shape.gated_linear_unit and not shape.bias_activation_fusion:
+            sharded += sb * _unfused_glu_outputs(shape.ffn) / t
     if shape.flash_attention:
         core = 4 * shape.num_attention_heads * sb / t  # fp32 softmax statistics only
     else:
@@ -80,7 +82,7 @@ def routed_expert_bytes(shape: RunShape) -> float:
     - 2f x glu: fc1's output, the activation's input (mlp.py MLP.forward);
     - 2f: the activation's output, kept by the multiply by the router's probability, `intermediate_parallel *
       per_token_scale` (mlp.py MLP.forward), unless a fused gated activation takes the probability inside its
-      kernel (`weighted_bias_swiglu_impl`); an unfused gated one also keeps its activation's output (2f more);
+      kernel (`weighted_bias_swiglu_impl`); an unfused gated one keeps what `_unfused_glu_outputs` says besides;
     - 2f: fc2's input;
     - 8 + 2: the int64 index that sorts it (`permute`'s `sorted_indices`, kept by index_select and by
       `unpermute`'s scatter_add_) and its 16-bit probability, kept by the multiply.
@@ -91,12 +93,21 @@ def routed_expert_bytes(shape: RunShape) -> float:
     f = shape.moe_ffn_hidden_size or shape.ffn
     t = shape.tensor_parallel
     glu = 2 if shape.gated_linear_unit else 1
-    if shape.gated_linear_unit and shape.bias_activation_fusion:
+    if not shape.gated_linear_unit:
+        activation_outputs = 2 * f
+    elif shape.bias_activation_fusion:
         activation_outputs = 0
     else:
-        activation_outputs = 2 * f * (glu if shape.gated_linear_unit else 1)
+        activation_outputs = _unfused_glu_outputs(f) + 2 * f
     per_token = 2 * shape.hidden_size * t + 2 * f * glu + activation_outputs + 2 * f + (8 + 2) * t
     return tokens_per_rank(shape) * shape.moe_router_topk * per_token
+
+
+def _unfused_glu_outputs(f: int) -> int:
+    """Bytes per token an unfused gated activation keeps besides fc1's output and fc2's input (mlp.py MLP.forward
+    `glu`, megatron-core 0.19.0): the activation's output and `x_linear + glu_linear_offset` (a new tensor even
+    when the offset is 0), both kept by their product. Counted on CPU (tools/count_moe_saved_tensors.py)."""
+    return 2 * f + 2 * f
 
 
 def router_bytes(shape: RunShape) -> float:
