@@ -64,7 +64,7 @@ SWEEP_HELD_OUT = {
 def _set(name: str) -> str:
     if name.startswith("sweep:"):
         return "sweep, held out" if name[6:] in SWEEP_HELD_OUT else "sweep, calibration"
-    if name in MOE_PLAN:  # planned in benchmarks/moe_plan.json before recording
+    if name in MOE_PLAN and name[0] == "e":  # planned in benchmarks/moe_plan.json before recording
         return "MoE hold-out"
     return {"h": "held out", "n": "after freeze", "e": "MoE", "t": "multi-GPU"}.get(name[0], "calibration")
 

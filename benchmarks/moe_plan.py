@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The predictions for the MoE hold-out runs of tools/record_memory_calibration.py (group `moe`: e06 on,
-one GPU each), made with the memory model as committed before they were recorded, so the report can say how the
+and the dense unfused-SwiGLU run n15; one GPU each), made with the memory model as committed before they were recorded, so the report can say how the
 MoE terms did on runs they were not derived against.
 
     python benchmarks/moe_plan.py              # writes benchmarks/moe_plan.json
@@ -33,7 +33,8 @@ def main() -> int:
     catalog = load_catalog()
     plan = json.loads(PLAN.read_text()) if PLAN.exists() else {}
     for name, (gpus, _, args) in RUNS.items():
-        if not name.startswith("e") or int(name[1:3]) < 6 or name in plan:  # e01-e05: recorded before
+        planned = (name.startswith("e") and int(name[1:3]) >= 6) or name == "n15-llama-swiglu-unfused"
+        if not planned or name in plan:  # e01-e05: recorded before the MoE terms
             continue
         report = estimate_launch(args, gpus, catalog)
         most = report.estimate.most_loaded

@@ -166,6 +166,13 @@ RUNS = {
         0,
         f"{shape(8, 2048, 16, 4096, 1, 32000, gbs=8)} --bf16 {DISTOPT} --pipeline-model-parallel-size 2",
     ),
+    # A dense Llama with an unfused SwiGLU (`x_linear + glu_linear_offset` kept: found on e06), planned in
+    # benchmarks/moe_plan.json before recording, group `moe`.
+    "n15-llama-swiglu-unfused": (
+        1,
+        30,
+        f"{shape(8, 2048, 16, 2048, 4, 32000)} --ffn-hidden-size 5632 --bf16 {DISTOPT} {LLAMA} --no-bias-swiglu-fusion",
+    ),
     # MoE (local experts, SequentialMLP), recorded after the model's MoE formulas were written. Expert biases
     # are off: with them megatron-core 0.19's local experts add the bias in place on a view, which autograd
     # refuses ("Output 0 of _ReduceFromModelParallelRegionBackward is a view and is being modified inplace").
