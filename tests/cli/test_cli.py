@@ -313,6 +313,29 @@ def test_a_small_run_loads_only_what_it_uses(argv, not_loaded, shown, tmp_path):
     assert shown in result.stdout + result.stderr, result
 
 
+def test_diagnose_of_a_small_log_creates_and_compiles_only_what_its_lines_need(tmp_path):
+    """Issue 28.2 (start-up): the metrics command's run and summary records (metrics/model.py: four dataclasses,
+    each ~1 ms to create) are not diagnose's; a fix line without `{key}`, a traceback's megatron/ paths and
+    printable catalogue text compile no pattern."""
+    probe = (
+        f"import sys; sys.argv = ['offloaddoctor', 'diagnose', {PP_LOG_NAME!r}, '-f', 'json']\n"
+        "from offloaddoctor.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "from offloaddoctor import text_safety\n"
+        "from offloaddoctor.config import from_log\n"
+        "from offloaddoctor.report import engine\n"
+        "patterns = {'_UNSAFE': text_safety._UNSAFE, '_RUNNER_COMMAND': text_safety._RUNNER_COMMAND,"
+        " '_VERSION_LINE': from_log._VERSION_LINE, '_PLACEHOLDER': engine._PLACEHOLDER}\n"
+        "compiled = sorted(name for name, pattern in patterns.items() if '_compiled' in vars(pattern))\n"
+        "sys.stderr.write(f\"{'offloaddoctor.metrics.model' in sys.modules} {compiled}\")"
+    )
+    for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
+        result = run_python(probe, check=False, cwd=tmp_path)
+    assert result.stderr == "False []", result.stderr
+    assert '"id": "pp-cpu-offload"' in result.stdout
+    assert "megatron/core" in PP_LOG.read_text()  # the log has the lines the guards pass over
+
+
 def test_there_is_one_command_line():
     """The second, typer-free parser of `diagnose`/`check`/`metrics` is gone (issue 28.2): every argv goes
     through typer, so a new option cannot be parsed one way here and another way there."""

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.values import format_value
 from offloaddoctor.metrics.layout import resolve_layout
-from offloaddoctor.metrics.iteration_lines import steady_state
-from offloaddoctor.metrics.model import IterationMetrics, MetricsSummary, RunMetrics
+from offloaddoctor.metrics.iteration_lines import IterationMetrics, steady_state
+from offloaddoctor.metrics.model import MetricsSummary, RunMetrics
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, parameter_count
 from offloaddoctor.metrics.settings import (
     effective_offload_fraction,
