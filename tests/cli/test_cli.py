@@ -304,6 +304,17 @@ def test_diagnose_as_json_loads_neither_rich_nor_yaml(tmp_path):
             "4 violations in",
         ),
         (
+            [
+                "bisect",
+                "--good-config",
+                str(FIXTURES / "configs" / "bridge-override-pp2-offload-layers-0.yaml"),
+                "--bad-config",
+                str(FIXTURES / "configs" / "bridge-override-pp2-activation-offload.yaml"),
+            ],
+            ("offloaddoctor.bisect.git",),
+            "two configs",
+        ),
+        (
             ["bisect-step", "--config", str(FIXTURES / "check" / "many-violations.yaml")],
             ("offloaddoctor.bisect.run_mode",),
             "bad: violates",
@@ -314,7 +325,7 @@ def test_a_small_run_loads_only_what_it_uses(argv, not_loaded, shown, tmp_path):
     """`--version` builds no command; a launch script is read without PyYAML; `explain` prints the patterns'
     sources without compiling them (the `regex` module); listing the catalogue loads no config reading (its
     config values are dataclasses: creating them costs start-up); `check`'s text has no runs to tell apart;
-    `bisect-step --config` loads no run mode."""
+    bisecting two configs loads no git plumbing; `bisect-step --config` loads no run mode."""
     for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
         result = _run_listing_modules(argv, not_loaded, tmp_path)
     assert result.stderr.endswith(" []"), result.stderr
