@@ -298,6 +298,7 @@ def test_diagnose_as_json_loads_neither_rich_nor_yaml(tmp_path):
         (["estimate", str(FIXTURES / "estimate" / "llama3-8b-launch.sh")], ("yaml",), "Peak allocated"),
         (["explain", "pp-cpu-offload"], ("regex",), "one of the patterns"),
         (["signatures"], ("offloaddoctor.config.values", "offloaddoctor.config.loading"), "pp-cpu-offload"),
+        (["metrics", PP_LOG_NAME], ("statistics",), "no iteration lines"),
         (
             ["check", str(FIXTURES / "check" / "many-violations.yaml"), "-f", "text"],
             ("offloaddoctor.config.run_identity", "offloaddoctor.report.runs"),
@@ -324,7 +325,8 @@ def test_diagnose_as_json_loads_neither_rich_nor_yaml(tmp_path):
 def test_a_small_run_loads_only_what_it_uses(argv, not_loaded, shown, tmp_path):
     """`--version` builds no command; a launch script is read without PyYAML; `explain` prints the patterns'
     sources without compiling them (the `regex` module); listing the catalogue loads no config reading (its
-    config values are dataclasses: creating them costs start-up); `check`'s text has no runs to tell apart;
+    config values are dataclasses: creating them costs start-up); `metrics` of a log without iteration lines
+    takes no median (`statistics` imports decimal, fractions, random); `check`'s text has no runs to tell apart;
     bisecting two configs loads no git plumbing; `bisect-step --config` loads no run mode."""
     for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
         result = _run_listing_modules(argv, not_loaded, tmp_path)
