@@ -1,4 +1,6 @@
-"""What the metrics reader hands out: one record per parsed line, and the run they belong to.
+"""What the metrics reader hands out: one record per parsed line, and the run they belong to. The iteration
+record, which `diagnose` samples too, is defined with its parser (metrics/iteration_lines.py): diagnose does
+not create these classes (start-up).
 
 Sizes are MiB (Megatron's "MB"; see metrics/numbers.py). A field the log did not print is None.
 """
