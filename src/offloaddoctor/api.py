@@ -7,7 +7,6 @@ from pathlib import Path
 
 from offloaddoctor.catalog import Catalog, Vocabulary
 from offloaddoctor.catalog import load_catalog as _load_catalog
-from offloaddoctor.config import ConfigValue, Source, add_defaults, build_store, canonical_key, explicit_config
 from offloaddoctor.errors import UserError
 
 TYPE_CHECKING = False
@@ -16,6 +15,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
     from offloaddoctor.report import CheckReport, Report
     from offloaddoctor.catalog import Example, ExampleOutcome, ExampleRun, Signature
+    from offloaddoctor.config import ConfigValue
     from offloaddoctor.policy import Policy
 
 __all__ = [
@@ -76,7 +76,7 @@ def diagnose(
 
     passed_over: list[str] = []  # what the directory scans did not read, and why
     sources = resolve_sources(paths, recursive, passed_over)
-    from offloaddoctor.config import refuse_configs_as_logs
+    from offloaddoctor.config import explicit_config, refuse_configs_as_logs
 
     refuse_configs_as_logs([p for p in paths if p != "-"])
     explicit = explicit_config(config_paths, overrides)
@@ -132,6 +132,8 @@ def _run_report(
 ) -> Report:
     """One run's report: its logs' config (never another run's), the --config/--set values on top, and the
     notes on what the directory scans passed over."""
+    from offloaddoctor.config import build_store
+
     store = build_store(*(c.values for c in scan.collectors), explicit)
     report = _report(catalog, scan, store, matchers, baseline_metrics)
     report.notes[:0] = _unknown_set_keys(explicit, catalog, store) + passed_over
@@ -181,6 +183,7 @@ def diagnose_text(
     name: str = "<text>",
 ) -> Report:
     """Diagnose an in-memory log excerpt; `config` maps any key spelling to a value."""
+    from offloaddoctor.config import ConfigValue, Source, build_store, canonical_key
     from offloaddoctor.scanning import Scanner, build_matchers
 
     catalog = catalog or load_catalog()
@@ -206,6 +209,8 @@ def check(
     memory model's estimate is checked too (`memory-exceeds-capacity`)."""
     if not config_paths and not overrides:
         raise UserError("nothing to check: pass a config file and/or --set KEY=VALUE items")
+    from offloaddoctor.config import ConfigValue, Source, add_defaults, build_store, explicit_config
+
     catalog = catalog or load_catalog()
     values = explicit_config(config_paths, overrides)
     memory = None
@@ -256,7 +261,7 @@ def estimate(
     per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would.
     `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins)."""
     from offloaddoctor.advice import build_estimate
-    from offloaddoctor.config import load_log_config
+    from offloaddoctor.config import explicit_config, load_log_config
     from offloaddoctor.logs.sources import reads_as_log
 
     if not config_paths and not overrides and not log_paths:
@@ -297,6 +302,7 @@ def compare(
 ):
     """Judge runs against a baseline by the offloading guide's success criteria (metrics/compare.py).
     `run_configs` maps a log path to config files whose offload settings replace what the log printed."""
+    from offloaddoctor.config import explicit_config
     from offloaddoctor.scanning import build_matchers
     from offloaddoctor.memory import optimizer_state_bytes_per_parameter
     from offloaddoctor.metrics.compare import Criteria, compare_runs
@@ -344,6 +350,8 @@ def compare(
 
 def _run_store(run, config_values: Sequence[ConfigValue] = ()):
     """A run's config: its arguments block, with the `--run-config` files' values on top."""
+    from offloaddoctor.config import ConfigValue, Source, build_store, canonical_key
+
     values = [
         ConfigValue(canonical_key(k), v, Source(run.path, None, "arguments block"), "log")
         for k, v in run.arguments.items()
@@ -420,6 +428,7 @@ def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict
 def _measure_and_diagnose(name: str, sources, catalog: Catalog, matchers) -> tuple[Any, Report, Any]:
     """`run_metrics` and `diagnose` of one run's logs from one read of each: both handler sets share a pass.
     (The run's numbers, its report, and the RunReader that read them.)"""
+    from offloaddoctor.config import build_store
     from offloaddoctor.scanning import Scanner
     from offloaddoctor.logs.line_pass import LinePass
     from offloaddoctor.metrics.reader import RunReader

@@ -24,8 +24,14 @@ def _escape(char: str) -> str:
 def safe_text(text: object) -> str:
     """Show control characters and runner-command openers as visible escapes instead of letting them act.
     For one line of output: a newline is escaped too."""
-    shown = _UNSAFE.sub(lambda m: _escape(m.group()), str(text))
-    return _RUNNER_COMMAND.sub(lambda m: (m.group(1) or "") + _escape(m.group()[-1]), shown)
+    shown = str(text)
+    # The searches only where they can match (most text can't; a small run then compiles neither pattern):
+    # every character _UNSAFE names is unprintable, and both runner commands hold `::` or `##[`.
+    if not shown.isprintable():
+        shown = _UNSAFE.sub(lambda m: _escape(m.group()), shown)
+    if "::" in shown or "##[" in shown:
+        shown = _RUNNER_COMMAND.sub(lambda m: (m.group(1) or "") + _escape(m.group()[-1]), shown)
+    return shown
 
 
 def safe_lines(text: str) -> str:

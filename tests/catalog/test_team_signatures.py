@@ -150,3 +150,24 @@ def test_one_function_says_whether_a_signature_is_a_teams(tmp_path, monkeypatch)
     catalog = api.load_catalog([team])
     monkeypatch.setattr(loader, "is_team_signature", lambda path: True)  # the scanner asks, it does not decide
     assert all(m.user for m in build_matchers(catalog))
+
+
+def test_the_built_in_catalogue_is_resolved_once_not_once_a_signature(monkeypatch):
+    """Start-up (issue 28.2): asking of every signature whether it is a team's resolved the built-in directory
+    again each time (~70 path resolutions for 17 signatures, an lstat per path component each)."""
+    from pathlib import Path
+
+    from offloaddoctor.scanning.scanner import build_matchers
+
+    catalog = api.load_catalog()
+    resolved: list[Path] = []
+    real_resolve = Path.resolve
+
+    def counting(self, strict=False):
+        resolved.append(self)
+        return real_resolve(self, strict)
+
+    monkeypatch.setattr(Path, "resolve", counting)
+    matchers = build_matchers(catalog)
+    assert not any(m.user for m in matchers)
+    assert len(resolved) <= len(matchers) + 1  # each signature's own file, the built-in directory at most once

@@ -297,6 +297,24 @@ def test_diagnose_as_json_loads_neither_rich_nor_yaml(tmp_path):
         (["--version"], ("offloaddoctor.cli.diagnose", "offloaddoctor.cli.catalog"), "offloaddoctor "),
         (["estimate", str(FIXTURES / "estimate" / "llama3-8b-launch.sh")], ("yaml",), "Peak allocated"),
         (["explain", "pp-cpu-offload"], ("regex",), "one of the patterns"),
+        (["signatures"], ("offloaddoctor.config.values", "offloaddoctor.config.loading"), "pp-cpu-offload"),
+        (["metrics", PP_LOG_NAME], ("statistics",), "no iteration lines"),
+        (
+            ["check", str(FIXTURES / "check" / "many-violations.yaml"), "-f", "text"],
+            ("offloaddoctor.config.run_identity", "offloaddoctor.report.runs"),
+            "4 violations in",
+        ),
+        (
+            [
+                "bisect",
+                "--good-config",
+                str(FIXTURES / "configs" / "bridge-override-pp2-offload-layers-0.yaml"),
+                "--bad-config",
+                str(FIXTURES / "configs" / "bridge-override-pp2-activation-offload.yaml"),
+            ],
+            ("offloaddoctor.bisect.git",),
+            "two configs",
+        ),
         (
             ["bisect-step", "--config", str(FIXTURES / "check" / "many-violations.yaml")],
             ("offloaddoctor.bisect.run_mode",),
@@ -306,11 +324,37 @@ def test_diagnose_as_json_loads_neither_rich_nor_yaml(tmp_path):
 )
 def test_a_small_run_loads_only_what_it_uses(argv, not_loaded, shown, tmp_path):
     """`--version` builds no command; a launch script is read without PyYAML; `explain` prints the patterns'
-    sources without compiling them (the `regex` module); `bisect-step --config` loads no run mode."""
+    sources without compiling them (the `regex` module); listing the catalogue loads no config reading (its
+    config values are dataclasses: creating them costs start-up); `metrics` of a log without iteration lines
+    takes no median (`statistics` imports decimal, fractions, random); `check`'s text has no runs to tell apart;
+    bisecting two configs loads no git plumbing; `bisect-step --config` loads no run mode."""
     for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
         result = _run_listing_modules(argv, not_loaded, tmp_path)
     assert result.stderr.endswith(" []"), result.stderr
     assert shown in result.stdout + result.stderr, result
+
+
+def test_diagnose_of_a_small_log_creates_and_compiles_only_what_its_lines_need(tmp_path):
+    """Issue 28.2 (start-up): the metrics command's run and summary records (metrics/model.py: four dataclasses,
+    each ~1 ms to create) are not diagnose's; a fix line without `{key}`, a traceback's megatron/ paths and
+    printable catalogue text compile no pattern."""
+    probe = (
+        f"import sys; sys.argv = ['offloaddoctor', 'diagnose', {PP_LOG_NAME!r}, '-f', 'json']\n"
+        "from offloaddoctor.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "from offloaddoctor import text_safety\n"
+        "from offloaddoctor.config import from_log\n"
+        "from offloaddoctor.report import engine\n"
+        "patterns = {'_UNSAFE': text_safety._UNSAFE, '_RUNNER_COMMAND': text_safety._RUNNER_COMMAND,"
+        " '_VERSION_LINE': from_log._VERSION_LINE, '_PLACEHOLDER': engine._PLACEHOLDER}\n"
+        "compiled = sorted(name for name, pattern in patterns.items() if '_compiled' in vars(pattern))\n"
+        "sys.stderr.write(f\"{'offloaddoctor.metrics.model' in sys.modules} {compiled}\")"
+    )
+    for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
+        result = run_python(probe, check=False, cwd=tmp_path)
+    assert result.stderr == "False []", result.stderr
+    assert '"id": "pp-cpu-offload"' in result.stdout
+    assert "megatron/core" in PP_LOG.read_text()  # the log has the lines the guards pass over
 
 
 def test_there_is_one_command_line():
@@ -321,6 +365,24 @@ def test_there_is_one_command_line():
     package = Path(cli.__file__).parent
     assert not (package / "fast_path.py").exists() and not (package / "_fast_spec.py").exists()
     assert not (REPO / "tools" / "gen_fast_spec.py").exists()
+
+
+def test_typer_reads_the_commands_annotations_without_compiling_them():
+    """Start-up (issue 28.2): typer reads every parameter's annotation (get_type_hints); a postponed one is a
+    string that it compiles, ~20 M instructions of `--help`."""
+    from offloaddoctor.cli import COMMAND_MODULES, typer_app
+
+    app = typer_app()
+    groups = [group.typer_instance for group in app.registered_groups]
+    callbacks = [info.callback for typer in (app, *groups) for info in typer.registered_commands]
+    callbacks += [typer.registered_callback.callback for typer in (app, *groups)]
+    postponed = {
+        f"{callback.__module__}.{callback.__name__}": name
+        for callback in callbacks
+        for name, annotation in callback.__annotations__.items()
+        if isinstance(annotation, str)
+    }
+    assert len(callbacks) > len(COMMAND_MODULES) and postponed == {}
 
 
 def test_every_command_is_declared_in_the_module_the_map_names():

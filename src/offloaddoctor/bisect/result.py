@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from offloaddoctor.bisect.changes import KeyChange
-from offloaddoctor.bisect.git import Commit
-from offloaddoctor.bisect.search import Outcome
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: bisecting two configs loads no git plumbing (start-up)
+    from offloaddoctor.bisect.changes import KeyChange
+    from offloaddoctor.bisect.git import Commit
+    from offloaddoctor.bisect.search import Outcome
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +63,10 @@ class CatalogError(Exception):
             super().__init__(f"{len(problems)} problems in signature files:\n" + "\n".join(f"  {p}" for p in problems))
 
 
+@functools.lru_cache(maxsize=1)
 def builtin_signature_dir() -> Path:
-    """The wheel carries the catalogue inside the package; a source checkout has it at the top level."""
+    """The wheel carries the catalogue inside the package; a source checkout has it at the top level. (Asked
+    once a process: each answer resolves this file's path.)"""
     packaged = Path(__file__).resolve().parent.parent / "_signatures"
     if packaged.is_dir():
         return packaged
@@ -73,7 +76,14 @@ def builtin_signature_dir() -> Path:
 def is_team_signature(path: str | Path) -> bool:
     """The one answer to "is this signature a team's?": its file is not in the built-in catalogue. A team's
     patterns are untrusted (a give-up budget when scanning), and a clash with a built-in id says so."""
-    return Path(path).resolve().parent != builtin_signature_dir().resolve()
+    return Path(path).resolve().parent != _real_directory(builtin_signature_dir())
+
+
+@functools.lru_cache(maxsize=4)
+def _real_directory(directory: Path) -> Path:
+    """The built-in catalogue's real path, resolved once a process, not once a signature (start-up: 17
+    signatures took ~70 path resolutions, each an lstat per path component)."""
+    return directory.resolve()
 
 
 def load_catalog(vocabulary: Vocabulary, extra_dirs: Sequence[Path] = (), include_builtin: bool = True) -> Catalog:

@@ -1,7 +1,5 @@
 """The typer app: every command module registers on it; `--version`."""
 
-from __future__ import annotations
-
 from typing import Optional
 
 import typer

@@ -1,7 +1,5 @@
 """`bisect` and `bisect-step`: the change that made a config or run fail."""
 
-from __future__ import annotations
-
 import signal
 import sys
 from pathlib import Path

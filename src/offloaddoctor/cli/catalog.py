@@ -1,7 +1,5 @@
 """`signatures` (list, test, lint) and `explain`."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import List

@@ -1,7 +1,5 @@
 """`check`: a config against every preflight constraint."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import List, Optional

@@ -1,7 +1,5 @@
 """`diagnose`: logs in, findings out in every format, exit code by --fail-on."""
 
-from __future__ import annotations
-
 import os
 import sys
 from contextlib import contextmanager

@@ -1,7 +1,5 @@
 """`estimate`: will this config fit, which component is largest, what is the cheapest change that fits."""
 
-from __future__ import annotations
-
 import sys
 from enum import Enum
 from pathlib import Path

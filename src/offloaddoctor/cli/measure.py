@@ -1,7 +1,5 @@
 """`metrics` and `compare`: numbers from logs, and runs against a baseline."""
 
-from __future__ import annotations
-
 import sys
 from typing import List, Optional
 

@@ -152,7 +152,8 @@ class LogConfigCollector:
             if literal in text:
                 self._add(key, value, line, "runtime message")
                 return True
-        if "megatron" in text:
+        # (a traceback's megatron/ paths are not version lines: no pattern compiled for them, start-up)
+        if "megatron" in text and text.lstrip().startswith(_VERSIONED_PACKAGES):
             version = _VERSION_LINE.match(text)
             if version:
                 package = version.group(1).replace("_", "-")

@@ -12,7 +12,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from offloaddoctor.metrics.model import RunMetrics
 
-_MODEL = {"IterationMetrics", "Layout", "MemoryReport", "MetricsSummary", "ParameterCounts", "RunMetrics"}
+# The record classes, and the module that defines each.
+_RECORDS = {
+    "IterationMetrics": "iteration_lines",
+    "Layout": "model",
+    "MemoryReport": "model",
+    "MetricsSummary": "model",
+    "ParameterCounts": "parameter_lines",
+    "RunMetrics": "model",
+}
 
 __all__ = [
     "IterationMetrics",
@@ -76,4 +84,4 @@ def _summarised(reader, sources) -> RunMetrics:
 
 # The record classes load on first use: `diagnose` reads parameter counts (metrics.parameter_lines) and should
 # not pay for creating the rest at start-up.
-__getattr__ = lazy_exports(__name__, dict.fromkeys(_MODEL, "model"), globals())
+__getattr__ = lazy_exports(__name__, _RECORDS, globals())

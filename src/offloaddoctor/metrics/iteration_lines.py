@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from offloaddoctor.coerce import DIGITS_MAX
 from offloaddoctor.lazy_pattern import lazy_compile
-from offloaddoctor.metrics.model import IterationMetrics
 from offloaddoctor.metrics.numbers import as_count
 
 _ITERATION = lazy_compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
@@ -49,6 +49,32 @@ _COUNTS = {
     "skipped_iterations": SKIPPED_ITERATIONS,
     "nan_iterations": NAN_ITERATIONS,
 }
+
+
+@dataclass(slots=True)
+class IterationMetrics:
+    """One `iteration N/ M | …` line. Every value is the average over the iterations since the previous
+    line (Megatron resets its counters at each log), except `learning_rate` and `loss_scale` (current)."""
+
+    path: str
+    line: int
+    rank: int | None
+    segment: int
+    iteration: int
+    train_iters: int | None = None
+    elapsed_ms: float | None = None
+    tflops_per_gpu: float | None = None
+    learning_rate: float | None = None
+    global_batch_size: int | None = None
+    lm_loss: float | None = None
+    loss_scale: float | None = None
+    grad_norm: float | None = None
+    skipped_iterations: int | None = None
+    nan_iterations: int | None = None
+    extra: dict[str, float] = field(default_factory=dict)  # every other printed field, by printed name
+    steady_state: bool = False  # set by the summary: see metrics/summary.py
+    # The line as printed, kept only where it is cited as evidence (diagnose's sample), not in metrics output.
+    text: str = field(default="", repr=False)
 
 
 def parse_iteration_line(text: str) -> tuple[int, int, dict[str, float]] | None:

@@ -1,4 +1,6 @@
-"""What the metrics reader hands out: one record per parsed line, and the run they belong to.
+"""What the metrics reader hands out: one record per parsed line, and the run they belong to. The iteration
+record, which `diagnose` samples too, is defined with its parser (metrics/iteration_lines.py): diagnose does
+not create these classes (start-up).
 
 Sizes are MiB (Megatron's "MB"; see metrics/numbers.py). A field the log did not print is None.
 """
@@ -10,34 +12,10 @@ from dataclasses import dataclass, field
 from offloaddoctor.metrics.parameter_lines import ParameterCounts
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing costs start-up time, and diagnose loads this module
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-
-@dataclass(slots=True)
-class IterationMetrics:
-    """One `iteration N/ M | …` line. Every value is the average over the iterations since the previous
-    line (Megatron resets its counters at each log), except `learning_rate` and `loss_scale` (current)."""
-
-    path: str
-    line: int
-    rank: int | None
-    segment: int
-    iteration: int
-    train_iters: int | None = None
-    elapsed_ms: float | None = None
-    tflops_per_gpu: float | None = None
-    learning_rate: float | None = None
-    global_batch_size: int | None = None
-    lm_loss: float | None = None
-    loss_scale: float | None = None
-    grad_norm: float | None = None
-    skipped_iterations: int | None = None
-    nan_iterations: int | None = None
-    extra: dict[str, float] = field(default_factory=dict)  # every other printed field, by printed name
-    steady_state: bool = False  # set by the summary: see metrics/summary.py
-    # The line as printed, kept only where it is cited as evidence (diagnose's sample), not in metrics output.
-    text: str = field(default="", repr=False)
+    from offloaddoctor.metrics.iteration_lines import IterationMetrics
 
 
 @dataclass(slots=True)

@@ -27,14 +27,13 @@ iteration, the step takes the slowest time, the lowest throughput and the larges
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.values import format_value
 from offloaddoctor.metrics.layout import resolve_layout
-from offloaddoctor.metrics.iteration_lines import steady_state
-from offloaddoctor.metrics.model import IterationMetrics, MetricsSummary, RunMetrics
+from offloaddoctor.metrics.iteration_lines import IterationMetrics, steady_state
+from offloaddoctor.metrics.model import MetricsSummary, RunMetrics
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, parameter_count
 from offloaddoctor.metrics.settings import (
     effective_offload_fraction,
@@ -137,11 +136,15 @@ def _iteration_figures(summary: MetricsSummary, records: list[IterationMetrics])
     times = [t for t in (step.worst("elapsed_ms") for step in steady) if t is not None]
     summary.steady_state_lines = len(steady)
     if times:
+        import statistics  # with decimal, fractions, random: ~14 M instructions, for a log without iterations too
+
         summary.median_iteration_ms = round(statistics.median(times), 3)
         summary.mean_iteration_ms = round(statistics.fmean(times), 3)
         summary.p90_iteration_ms = round(percentile(times, 0.9), 3)
     throughputs = [t for t in (step.worst("tflops_per_gpu", min) for step in steady) if t is not None]
     if throughputs:
+        import statistics
+
         summary.median_tflops_per_gpu = round(statistics.median(throughputs), 3)
     # A later start that logs an iteration again replaces the earlier one.
     latest = {iteration: step for (_, iteration), step in sorted(steps.items())}

@@ -6,10 +6,13 @@ from dataclasses import asdict
 from typing import Any
 
 from offloaddoctor.bisect.changes import ABSENT, KeyChange
-from offloaddoctor.bisect.git import Commit
-from offloaddoctor.bisect.result import BisectResult
 from offloaddoctor.render.json_report import SCHEMA_VERSION
 from offloaddoctor.text_safety import json_document, safe_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: two configs' bisection loads no git plumbing (start-up)
+    from offloaddoctor.bisect.git import Commit
+    from offloaddoctor.bisect.result import BisectResult
 
 _MODE_NAMES = {"config": "config mode", "run": "run mode", "configs": "two configs"}
 

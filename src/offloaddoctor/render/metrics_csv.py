@@ -9,7 +9,8 @@ from __future__ import annotations
 import csv
 import io
 
-from offloaddoctor.metrics.model import IterationMetrics, MemoryReport, RunMetrics
+from offloaddoctor.metrics.iteration_lines import IterationMetrics
+from offloaddoctor.metrics.model import MemoryReport, RunMetrics
 from offloaddoctor.text_safety import safe_text
 
 ITERATION_COLUMNS = (

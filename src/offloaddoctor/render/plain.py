@@ -5,12 +5,16 @@ from __future__ import annotations
 import textwrap
 
 from offloaddoctor import __version__
-from offloaddoctor.report import Finding, Report, notes_for_all_runs
-from offloaddoctor.scanning import Evidence, format_ranks
+from offloaddoctor.scanning import format_ranks
 from offloaddoctor.config.values import format_value
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.render.facts import fact_lines
 from offloaddoctor.text_safety import safe_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: `check`'s text (finding_blocks) loads no run grouping (report/runs.py)
+    from offloaddoctor.report import Finding, Report
+    from offloaddoctor.scanning import Evidence
 
 _LABEL_WIDTH = 11
 _WIDTH = 100
@@ -235,6 +239,8 @@ def finding_blocks(findings: list[Finding], details: bool = True) -> list[str]:
 
 def render_plain(report: Report, details: bool = False) -> str:
     if report.runs:
+        from offloaddoctor.report import notes_for_all_runs
+
         out = [headline(report), ""]
         for index, run in enumerate(report.runs, start=1):
             out += [f"=== {run_heading(index, run, len(report.runs))} ===", render_plain(run, details)]

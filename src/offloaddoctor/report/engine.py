@@ -329,7 +329,7 @@ def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> l
         resolved = None if name.startswith(SUGGESTED) else store.resolve(name)
         return _override_value(resolved.value) if resolved is not None else f"<{name}>"
 
-    return [_PLACEHOLDER.sub(fill, line) for line in signature.fix.overrides]
+    return [_PLACEHOLDER.sub(fill, line) if "{" in line else line for line in signature.fix.overrides]
 
 
 def _override_value(value: Any) -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from offloaddoctor.scanning import Evidence
-from offloaddoctor.catalog.model import Signature
-from offloaddoctor.config.run_identity import Run
-
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
+if TYPE_CHECKING:  # annotations only: typing costs start-up time, and so does creating their dataclasses
     from typing import Any
+
+    from offloaddoctor.catalog.model import Signature
+    from offloaddoctor.config.run_identity import Run
+    from offloaddoctor.scanning import Evidence
 
 CONFIRMED, CONTRADICTED, UNKNOWN = "confirmed", "contradicted", "unknown"
 

@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: `check` builds RunFacts without reading a log
     from offloaddoctor.scanning.scan_result import ScanResult
     from offloaddoctor.config.from_log import LogConfigCollector
-    from offloaddoctor.metrics.model import IterationMetrics
+    from offloaddoctor.metrics.iteration_lines import IterationMetrics
 
 
 @dataclass

@@ -12,7 +12,7 @@ from offloaddoctor.scanning.evidence import Aggregate, Evidence
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from offloaddoctor.config.from_log import LogConfigCollector
-    from offloaddoctor.metrics.model import IterationMetrics
+    from offloaddoctor.metrics.iteration_lines import IterationMetrics
 
 MAX_EXCEPTIONS = 64  # the last exception lines kept: the report cites the last one that is not a launcher's
 
