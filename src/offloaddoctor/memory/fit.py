@@ -29,6 +29,7 @@ class FitVerdict:
     slack: float
     uncollected_bytes: float
     reasons: tuple[str, ...]
+    model_error: float = cal.MODEL_UNDERESTIMATE  # how far the model may be low, allowed for in needed_bytes
 
     @property
     def headroom_bytes(self) -> float:
@@ -49,7 +50,7 @@ class FitVerdict:
         """The verdict as every command words it (estimate, check's capacity rule, diagnose's OOM advice)."""
         assumed = (
             f"PyTorch may reserve {self.limit_bytes / MIB:,.0f} MiB of it; assumed: the peak "
-            f"x {1 + cal.MODEL_UNDERESTIMATE:g} for the model's error x {self.slack:g} allocator slack"
+            f"x {1 + self.model_error:g} for the model's error x {self.slack:g} allocator slack"
         )
         if self.status == FITS:
             return f"fits the {budget}: {self.headroom_bytes / MIB:,.0f} MiB to spare ({assumed})"
@@ -92,7 +93,8 @@ def verdict(result: MemoryEstimate, budget_bytes: float) -> FitVerdict:
 def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
     """The verdict when PyTorch may reserve `limit` bytes (an OOM message's card less the CUDA context, or a
     per-process memory fraction)."""
-    margin = (1 + cal.MODEL_UNDERESTIMATE) * cal.FIT_SLACK  # the model's error and the allocator's slack
+    error = cal.model_underestimate(result.shape)
+    margin = (1 + error) * cal.FIT_SLACK  # the model's error and the allocator's slack
     worst = result.peak_allocated_bytes * margin
     collected = result.peak_allocated_if_collected_bytes
     best = collected * cal.SQUEEZED_SLACK
@@ -118,7 +120,7 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
         else:
             reasons.append(
                 f"within the allocator's slack and the model's error: the peak fits, the peak "
-                f"x {1 + cal.MODEL_UNDERESTIMATE:g} x {cal.FIT_SLACK:g} does not; the model's error and fragmentation decide "
+                f"x {1 + error:g} x {cal.FIT_SLACK:g} does not; the model's error and fragmentation decide "
                 "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True may be needed)"
             )
-    return FitVerdict(status, limit, worst, best, cal.FIT_SLACK, uncollected, tuple(reasons))
+    return FitVerdict(status, limit, worst, best, cal.FIT_SLACK, uncollected, tuple(reasons), error)
