@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -52,6 +53,13 @@ def _private_catalog_cache(tmp_path_factory):
     os.environ["OFFLOADDOCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("offloaddoctor-cache"))
 
 
+@functools.cache
+def builtin_catalog():
+    """The built-in catalogue, loaded once (a frozen Catalog of frozen signatures): for tests of what is done
+    with it, not of loading it. Call it inside a test, not at import: the cache directory above is set then."""
+    return load_catalog()
+
+
 @pytest.fixture(scope="session")
 def catalog():
-    return load_catalog()
+    return builtin_catalog()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 ENV = {
@@ -26,7 +29,28 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
 
 
 def make_repo(root: Path, commits: list[tuple[dict[str, str | None], str]]) -> tuple[Path, list[str]]:
-    """Each commit writes (or, for None, deletes) files; returns the repo and the shas, oldest first."""
+    """Each commit writes (or, for None, deletes) files; returns the repo and the shas, oldest first. A history
+    is made once per test session and copied for each test (a copy: 0.04 s; 22 git commands: 0.2 s)."""
+    key = repr(commits)
+    if key not in _TEMPLATES:
+        if not _TEMPLATE_ROOT:
+            _TEMPLATE_ROOT.append(Path(tempfile.mkdtemp(prefix="offloaddoctor-test-repos-")))
+            atexit.register(shutil.rmtree, _TEMPLATE_ROOT[0], True)
+        template = _TEMPLATE_ROOT[0] / str(len(_TEMPLATES))
+        template.mkdir()
+        _TEMPLATES[key] = _make_repo(template, commits)
+    template_repo, shas = _TEMPLATES[key]
+    repo = root / "repo"
+    shutil.copytree(template_repo, repo, symlinks=True)
+    git(repo, "update-index", "-q", "--refresh")  # the index's file stats to the copies' (inodes): as made here
+    return repo, list(shas)
+
+
+_TEMPLATES: dict[str, tuple[Path, list[str]]] = {}
+_TEMPLATE_ROOT: list[Path] = []
+
+
+def _make_repo(root: Path, commits: list[tuple[dict[str, str | None], str]]) -> tuple[Path, list[str]]:
     repo = root / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")

@@ -122,11 +122,15 @@ def test_signature_filter(history):
     assert result.first_bad.sha == shas[4]
 
 
-def test_user_state_is_untouched_by_config_and_run_modes(history):
+def test_user_state_is_untouched_by_config_and_run_modes(history, tmp_path, monkeypatch):
     repo, shas = history
     git(repo, "bisect", "start", "--no-checkout", shas[-1], shas[0])  # a bisect of the user's own, in progress
     dirty_up(repo)
     before = fingerprint(repo)
+    # A temporary directory of this test's own: a bisect running beside it (pytest -n, another checkout's suite)
+    # leaves its worktrees in the shared one for a while.
+    (tmp_path / "temp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))
     temp_before = set(Path(tempfile.gettempdir()).glob(PREFIX + "*"))
     bisect_config(str(repo), shas[0], shas[-1], "cfg.yaml", CATALOG)
     bisect_run(str(repo), shas[0], shas[-1], "sh run.sh", CATALOG)

@@ -26,7 +26,7 @@ from offloaddoctor.render.json_report import render_json
 from offloaddoctor.render.markdown import render_markdown
 from offloaddoctor.render.plain import render_plain
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, builtin_catalog
 
 PP_AND_STATE_LOG = (
     "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading\n"
@@ -69,7 +69,8 @@ def _diagnose(name: str):
     directory = FIXTURES / name
     configs = [str(p) for p in sorted(directory.glob("*.yaml")) if p.name != "expected.yaml"]
     configs += [str(p) for p in sorted(directory.glob("*.sh"))]
-    return diagnose([str(directory / "job.log")], config_paths=configs, policy=Policy()), configs
+    report = diagnose([str(directory / "job.log")], config_paths=configs, policy=Policy(), catalog=builtin_catalog())
+    return report, configs
 
 
 def test_a_megatron_lm_log_gets_flags_and_a_switch_is_turned_off_by_removing_it():
@@ -152,7 +153,7 @@ def _run_config(name: str, configs: list[str]):
 @pytest.mark.parametrize("name", _fixtures_with_findings())
 def test_applying_every_printed_fix_leaves_no_violation_of_its_finding(name):
     report, configs = _diagnose(name)
-    catalog = load_catalog()
+    catalog = builtin_catalog()
     preflight = {s.id for s in catalog.signatures if s.preflight and s.config is not None}
     values = _run_config(name, configs)
     changes = [c for f in report.findings for line in f.overrides for c in parse_fix_line(line)]

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from offloaddoctor.api import estimate, load_catalog
+from offloaddoctor.api import estimate
 from offloaddoctor.memory.fit import DOES_NOT_FIT, FITS, verdict
 from offloaddoctor.memory.offload_split import first_build_offloaded_share
+
+from tests.conftest import builtin_catalog
 
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "offload-sweep"
 H100_MIB = 81559
@@ -21,7 +23,7 @@ def _outcome(name: str) -> str:
 
 
 def _estimate(name: str):
-    return estimate([str(SWEEP / f"{name}.log.gz")]).estimate
+    return estimate([str(SWEEP / f"{name}.log.gz")], catalog=builtin_catalog()).estimate
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[r["name"] for r in RUNS])
@@ -62,7 +64,7 @@ def test_a_small_fraction_is_tight_and_manual_gc_makes_it_fit():
 
 
 def test_advice_for_a_local_config_never_offers_activation_offloading_and_offloading_comes_with_manual_gc():
-    report = estimate([str(SWEEP / "g2-f040.log.gz")], gpu="H100-80GB", catalog=load_catalog())
+    report = estimate([str(SWEEP / "g2-f040.log.gz")], gpu="H100-80GB", catalog=builtin_catalog())
     overrides = [o for s in report.suggestions for o in s.overrides]
     assert overrides and not any(o.startswith("model.cpu_offloading") for o in overrides)
     # Transformer Engine is its own change, with its cost, after the changes measured on a GPU (issue 24.3).
@@ -174,7 +176,7 @@ def test_every_change_for_a_run_whose_first_optimizer_build_lingers_comes_with_m
     """a-llama4b-gqa-f050-1 (full recompute, offload 0.5 without --manual-gc) was predicted at the range's high
     end and ran 16 % below it: Python's collector freed the first build. Advised with --manual-gc, the figure
     is one, as measured on a-gpt26b-mbs2-f020-1..3 (within 0.8 %)."""
-    report = estimate([str(SWEEP / "a-llama4b-gqa-f050-0.log.gz")], gpu="H100-80GB", catalog=load_catalog())
+    report = estimate([str(SWEEP / "a-llama4b-gqa-f050-0.log.gz")], gpu="H100-80GB", catalog=builtin_catalog())
     assert any(s.change.startswith("full recompute") for s in report.suggestions)
     for suggestion in report.suggestions:
         assert "train.manual_gc=True" in suggestion.overrides, suggestion.change

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from offloaddoctor.scanning.oom import parse_oom
 from offloaddoctor.report.preflight import check_store
 from offloaddoctor.scanning.ranks import format_ranks, parse_ranks
+from offloaddoctor.scanning.scanner import build_matchers
 from offloaddoctor.scanning.units import parse_quantity
 from offloaddoctor.api import diagnose_text, load_catalog
 from offloaddoctor.config.from_log import LogConfigCollector
@@ -607,12 +608,16 @@ _MATCHER_LITERAL_SOUP = st.lists(
 ).map("".join)
 
 
+# Frozen dataclasses, built once: a catalogue loaded and its matchers built per example was 3 s of this test.
+_CATALOG_MATCHERS = tuple(build_matchers(CATALOG))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_MATCHER_LITERAL_SOUP | st.text(max_size=40), min_size=1, max_size=6))
 def test_the_literals_remembered_by_a_lines_shape_are_the_literals_it_holds(lines):
     """Lines alike but for their digits share a shape; a literal with a digit is still tested on the line."""
-    from offloaddoctor.scanning.scanner import FailureMatcher, ScanResult, build_matchers
+    from offloaddoctor.scanning.scanner import FailureMatcher, ScanResult
 
-    failures = FailureMatcher(build_matchers(load_catalog()), ScanResult())
+    failures = FailureMatcher(list(_CATALOG_MATCHERS), ScanResult())  # a new one, its shapes unknown, each example
     for line in lines + [line.translate(str.maketrans("0123456789", "9876543210")) for line in lines]:
         assert sorted(failures._present(line)) == sorted(lit for lit in failures._matcher_literals if lit in line)

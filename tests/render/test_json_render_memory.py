@@ -17,15 +17,18 @@ from offloaddoctor.text_safety import inert_json
 
 from tests.conftest import FIXTURES
 
+# Containers of at most 4 items, at most 30 leaves: unbounded ones drew past max_leaves in most examples and
+# hypothesis drew them again (15 s for 200 examples, 7 times this); the documents are as deep and as long
+# (median ~29 lines, a nested list or dict in most), and JOIN_CHUNKS = 3 puts batch boundaries all through them.
 VALUES = st.recursive(
     st.none() | st.booleans() | st.floats() | st.integers() | st.text(),
-    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=30,
 )
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(), VALUES))
+@given(st.dictionaries(st.text(), VALUES, max_size=6))
 def test_indented_in_batches_is_json_dumps(document):
     expected = json.dumps(document, indent=2, ensure_ascii=False, default=str)
     original = json_report.JOIN_CHUNKS, json_report.SPLICE_MIN_ITEMS, json_report.JOIN_ITEMS

@@ -35,12 +35,12 @@ def test_two_runs_keep_each_verdict():
     assert any("world_size 8" in d for d in report.runs[0].run.differs_in)
 
 
-def test_every_fixture_together_is_each_fixture_alone():
+def test_every_fixture_together_is_each_fixture_alone(catalog):
     logs = sorted(str(p) for p in FIXTURES.glob("*/job.log"))
-    together = diagnose(logs, policy=Policy())
+    together = diagnose(logs, policy=Policy(), catalog=catalog)
     assert [run.run.paths for run in together.runs] == [[log] for log in logs]
     for run in together.runs:
-        alone = diagnose(run.run.paths, policy=Policy())
+        alone = diagnose(run.run.paths, policy=Policy(), catalog=catalog)
         assert verdicts(run) == verdicts(alone), run.run.paths
         assert [[k.issue.id for k in f.known_issues] for f in run.findings] == [
             [k.issue.id for k in f.known_issues] for f in alone.findings

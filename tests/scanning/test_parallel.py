@@ -253,15 +253,29 @@ LEAKY_TAILS = {
 }
 
 
-def test_one_handler_set_reading_source_after_source_equals_a_fresh_set_each(tmp_path):
+def _orders_where_each_follows_each(names: list[str]) -> list[tuple[str, ...]]:
+    """Orders of `names` in which every name comes right after every other at least once (what a handler left
+    open reaches is the next log): greedily, the order that puts the most pairs not yet seen side by side."""
     from itertools import permutations
 
+    unseen = {(a, b) for a in names for b in names if a != b}
+    candidates = list(permutations(names))
+    orders = []
+    while unseen:
+        orders.append(max(candidates, key=lambda order: len(unseen.intersection(zip(order, order[1:])))))
+        unseen -= set(zip(orders[-1], orders[-1][1:]))
+    return orders
+
+
+def test_one_handler_set_reading_source_after_source_equals_a_fresh_set_each(tmp_path):
     for case in ("oom-fragmentation-multirank", "pp-cpu-offload", "optimizer-offload-slowdown-restart"):
         shutil.copy(FIXTURES / case / "job.log", tmp_path / f"{case}.log")
     for name, text in LEAKY_TAILS.items():
         (tmp_path / name).write_text(text)
     names = sorted(p.name for p in tmp_path.iterdir())
-    for order in list(permutations(names))[:: max(1, len(list(permutations(names))) // 40)]:
+    # 11 orders for the 42 ordered pairs of 7 logs (every 126th of the 5,040 orders, 40 of them, covered the
+    # same pairs, at 4 times the cost).
+    for order in _orders_where_each_follows_each(names):
         sources = resolve_sources([str(tmp_path / name) for name in order])
         reused = Scanner(MATCHERS).scan(sources)
         assert summary(reused) == summary(_scan_with_a_fresh_handler_set_per_source(sources)), order
