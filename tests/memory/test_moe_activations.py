@@ -60,17 +60,21 @@ def test_a_fused_swiglu_takes_the_probability_in_its_kernel_an_unfused_one_keeps
     assert routed_expert_bytes(unfused) - routed_expert_bytes(swiglu) == 8 * 1024 * 4 * 3 * (2 * f)
 
 
+# The layer tools/count_moe_saved_tensors.py counts: h 256, f 704, s 128, b 4, no biases.
+COUNTED_LAYER = RunShape(
+    num_layers=1,
+    hidden_size=256,
+    num_attention_heads=4,
+    seq_length=128,
+    micro_batch_size=4,
+    vocab_size=1000,
+    ffn_hidden_size=704,
+    add_bias_linear=False,
+)
+
+
 def test_an_unfused_dense_swiglu_keeps_its_activation_output_and_the_offset_sum():
-    dense = RunShape(
-        num_layers=1,
-        hidden_size=256,
-        num_attention_heads=4,
-        seq_length=128,
-        micro_batch_size=4,
-        vocab_size=1000,
-        ffn_hidden_size=704,
-        gated_linear_unit=True,
-    )
+    dense = replace(COUNTED_LAYER, gated_linear_unit=True)
     fused, unfused = (
         layer_activations(dense).linear,
         layer_activations(replace(dense, bias_activation_fusion=False)).linear,
@@ -117,19 +121,7 @@ COUNTED = [
 
 @pytest.mark.parametrize(("case", "changes", "counted"), COUNTED, ids=[c[0] for c in COUNTED])
 def test_moe_minus_dense_is_what_megatron_core_saves_to_the_byte(case, changes, counted):
-    shape = RunShape(
-        num_layers=1,
-        hidden_size=256,
-        num_attention_heads=4,
-        seq_length=128,
-        micro_batch_size=4,
-        vocab_size=1000,
-        ffn_hidden_size=704,
-        num_experts=8,
-        moe_ffn_hidden_size=704,
-        add_bias_linear=False,
-        **changes,
-    )
+    shape = replace(COUNTED_LAYER, num_experts=8, moe_ffn_hidden_size=704, **changes)
     sb, f = 128 * 4, 704
     glu = 2 if shape.gated_linear_unit else 1
     shared = sb * 2 * (shape.moe_shared_expert_intermediate_size or 0) * (glu + 1)
