@@ -36,7 +36,7 @@ def main() -> int:
         planned = (name.startswith("e") and int(name[1:3]) >= 6) or name == "n15-llama-swiglu-unfused"
         if not planned or name in plan:  # e01-e05: recorded before the MoE terms
             continue
-        report = estimate_launch(args, gpus, catalog)
+        report = estimate_launch(args, gpus, catalog)  # an H100 80GB per GPU
         most = report.estimate.most_loaded
         plan[name] = {
             "gpus": gpus,

@@ -266,6 +266,22 @@ RUNS = {
         f"{shape(8, 2048, 16, 2048, 7, 32000, gbs=28)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
         "--moe-router-topk 4 --moe-ffn-hidden-size 2048",
     ),
+    # Expert parallelism 2 on two GPUs, to test the wider fit margin for EP (memory/calibration.py
+    # MODEL_UNDERESTIMATE_EXPERT_PARALLEL, from e05 alone): top-4 with the auxiliary load-balancing loss and the
+    # alltoall dispatcher; top-2 at micro-batch 8 with the default dispatcher and no auxiliary loss.
+    "e14-moe8-ep2-top4-aux": (
+        2,
+        0,
+        f"{shape(8, 1024, 16, 1024, 4, 32000, gbs=16)} --bf16 {DISTOPT} --disable-bias-linear "
+        "--num-experts 8 --moe-router-topk 4 --moe-ffn-hidden-size 2048 --moe-aux-loss-coeff 1e-2 "
+        "--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall",
+    ),
+    "e15-moe8-ep2-top2-mbs8": (
+        2,
+        0,
+        f"{shape(8, 1024, 16, 1024, 8, 32000, gbs=32)} --bf16 {DISTOPT} --disable-bias-linear "
+        "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2",
+    ),
     # Issue 25, planned with the model as committed before recording (benchmarks/two_gpu_plan.json holds its
     # predictions): pipeline parallel 2 with interleaving (VPP 2 and 3) at two shapes and micro-batches 1-4 with
     # 8 micro-batches a step; data parallel 2 sharding a partially offloaded optimizer (0.25/0.5/0.75) at two
