@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from offloaddoctor.api import diagnose
 from offloaddoctor.api import estimate as estimate_run
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
@@ -222,3 +223,11 @@ def test_with_expert_parallelism_fits_allows_for_the_routing_imbalance_e05_measu
     judged = verdict_within(estimate, limit)
     assert judged.status != "fits" and "x 1.05 for the model's error" in judged.sentence()
     assert verdict_within(replace(estimate, shape=replace(estimate.shape, expert_model_parallel_size=1)), limit).fits
+
+
+def test_diagnose_on_the_moe_oom_advises_the_change_that_ran_in_the_users_flags():
+    """The real H100 OOM of e11: `diagnose` finds a capacity OOM and its fix is estimate's cheapest change, printed
+    as the Megatron-LM flags e12 was launched with (and ran)."""
+    finding = next(f for f in diagnose([str(OUT_OF_MEMORY)]).findings if f.id == "oom-capacity")
+    assert finding.overrides == ["--recompute-granularity selective", "--recompute-modules core_attn"]
+    assert " ".join(finding.overrides) in LAUNCH_ALL["e12-moe8-top4-mbs14-selective"]
