@@ -231,3 +231,31 @@ def test_diagnose_on_the_moe_oom_advises_the_change_that_ran_in_the_users_flags(
     finding = next(f for f in diagnose([str(OUT_OF_MEMORY)]).findings if f.id == "oom-capacity")
     assert finding.overrides == ["--recompute-granularity selective", "--recompute-modules core_attn"]
     assert " ".join(finding.overrides) in LAUNCH_ALL["e12-moe8-top4-mbs14-selective"]
+
+
+MOE_BASE = [
+    "model.num_layers=4",
+    "model.hidden_size=1024",
+    "model.num_attention_heads=16",
+    "model.seq_length=1024",
+    "train.micro_batch_size=2",
+    "model.vocab_size=32000",
+    "model.num_moe_experts=8",
+]
+MEASURED_ONLY_LOCAL = "MoE activations as megatron-core 0.19.0 saves them with local experts"
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["model.transformer_impl=local"], False),
+        ([], True),  # Megatron's default: Transformer Engine
+        (["model.transformer_impl=local", "model.moe_grouped_gemm=true"], True),
+        (["model.transformer_impl=local", "moe_permute_fusion=true"], True),  # a Megatron-LM spelling
+    ],
+)
+def test_a_moe_estimate_says_when_its_experts_are_not_the_local_ones_it_was_measured_on(extra, said):
+    shape = read_shape(build_store(parse_overrides([*MOE_BASE, *extra])))
+    assert any(MEASURED_ONLY_LOCAL in a for a in shape.assumptions) is said
+    dense = read_shape(build_store(parse_overrides([m for m in MOE_BASE if "moe" not in m])))
+    assert not any(MEASURED_ONLY_LOCAL in a for a in dense.assumptions)

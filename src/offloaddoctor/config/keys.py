@@ -121,6 +121,8 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("model.moe_router_pre_softmax", "router softmax over every expert before top-k (MoE)", kind="bool"),
     KnownKey("model.moe_token_dispatcher_type", "MoE token dispatcher: allgather, alltoall or flex"),
     KnownKey("model.bias_activation_fusion", "fused bias and activation (SwiGLU/GELU)", kind="bool"),
+    KnownKey("model.moe_grouped_gemm", "experts as one grouped GEMM (MoE)", kind="bool"),
+    KnownKey("model.moe_permute_fusion", "fused token permutation (MoE, Transformer Engine)", kind="bool"),
     KnownKey("model.expert_model_parallel_size", "expert-parallel size (EP)", kind="int"),
     KnownKey("model.expert_tensor_parallel_size", "tensor-parallel size inside experts"),
     KnownKey("model.context_parallel_size", "context-parallel size (CP)", kind="int"),

@@ -253,6 +253,13 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         recompute_modules=_modules(reader.value("model.recompute_modules")),
         cpu_offloading_num_layers=_offloaded_layers(reader),
     )
+    if shape.num_experts and (
+        impl != "local" or reader.flag("model.moe_grouped_gemm") or reader.flag("model.moe_permute_fusion")
+    ):
+        reader.assume(
+            "MoE activations as megatron-core 0.19.0 saves them with local experts (SequentialMLP, unfused "
+            "permutation), measured on H100s; Transformer Engine's grouped GEMM and permute fusion were not measured"
+        )
     if shape.global_batch_size is None and shape.pipeline_parallel > 1:
         reader.assume(
             f"global batch size unknown: {shape.pipeline_parallel} micro-batches in flight on the first "
