@@ -61,32 +61,31 @@ def main(folders: list[str]) -> int:
             elif OUT_OF_MEMORY.search(text):
                 out_of_memory[log.name.removesuffix(".raw.log")] = (folder, machine(folder))
     DEST.mkdir(parents=True, exist_ok=True)
-    header = "name\tgpus_machine\theld_out\tnvidia_smi_peak_mib\tcommand"
-    table = DEST / "runs.tsv"
-    # Rows of runs recorded earlier (whose raw folders are gone) are kept; a run recorded again is replaced.
-    kept = {row.split("\t", 1)[0]: row for row in table.read_text().splitlines()[1:]} if table.exists() else {}
+    rows = {}
     for run, (folder, where) in sorted(runs.items()):
         write_fixture_log(folder / f"{run}.raw.log", DEST / f"{run}.log.gz")
         command = (folder / f"{run}.cmd").read_text().strip()
         smi = (folder / f"{run}.smi").read_text().strip()
-        kept[run] = f"{run}\t{where}\t{'yes' if run[0] in HELD_OUT else 'no'}\t{smi}\t{command}"
-    table.write_text("\n".join([header, *(kept[run] for run in sorted(kept))]) + "\n")
+        rows[run] = f"{run}\t{where}\t{'yes' if run[0] in HELD_OUT else 'no'}\t{smi}\t{command}"
+    merge_table(DEST / "runs.tsv", "name\tgpus_machine\theld_out\tnvidia_smi_peak_mib\tcommand", rows)
     print(f"{len(runs)} runs written to {DEST}")
     if out_of_memory:
-        write_out_of_memory(out_of_memory)
+        dest = DEST / "out-of-memory"
+        dest.mkdir(exist_ok=True)
+        rows = {}
+        for run, (folder, where) in sorted(out_of_memory.items()):
+            write_fixture_log(folder / f"{run}.raw.log", dest / f"{run}.log.gz")
+            rows[run] = f"{run}\t{where}\t{(folder / f'{run}.cmd').read_text().strip()}"
+        merge_table(dest / "runs.tsv", "name\tgpus_machine\tcommand", rows)
+        print(f"{len(out_of_memory)} runs that ran out of memory written to {dest}")
     return 0
 
 
-def write_out_of_memory(runs: dict[str, tuple[Path, str]]) -> None:
-    dest = DEST / "out-of-memory"
-    dest.mkdir(exist_ok=True)
-    table = dest / "runs.tsv"
+def merge_table(table: Path, header: str, rows: dict[str, str]) -> None:
+    """Rows of runs recorded earlier (whose raw folders are gone) are kept; a run recorded again is replaced."""
     kept = {row.split("\t", 1)[0]: row for row in table.read_text().splitlines()[1:]} if table.exists() else {}
-    for run, (folder, where) in sorted(runs.items()):
-        write_fixture_log(folder / f"{run}.raw.log", dest / f"{run}.log.gz")
-        kept[run] = f"{run}\t{where}\t{(folder / f'{run}.cmd').read_text().strip()}"
-    table.write_text("\n".join(["name\tgpus_machine\tcommand", *(kept[run] for run in sorted(kept))]) + "\n")
-    print(f"{len(runs)} runs that ran out of memory written to {dest}")
+    kept.update(rows)
+    table.write_text("\n".join([header, *(kept[run] for run in sorted(kept))]) + "\n")
 
 
 if __name__ == "__main__":
