@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The predictions for the MoE hold-out runs of tools/record_memory_calibration.py (group `moe`: e06 on,
-and the dense unfused-SwiGLU run n15; one GPU each), made with the memory model as committed before they were recorded, so the report can say how the
-MoE terms did on runs they were not derived against.
+"""The predictions for the runs of tools/record_memory_calibration.py that group `moe` records (the MoE hold-outs
+e06 on, and n15, a dense unfused SwiGLU), made with the memory model as committed before they were recorded, so
+the report can say how the terms did on runs they were not derived against.
 
-    python benchmarks/moe_plan.py              # writes benchmarks/moe_plan.json
+    python benchmarks/moe_plan.py NAME...      # adds the named runs to benchmarks/moe_plan.json
     python benchmarks/memory_accuracy.py       # after recording: the model now, "MoE hold-out" set
 
 Each prediction is `estimate`'s peak for the run's own launch command (benchmarks/advice_on_gpu.py estimate_launch,
@@ -29,13 +29,16 @@ from offloaddoctor.api import load_catalog  # noqa: E402
 PLAN = ROOT / "benchmarks" / "moe_plan.json"
 
 
-def main() -> int:
+def main(names: list[str]) -> int:
+    unknown = [name for name in names if name not in RUNS]
+    if not names or unknown:
+        raise SystemExit(f"usage: moe_plan.py NAME... (runs of record_memory_calibration.py); unknown: {unknown}")
     catalog = load_catalog()
     plan = json.loads(PLAN.read_text()) if PLAN.exists() else {}
-    for name, (gpus, _, args) in RUNS.items():
-        planned = (name.startswith("e") and int(name[1:3]) >= 6) or name == "n15-llama-swiglu-unfused"
-        if not planned or name in plan:  # e01-e05: recorded before the MoE terms
+    for name in names:
+        if name in plan:
             continue
+        gpus, _, args = RUNS[name]
         report = estimate_launch(args, gpus, catalog)  # an H100 80GB per GPU
         most = report.estimate.most_loaded
         plan[name] = {
@@ -51,4 +54,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
