@@ -76,14 +76,14 @@ def builtin_signature_dir() -> Path:
 def is_team_signature(path: str | Path) -> bool:
     """The one answer to "is this signature a team's?": its file is not in the built-in catalogue. A team's
     patterns are untrusted (a give-up budget when scanning), and a clash with a built-in id says so."""
-    return Path(path).resolve().parent != _real_directory(builtin_signature_dir())
+    return Path(path).resolve().parent != _builtin_real_directory()
 
 
-@functools.lru_cache(maxsize=4)
-def _real_directory(directory: Path) -> Path:
+@functools.lru_cache(maxsize=1)
+def _builtin_real_directory() -> Path:
     """The built-in catalogue's real path, resolved once a process, not once a signature (start-up: 17
     signatures took ~70 path resolutions, each an lstat per path component)."""
-    return directory.resolve()
+    return builtin_signature_dir().resolve()
 
 
 def load_catalog(vocabulary: Vocabulary, extra_dirs: Sequence[Path] = (), include_builtin: bool = True) -> Catalog:
