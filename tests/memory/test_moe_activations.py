@@ -167,23 +167,25 @@ def test_a_moe_runs_launch_command_gives_the_estimate_its_logged_arguments_give(
     assert from_launch.peak_allocated_bytes == from_log.peak_allocated_bytes
 
 
+MOE_BASE = [
+    "model.num_layers=4",
+    "model.hidden_size=1024",
+    "model.num_attention_heads=16",
+    "model.seq_length=1024",
+    "train.micro_batch_size=2",
+    "model.vocab_size=32000",
+    "model.num_moe_experts=8",
+]
+
+
+def _read(items: list[str]) -> RunShape:
+    return read_shape(build_store(parse_overrides(items)))
+
+
 def test_a_bridge_config_spells_the_router_and_dispatcher_settings_under_model():
-    base = [
-        "model.num_layers=4",
-        "model.hidden_size=1024",
-        "model.num_attention_heads=16",
-        "model.seq_length=1024",
-        "train.micro_batch_size=2",
-        "model.vocab_size=32000",
-        "model.num_moe_experts=8",
-    ]
-    bridge = read_shape(
-        build_store(
-            parse_overrides([*base, "model.moe_router_pre_softmax=true", "model.moe_token_dispatcher_type=alltoall"])
-        )
-    )
+    bridge = _read([*MOE_BASE, "model.moe_router_pre_softmax=true", "model.moe_token_dispatcher_type=alltoall"])
     assert bridge.moe_router_pre_softmax and bridge.moe_token_dispatcher_type == "alltoall"
-    assert not read_shape(build_store(parse_overrides(base))).moe_router_pre_softmax
+    assert not _read(MOE_BASE).moe_router_pre_softmax
 
 
 OUT_OF_MEMORY = CALIBRATION / "out-of-memory" / "e11-moe8-top4-mbs14.log.gz"
@@ -233,15 +235,6 @@ def test_diagnose_on_the_moe_oom_advises_the_change_that_ran_in_the_users_flags(
     assert " ".join(finding.overrides) in LAUNCH_ALL["e12-moe8-top4-mbs14-selective"]
 
 
-MOE_BASE = [
-    "model.num_layers=4",
-    "model.hidden_size=1024",
-    "model.num_attention_heads=16",
-    "model.seq_length=1024",
-    "train.micro_batch_size=2",
-    "model.vocab_size=32000",
-    "model.num_moe_experts=8",
-]
 MEASURED_ONLY_LOCAL = "MoE activations as megatron-core 0.19.0 saves them with local experts"
 
 
@@ -255,7 +248,7 @@ MEASURED_ONLY_LOCAL = "MoE activations as megatron-core 0.19.0 saves them with l
     ],
 )
 def test_a_moe_estimate_says_when_its_experts_are_not_the_local_ones_it_was_measured_on(extra, said):
-    shape = read_shape(build_store(parse_overrides([*MOE_BASE, *extra])))
+    shape = _read([*MOE_BASE, *extra])
     assert any(MEASURED_ONLY_LOCAL in a for a in shape.assumptions) is said
-    dense = read_shape(build_store(parse_overrides([m for m in MOE_BASE if "moe" not in m])))
+    dense = _read([m for m in MOE_BASE if "moe" not in m])
     assert not any(MEASURED_ONLY_LOCAL in a for a in dense.assumptions)
