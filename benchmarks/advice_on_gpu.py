@@ -116,12 +116,12 @@ def apply(args: str, overrides: tuple[str, ...]) -> str:
     return " ".join(tokens)
 
 
-def estimate_launch(args: str, gpus: int = 1, catalog=None):
-    """`estimate` on an H100 80GB of the recordings' launch command (torchrun on `gpus` GPUs) with `args`."""
+def estimate_launch(args: str, gpus: int = 1, catalog=None, gpu: str = "H100-80GB"):
+    """`estimate` on `gpu` of the recordings' launch command (torchrun on `gpus` GPUs) with `args`."""
     with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
         script.write(f"torchrun --nproc-per-node {gpus} pretrain_gpt.py {COMMON} {args}\n")
         script.flush()
-        return estimate([script.name], gpu="H100-80GB", catalog=catalog or load_catalog())
+        return estimate([script.name], gpu=gpu, catalog=catalog or load_catalog())
 
 
 def plan(only: list[str]) -> None:

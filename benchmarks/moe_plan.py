@@ -7,7 +7,8 @@ the report can say how the terms did on runs they were not derived against.
     python benchmarks/memory_accuracy.py       # after recording: the model now, "MoE hold-out" set
 
 Each prediction is `estimate`'s peak for the run's own launch command (benchmarks/advice_on_gpu.py estimate_launch,
-as benchmarks/two_gpu_plan.py does) and its fit verdict on an H100. A run already in the plan keeps its prediction.
+as benchmarks/two_gpu_plan.py does) and its fit verdict on an H100 80GB (on an H200 for a name ending "-h200").
+A run already in the plan keeps its prediction.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def main(names: list[str]) -> int:
         if name in plan:
             continue
         gpus, _, args = RUNS[name]
-        report = estimate_launch(args, gpus, catalog)  # an H100 80GB per GPU
+        gpu = "H200" if name.endswith("-h200") else "H100-80GB"
+        report = estimate_launch(args, gpus, catalog, gpu)
         most = report.estimate.most_loaded
         plan[name] = {
             "gpus": gpus,
@@ -47,6 +49,7 @@ def main(names: list[str]) -> int:
             "phase": most.phase,
             "activations_mib": round(next(c.bytes for c in most.components if c.name == "activations") / 2**20),
             "verdict": report.verdict.status,
+            **({"gpu": gpu} if gpu != "H100-80GB" else {}),
         }
         print(f"{name}: {plan[name]['predicted_mib']:,} MiB ({most.phase}), {plan[name]['verdict']}")
     PLAN.write_text(json.dumps(plan, indent=1) + "\n")

@@ -282,6 +282,24 @@ RUNS = {
         f"{shape(8, 1024, 16, 1024, 8, 32000, gbs=32)} --bf16 {DISTOPT} --disable-bias-linear "
         "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2",
     ),
+    # Expert parallelism 2 near the limit, to test the x 1.05 margin where it decides the verdict (top-2, no
+    # auxiliary loss: the imbalanced case of e05/e15). On an H100 80GB: e16 "fits" with the EP margin (68.0 GB
+    # predicted), e17 "tight" with it but "fits" with the dense x 1.025 (70.6 GB). e18/e19: the same pair on an
+    # H200, for when two H200 come (benchmarks/moe_plan.py plans each on its card).
+    **{
+        name: (
+            2,
+            0,
+            f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=2 * mbs)} --bf16 {DISTOPT} --disable-bias-linear "
+            "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2",
+        )
+        for name, mbs in (
+            ("e16-moe8-ep2-top2-mbs49", 49),
+            ("e17-moe8-ep2-top2-mbs51", 51),
+            ("e18-moe8-ep2-top2-mbs92-h200", 92),
+            ("e19-moe8-ep2-top2-mbs94-h200", 94),
+        )
+    },
     # Issue 25, planned with the model as committed before recording (benchmarks/two_gpu_plan.json holds its
     # predictions): pipeline parallel 2 with interleaving (VPP 2 and 3) at two shapes and micro-batches 1-4 with
     # 8 micro-batches a step; data parallel 2 sharding a partially offloaded optimizer (0.25/0.5/0.75) at two
