@@ -40,6 +40,13 @@ def write_fixture_log(raw_log: Path, dest: Path) -> str:
     return text
 
 
+def launch_command(folder: Path, run: str) -> str:
+    """The run's command, after the environment it was given beyond the machine's (NAME.env), if any."""
+    env = folder / f"{run}.env"
+    assignments = env.read_text().split() if env.exists() else []
+    return " ".join([*assignments, (folder / f"{run}.cmd").read_text().strip()])
+
+
 def machine(folder: Path) -> str:
     for meta in folder.glob("meta*.txt"):
         for line in meta.read_text().splitlines():
@@ -64,7 +71,7 @@ def main(folders: list[str]) -> int:
     rows = {}
     for run, (folder, where) in sorted(runs.items()):
         write_fixture_log(folder / f"{run}.raw.log", DEST / f"{run}.log.gz")
-        command = (folder / f"{run}.cmd").read_text().strip()
+        command = launch_command(folder, run)
         smi = (folder / f"{run}.smi").read_text().strip()
         rows[run] = f"{run}\t{where}\t{'yes' if run[0] in HELD_OUT else 'no'}\t{smi}\t{command}"
     merge_table(DEST / "runs.tsv", "name\tgpus_machine\theld_out\tnvidia_smi_peak_mib\tcommand", rows)
@@ -75,7 +82,7 @@ def main(folders: list[str]) -> int:
         rows = {}
         for run, (folder, where) in sorted(out_of_memory.items()):
             write_fixture_log(folder / f"{run}.raw.log", dest / f"{run}.log.gz")
-            rows[run] = f"{run}\t{where}\t{(folder / f'{run}.cmd').read_text().strip()}"
+            rows[run] = f"{run}\t{where}\t{launch_command(folder, run)}"
         merge_table(dest / "runs.tsv", "name\tgpus_machine\tcommand", rows)
         print(f"{len(out_of_memory)} runs that ran out of memory written to {dest}")
     return 0

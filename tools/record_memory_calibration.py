@@ -393,6 +393,14 @@ RUNS = {
     "oom-h4096-s4096": (1, 80, f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT}"),
 }
 
+# The two changes `diagnose` advises on e19's out-of-memory log (fixtures/memory-calibration/out-of-memory), each
+# run as printed: expandable segments first (zero cost), then selective recompute of the attention core.
+E19 = RUNS["e19-moe8-ep2-top2-mbs94-h200"]
+RUNS["e20-moe8-ep2-top2-mbs94-expandable-h200"] = E19
+RUNS["e21-moe8-ep2-top2-mbs94-selective-h200"] = (2, 0, f"{E19[2]} {SELECTIVE} --recompute-modules core_attn")
+# A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
+RUN_ENV = {"e20-moe8-ep2-top2-mbs94-expandable-h200": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
+
 
 def _planned_advice() -> dict:
     """The multi-GPU advice runs benchmarks/two_gpu_plan.py planned (entries with their own launch flags)."""
@@ -543,7 +551,7 @@ def main():
                 break
         time.sleep(1)
     if alone:
-        results = run_in_lanes({n: (RUNS[n][0], RUNS[n][2], {}) for n in names}, raw, deadline)
+        results = run_in_lanes({n: (RUNS[n][0], RUNS[n][2], RUN_ENV.get(n, {})) for n in names}, raw, deadline)
     poller.stop.set()
     poller.join()
     for name in names:
