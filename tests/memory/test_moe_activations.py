@@ -235,6 +235,41 @@ def test_diagnose_on_the_moe_oom_advises_the_change_that_ran_in_the_users_flags(
     assert " ".join(finding.overrides) in LAUNCH_ALL["e12-moe8-top4-mbs14-selective"]
 
 
+EP_OUT_OF_MEMORY = CALIBRATION / "out-of-memory" / "e19-moe8-ep2-top2-mbs94-h200.log.gz"
+
+
+def test_an_ep_run_the_dense_margin_calls_fitting_is_tight_and_ran_out_of_memory_on_two_h200():
+    """Planned before recording (benchmarks/moe_plan.json), run on two real H200: e19 (EP 2, top-2, no auxiliary
+    loss) judged "tight" with the EP margin, "fits" with the dense one, ran out of memory in its third step; e18,
+    the same run two micro-batch rows smaller and judged "fits", ran, peaking 1.5 % over the model."""
+    with gzip.open(EP_OUT_OF_MEMORY, "rt") as log:
+        assert "torch.OutOfMemoryError: CUDA out of memory" in log.read()
+    report = estimate_run([str(EP_OUT_OF_MEMORY)], gpu="H200")
+    estimate, judged = report.estimate, report.verdict
+    assert judged.status == "tight" and "expandable_segments:True" in judged.sentence()
+    dense = replace(estimate, shape=replace(estimate.shape, expert_model_parallel_size=1))
+    assert verdict_within(dense, judged.limit_bytes).fits
+    fitting = CALIBRATION / "e18-moe8-ep2-top2-mbs92-h200.log.gz"
+    assert estimate_run([str(fitting)], gpu="H200").verdict.fits
+    predicted = estimate_run([str(fitting)]).estimate.peak_allocated_bytes
+    assert predicted < _max_allocated(fitting) * 2**20 <= predicted * (1 + model_underestimate(estimate.shape))
+
+
+def test_diagnose_on_the_ep_oom_advises_two_changes_and_each_ran_as_printed():
+    """e19's OOM had 9.98 GiB reserved but unallocated: `diagnose` calls it fragmentation, advises expandable
+    segments first and selective recompute if the OOM stays; each run as printed on two H200 (e20, e21) ran."""
+    finding = next(f for f in diagnose([str(EP_OUT_OF_MEMORY)]).findings if f.id == "oom-fragmentation")
+    export, *flags = finding.overrides
+    assert export == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    assert flags == ["--recompute-granularity selective", "--recompute-modules core_attn"]
+    expandable, selective = "e20-moe8-ep2-top2-mbs94-expandable-h200", "e21-moe8-ep2-top2-mbs94-selective-h200"
+    assert LAUNCH_ALL[expandable].startswith(export.removeprefix("export ") + " ")
+    assert " ".join(flags) in LAUNCH_ALL[selective]
+    for run in (expandable, selective):
+        with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
+            assert "(after 3 iterations) memory (MB)" in log.read()
+
+
 MEASURED_ONLY_LOCAL = "MoE activations as megatron-core 0.19.0 saves them with local experts"
 
 

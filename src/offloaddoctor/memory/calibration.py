@@ -71,7 +71,9 @@ SQUEEZED_SLACK = 1.01
 MODEL_UNDERESTIMATE = 0.025
 # With expert parallelism a rank's experts get top-k x its tokens only when the router balances them; nothing in
 # a config bounds what one rank gets without a capacity factor. The one such run recorded (e05, EP 2, no auxiliary
-# loss) peaked 3.5 % over the model, past the margin above: its verdicts allow for twice that margin.
+# loss) peaked 3.5 % over the model, past the margin above: its verdicts allow for twice that margin. Checked
+# near the limit on two H200 (docs/estimate.md): e19, "fits" by the margin above and "tight" by this one, ran
+# out of memory; e21 (advised for it) peaked 2.5 % over the model and ran.
 MODEL_UNDERESTIMATE_EXPERT_PARALLEL = 0.05
 
 
