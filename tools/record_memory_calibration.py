@@ -398,6 +398,15 @@ RUNS = {
 E19 = RUNS["e19-moe8-ep2-top2-mbs94-h200"]
 RUNS["e20-moe8-ep2-top2-mbs94-expandable-h200"] = E19
 RUNS["e21-moe8-ep2-top2-mbs94-selective-h200"] = (2, 0, f"{E19[2]} {SELECTIVE} --recompute-modules core_attn")
+# Expert parallelism 4 on four GPUs (two of the eight experts a rank), planned before recording: e22 far from any
+# limit; near it, judged "fits" with the x 1.05 EP margin, e23 on an H200 (micro-batch 92), e24 on an H100 (49).
+for name, mbs in (("e22-moe8-ep4-top2-mbs8", 8), ("e23-moe8-ep4-top2-mbs92-h200", 92), ("e24-moe8-ep4-top2-mbs49", 49)):
+    RUNS[name] = (
+        4,
+        0,
+        f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=4 * mbs)} --bf16 {DISTOPT} --disable-bias-linear "
+        "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 4",
+    )
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 RUN_ENV = {"e20-moe8-ep2-top2-mbs94-expandable-h200": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
 
