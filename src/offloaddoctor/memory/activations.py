@@ -67,6 +67,13 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
     return LayerActivations(replicated + sharded, core, 2 * sb * h / sp)
 
 
+def routed_activations(shape: RunShape) -> LayerActivations:
+    """The routed tokens' part of `layer_activations(shape, routed_experts=True)`: what one layer keeps that
+    grows on a rank whose experts the router sends more than top-k x its tokens."""
+    routed = routed_expert_bytes(shape) / shape.tensor_parallel if shape.num_experts else 0.0
+    return LayerActivations(routed, 0.0, 0.0)
+
+
 def routed_expert_bytes(shape: RunShape) -> float:
     """Bytes one MoE layer saves for backward per micro-batch for its routed tokens, times the tensor-parallel
     size (the expert MLP's f is split over it, its input is not): what megatron-core 0.19.0 keeps with the local

@@ -30,6 +30,7 @@ class FitVerdict:
     uncollected_bytes: float
     reasons: tuple[str, ...]
     model_error: float = cal.MODEL_UNDERESTIMATE  # how far the model may be low, allowed for in needed_bytes
+    routed_excess_bytes: float = 0.0  # the router's imbalance across expert-parallel ranks, in needed_bytes
 
     @property
     def headroom_bytes(self) -> float:
@@ -48,8 +49,13 @@ class FitVerdict:
 
     def sentence(self, budget: str = "GPU") -> str:
         """The verdict as every command words it (estimate, check's capacity rule, diagnose's OOM advice)."""
+        imbalance = (
+            f" + {self.routed_excess_bytes / MIB:,.0f} MiB for the router's imbalance across expert-parallel ranks"
+            if self.routed_excess_bytes
+            else ""
+        )
         assumed = (
-            f"PyTorch may reserve {self.limit_bytes / MIB:,.0f} MiB of it; assumed: the peak "
+            f"PyTorch may reserve {self.limit_bytes / MIB:,.0f} MiB of it; assumed: the peak{imbalance} "
             f"x {1 + self.model_error:g} for the model's error x {self.slack:g} allocator slack"
         )
         if self.status == FITS:
@@ -93,9 +99,10 @@ def verdict(result: MemoryEstimate, budget_bytes: float) -> FitVerdict:
 def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
     """The verdict when PyTorch may reserve `limit` bytes (an OOM message's card less the CUDA context, or a
     per-process memory fraction)."""
-    error = cal.model_underestimate(result.shape)
+    error = cal.MODEL_UNDERESTIMATE
     margin = (1 + error) * cal.FIT_SLACK  # the model's error and the allocator's slack
-    worst = result.peak_allocated_bytes * margin
+    imbalanced = result.peak_with_routed_excess_bytes(cal.routed_imbalance(result.shape))
+    worst = imbalanced * margin
     collected = result.peak_allocated_if_collected_bytes
     best = collected * cal.SQUEEZED_SLACK
     uncollected = result.peak_allocated_bytes - collected
@@ -106,7 +113,14 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
         status = DOES_NOT_FIT
     else:
         status = TIGHT
-        if uncollected and collected * margin <= limit:
+        if imbalanced > result.peak_allocated_bytes and result.peak_allocated_bytes * margin <= limit:
+            reasons.append(
+                f"fits only if the router balances the experts: a rank sent "
+                f"{cal.routed_imbalance(result.shape):.0%} more than its share of routed tokens (as measured without "
+                "an auxiliary loss) does not; a capacity factor (--moe-expert-capacity-factor, dropping the excess "
+                "tokens) bounds every rank's share"
+            )
+        elif uncollected and collected * margin <= limit:
             reasons.append(
                 f"fits only if Python's garbage collector frees the optimizer's first build "
                 f"({uncollected / MIB:,.0f} MiB) before the first step: --manual-gc frees it for sure"
@@ -123,4 +137,5 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
                 f"x {1 + error:g} x {cal.FIT_SLACK:g} does not; the model's error and fragmentation decide "
                 "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True may be needed)"
             )
-    return FitVerdict(status, limit, worst, best, cal.FIT_SLACK, uncollected, tuple(reasons), error)
+    routed_excess = imbalanced - result.peak_allocated_bytes
+    return FitVerdict(status, limit, worst, best, cal.FIT_SLACK, uncollected, tuple(reasons), error, routed_excess)

@@ -17,6 +17,7 @@ from offloaddoctor.memory.activations import (
     in_flight_words,
     layer_activations,
     micro_batches_in_flight,
+    routed_activations,
     stored_layers,
     tokens_per_rank,
 )
@@ -49,6 +50,9 @@ class StageEstimate:
     uncollected_bytes: float = 0.0
     # The optimizer state on the GPU during training, whichever phase is the peak (none is at the model set-up).
     optimizer_states: Component | None = None
+    # The routed tokens' share of the forward/backward activations: what the router's imbalance across
+    # expert-parallel ranks can grow on one rank (memory/calibration.py routed_imbalance).
+    routed_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,10 @@ class MemoryEstimate:
         extra = cal.NON_PYTORCH_MIB_ONE_GPU if self.shape.world_size == 1 else cal.NON_PYTORCH_MIB_SEVERAL_GPUS
         reserved = self.reserved_bytes
         return tuple(r + mib * MIB for r, mib in zip(reserved, extra))  # type: ignore[return-value]
+
+    def peak_with_routed_excess_bytes(self, excess: float) -> float:
+        """The peak if every rank's routed tokens were `excess` (a fraction) more than the balanced share."""
+        return max(max(s.peak_bytes, s.forward_backward_bytes + excess * s.routed_bytes) for s in self.stages)
 
     def component(self, name: str) -> Component:
         """One component of the most-loaded GPU at its peak."""
@@ -178,7 +186,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         resident += scores
         resident_formula += " + one unfused attention-score tensor kept between iterations"
 
-    activations, logits, activation_formula = _activations(shape, params, first, last)
+    activations, logits, activation_formula, routed = _activations(shape, params, first, last)
     forward_backward = weights.bytes + grads.bytes + states_forward + activations + logits + resident
 
     step_temporary = 0.0
@@ -244,6 +252,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         optimizer_step,
         peak - max(training - uncollected, set_up),  # the first build is made after the set-up
         state_forward if forward_backward >= optimizer_step else state_step,
+        routed,
     )
 
 
@@ -277,16 +286,16 @@ def _uncollected_first_build(shape: RunShape, params: StageParameters) -> float:
     return params.total * shape.master_param_bytes * (1.0 - first_build_offloaded_share(shape, params))
 
 
-def _activations(shape: RunShape, params: StageParameters, first: bool, last: bool) -> tuple[float, float, str]:
+def _activations(shape: RunShape, params: StageParameters, first: bool, last: bool) -> tuple[float, float, str, float]:
+    """(activations, logits, how, the routed tokens' share of the activations) of a stage at its forward/backward."""
     sb = tokens_per_rank(shape)
     h = shape.hidden_size
     in_flight = micro_batches_in_flight(shape, params.stage)
-    dense = layer_activations(shape, routed_experts=False)
-    kept, transient, how = stored_layers(shape, params.layers, dense)
-    if shape.num_experts:
-        moe = layer_activations(shape, routed_experts=True)
-        kept, transient, how = stored_layers(shape, params.layers, moe)
+    one = layer_activations(shape, routed_experts=bool(shape.num_experts))
+    kept, transient, how = stored_layers(shape, params.layers, one)
+    routed_kept, routed_transient, _ = stored_layers(shape, params.layers, routed_activations(shape))
     kept *= in_flight
+    routed = routed_kept * in_flight
     extras = 0.0
     if first:
         extras += cal.FIRST_STAGE_BYTES_PER_TOKEN_HIDDEN * sb * h * in_flight
@@ -297,15 +306,15 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
     # A chunk recomputed in backward runs after the logits are freed: the larger of the two counts.
     if transient > logits:
         logits_counted, activations = 0.0, kept + extras + transient
+        routed += routed_transient
     else:
         logits_counted, activations = logits, kept + extras
-    per_layer = dense.total if not shape.num_experts else moe.total
     formula = (
-        f"{params.layers} layers x {per_layer / MIB:,.1f} MiB per layer and micro-batch "
+        f"{params.layers} layers x {one.total / MIB:,.1f} MiB per layer and micro-batch "
         f"({'flash attention' if shape.flash_attention else 'unfused attention: scores O(s^2)'}), {how}"
         + (f", {in_flight_words(shape, params.stage, params.layers)}" if in_flight != 1 else "")
     )
-    return activations, logits_counted, formula
+    return activations, logits_counted, formula, routed
 
 
 def _logits_formula(shape: RunShape) -> str:
