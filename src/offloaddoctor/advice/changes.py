@@ -79,7 +79,7 @@ def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
     out: list[Suggestion] = []
     for propose, cost in CHANGES:
         found = propose(shape, budget)
-        if found is None:
+        if found is None or not found.shape.expert_grid_divides_world:
             continue
         if _lingers(found.shape):
             # Whatever else changes, the first optimizer build must not stay on the GPU: with it the peak is a
@@ -213,11 +213,14 @@ def _double_tensor(shape: RunShape, budget: float) -> Change | None:
     t, dp = shape.tensor_parallel, shape.data_parallel
     if dp % 2 or shape.num_attention_heads % (2 * t) or shape.heads_kv % (2 * t) or 2 * t > 8:
         return None
-    return Change(
-        f"tensor parallel {t} -> {2 * t} (data parallel {dp} -> {dp // 2})",
-        (f"model.tensor_model_parallel_size={2 * t}",),
-        shape.with_changes(tensor_parallel=2 * t, data_parallel=dp // 2),
-    )
+    overrides: tuple[str, ...] = (f"model.tensor_model_parallel_size={2 * t}",)
+    changed = shape.with_changes(tensor_parallel=2 * t, data_parallel=dp // 2)
+    if shape.num_experts:
+        # Expert TP follows TP unless set: pinned to what the estimate keeps, or the expert grid would grow with it.
+        expert_tp = shape.expert_tensor_parallel_size or t
+        overrides += (f"model.expert_tensor_parallel_size={expert_tp}",)
+        changed = changed.with_changes(expert_tensor_parallel_size=expert_tp)
+    return Change(f"tensor parallel {t} -> {2 * t} (data parallel {dp} -> {dp // 2})", overrides, changed)
 
 
 def _offloading_cost(change: Change) -> Cost:

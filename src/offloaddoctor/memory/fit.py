@@ -115,10 +115,11 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
         status = TIGHT
         if imbalanced > result.peak_allocated_bytes and result.peak_allocated_bytes * margin <= limit:
             reasons.append(
-                f"fits only if the router balances the experts: a rank sent "
-                f"{cal.routed_imbalance(result.shape):.0%} more than its share of routed tokens (as measured without "
-                "an auxiliary loss) does not; a capacity factor (--moe-expert-capacity-factor, dropping the excess "
-                "tokens) bounds every rank's share"
+                f"the router's balance decides, and the allocator's slack: the peak with balanced experts fits, "
+                f"one with a rank sent {cal.routed_imbalance(result.shape):.0%} more than its share of routed tokens "
+                "(as measured without an auxiliary loss) does not; a capacity factor (--moe-expert-capacity-factor, "
+                "dropping the excess tokens) bounds every rank's share, "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True the fragmentation"
             )
         elif uncollected and collected * margin <= limit:
             reasons.append(

@@ -126,6 +126,14 @@ class RunShape:
         return self.data_parallel * self.tensor_parallel * self.pipeline_parallel * self.context_parallel
 
     @property
+    def expert_grid_divides_world(self) -> bool:
+        """Megatron refuses a MoE run whose expert TP x EP x PP does not divide the world size ("world_size (4) is
+        not divisible by expert_tensor_model_pipeline_parallel size (8)": megatron-core 0.19.0 parallel_state.py
+        initialize_model_parallel; expert TP defaults to TP)."""
+        expert_tp = self.expert_tensor_parallel_size or self.tensor_parallel
+        return self.world_size % (expert_tp * self.expert_model_parallel_size * self.pipeline_parallel) == 0
+
+    @property
     def num_microbatches(self) -> int | None:
         if not self.global_batch_size:
             return None
