@@ -429,6 +429,18 @@ RUNS["e28-moe8-ep4-top2-mbs92-selective-h200"] = (
     0,
     f"{moe8_ep4_top2(92)[2]} {SELECTIVE} --recompute-modules core_attn",
 )
+# The other two changes `estimate` advises for e23 that need no Transformer Engine, each as printed: micro-batch
+# 92 -> 46 at the same global batch (e29), tensor parallel 2 with expert TP pinned to 1 (e30).
+RUNS["e29-moe8-ep4-top2-mbs46-h200"] = (
+    4,
+    0,
+    moe8_ep4_top2(92)[2].replace("--micro-batch-size 92", "--micro-batch-size 46"),
+)
+RUNS["e30-moe8-ep4-top2-mbs92-tp2-h200"] = (
+    4,
+    0,
+    f"{moe8_ep4_top2(92)[2]} --tensor-model-parallel-size 2 --expert-tensor-parallel-size 1",
+)
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = {"e20-moe8-ep2-top2-mbs94-expandable-h200": EXPANDABLE, "e27-moe8-ep4-top2-mbs92-expandable-h200": EXPANDABLE}
