@@ -8,7 +8,8 @@ timestamp, so re-running gives the same bytes) and runs.tsv: one line per run wi
 machine, the peak nvidia-smi reading, and whether it is held out of calibration (names starting with "h",
 "n", "e" or "t": recorded after the model was frozen; "e" are MoE, "t" two and four GPUs). Rows of runs already
 in runs.tsv and not in the folders given are kept. A run that ran out of memory (a run planned to: e11) goes to
-out-of-memory/ beside them, with its own runs.tsv (name, machine, command).
+out-of-memory/ beside them, with its own runs.tsv (name, machine, command); one that Megatron refused with an
+error (e30: MoE with TP and no sequence parallelism) to refused/, the same way.
 The only rewrite is the wheel's install folder on the GPU machine ($SITE as megatron_wheel_setup.sh takes it,
 default `/tmp/site/`) into
 `/usr/local/lib/python3.12/dist-packages/`, as in fixtures/compare-family. Runs that did not finish are skipped.
@@ -28,6 +29,7 @@ REWRITES = [((os.environ.get("SITE") or "/tmp/site").rstrip("/") + "/", "/usr/lo
 HELD_OUT = "hnet"  # name prefixes recorded after the model was frozen: "e" MoE, "t" the issue-25 multi-GPU set
 FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
 OUT_OF_MEMORY = re.compile(r"torch\.OutOfMemoryError: CUDA out of memory")
+REFUSED = re.compile(r"^\[rank\d+\]: \w+Error: ", re.MULTILINE)
 
 
 def write_fixture_log(raw_log: Path, dest: Path) -> str:
@@ -58,15 +60,18 @@ def machine(folder: Path) -> str:
 
 def main(folders: list[str]) -> int:
     runs: dict[str, tuple[Path, str]] = {}
-    out_of_memory: dict[str, tuple[Path, str]] = {}
+    stopped: dict[str, dict[str, tuple[Path, str]]] = {"out-of-memory": {}, "refused": {}}
     for name in folders:
         folder = Path(name)
         for log in sorted(folder.glob("*.raw.log")):
             text = log.read_text(errors="replace")
+            run = (log.name.removesuffix(".raw.log"), (folder, machine(folder)))
             if FINISHED.search(text):
-                runs[log.name.removesuffix(".raw.log")] = (folder, machine(folder))
+                runs[run[0]] = run[1]
             elif OUT_OF_MEMORY.search(text):
-                out_of_memory[log.name.removesuffix(".raw.log")] = (folder, machine(folder))
+                stopped["out-of-memory"][run[0]] = run[1]
+            elif REFUSED.search(text):
+                stopped["refused"][run[0]] = run[1]
     DEST.mkdir(parents=True, exist_ok=True)
     rows = {}
     for run, (folder, where) in sorted(runs.items()):
@@ -76,15 +81,17 @@ def main(folders: list[str]) -> int:
         rows[run] = f"{run}\t{where}\t{'yes' if run[0] in HELD_OUT else 'no'}\t{smi}\t{command}"
     merge_table(DEST / "runs.tsv", "name\tgpus_machine\theld_out\tnvidia_smi_peak_mib\tcommand", rows)
     print(f"{len(runs)} runs written to {DEST}")
-    if out_of_memory:
-        dest = DEST / "out-of-memory"
+    for kind, stopped_runs in stopped.items():
+        if not stopped_runs:
+            continue
+        dest = DEST / kind
         dest.mkdir(exist_ok=True)
         rows = {}
-        for run, (folder, where) in sorted(out_of_memory.items()):
+        for run, (folder, where) in sorted(stopped_runs.items()):
             write_fixture_log(folder / f"{run}.raw.log", dest / f"{run}.log.gz")
             rows[run] = f"{run}\t{where}\t{launch_command(folder, run)}"
         merge_table(dest / "runs.tsv", "name\tgpus_machine\tcommand", rows)
-        print(f"{len(out_of_memory)} runs that ran out of memory written to {dest}")
+        print(f"{len(stopped_runs)} runs that stopped ({kind}) written to {dest}")
     return 0
 
 

@@ -319,17 +319,39 @@ def test_the_largest_ep4_run_the_routed_imbalance_allowance_calls_fitting_ran_on
     assert report.estimate.peak_allocated_bytes < measured
 
 
+def test_estimates_micro_batch_advice_for_the_ep4_oom_ran_as_printed():
+    """e29: estimate's second change for e23 (micro-batch 92 -> 46 at the same global batch), run as printed on
+    the same four H200, ran."""
+    report = estimate_run([str(CALIBRATION / "out-of-memory" / "e23-moe8-ep4-top2-mbs92-h200.log.gz")], gpu="H200")
+    smaller = next(s for s in report.suggestions if s.overrides == ("train.micro_batch_size=46",))
+    assert (
+        smaller.fits and "--micro-batch-size 46 --global-batch-size 368" in LAUNCH_ALL["e29-moe8-ep4-top2-mbs46-h200"]
+    )
+
+
 def test_advice_for_an_ep_run_keeps_megatrons_expert_grid_dividing_the_world():
     """e23 (EP 4 on four GPUs): pipeline parallel 2 would make expert TP x EP x PP = 8, which Megatron refuses on
     four ("world_size (4) is not divisible by expert_tensor_model_pipeline_parallel size (8)"), so it is not
-    advised; tensor parallel 2 is, with expert TP pinned to 1, as estimated (it follows TP unless set)."""
+    advised; nor is tensor parallel 2 with the local implementation (e30, run as first advised, was refused)."""
     report = estimate_run([str(CALIBRATION / "out-of-memory" / "e23-moe8-ep4-top2-mbs92-h200.log.gz")], gpu="H200")
     assert report.estimate.shape.expert_grid_divides_world
     assert not report.estimate.shape.with_changes(pipeline_parallel=2, data_parallel=2).expert_grid_divides_world
-    assert not any("pipeline_model_parallel_size" in o for s in report.suggestions for o in s.overrides)
+    parallel = ("model.pipeline_model_parallel_size", "model.tensor_model_parallel_size")
+    assert not any(o.startswith(parallel) for s in report.suggestions for o in s.overrides)
+    with gzip.open(CALIBRATION / "refused" / "e30-moe8-ep4-top2-mbs92-tp2-h200.log.gz", "rt") as log:
+        assert "MoE and tensor parallelismare enabled without also enabling sequence parallelism" in log.read()
+
+
+def test_tensor_parallel_advice_for_a_moe_run_on_transformer_engine_turns_on_sequence_parallelism():
+    """megatron-core 0.19.0 refuses MoE with TP > 1 without sequence parallelism (moe_layer.py), and expert TP
+    follows TP unless set: the advice sets both, as its estimate assumes."""
+    config = [*MOE_BASE, "train.micro_batch_size=16", "model.expert_model_parallel_size=4"]
+    report = estimate_run(
+        [], overrides=[*config, "model.transformer_impl=transformer_engine"], gpu_memory="12GiB", world_size=4
+    )
     tensor = next(s for s in report.suggestions if "model.tensor_model_parallel_size=2" in s.overrides)
-    assert "model.expert_tensor_parallel_size=1" in tensor.overrides
-    assert tensor.estimate.shape.expert_grid_divides_world
+    assert {"model.sequence_parallel=true", "model.expert_tensor_parallel_size=1"} <= set(tensor.overrides)
+    assert tensor.estimate.shape.sequence_parallel and tensor.estimate.shape.expert_grid_divides_world
 
 
 MEASURED_ONLY_LOCAL = "MoE activations as megatron-core 0.19.0 saves them with local experts"
