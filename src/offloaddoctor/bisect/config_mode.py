@@ -53,7 +53,7 @@ def bisect_config(
             return Outcome(SKIP, f"config does not parse: {exc}")
         return judge.judge(loaded[sha])
 
-    result = bisect_commits(repo, good, bad, test, "config", _target(signature_id), progress)
+    result = bisect_commits(repo, good, bad, test, "config", judge.target, progress)
     if result.earliest_bad and result.last_good:
         relevant = keys_read_by(catalog, result.failing)
         result.changes = diff_configs(
@@ -81,7 +81,3 @@ def _missing_at_good(repo: Repo, good: str, bad: str, path: str) -> str:
         f"--good {good} has no {path} (nor any earlier name of it): it was created in {created.short} "
         f"{created.subject!r}; try --good {created.short}"
     )
-
-
-def _target(signature_id: str | None) -> str:
-    return f"constraint {signature_id}" if signature_id else "any error-severity constraint"

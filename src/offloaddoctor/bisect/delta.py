@@ -11,24 +11,19 @@ from offloaddoctor.bisect.result import BisectResult
 from offloaddoctor.bisect.search import BAD, GOOD
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.loading import load_config_file
-from offloaddoctor.config.values import ConfigValue, format_value
+from offloaddoctor.config.values import ConfigValue
 from offloaddoctor.errors import UserError
 
 
 def bisect_configs(good_path: str, bad_path: str, catalog: Catalog, signature_id: str | None = None) -> BisectResult:
     judge = ConfigJudge(catalog, signature_id)
     before, after = flatten(load_config_file(good_path)), flatten(load_config_file(bad_path))
-    target = f"constraint {signature_id}" if signature_id else "any error-severity constraint"
     good_outcome, bad_outcome = judge.judge(list(before.values())), judge.judge(list(after.values()))
     if good_outcome.verdict != GOOD:
         raise UserError(f"--good-config {good_path} does not pass: {good_outcome.reason}")
     if bad_outcome.verdict != BAD:
-        raise UserError(f"--bad-config {bad_path} does not fail {target}: nothing to minimise")
-    differing = [
-        key
-        for key in sorted(set(before) | set(after))
-        if key not in before or key not in after or format_value(before[key].value) != format_value(after[key].value)
-    ]
+        raise UserError(f"--bad-config {bad_path} does not fail {judge.target}: nothing to minimise")
+    differing = [change.key for change in diff_configs(before, after, set())]  # by key: none is read
 
     def with_changes(keys: Sequence[str]) -> list[ConfigValue]:
         merged = dict(before)
@@ -41,7 +36,7 @@ def bisect_configs(good_path: str, bad_path: str, catalog: Catalog, signature_id
 
     minimal = ddmin(differing, lambda keys: judge.judge(with_changes(keys)).verdict == BAD)
     failing = judge.judge(with_changes(minimal)).detail
-    result = BisectResult("configs", target, failing=failing, total_changes=len(differing))
+    result = BisectResult("configs", judge.target, failing=failing, total_changes=len(differing))
     result.changes = diff_configs(
         {k: before[k] for k in minimal if k in before},
         {k: after[k] for k in minimal if k in after},

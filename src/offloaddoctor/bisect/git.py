@@ -146,15 +146,15 @@ class Repo:
         except ValueError:
             raise UserError(f"{path}: not inside the repository {self.toplevel}") from None
 
-    def read_file(self, sha: str, path: str, max_bytes: int = MAX_CONFIG_BYTES) -> str | None:
+    def read_file(self, sha: str, path: str) -> str | None:
         """The file's text at a commit, or None where the commit does not have it (or has a directory there).
-        Larger than MAX_BYTES (the limit of a config on disk): refused before git reads the blob."""
+        Larger than MAX_CONFIG_BYTES (the limit of a config on disk): refused before git reads the blob."""
         size = self._run("cat-file", "-s", f"{sha}:{path}", check=False)
         if size.returncode != 0:
             return None
-        if int(size.stdout.strip() or 0) > max_bytes:
+        if int(size.stdout.strip() or 0) > MAX_CONFIG_BYTES:
             raise UserError(
-                f"{sha[:12]}:{path}: larger than {max_bytes // 2**20} MiB ({int(size.stdout)} bytes); refusing to read it"
+                f"{sha[:12]}:{path}: larger than {MAX_CONFIG_BYTES // 2**20} MiB ({int(size.stdout)} bytes); refusing to read it"
             )
         result = self._run("cat-file", "blob", f"{sha}:{path}", check=False)
         return result.stdout if result.returncode == 0 else None

@@ -41,11 +41,11 @@ class JobResult:
 
 
 @contextmanager
-def scratch_directory(prefix: str = "offloaddoctor-run-") -> Iterator[Path]:
+def scratch_directory() -> Iterator[Path]:
     path: Path | None = None
     try:
         with signals_deferred():
-            path = Path(tempfile.mkdtemp(prefix=prefix))
+            path = Path(tempfile.mkdtemp(prefix="offloaddoctor-run-"))
         yield path
     finally:
         with signals_deferred():

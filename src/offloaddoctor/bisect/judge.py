@@ -19,6 +19,7 @@ class ConfigJudge:
         self.catalog = catalog
         self.signature_id = signature_id
         self.only: Sequence[str] = [signature_id] if signature_id else ()
+        self.target = f"constraint {signature_id}" if signature_id else "any error-severity constraint"
         check_store(catalog, build_store(), only=self.only)  # an unknown id fails here, before any work
 
     def judge(self, values: Sequence[ConfigValue]) -> Outcome:

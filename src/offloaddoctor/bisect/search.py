@@ -57,10 +57,6 @@ def _next_untested(low: int, high: int, commits: Sequence[str], outcomes: dict[s
     middle = (low + high + 1) // 2
     for distance in range(high - low):
         for index in (middle - distance, middle + distance):
-            if low < index < high and not _skipped(outcomes, commits[index]):
+            if low < index < high and outcomes.get(commits[index], Outcome(GOOD)).verdict != SKIP:
                 return index
     return None
-
-
-def _skipped(outcomes: dict[str, Outcome], sha: str) -> bool:
-    return sha in outcomes and outcomes[sha].verdict == SKIP

@@ -34,9 +34,9 @@ class LintMessage:
         return f"{self.level}: {self.where}: {self.field}: {self.message}"
 
 
-def lint(vocabulary: Vocabulary, dirs: Sequence[Path], include_builtin: bool = True) -> list[LintMessage]:
+def lint(vocabulary: Vocabulary, dirs: Sequence[Path]) -> list[LintMessage]:
     try:
-        catalog = load_catalog(vocabulary, dirs, include_builtin=include_builtin)
+        catalog = load_catalog(vocabulary, dirs)
     except CatalogError as exc:
         return [LintMessage(ERROR, p.path, p.field, p.reason) for p in exc.problems]
     own = {str(Path(d).resolve()) for d in dirs}

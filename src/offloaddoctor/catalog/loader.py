@@ -109,13 +109,13 @@ def load_catalog(vocabulary: Vocabulary, extra_dirs: Sequence[Path] = (), includ
     cached = read_cached(key, len(contents)) if key else None
     if key and cached is not None:
         try:
-            catalog = _build_catalog(contents, cached, [], builtin, include_builtin, vocabulary, trusted_patterns=True)
+            catalog = _build_catalog(contents, cached, [], include_builtin, vocabulary, trusted_patterns=True)
         except (CatalogError, TypeError, ValueError, KeyError, AttributeError):
             forget_cached(key)  # an entry that does not validate: the YAML decides, and is cached again
         else:
             return catalog
     parsed = [_parse_file(path, content, problems) for path, content in contents]
-    catalog = _build_catalog(contents, parsed, problems, builtin, include_builtin, vocabulary, trusted_patterns=False)
+    catalog = _build_catalog(contents, parsed, problems, include_builtin, vocabulary, trusted_patterns=False)
     if key:
         write_cached(key, [data for data in parsed if data is not None])  # all of them: it loaded
     return catalog
@@ -125,7 +125,6 @@ def _build_catalog(
     contents: list[tuple[Path, bytes]],
     parsed: Sequence[dict | None],
     problems: list[CatalogProblem],
-    builtin: Path,
     include_builtin: bool,
     vocabulary: Vocabulary,
     trusted_patterns: bool,

@@ -26,11 +26,10 @@ class FailOn(str, Enum):
 
 
 def fail(message: str) -> None:
-    from offloaddoctor.text_safety import safe_text
+    from offloaddoctor.text_safety import safe_lines
 
     # Messages name files found in directories: a name's newline or `::` must not become a runner command.
-    shown = "\n".join(safe_text(line) for line in message.split("\n"))
-    sys.stderr.write(f"offloaddoctor: error: {shown}\n")
+    sys.stderr.write(f"offloaddoctor: error: {safe_lines(message)}\n")
     raise SystemExit(EXIT_USAGE)
 
 

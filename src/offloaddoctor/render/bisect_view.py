@@ -73,26 +73,28 @@ def _change_lines(changes: list[KeyChange]) -> list[str]:
     return lines
 
 
-def bisect_to_dict(result: BisectResult) -> dict[str, Any]:
+def render_bisect_json(result: BisectResult) -> str:
     def commit(value: Commit | None) -> dict[str, Any] | None:
         return asdict(value) if value else None
 
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "mode": result.mode,
-        "target": result.target,
-        "first_bad": commit(result.first_bad),
-        "candidates": [commit(c) for c in result.candidates],
-        "last_good": commit(result.last_good),
-        "earliest_bad": commit(result.earliest_bad),
-        "failing": list(result.failing),
-        "changed_keys": [_change(c) for c in result.changes],
-        "total_changes": result.total_changes or len(result.changes),
-        "tested": [
-            {"sha": t.commit.sha, "verdict": t.outcome.verdict, "reason": t.outcome.reason} for t in result.tested
-        ],
-        "skipped": [{"sha": t.commit.sha, "reason": t.outcome.reason} for t in result.skipped],
-    }
+    return json_document(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "mode": result.mode,
+            "target": result.target,
+            "first_bad": commit(result.first_bad),
+            "candidates": [commit(c) for c in result.candidates],
+            "last_good": commit(result.last_good),
+            "earliest_bad": commit(result.earliest_bad),
+            "failing": list(result.failing),
+            "changed_keys": [_change(c) for c in result.changes],
+            "total_changes": result.total_changes or len(result.changes),
+            "tested": [
+                {"sha": t.commit.sha, "verdict": t.outcome.verdict, "reason": t.outcome.reason} for t in result.tested
+            ],
+            "skipped": [{"sha": t.commit.sha, "reason": t.outcome.reason} for t in result.skipped],
+        }
+    )
 
 
 def _change(change: KeyChange) -> dict[str, Any]:
@@ -106,7 +108,3 @@ def _change(change: KeyChange) -> dict[str, Any]:
         "after_source": change.after_source,
         "read_by_failing_rule": change.read_by_failing_rule,
     }
-
-
-def render_bisect_json(result: BisectResult) -> str:
-    return json_document(bisect_to_dict(result))

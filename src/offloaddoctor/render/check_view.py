@@ -8,10 +8,6 @@ from offloaddoctor.report import CheckReport
 from offloaddoctor.render.json_report import SCHEMA_VERSION, finding_to_dict
 from offloaddoctor.text_safety import json_document, safe_text
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing costs start-up time
-    from typing import Any
-
 
 def check_headline(report: CheckReport) -> str:
     checked = len(report.violations) + len(report.passed)
@@ -43,17 +39,17 @@ def render_check_plain(report: CheckReport) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def check_to_dict(report: CheckReport) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "offloaddoctor", "version": __version__},
-        "configs": report.configs,
-        "violations": [finding_to_dict(v) for v in report.violations],
-        "passed": report.passed,
-        "unchecked": [{"id": u.id, "missing": list(u.missing), "invalid": list(u.invalid)} for u in report.unchecked],
-        "notes": report.notes,
-    }
-
-
 def render_check_json(report: CheckReport) -> str:
-    return json_document(check_to_dict(report))
+    return json_document(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "offloaddoctor", "version": __version__},
+            "configs": report.configs,
+            "violations": [finding_to_dict(v) for v in report.violations],
+            "passed": report.passed,
+            "unchecked": [
+                {"id": u.id, "missing": list(u.missing), "invalid": list(u.invalid)} for u in report.unchecked
+            ],
+            "notes": report.notes,
+        }
+    )

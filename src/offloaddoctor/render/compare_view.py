@@ -86,7 +86,7 @@ def _run_dict(run: RunComparison) -> dict[str, Any]:
     return data
 
 
-def compare_to_dict(comparison: Comparison) -> dict[str, Any]:
+def render_compare_json(comparison: Comparison) -> str:
     baseline = _run_dict(comparison.baseline)
     for key in (
         "verdict",
@@ -104,18 +104,16 @@ def compare_to_dict(comparison: Comparison) -> dict[str, Any]:
         "common_iterations",
     ):
         baseline.pop(key)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "offloaddoctor", "version": __version__},
-        "criteria": asdict(comparison.criteria),
-        "optimizer_state_mb": comparison.optimizer_state_mb,
-        "optimizer_state_basis": comparison.state_basis,
-        "expected_saving_basis": comparison.saving_basis,
-        "baseline": baseline,
-        "runs": [_run_dict(run) for run in comparison.runs],
-        "notes": comparison.notes,
-    }
-
-
-def render_compare_json(comparison: Comparison) -> str:
-    return json_document(compare_to_dict(comparison))
+    return json_document(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "offloaddoctor", "version": __version__},
+            "criteria": asdict(comparison.criteria),
+            "optimizer_state_mb": comparison.optimizer_state_mb,
+            "optimizer_state_basis": comparison.state_basis,
+            "expected_saving_basis": comparison.saving_basis,
+            "baseline": baseline,
+            "runs": [_run_dict(run) for run in comparison.runs],
+            "notes": comparison.notes,
+        }
+    )

@@ -15,8 +15,7 @@ _LABELS = {"optimizer_states": "optimizer states", "logits": "logits and loss"}
 
 
 def _components(report: EstimateReport):
-    stage = report.estimate.most_loaded
-    return sorted(stage.components, key=lambda c: -c.bytes)
+    return sorted(report.estimate.most_loaded.components, key=lambda c: -c.bytes)
 
 
 def _share(value: float, report: EstimateReport) -> str:

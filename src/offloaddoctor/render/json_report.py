@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
-from offloaddoctor.text_safety import inert_json
 from dataclasses import asdict
+from itertools import islice
+from json.encoder import encode_basestring as string  # the ensure_ascii=False form
+
+from offloaddoctor.text_safety import inert_json
 
 from offloaddoctor import __version__
 from offloaddoctor.report import Finding, Report, SourceSummary
-from offloaddoctor.scanning import Evidence, format_ranks  # each loads its own module: `check` never loads the scanner
+from offloaddoctor.scanning import format_ranks  # each loads its own module: `check` never loads the scanner
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -47,11 +50,7 @@ def _document(report: Report, sources: list[dict[str, Any]]) -> dict[str, Any]:
         "findings": [
             {**finding_to_dict(f), **({"run": run_of[id(f)]} if id(f) in run_of else {})} for f in report.findings
         ],
-        "fix_dialect": report.fix_dialect,
-        "unmatched": _evidence(report.unmatched) if report.unmatched else None,
-        "run": dict(report.run_facts),
-        "notes": list(report.notes),
-        "suppressed": _suppressed(report),
+        **_run_fields(report),
         "project_file": report.project_file,
     }
     if report.runs:  # the logs hold several runs: each one's own view (docs/json-output.md)
@@ -59,8 +58,9 @@ def _document(report: Report, sources: list[dict[str, Any]]) -> dict[str, Any]:
     return document
 
 
-def _suppressed(report: Report) -> list[dict[str, Any]]:
-    return [
+def _run_fields(report: Report) -> dict[str, Any]:
+    """What the document says of the run, and each run's entry of its own run (`runs`)."""
+    suppressed = [
         {
             "id": key,
             "reason": reason,
@@ -69,6 +69,13 @@ def _suppressed(report: Report) -> list[dict[str, Any]]:
         }
         for key, reason in report.suppressed.items()
     ]
+    return {
+        "fix_dialect": report.fix_dialect,
+        "unmatched": asdict(report.unmatched) if report.unmatched else None,
+        "run": dict(report.run_facts),
+        "notes": list(report.notes),
+        "suppressed": suppressed,
+    }
 
 
 def _run_entry(index: int, report: Report) -> dict[str, Any]:
@@ -79,16 +86,8 @@ def _run_entry(index: int, report: Report) -> dict[str, Any]:
         "differs_in": list(run.differs_in) if run else [],
         "prints_config": run.placed if run else True,
         "findings": [f.id for f in report.findings],
-        "fix_dialect": report.fix_dialect,
-        "unmatched": _evidence(report.unmatched) if report.unmatched else None,
-        "run": dict(report.run_facts),
-        "notes": list(report.notes),
-        "suppressed": _suppressed(report),
+        **_run_fields(report),
     }
-
-
-def _evidence(evidence: Evidence) -> dict[str, Any]:
-    return asdict(evidence)
 
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:
@@ -101,7 +100,7 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "trigger": finding.trigger,
         "symptom": signature.symptom,
         "cause": signature.cause,
-        "evidence": [_evidence(e) for e in finding.evidence],
+        "evidence": [asdict(e) for e in finding.evidence],
         "occurrences": finding.occurrences,
         "ranks": finding.ranks,
         "ranks_compact": format_ranks(finding.ranks),
@@ -185,8 +184,6 @@ def _source_list(report: Report) -> Iterator[str]:
     level, in parts (made inert), a batch of entries at a time. Written out, not encoded: an entry is a
     path, a count and finding ids, and json's indenting encoder is pure Python (1.3 s for 200,000 entries;
     its C encoder does not indent). Strings go through json's own string encoder, so escaping is json's."""
-    from json.encoder import encode_basestring as string  # the ensure_ascii=False form
-
     found_in = _found_in(report)
     written: dict[tuple[str, ...], str] = {}  # finding ids -> their list as written: most sources share one
 
@@ -221,9 +218,6 @@ def _indented_parts(document: dict[str, Any]) -> Iterator[str]:
     batch of chunks at a time (json.dumps holds every chunk at once: ~15 small strings per source, 200,000 rank
     logs made it ~180 MB), and each long list of strings, set aside behind a placeholder while encoding, written
     out in its place a batch at a time. The first part is the text before the first such list (or all of it)."""
-    from itertools import islice
-    from json.encoder import encode_basestring as string  # the ensure_ascii=False form
-
     aside: dict[str, list[str] | list[int]] = {}
     chunks = json.JSONEncoder(ensure_ascii=False, indent=2, default=str).iterencode(_set_aside(document, aside))
     del document  # the generator holds it until it is done: then it goes before the final join
@@ -251,17 +245,13 @@ def _indented_parts(document: dict[str, Any]) -> Iterator[str]:
 def _scalar_list(items: list[str] | list[int], indent: str) -> Iterator[str]:
     """A list of strings (or of ints) as json.dumps(indent=2, ensure_ascii=False) writes it on a line indented
     by `indent`, a batch of items a part."""
-    from json.encoder import encode_basestring  # the ensure_ascii=False form
-
-    encode: Callable[[Any], str] = encode_basestring if items and type(items[0]) is str else int.__repr__
+    encode: Callable[[Any], str] = string if items and type(items[0]) is str else int.__repr__
     return _written_list((indent + "  " + encode(item) for item in items), indent)
 
 
 def _written_list(items: Iterator[str], indent: str) -> Iterator[str]:
     """A list whose items are already written (each on its own lines, indented), as json.dumps(indent=2) lays
     it out on a line indented by `indent`: `[]` when empty, else a batch of JOIN_ITEMS items a part."""
-    from itertools import islice
-
     opening = "[\n"
     while batch := list(islice(items, JOIN_ITEMS)):
         yield opening + ",\n".join(batch)

@@ -13,25 +13,25 @@ import xml.etree.ElementTree as ET
 from offloaddoctor.report import Finding, Report
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.render.plain import finding_block, run_heading
-from offloaddoctor.text_safety import safe_text
+from offloaddoctor.text_safety import safe_lines
 
 _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
 
 
 def _xml_text(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", "\n".join(safe_text(line) for line in text.split("\n")))
+    return _NOT_XML.sub("\ufffd", safe_lines(text))
 
 
-def render_junit(report: Report, catalog: Catalog, failing: set[str], suppressed: dict[str, str] | None = None) -> str:
-    """`failing`: ids of findings that fail the run; `suppressed`: id -> reason. Logs of several runs give a
-    test suite per run, named after it."""
+def render_junit(report: Report, catalog: Catalog, failing: set[str]) -> str:
+    """`failing`: ids of findings that fail the run; a suppressed one is skipped with its reason. Logs of several
+    runs give a test suite per run, named after it."""
     suites = []
     if report.runs:
         for index, run in enumerate(report.runs, start=1):
             name = f"offloaddoctor {run_heading(index, run, len(report.runs))}"
-            suites.append(_suite(run, catalog, failing, run.suppressed, name))
+            suites.append(_suite(run, catalog, failing, name))
     else:
-        suites.append(_suite(report, catalog, failing, suppressed or {}, "offloaddoctor"))
+        suites.append(_suite(report, catalog, failing, "offloaddoctor"))
     totals = {name: sum(int(suite.get(name, "0")) for suite in suites) for name in ("tests", "failures", "skipped")}
     root = ET.Element(
         "testsuites",
@@ -47,7 +47,7 @@ def render_junit(report: Report, catalog: Catalog, failing: set[str], suppressed
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _suite(report: Report, catalog: Catalog, failing: set[str], suppressed: dict[str, str], name: str) -> ET.Element:
+def _suite(report: Report, catalog: Catalog, failing: set[str], name: str) -> ET.Element:
     found = {f.id: f for f in report.findings}
     suite = ET.Element("testsuite", name=_xml_text(name))
     counts = {"tests": 0, "failures": 0, "skipped": 0}
@@ -56,10 +56,10 @@ def _suite(report: Report, catalog: Catalog, failing: set[str], suppressed: dict
         case = ET.SubElement(
             suite, "testcase", classname=f"offloaddoctor.{signature.severity}", name=signature.id, time="0"
         )
-        if signature.id in suppressed:
+        if signature.id in report.suppressed:
             counts["skipped"] += 1
             by = report.suppressed_by.get(signature.id, "--ignore")
-            reason = suppressed[signature.id] + ("" if by == "--ignore" else f" (ignored in {by})")
+            reason = report.suppressed[signature.id] + ("" if by == "--ignore" else f" (ignored in {by})")
             ET.SubElement(case, "skipped", message=_xml_text(reason))
             continue
         finding = found.get(signature.id)

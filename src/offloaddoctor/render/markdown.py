@@ -42,15 +42,15 @@ def _longest_backtick_run(lines: list[str]) -> int:
     return longest
 
 
-def render_markdown(report: Report, findings: list[Finding] | None = None, title: str = "offloaddoctor") -> str:
-    if report.runs and findings is None:
+def render_markdown(report: Report, title: str = "offloaddoctor") -> str:
+    if report.runs:
         out = [f"## {title}", "", cell(headline(report)), ""]
         for index, run in enumerate(report.runs, start=1):
             out.append(render_markdown(run, title=f"{title}: {cell(run_heading(index, run, len(report.runs)))}"))
         out += [f"- note: {cell(note)}" for note in notes_for_all_runs(report)]
         out += [f"- {cell(line)}" for line in project_file_lines(report)]
         return "\n".join(out).rstrip() + "\n"
-    findings = report.findings if findings is None else findings
+    findings = report.findings
     out = [f"## {title}", "", cell(headline(report)), ""]
     if findings:
         out += ["| # | severity | id | title | where |", "| --- | --- | --- | --- | --- |"]

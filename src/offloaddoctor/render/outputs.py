@@ -108,7 +108,7 @@ def render(report: Report, output_format: str, catalog: Catalog, policy: Policy,
     if output_format == "junit":
         from offloaddoctor.render.junit import render_junit
 
-        return render_junit(report, catalog, {f.id for f in report.findings if policy.fails(f)}, report.suppressed)
+        return render_junit(report, catalog, {f.id for f in report.findings if policy.fails(f)})
     if output_format == "markdown":
         from offloaddoctor.render.markdown import render_markdown
 

@@ -147,13 +147,13 @@ def ranks_cell(finding: Finding) -> str:
     return {"config": "(config)", "metrics": "(numbers)"}.get(finding.trigger, "-")
 
 
-def verdict_word(finding: Finding, report: Report | None = None) -> str:
+def verdict_word(finding: Finding, report: Report) -> str:
     """The config column: confirmed / CONTRADICTED / unknown, `-` when the signature reads no config."""
     verdict = finding.config
     if verdict.verdict == "unknown" and not verdict.values:
         return "-"
     word = verdict.verdict.upper() if verdict.verdict == "contradicted" else verdict.verdict
-    other_run = (report is not None and report.config_mismatch) or "another run" in verdict.explanation
+    other_run = report.config_mismatch or "another run" in verdict.explanation
     if other_run and verdict.verdict != "unknown":
         word += " (other run?)"
     return word
