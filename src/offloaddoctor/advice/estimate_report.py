@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from offloaddoctor.advice.changes import Suggestion, suggest
+from offloaddoctor.advice.fix_numbers import estimate_facts
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.values import ConfigStore, ConfigValue
@@ -92,13 +93,7 @@ def memory_summary(report: EstimateReport) -> str:
 
 
 def memory_facts(report: EstimateReport) -> dict:
-    est = report.estimate
-    largest = max(est.most_loaded.components, key=lambda c: c.bytes)
-    facts = {
-        "estimated_peak_allocated_bytes": int(est.peak_allocated_bytes),
-        "estimated_nvidia_smi_bytes": int(est.nvidia_smi_bytes[0]),
-        "largest_component": f"{largest.name.replace('_', ' ')} ({mib(largest.bytes):,.0f} MiB): {largest.formula}",
-    }
+    facts = estimate_facts(report.estimate)
     if report.capacity is not None:
         facts["gpu_memory_bytes"] = report.capacity.bytes
     if report.verdict is not None:

@@ -82,10 +82,10 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     finding.overrides = [f"{prefix}{value:g}" if line.startswith(prefix) else line for line in finding.overrides]
     if needed <= 1.0:
         return
-    pp = number(_value(store, "model.pipeline_model_parallel_size")) or 1
+    pp = number(store.value("model.pipeline_model_parallel_size")) or 1
     first = [f"model.pipeline_model_parallel_size={int(pp) * 2}"]
     # Recompute and activation offloading exclude each other.
-    if boolean(_value(store, "model.cpu_offloading")) is not True:
+    if boolean(store.value("model.cpu_offloading")) is not True:
         first.append("model.recompute_granularity=selective")
     given = {line.split("=", 1)[0]: line for line in finding.overrides}
     leading = [given.get(line.split("=", 1)[0], line) for line in first]
@@ -114,16 +114,16 @@ def oom_advice(
     from offloaddoctor.memory import optimizer_state_bytes_per_parameter
 
     bytes_per_parameter = optimizer_state_bytes_per_parameter()  # the config is not known yet; the model may refine
-    distributed = boolean(_value(store, "optimizer.use_distributed_optimizer"))
-    dp = number(_value(store, "data_parallel_size")) if distributed is not False else 1
+    distributed = boolean(store.value("optimizer.use_distributed_optimizer"))
+    dp = number(store.value("data_parallel_size")) if distributed is not False else 1
     state = count * bytes_per_parameter / (dp or 1)
     shape = _memory_shape(store)
     result = _estimate(shape) if shape else None
     model = memory_model_facts(result, count) if result else {}
     if model:
         state = model.pop("optimizer_state_bytes")
-    offloading = boolean(_value(store, "optimizer.optimizer_cpu_offload")) is True
-    current = (number(_value(store, "optimizer.optimizer_offload_fraction")) or 0.0) if offloading else 0.0
+    offloading = boolean(store.value("optimizer.optimizer_cpu_offload")) is True
+    current = (number(store.value("optimizer.optimizer_offload_fraction")) or 0.0) if offloading else 0.0
     shortfall = max(0, requested - free)
     allocated = facts.get("allocated_bytes")
     if model and isinstance(allocated, (int, float)) and allocated > 1.5 * model["estimated_peak_allocated_bytes"]:
@@ -201,11 +201,18 @@ def memory_model_facts(result: MemoryEstimate, logged_parameters: int) -> dict[s
 
     states = offloadable_state(result.shape)
     per_parameter = states.bytes / result.most_loaded.parameters.total
-    largest = max(result.most_loaded.components, key=lambda c: c.bytes)
     return {
         "optimizer_state_bytes": per_parameter * logged_parameters,
         "basis": f"memory model: {per_parameter:.3g} B/parameter ({states.formula}) × {logged_parameters:,} "
         "parameters per GPU (the log's count)",
+        **estimate_facts(result),
+    }
+
+
+def estimate_facts(result: MemoryEstimate) -> dict[str, Any]:
+    """The memory model's peak, nvidia-smi figure and largest component, as `diagnose` and `check --gpu` show them."""
+    largest = max(result.most_loaded.components, key=lambda c: c.bytes)
+    return {
         "estimated_peak_allocated_bytes": int(result.peak_allocated_bytes),
         "estimated_nvidia_smi_bytes": int(result.nvidia_smi_bytes[0]),
         "largest_component": f"{largest.name.replace('_', ' ')} ({largest.bytes / MIB:,.0f} MiB): {largest.formula}",
@@ -270,16 +277,11 @@ def _fit_verdict(result: MemoryEstimate, facts: dict[str, Any]):
 
 
 def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
-    fraction = number(_value(store, "optimizer.optimizer_offload_fraction"))
+    fraction = number(store.value("optimizer.optimizer_offload_fraction"))
     advice: dict[str, Any] = {}
     if fraction is not None and 0 < fraction <= 1:
         advice["expected_slowdown"] = expected_slowdown(fraction)
-    overlap = _value(store, "optimizer.overlap_cpu_optimizer_d2h_h2d")
+    overlap = store.value("optimizer.overlap_cpu_optimizer_d2h_h2d")
     if overlap is not None:
         advice["overlap_cpu_optimizer_d2h_h2d"] = boolean(overlap)
     return advice
-
-
-def _value(store: ConfigStore, key: str):
-    resolved = store.resolve(key)
-    return None if resolved is None else resolved.value

@@ -144,8 +144,7 @@ _UNKNOWN = object()
 
 def _suggested_offload_fraction(store: ConfigStore) -> float | None:
     """The next multiple of OFFLOAD_FRACTION_RAISE above the current fraction."""
-    fraction = store.resolve("optimizer.optimizer_offload_fraction")
-    current = number(fraction.value) if fraction else None
+    current = number(store.value("optimizer.optimizer_offload_fraction"))
     if current is None or not 0 <= current < 1:
         return None
     step = math.floor(current / OFFLOAD_FRACTION_RAISE + 1e-9) * OFFLOAD_FRACTION_RAISE + OFFLOAD_FRACTION_RAISE
@@ -155,13 +154,14 @@ def _suggested_offload_fraction(store: ConfigStore) -> float | None:
 def _suggested_virtual_pipeline_size(store: ConfigStore):
     """The largest VPP size up to the current one that divides the layers per stage; None turns VPP off. With
     layers per virtual stage that do not divide a stage (no VPP derived), the current one is what they ask for."""
-    per_rank, vpp, per_virtual = (
-        store.resolve("model.layers_per_pipeline_rank"),
-        store.resolve("model.virtual_pipeline_model_parallel_size"),
-        store.resolve("model.num_layers_per_virtual_pipeline_stage"),
+    layers, current, chunk = (
+        number(store.value(key))
+        for key in (
+            "model.layers_per_pipeline_rank",
+            "model.virtual_pipeline_model_parallel_size",
+            "model.num_layers_per_virtual_pipeline_stage",
+        )
     )
-    layers, current = (number(per_rank.value) if per_rank else None), (number(vpp.value) if vpp else None)
-    chunk = number(per_virtual.value) if per_virtual else None
     if layers and not current and chunk:
         current = layers // chunk
     if not layers or not current:

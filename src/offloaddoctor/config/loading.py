@@ -18,7 +18,9 @@ SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
 
 def load_config_file(path: str) -> list[ConfigValue]:
     if Path(path).suffix.lower() in SCRIPT_SUFFIXES:
-        return _load_launch_script(path)
+        from offloaddoctor.config.files import read_config_text
+
+        return _parse_launch_script(read_config_text(path, errors="replace"), path)
     from offloaddoctor.config.yaml_config import load_yaml_config
 
     return load_yaml_config(path)
@@ -47,12 +49,6 @@ def load_log_config(path: str) -> list[ConfigValue]:
     if not collector.values:
         raise UserError(f"{path}: no arguments block or config lines found in this log")
     return collector.values
-
-
-def _load_launch_script(path: str) -> list[ConfigValue]:
-    from offloaddoctor.config.files import read_config_text
-
-    return _parse_launch_script(read_config_text(path, errors="replace"), path)
 
 
 def _parse_launch_script(text: str, path: str) -> list[ConfigValue]:

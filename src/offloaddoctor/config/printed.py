@@ -101,7 +101,6 @@ def _number(text: str) -> int | float | None:
     if whole is not None:
         return whole
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         return None
-    return value

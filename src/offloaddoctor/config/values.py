@@ -84,10 +84,15 @@ class ConfigStore:
             return self._derived.get(key)
         best_index = max(range(len(values)), key=lambda i: (PRECEDENCE[values[i].origin], i))
         best = values[best_index]
-        others = [v for v in values if not _same(v.value, best.value)]
+        others = [v for v in values if not same_value(v.value, best.value)]
         # Keep one disagreeing value per source so a repeated log block does not flood the report.
         unique = list({(str(v.source.path), v.origin, repr(v.value)): v for v in others}.values())
         return Resolved(key, best.value, best.source, best.origin, unique)
+
+    def value(self, key: str) -> Any:
+        """The winning value of `key`; None where nothing sets it (or it is set to None)."""
+        resolved = self.resolve(key)
+        return None if resolved is None else resolved.value
 
     def set_derived(self, resolved: Resolved) -> None:
         """A derived value only fills a gap: a key given anywhere explicitly is never replaced."""
@@ -108,5 +113,6 @@ class ConfigStore:
         return notes
 
 
-def _same(left: Any, right: Any) -> bool:
+def same_value(left: Any, right: Any) -> bool:
+    """Equal as printed, ignoring case (`True` in a log, `true` in a YAML file)."""
     return format_value(left).lower() == format_value(right).lower()

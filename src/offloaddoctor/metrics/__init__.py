@@ -40,11 +40,8 @@ def run_metrics(path: str) -> RunMetrics:
     from offloaddoctor.logs.sources import resolve_sources
     from offloaddoctor.metrics.reader import RunReader
 
-    reader = RunReader(path)
     sources = resolve_sources([path])
-    for source in sources:
-        reader.read_source(source)
-    return _summarised(reader, sources)
+    return _summarised(RunReader.read(path, sources), sources)
 
 
 def collect_metrics(paths: Sequence[str]) -> list[RunMetrics]:
@@ -52,11 +49,15 @@ def collect_metrics(paths: Sequence[str]) -> list[RunMetrics]:
     each when each holds one run; logs of one job given apart are one run, a path holding several runs gives
     several. Raises UserError (one line) for a path that cannot be read."""
     from offloaddoctor.logs.sources import resolve_sources
-    from offloaddoctor.metrics.runs import read_run, read_runs
+    from offloaddoctor.metrics.reader import RunReader
+    from offloaddoctor.metrics.runs import read_runs
 
     resolve_sources(paths)  # every path is checked before any is read
     runs, readers = read_runs(paths)
-    return [_summarised(readers[run.name] if readers else read_run(run), run.sources) for run in runs]
+    return [
+        _summarised(readers[run.name] if readers else RunReader.read(run.name, run.sources), run.sources)
+        for run in runs
+    ]
 
 
 def metrics_from_text(text: str, name: str = "<text>") -> RunMetrics:

@@ -84,6 +84,14 @@ class RunReader:
     def source_read(self, name: str, lines: int) -> None:
         self.run.sources.append((name, lines))
 
+    @classmethod
+    def read(cls, name: str, sources: Iterable[LogSource]) -> RunReader:
+        """A reader named `name` that has read `sources`, in order."""
+        reader = cls(name)
+        for source in sources:
+            reader.read_source(source)
+        return reader
+
     def read_source(self, source: LogSource) -> None:
         self.source_read(source.name, self.line_pass.read_source(source, self.start_source(source.name)))
 

@@ -28,10 +28,8 @@ def read_runs(paths: Sequence[str]) -> tuple[list[RunLogs], dict[str, RunReader]
     readers: dict[str, RunReader] = {}
     by_path: dict[str, list[LogSource]] = {}
     for path in dict.fromkeys(paths):
-        reader = readers[path] = RunReader(path)
         sources = by_path[path] = resolve_sources([path])
-        for source in sources:
-            reader.read_source(source)
+        readers[path] = RunReader.read(path, sources)
     return runs_of(readers, by_path)
 
 
@@ -69,10 +67,3 @@ def runs_of(
             "twice: save it to a file"
         )
     return result, (readers if as_given else {})
-
-
-def read_run(run: RunLogs) -> RunReader:
-    reader = RunReader(run.name)
-    for source in run.sources:
-        reader.read_source(source)
-    return reader

@@ -43,8 +43,7 @@ def effective_offload_fraction(offload: dict[str, Any]) -> float | None:
         return None
     if not enabled:
         return 0.0
-    fraction = number(offload.get("optimizer_offload_fraction"))
-    return fraction if fraction is not None else None
+    return number(offload.get("optimizer_offload_fraction"))
 
 
 def segment_offload(collector: LogConfigCollector, segment: int) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from offloaddoctor.config.from_log import LogConfigCollector
-from offloaddoctor.config.values import format_value
+from offloaddoctor.config.values import same_value
 from offloaddoctor.metrics.layout import resolve_layout
 from offloaddoctor.metrics.iteration_lines import IterationMetrics, steady_state
 from offloaddoctor.metrics.model import MetricsSummary, RunMetrics
@@ -118,13 +118,9 @@ def _included_segments(collectors: list[LogConfigCollector], final: dict) -> set
     for collector in collectors:
         for segment in range(collector.segment + 1):
             printed = segment_offload(collector, segment)
-            if all(_same(value, final.get(key)) for key, value in printed.items()):
+            if all(same_value(value, final.get(key)) for key, value in printed.items()):
                 included.add((collector.path, segment))
     return included
-
-
-def _same(left, right) -> bool:
-    return format_value(left).lower() == format_value(right).lower()
 
 
 def _iteration_figures(summary: MetricsSummary, records: list[IterationMetrics]) -> None:

@@ -91,8 +91,7 @@ def build_report(
         apply_known_issues(ordered, store)
     if advise is not None:
         advise(ordered, store, scan.parameters, catalog)
-    expandable = store.resolve("allocator.expandable_segments")
-    lead_with_expandable_segments(ordered, None if expandable is None else expandable.value)
+    lead_with_expandable_segments(ordered, store.value("allocator.expandable_segments"))
     if not _megatron_run(scan, store):
         _drop_megatron_fix_lines(ordered)
     dialect = print_fixes(ordered, store)
