@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,18 +47,19 @@ def cli():
     return RUNNER
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _private_catalog_cache(tmp_path_factory):
-    """Tests never write to the user's ~/.cache; the cache itself is exercised in test_catalog_cache.py."""
-    import os
-
-    os.environ["OFFLOADDOCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("offloaddoctor-cache"))
+def pytest_configure(config):
+    """Tests never write to the user's ~/.cache; the cache itself is exercised in test_catalog_cache.py. Set
+    before collection (each xdist worker runs this too): test modules load the catalogue at import."""
+    directory = tempfile.mkdtemp(prefix="offloaddoctor-cache-")
+    config.add_cleanup(functools.partial(shutil.rmtree, directory, ignore_errors=True))
+    os.environ["OFFLOADDOCTOR_CACHE_DIR"] = directory
 
 
 @functools.cache
 def builtin_catalog():
-    """The built-in catalogue, loaded once (a frozen Catalog of frozen signatures): for tests of what is done
-    with it, not of loading it. Call it inside a test, not at import: the cache directory above is set then."""
+    """The built-in catalogue, loaded once a process (a frozen Catalog of frozen signatures): for tests of what
+    is done with it, not of loading it. Loading it writes the private cache above, so a CLI run in a child
+    process started after it reads the catalogue from JSON, not YAML."""
     return load_catalog()
 
 
