@@ -47,6 +47,24 @@ def cli():
     return RUNNER
 
 
+@pytest.fixture
+def command_line(capsys, monkeypatch):
+    """`offloaddoctor ARGV` in this process: run_typer, what the installed command's main() runs once it has
+    set up the standard streams (usage errors, help and exit codes are run_typer's). A CompletedProcess, as
+    subprocess.run gives for the installed command."""
+    from offloaddoctor.cli import run_typer
+
+    monkeypatch.setenv("COLUMNS", "100")
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        code = run_typer(list(argv))
+        captured = capsys.readouterr()
+        return subprocess.CompletedProcess(list(argv), code, captured.out, captured.err)
+
+    return run
+
+
 def pytest_configure(config):
     """Tests never write to the user's ~/.cache; the cache itself is exercised in test_catalog_cache.py. Set
     before collection (each xdist worker runs this too): test modules load the catalogue at import."""

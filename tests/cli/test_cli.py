@@ -252,20 +252,13 @@ def test_a_closed_pipe_ends_quietly():
         assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
 
 
-def run_module(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run(
-        [sys.executable, "-m", "offloaddoctor", *args], env=env, capture_output=True, text=True, check=False, **kwargs
-    )
-
-
-def test_help_and_version():
-    assert "Usage:" in run_module("diagnose", "--help").stdout
+def test_help_and_version(command_line):
+    assert "Usage:" in command_line("diagnose", "--help").stdout
     for argv in (["diagnose", "-h"], ["diagnose", PP_LOG_NAME, "-h"], ["-h"]):
-        short = run_module(*map(str, argv))
+        short = command_line(*map(str, argv))
         assert short.returncode == 0 and short.stdout.startswith("Usage: offloaddoctor"), short.stderr
-    assert run_module("--version").stdout.startswith("offloaddoctor ")
-    bad = run_module("diagnose", PP_LOG_NAME, "--format", "yaml")
+    assert command_line("--version").stdout.startswith("offloaddoctor ")
+    bad = command_line("diagnose", PP_LOG_NAME, "--format", "yaml")
     assert bad.returncode == 2 and "yaml" in bad.stderr
 
 
