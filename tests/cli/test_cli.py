@@ -14,7 +14,7 @@ import pytest
 
 from offloaddoctor.cli import app
 
-from tests.conftest import FIXTURES, REPO, RUNNER, run_python
+from tests.conftest import FIXTURES, REPO, RUNNER, builtin_catalog, run_python
 
 PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
 CLEAN_LOG = FIXTURES / "clean-baseline" / "job.log"
@@ -142,7 +142,7 @@ def _fails(log: Path) -> bool:
     from offloaddoctor.api import diagnose
     from offloaddoctor.policy import Policy
 
-    return Policy().failed(diagnose([str(log)], policy=Policy()))
+    return Policy().failed(diagnose([str(log)], policy=Policy(), catalog=builtin_catalog()))
 
 
 @functools.cache
