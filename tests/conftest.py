@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,18 +47,37 @@ def cli():
     return RUNNER
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _private_catalog_cache(tmp_path_factory):
-    """Tests never write to the user's ~/.cache; the cache itself is exercised in test_catalog_cache.py."""
-    import os
+@pytest.fixture
+def command_line(capsys, monkeypatch):
+    """`offloaddoctor ARGV` in this process: run_typer, what the installed command's main() runs once it has
+    set up the standard streams (usage errors, help and exit codes are run_typer's). A CompletedProcess, as
+    subprocess.run gives for the installed command."""
+    from offloaddoctor.cli import run_typer
 
-    os.environ["OFFLOADDOCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("offloaddoctor-cache"))
+    monkeypatch.setenv("COLUMNS", "100")
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        code = run_typer(list(argv))
+        captured = capsys.readouterr()
+        return subprocess.CompletedProcess(list(argv), code, captured.out, captured.err)
+
+    return run
+
+
+def pytest_configure(config):
+    """Tests never write to the user's ~/.cache; the cache itself is exercised in test_catalog_cache.py. Set
+    before collection (each xdist worker runs this too): test modules load the catalogue at import."""
+    directory = tempfile.mkdtemp(prefix="offloaddoctor-cache-")
+    config.add_cleanup(functools.partial(shutil.rmtree, directory, ignore_errors=True))
+    os.environ["OFFLOADDOCTOR_CACHE_DIR"] = directory
 
 
 @functools.cache
 def builtin_catalog():
-    """The built-in catalogue, loaded once (a frozen Catalog of frozen signatures): for tests of what is done
-    with it, not of loading it. Call it inside a test, not at import: the cache directory above is set then."""
+    """The built-in catalogue, loaded once a process (a frozen Catalog of frozen signatures): for tests of what
+    is done with it, not of loading it. Loading it writes the private cache above, so a CLI run in a child
+    process started after it reads the catalogue from JSON, not YAML."""
     return load_catalog()
 
 

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offloaddoctor.api import load_catalog
 from offloaddoctor.bisect.config_mode import bisect_config
 from offloaddoctor.bisect.delta import bisect_configs, ddmin
 from offloaddoctor.bisect.run_mode import bisect_run
@@ -20,11 +19,11 @@ from offloaddoctor.bisect.worktree import PREFIX
 from offloaddoctor.cli import app
 from offloaddoctor.errors import UserError
 
-from tests.conftest import RUNNER
+from tests.conftest import RUNNER, builtin_catalog
 
 from tests.git_repos import dirty_up, fingerprint, git, make_repo
 
-CATALOG = load_catalog()
+CATALOG = builtin_catalog()
 PP_ERROR = "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading"
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from offloaddoctor.api import load_catalog
 from offloaddoctor.bisect import git as git_module
 from offloaddoctor.bisect.config_mode import bisect_config
 from offloaddoctor.bisect.git import Repo
@@ -22,10 +21,11 @@ from offloaddoctor.bisect.job import run_job
 from offloaddoctor.bisect.run_mode import bisect_run
 from offloaddoctor.bisect.worktree import temporary_worktree
 
+from tests.conftest import builtin_catalog
 from tests.git_repos import ENV, dirty_up, fingerprint, git, make_repo
 from tests.bisect.test_bisect import config, history  # noqa: F401 - the fixture
 
-CATALOG = load_catalog()
+CATALOG = builtin_catalog()
 HANDLED = [signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM, signal.SIGINT]
 
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from offloaddoctor.api import load_catalog
 from offloaddoctor.bisect import spool as spool_module
 from offloaddoctor.bisect.config_mode import bisect_config
 from offloaddoctor.bisect.run_mode import bisect_run, judge_run, run_and_judge
 from offloaddoctor.bisect.search import BAD, GOOD, SKIP
 from offloaddoctor.bisect.spool import OutputSpool
 
+from tests.conftest import builtin_catalog
 from tests.git_repos import make_repo
 from tests.bisect.test_bisect import PP_ERROR, RUN_SH, config
 
-CATALOG = load_catalog()
+CATALOG = builtin_catalog()
 TRACEBACK_SH = (
     "#!/bin/sh\n"
     "echo 'Traceback (most recent call last):'\n"

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from offloaddoctor.api import run_example
-from offloaddoctor.api import load_catalog
 
-CATALOG = load_catalog()
+from tests.conftest import builtin_catalog
+
+CATALOG = builtin_catalog()
 CASES = [
     pytest.param(signature, index, example, id=f"{signature.id}[{index}:{example.expect}]")
     for signature in CATALOG.signatures

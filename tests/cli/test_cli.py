@@ -14,7 +14,7 @@ import pytest
 
 from offloaddoctor.cli import app
 
-from tests.conftest import FIXTURES, REPO, RUNNER, run_python
+from tests.conftest import FIXTURES, REPO, RUNNER, builtin_catalog, run_python
 
 PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
 CLEAN_LOG = FIXTURES / "clean-baseline" / "job.log"
@@ -142,7 +142,7 @@ def _fails(log: Path) -> bool:
     from offloaddoctor.api import diagnose
     from offloaddoctor.policy import Policy
 
-    return Policy().failed(diagnose([str(log)], policy=Policy()))
+    return Policy().failed(diagnose([str(log)], policy=Policy(), catalog=builtin_catalog()))
 
 
 @functools.cache
@@ -252,20 +252,13 @@ def test_a_closed_pipe_ends_quietly():
         assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
 
 
-def run_module(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run(
-        [sys.executable, "-m", "offloaddoctor", *args], env=env, capture_output=True, text=True, check=False, **kwargs
-    )
-
-
-def test_help_and_version():
-    assert "Usage:" in run_module("diagnose", "--help").stdout
+def test_help_and_version(command_line):
+    assert "Usage:" in command_line("diagnose", "--help").stdout
     for argv in (["diagnose", "-h"], ["diagnose", PP_LOG_NAME, "-h"], ["-h"]):
-        short = run_module(*map(str, argv))
+        short = command_line(*map(str, argv))
         assert short.returncode == 0 and short.stdout.startswith("Usage: offloaddoctor"), short.stderr
-    assert run_module("--version").stdout.startswith("offloaddoctor ")
-    bad = run_module("diagnose", PP_LOG_NAME, "--format", "yaml")
+    assert command_line("--version").stdout.startswith("offloaddoctor ")
+    bad = command_line("diagnose", PP_LOG_NAME, "--format", "yaml")
     assert bad.returncode == 2 and "yaml" in bad.stderr
 
 
@@ -279,6 +272,15 @@ def _run_listing_modules(argv: list[str], modules: tuple[str, ...], cwd) -> subp
         "sys.stderr.write(f'{code} {sorted(m for m in listed if m in sys.modules)}')"
     )
     return run_python(probe, check=False, cwd=cwd)
+
+
+@pytest.fixture
+def warm_catalog_cache():
+    """The built-in catalogue's JSON cache entry in place, as after a user's first run, for a CLI started next:
+    loading it here reads the entry, or writes it where other catalogues' entries pushed it out (cache.KEEP)."""
+    from offloaddoctor.api import load_catalog
+
+    load_catalog()
 
 
 # Start-up (docs/performance.md, "start-up"): one CLI, typer's; a command module imports only typer and light
@@ -304,10 +306,9 @@ def test_help_and_version_load_neither_the_library_nor_rich_nor_yaml(argv, tmp_p
     assert result.stdout.startswith(("Usage: offloaddoctor", "offloaddoctor ")), result.stdout
 
 
-def test_diagnose_as_json_loads_neither_rich_nor_yaml(tmp_path):
+def test_diagnose_as_json_loads_neither_rich_nor_yaml(tmp_path, warm_catalog_cache):
     """rich is for terminal output only; the catalogue comes from its JSON cache, not the YAML files."""
-    for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
-        result = _run_listing_modules(["diagnose", PP_LOG_NAME, "-f", "json"], ("rich", "yaml"), tmp_path)
+    result = _run_listing_modules(["diagnose", PP_LOG_NAME, "-f", "json"], ("rich", "yaml"), tmp_path)
     assert result.stderr == "1 []", result.stderr
     assert '"id": "pp-cpu-offload"' in result.stdout
 
@@ -343,19 +344,19 @@ def test_diagnose_as_json_loads_neither_rich_nor_yaml(tmp_path):
         ),
     ],
 )
-def test_a_small_run_loads_only_what_it_uses(argv, not_loaded, shown, tmp_path):
+def test_a_small_run_loads_only_what_it_uses(argv, not_loaded, shown, tmp_path, warm_catalog_cache):
     """`--version` builds no command; a launch script is read without PyYAML; `explain` prints the patterns'
     sources without compiling them (the `regex` module); listing the catalogue loads no config reading (its
     config values are dataclasses: creating them costs start-up); `metrics` of a log without iteration lines
     takes no median (`statistics` imports decimal, fractions, random); `check`'s text has no runs to tell apart;
-    bisecting two configs loads no git plumbing; `bisect-step --config` loads no run mode."""
-    for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
-        result = _run_listing_modules(argv, not_loaded, tmp_path)
+    bisecting two configs loads no git plumbing; `bisect-step --config` loads no run mode. The catalogue's
+    cache is warm, as after a user's first run."""
+    result = _run_listing_modules(argv, not_loaded, tmp_path)
     assert result.stderr.endswith(" []"), result.stderr
     assert shown in result.stdout + result.stderr, result
 
 
-def test_diagnose_of_a_small_log_creates_and_compiles_only_what_its_lines_need(tmp_path):
+def test_diagnose_of_a_small_log_creates_and_compiles_only_what_its_lines_need(tmp_path, warm_catalog_cache):
     """Issue 28.2 (start-up): the metrics command's run and summary records (metrics/model.py: four dataclasses,
     each ~1 ms to create) are not diagnose's; a fix line without `{key}`, a traceback's megatron/ paths and
     printable catalogue text compile no pattern."""
@@ -371,8 +372,7 @@ def test_diagnose_of_a_small_log_creates_and_compiles_only_what_its_lines_need(t
         "compiled = sorted(name for name, pattern in patterns.items() if '_compiled' in vars(pattern))\n"
         "sys.stderr.write(f\"{'offloaddoctor.metrics.model' in sys.modules} {compiled}\")"
     )
-    for _ in range(2):  # the first run may parse the catalogue's YAML into the cache
-        result = run_python(probe, check=False, cwd=tmp_path)
+    result = run_python(probe, check=False, cwd=tmp_path)  # the catalogue's cache is warm
     assert result.stderr == "False []", result.stderr
     assert '"id": "pp-cpu-offload"' in result.stdout
     assert "megatron/core" in PP_LOG.read_text()  # the log has the lines the guards pass over

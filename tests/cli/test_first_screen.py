@@ -339,10 +339,10 @@ def test_metavars_and_names():
         (["compare", "baseline.log", "run.log", "-c", "run.log=x.yaml"], "-c"),
     ],
 )
-def test_the_old_option_names_are_gone(argv, old):
+def test_the_old_option_names_are_gone(argv, old, command_line):
     """The five hidden old names (check's, bisect's and bisect-step's --signature, the signatures list's --json,
     compare's --config/-c) are usage errors now: one line naming the option, exit 2."""
-    result = _main(*argv)
+    result = command_line(*argv)
     assert result.returncode == 2 and result.stdout == "", result
     assert re.fullmatch(rf"offloaddoctor: error: No such option: {old} \(.*\)\n", result.stderr), result.stderr
 
@@ -374,8 +374,8 @@ def test_bare_command_prints_help_to_stdout_with_full_summaries():
         ["diagnose"],
     ],
 )
-def test_usage_errors_are_one_line_like_every_other_error(argv):
-    result = _main(*argv)
+def test_usage_errors_are_one_line_like_every_other_error(argv, command_line):
+    result = command_line(*argv)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("offloaddoctor: error: "), result.stderr

@@ -21,7 +21,7 @@ from offloaddoctor.report.preflight import check_store
 from offloaddoctor.scanning.ranks import format_ranks, parse_ranks
 from offloaddoctor.scanning.scanner import build_matchers
 from offloaddoctor.scanning.units import parse_quantity
-from offloaddoctor.api import diagnose_text, load_catalog
+from offloaddoctor.api import diagnose_text
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.keys import KNOWN_KEYS, canonical_key
 from offloaddoctor.config.loading import build_store, parse_config_text
@@ -41,10 +41,10 @@ from offloaddoctor.metrics.iteration_lines import (
 )
 from offloaddoctor.metrics.memory_lines import parse_memory_report
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, builtin_catalog
 from tests.metrics.test_metrics import memory_line, mlm_line
 
-CATALOG = load_catalog()
+CATALOG = builtin_catalog()
 MESSAGE = "ValueError: Currently there is no support for Pipeline parallelism with CPU offloading"
 
 # ---- log-line normaliser ------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from offloaddoctor.api import check, compare, diagnose, load_catalog
+from offloaddoctor.api import check, compare, diagnose
 from offloaddoctor.cli import app
 from offloaddoctor.render.github import (
     MAX_ANNOTATIONS,
@@ -20,9 +20,9 @@ from offloaddoctor.render.github import (
 )
 from offloaddoctor.render.markdown import render_markdown
 
-from tests.conftest import FIXTURES, RUNNER
+from tests.conftest import FIXTURES, RUNNER, builtin_catalog
 
-CATALOG = load_catalog()
+CATALOG = builtin_catalog()
 PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
 MULTI = FIXTURES / "oom-fragmentation-multirank" / "job.log"
 HOSTILE = [

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from offloaddoctor.report.preflight import check_store, preflight_signatures
-from offloaddoctor.api import check, load_catalog
+from offloaddoctor.api import check
 from offloaddoctor.cli import app
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.keys import canonical_key
@@ -16,9 +16,9 @@ from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
 from offloaddoctor.render.check_view import render_check_plain
 
-from tests.conftest import FIXTURES, RUNNER
+from tests.conftest import FIXTURES, RUNNER, builtin_catalog
 
-CATALOG = load_catalog()
+CATALOG = builtin_catalog()
 MANY = str(FIXTURES / "check" / "many-violations.yaml")
 BRIDGE = str(FIXTURES / "configs" / "bridge-run-config-optimizer-offload.yaml")
 

@@ -6,12 +6,11 @@ import shutil
 
 from offloaddoctor.scanning import parallel
 from offloaddoctor.scanning.scanner import Scanner, build_matchers
-from offloaddoctor.api import load_catalog
 from offloaddoctor.logs.sources import resolve_sources
 
-from tests.conftest import FIXTURES, RUNNER
+from tests.conftest import FIXTURES, RUNNER, builtin_catalog
 
-MATCHERS = build_matchers(load_catalog())
+MATCHERS = build_matchers(builtin_catalog())
 
 
 def summary(result):
