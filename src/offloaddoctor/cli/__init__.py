@@ -42,10 +42,14 @@ def typer_app(command: str | None = None):
     for module in dict.fromkeys(wanted):
         importlib.import_module(f"offloaddoctor.cli.{module}")
     # in one process, modules imported one by one (tests, embedding) register out of order: list them as declared
-    # (by the name typer gives a registered command: its own, or its function's with `-` for `_`)
     order = list(COMMAND_MODULES)
-    app.registered_commands.sort(key=lambda info: order.index(info.name or info.callback.__name__.replace("_", "-")))
+    app.registered_commands.sort(key=lambda info: order.index(_command_name(info)))
     return app
+
+
+def _command_name(info) -> str:
+    """The name typer gives a registered command: its own, or its function's with `-` for `_`."""
+    return info.name or info.callback.__name__.replace("_", "-")
 
 
 def __getattr__(name: str):
