@@ -441,6 +441,13 @@ RUNS["e30-moe8-ep4-top2-mbs92-tp2-h200"] = (
     0,
     f"{moe8_ep4_top2(92)[2]} --tensor-model-parallel-size 2 --expert-tensor-parallel-size 1",
 )
+# A hold-out of the allowance's 1/sqrt(experts a rank): sixteen experts at EP 4 (four a rank, as e05 had at EP 2),
+# the largest micro-batch it calls "fits" on an H200 (87; 1,280 MiB to spare in the worst case).
+RUNS["e31-moe16-ep4-top2-mbs87-h200"] = (
+    4,
+    0,
+    moe8_ep4_top2(87)[2].replace("--num-experts 8", "--num-experts 16"),
+)
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = {"e20-moe8-ep2-top2-mbs94-expandable-h200": EXPANDABLE, "e27-moe8-ep4-top2-mbs92-expandable-h200": EXPANDABLE}
