@@ -116,9 +116,11 @@ def apply(args: str, overrides: tuple[str, ...]) -> str:
     return " ".join(tokens)
 
 
-def estimate_launch(args: str, gpus: int = 1, catalog=None, gpu: str = "H100-80GB"):
-    """`estimate` on `gpu` of the recordings' launch command (torchrun on `gpus` GPUs) with `args`."""
+def estimate_launch(args: str, gpus: int = 1, catalog=None, gpu: str = "H100-80GB", env: dict | None = None):
+    """`estimate` on `gpu` of the recordings' launch command (torchrun on `gpus` GPUs) with `args`, after
+    `export`s of `env`."""
     with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
+        script.writelines(f"export {name}={value}\n" for name, value in (env or {}).items())
         script.write(f"torchrun --nproc-per-node {gpus} pretrain_gpt.py {COMMON} {args}\n")
         script.flush()
         return estimate([script.name], gpu=gpu, catalog=catalog or load_catalog())

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from advice_on_gpu import estimate_launch  # noqa: E402
-from record_memory_calibration import RUNS  # noqa: E402
+from record_memory_calibration import RUN_ENV, RUNS  # noqa: E402
 
 from offloaddoctor.api import load_catalog  # noqa: E402
 
@@ -41,7 +41,7 @@ def main(names: list[str]) -> int:
             continue
         gpus, _, args = RUNS[name]
         gpu = "H200" if name.endswith("-h200") else "H100-80GB"
-        report = estimate_launch(args, gpus, catalog, gpu)
+        report = estimate_launch(args, gpus, catalog, gpu, RUN_ENV.get(name))
         most = report.estimate.most_loaded
         plan[name] = {
             "gpus": gpus,
@@ -50,6 +50,7 @@ def main(names: list[str]) -> int:
             "activations_mib": round(next(c.bytes for c in most.components if c.name == "activations") / 2**20),
             "verdict": report.verdict.status,
             **({"gpu": gpu} if gpu != "H100-80GB" else {}),
+            **({"env": RUN_ENV[name]} if name in RUN_ENV else {}),
         }
         print(f"{name}: {plan[name]['predicted_mib']:,} MiB ({most.phase}), {plan[name]['verdict']}")
     PLAN.write_text(json.dumps(plan, indent=1) + "\n")

@@ -100,7 +100,8 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
     """The verdict when PyTorch may reserve `limit` bytes (an OOM message's card less the CUDA context, or a
     per-process memory fraction)."""
     error = cal.MODEL_UNDERESTIMATE
-    margin = (1 + error) * cal.FIT_SLACK  # the model's error and the allocator's slack
+    slack = cal.fit_slack(result.shape)
+    margin = (1 + error) * slack  # the model's error and the allocator's slack
     imbalanced = result.peak_with_routed_excess_bytes(cal.routed_imbalance(result.shape))
     worst = imbalanced * margin
     collected = result.peak_allocated_if_collected_bytes
@@ -113,14 +114,13 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
         status = DOES_NOT_FIT
     else:
         status = TIGHT
-        if imbalanced > result.peak_allocated_bytes and result.peak_allocated_bytes * margin <= limit:
-            reasons.append(
-                f"the router's balance decides, and the allocator's slack: the peak with balanced experts fits, "
-                f"one with a rank sent {cal.routed_imbalance(result.shape):.0%} more than its share of routed tokens "
-                "(as measured without an auxiliary loss) does not; a capacity factor (--moe-expert-capacity-factor, "
-                "dropping the excess tokens) bounds every rank's share, "
-                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True the fragmentation"
-            )
+        moe = _moe_deciders(result, imbalanced, slack)
+        if moe and not uncollected:
+            if result.peak_allocated_bytes * (1 + error) * cal.FIT_SLACK <= limit:
+                reasons.append("the peak with balanced experts and a dense run's allocator slack fits")
+            else:
+                moe.append("the model's error")
+            reasons.append("what decides: " + " and ".join(moe))
         elif uncollected and collected * margin <= limit:
             reasons.append(
                 f"fits only if Python's garbage collector frees the optimizer's first build "
@@ -135,8 +135,26 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
         else:
             reasons.append(
                 f"within the allocator's slack and the model's error: the peak fits, the peak "
-                f"x {1 + error:g} x {cal.FIT_SLACK:g} does not; the model's error and fragmentation decide "
+                f"x {1 + error:g} x {slack:g} does not; the model's error and fragmentation decide "
                 "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True may be needed)"
             )
     routed_excess = imbalanced - result.peak_allocated_bytes
-    return FitVerdict(status, limit, worst, best, cal.FIT_SLACK, uncollected, tuple(reasons), error, routed_excess)
+    return FitVerdict(status, limit, worst, best, slack, uncollected, tuple(reasons), error, routed_excess)
+
+
+def _moe_deciders(result: MemoryEstimate, imbalanced: float, slack: float) -> list[str]:
+    """What a MoE run's *tight* turns on beyond a dense run's: the router's balance, the allocator's slack."""
+    deciders = []
+    if imbalanced > result.peak_allocated_bytes:
+        deciders.append(
+            f"the router's balance (a rank sent {cal.routed_imbalance(result.shape):.0%} more than its share of "
+            "routed tokens, as measured without an auxiliary loss, does not fit; a capacity factor, "
+            "--moe-expert-capacity-factor, drops what is over it)"
+        )
+    if slack > cal.FIT_SLACK:
+        deciders.append(
+            f"the allocator's slack (a MoE layer's routed tensors change size every step and fragment its cache: "
+            f"x {slack:g} assumed, up to x 1.15 measured; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True kept "
+            "it near x 1.01)"
+        )
+    return deciders

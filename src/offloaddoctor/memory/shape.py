@@ -91,6 +91,7 @@ class RunShape:
     optimizer_offload_fraction: float = 0.0
     offload_optimizer_states: bool = False
     manual_gc: bool = False  # Megatron-LM --manual-gc / Bridge train.manual_gc: gc.collect() before training
+    expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as far as the config says
     transformer_impl: str | None = None  # "local" or "transformer_engine"; None when the config does not say
     master_param_bytes: int = 4
     exp_avg_bytes: int = 4
@@ -251,6 +252,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         optimizer_offload_fraction=reader.real("optimizer.optimizer_offload_fraction", 0.0),
         offload_optimizer_states=bool(reader.flag("optimizer.offload_optimizer_states")),
         manual_gc=bool(reader.flag("train.manual_gc")),
+        expandable_segments=bool(reader.flag("allocator.expandable_segments")),
         transformer_impl=impl,
         master_param_bytes=_dtype_bytes(reader.value("optimizer.main_params_dtype"), 4),
         exp_avg_bytes=_dtype_bytes(reader.value("optimizer.exp_avg_dtype"), 4),
