@@ -328,6 +328,22 @@ def test_the_largest_ep4_runs_the_routed_imbalance_allowance_called_fitting_one_
     assert demand <= estimate.peak_with_routed_excess_bytes(routed_imbalance(estimate.shape))
 
 
+def test_planned_with_the_moe_allocator_slack_the_largest_fitting_run_and_diagnoses_advice_for_e31_ran():
+    """Planned before recording, on four H200: e32 (e31 at micro-batch 80), the largest the x 1.15 slack calls
+    "fits", ran; e33, `diagnose`'s first change for e31's OOM (expandable segments, in its launch command), which
+    the verdict then calls "fits" (x 1.06), ran."""
+    plan = json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text())
+    finding = diagnose([str(CALIBRATION / "out-of-memory" / "e31-moe16-ep4-top2-mbs87-h200.log.gz")]).findings[0]
+    assert finding.overrides[0] == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    assert LAUNCH_ALL["e33-moe16-ep4-top2-mbs87-expandable-h200"].startswith(
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+    )
+    for run in ("e32-moe16-ep4-top2-mbs80-h200", "e33-moe16-ep4-top2-mbs87-expandable-h200"):
+        assert plan[run]["verdict"] == "fits"
+        with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
+            assert "(after 3 iterations) memory (MB)" in log.read()
+
+
 def test_estimates_micro_batch_advice_for_the_ep4_oom_ran_as_printed():
     """e29: estimate's second change for e23 (micro-batch 92 -> 46 at the same global batch), run as printed on
     the same four H200, ran."""
