@@ -344,6 +344,19 @@ def test_planned_with_the_moe_allocator_slack_the_largest_fitting_run_and_diagno
             assert "(after 3 iterations) memory (MB)" in log.read()
 
 
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_an_oom_on_several_ranks_reports_the_figures_of_the_rank_furthest_over(order, tmp_path):
+    """e23 ran out of memory on ranks 0 (10.06 GiB free for 11.23) and 1 (4.47 GiB free): the finding's figures,
+    and the fix computed from them, are rank 1's, whichever rank's line comes first."""
+    with gzip.open(CALIBRATION / "out-of-memory" / "e23-moe8-ep4-top2-mbs92-h200.log.gz", "rt") as log:
+        lines = [line for line in log if "torch.OutOfMemoryError" in line]
+    assert [line[:7] for line in lines] == ["[rank0]", "[rank1]"]
+    (tmp_path / "job.log").write_text("".join(lines[i] for i in order))
+    finding = next(f for f in diagnose([str(tmp_path / "job.log")]).findings if f.id == "oom-fragmentation")
+    assert finding.ranks == [0, 1] and finding.facts["gpu"] == 1
+    assert finding.facts["free_bytes"] == pytest.approx(4.47 * 2**30, rel=1e-3)
+
+
 def test_estimates_micro_batch_advice_for_the_ep4_oom_ran_as_printed():
     """e29: estimate's second change for e23 (micro-batch 92 -> 46 at the same global batch), run as printed on
     the same four H200, ran."""

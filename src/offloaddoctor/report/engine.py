@@ -27,6 +27,7 @@ from offloaddoctor.scanning import (
     keep_evidence,
     lead_with_expandable_segments,
     says_only_that_a_rank_failed,
+    shortfall_bytes,
 )
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import Predicate, evaluate, missing, names_in
@@ -227,6 +228,11 @@ def _merge(
     findings: dict[str, Finding], signature: Signature, aggregate: Aggregate, store: ConfigStore, run: RunFacts
 ) -> None:
     existing = findings.get(signature.id)
+    if existing is not None and shortfall_bytes(aggregate.facts) > shortfall_bytes(existing.facts):
+        # A later rank ran out by more: its figures are the finding's (and its fix's), the first-seen order stays.
+        existing.facts = dict(aggregate.facts)
+        existing.config = verdict_for(signature.config, store, {**run.values, **existing.facts})
+        existing.overrides = render_overrides(signature, store, {**run.values, **existing.facts})
     if existing is None:
         facts = dict(aggregate.facts)
         findings[signature.id] = Finding(

@@ -97,6 +97,13 @@ def usable_free(facts: dict) -> int:
     return free
 
 
+def shortfall_bytes(facts: dict) -> float:
+    """How far an OOM's request was over the free memory it could have taken (0 without a request): of a
+    failure's ranks, the one furthest over is the one a fix must cover."""
+    requested = facts.get("requested_bytes")
+    return requested - usable_free(facts) if requested is not None else 0.0
+
+
 def fragmentation_verdict(
     facts: dict, whole_step_short: float | None = None, first_build_bytes: float = 0.0
 ) -> tuple[bool, str] | None:
