@@ -175,3 +175,20 @@ def test_cli_bad_input_is_one_line_exit_2(args, fragment):
     assert result.exit_code == 2, result.output
     assert len(result.stderr.strip().splitlines()) == 1 and fragment in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_moe_with_tensor_parallelism_needs_sequence_parallelism_and_a_dense_model_does_not(tmp_path):
+    """The constraint e30 (a real H200 run, advised before the rule) died on at its first step; with the
+    defaults filled in (no experts, TP 1, SP off in megatron-core 0.19.0) a config that says nothing is fine."""
+
+    def violations(text: str) -> list[str]:
+        (tmp_path / "c.yaml").write_text(text)
+        return [v.id for v in check([str(tmp_path / "c.yaml")]).violations]
+
+    rule = "moe-tp-requires-sequence-parallel"
+    assert rule in violations("model:\n  num_moe_experts: 8\n  tensor_model_parallel_size: 2\n")
+    assert rule not in violations(
+        "model:\n  num_moe_experts: 8\n  tensor_model_parallel_size: 2\n  sequence_parallel: true\n"
+    )
+    assert rule not in violations("model:\n  tensor_model_parallel_size: 2\n")
+    assert rule not in violations("model:\n  num_moe_experts: 8\n")
