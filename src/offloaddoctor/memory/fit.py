@@ -29,7 +29,6 @@ class FitVerdict:
     slack: float
     uncollected_bytes: float
     reasons: tuple[str, ...]
-    model_error: float = cal.MODEL_UNDERESTIMATE  # how far the model may be low, allowed for in needed_bytes
     routed_excess_bytes: float = 0.0  # the router's imbalance across expert-parallel ranks, in needed_bytes
 
     @property
@@ -56,7 +55,7 @@ class FitVerdict:
         )
         assumed = (
             f"PyTorch may reserve {self.limit_bytes / MIB:,.0f} MiB of it; assumed: the peak{imbalance} "
-            f"x {1 + self.model_error:g} for the model's error x {self.slack:g} allocator slack"
+            f"x {1 + cal.MODEL_UNDERESTIMATE:g} for the model's error x {self.slack:g} allocator slack"
         )
         if self.status == FITS:
             return f"fits the {budget}: {self.headroom_bytes / MIB:,.0f} MiB to spare ({assumed})"
@@ -102,7 +101,9 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
     error = cal.MODEL_UNDERESTIMATE
     slack = cal.fit_slack(result.shape)
     margin = (1 + error) * slack  # the model's error and the allocator's slack
-    imbalanced = result.peak_with_routed_excess_bytes(cal.routed_imbalance(result.shape))
+    excess = cal.routed_imbalance(result.shape)
+    imbalanced = result.peak_with_routed_excess_bytes(excess)
+    routed_excess = imbalanced - result.peak_allocated_bytes
     worst = imbalanced * margin
     collected = result.peak_allocated_if_collected_bytes
     best = collected * cal.SQUEEZED_SLACK
@@ -114,7 +115,7 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
         status = DOES_NOT_FIT
     else:
         status = TIGHT
-        moe = _moe_deciders(result, imbalanced, slack)
+        moe = _moe_deciders(excess if routed_excess else 0.0, slack)
         if moe and not uncollected:
             if result.peak_allocated_bytes * (1 + error) * cal.FIT_SLACK <= limit:
                 reasons.append("the peak with balanced experts and a dense run's allocator slack fits")
@@ -138,16 +139,16 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
                 f"x {1 + error:g} x {slack:g} does not; the model's error and fragmentation decide "
                 "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True may be needed)"
             )
-    routed_excess = imbalanced - result.peak_allocated_bytes
-    return FitVerdict(status, limit, worst, best, slack, uncollected, tuple(reasons), error, routed_excess)
+    return FitVerdict(status, limit, worst, best, slack, uncollected, tuple(reasons), routed_excess)
 
 
-def _moe_deciders(result: MemoryEstimate, imbalanced: float, slack: float) -> list[str]:
-    """What a MoE run's *tight* turns on beyond a dense run's: the router's balance, the allocator's slack."""
+def _moe_deciders(excess: float, slack: float) -> list[str]:
+    """What a MoE run's *tight* turns on beyond a dense run's: the router's balance (`excess`: the routed tokens'
+    imbalance allowed for, 0 when it adds nothing), the allocator's slack."""
     deciders = []
-    if imbalanced > result.peak_allocated_bytes:
+    if excess:
         deciders.append(
-            f"the router's balance (a rank sent {cal.routed_imbalance(result.shape):.0%} more than its share of "
+            f"the router's balance (a rank sent {excess:.0%} more than its share of "
             "routed tokens, as measured without an auxiliary loss, does not fit; a capacity factor, "
             "--moe-expert-capacity-factor, drops what is over it)"
         )
