@@ -254,6 +254,26 @@ CASES = [
         setup=TINY_MODEL,
         note=DECOUPLED_NOTE,
     ),
+    Case(
+        "local-impl-sequence-parallel",
+        call(
+            "WrappedTorchNorm", config=Code(tc(tensor_model_parallel_size=2, sequence_parallel=True)), hidden_size=2048
+        ),
+        "AssertionError: sequence parallel not supported by torch LayerNorm",
+        {
+            "tensor_model_parallel_size": 2,
+            "sequence_parallel": True,
+            "world_size": 2,
+            "data_parallel_size": 1,
+            "transformer_impl": "local",
+        },
+        ranks=2,
+        setup=("from megatron.core.transformer.torch_norm import WrappedTorchNorm",),
+        note=(
+            "The local implementation builds every norm through WrappedTorchNorm (its layer spec's LNImpl); the "
+            "launcher builds one with the run's config, as the first layer does."
+        ),
+    ),
 ]
 
 

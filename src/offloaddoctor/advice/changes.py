@@ -216,12 +216,8 @@ def _double_tensor(shape: RunShape, budget: float) -> Change | None:
     overrides: tuple[str, ...] = (f"model.tensor_model_parallel_size={2 * t}",)
     changed = shape.with_changes(tensor_parallel=2 * t, data_parallel=dp // 2)
     if shape.num_experts:
-        # megatron-core 0.19.0 stops a MoE run with TP > 1 and no sequence parallelism at its first step
-        # (moe_layer.py MoELayer.forward: "...if MoE and tensor parallelism are enabled without also enabling
-        # sequence parallelism"; e30 was refused so), and the local implementation's norms refuse sequence
-        # parallelism (torch_norm.py: "sequence parallel not supported by torch LayerNorm").
-        if shape.transformer_impl == "local":
-            return None
+        # MoE with TP needs sequence parallelism (signature moe-tp-requires-sequence-parallel; e30 was refused
+        # without it); `check` then refuses the change on the local implementation (local-impl-sequence-parallel).
         if not shape.sequence_parallel:
             overrides += ("model.sequence_parallel=true",)
             changed = changed.with_changes(sequence_parallel=True)
