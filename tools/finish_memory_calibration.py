@@ -63,15 +63,15 @@ def main(folders: list[str]) -> int:
     stopped: dict[str, dict[str, tuple[Path, str]]] = {"out-of-memory": {}, "refused": {}}
     for name in folders:
         folder = Path(name)
+        where = (folder, machine(folder))
         for log in sorted(folder.glob("*.raw.log")):
-            text = log.read_text(errors="replace")
-            run = (log.name.removesuffix(".raw.log"), (folder, machine(folder)))
+            text, run = log.read_text(errors="replace"), log.name.removesuffix(".raw.log")
             if FINISHED.search(text):
-                runs[run[0]] = run[1]
+                runs[run] = where
             elif OUT_OF_MEMORY.search(text):
-                stopped["out-of-memory"][run[0]] = run[1]
+                stopped["out-of-memory"][run] = where
             elif REFUSED.search(text):
-                stopped["refused"][run[0]] = run[1]
+                stopped["refused"][run] = where
     DEST.mkdir(parents=True, exist_ok=True)
     rows = {}
     for run, (folder, where) in sorted(runs.items()):

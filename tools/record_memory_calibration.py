@@ -400,13 +400,13 @@ RUNS["e20-moe8-ep2-top2-mbs94-expandable-h200"] = E19
 RUNS["e21-moe8-ep2-top2-mbs94-selective-h200"] = (2, 0, f"{E19[2]} {SELECTIVE} --recompute-modules core_attn")
 
 
-def moe8_ep4_top2(mbs: int) -> tuple[int, int, str]:
-    """Expert parallelism 4 on four GPUs, two of the eight experts a rank, top-2 without an auxiliary loss."""
+def moe_ep4_top2(mbs: int, experts: int = 8, gbs: int | None = None) -> tuple[int, int, str]:
+    """Expert parallelism 4 on four GPUs (experts / 4 a rank), top-2 without an auxiliary loss."""
     return (
         4,
         0,
-        f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=4 * mbs)} --bf16 {DISTOPT} --disable-bias-linear "
-        "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 4",
+        f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=gbs or 4 * mbs)} --bf16 {DISTOPT} --disable-bias-linear "
+        f"--num-experts {experts} --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 4",
     )
 
 
@@ -423,23 +423,19 @@ for name, mbs in (
     ("e26-moe8-ep4-top2-mbs47", 47),
     ("e27-moe8-ep4-top2-mbs92-expandable-h200", 92),
 ):
-    RUNS[name] = moe8_ep4_top2(mbs)
+    RUNS[name] = moe_ep4_top2(mbs)
 RUNS["e28-moe8-ep4-top2-mbs92-selective-h200"] = (
     4,
     0,
-    f"{moe8_ep4_top2(92)[2]} {SELECTIVE} --recompute-modules core_attn",
+    f"{moe_ep4_top2(92)[2]} {SELECTIVE} --recompute-modules core_attn",
 )
 # The other two changes `estimate` advises for e23 that need no Transformer Engine, each as printed: micro-batch
 # 92 -> 46 at the same global batch (e29), tensor parallel 2 with expert TP pinned to 1 (e30).
-RUNS["e29-moe8-ep4-top2-mbs46-h200"] = (
-    4,
-    0,
-    moe8_ep4_top2(92)[2].replace("--micro-batch-size 92", "--micro-batch-size 46"),
-)
+RUNS["e29-moe8-ep4-top2-mbs46-h200"] = moe_ep4_top2(46, gbs=368)
 RUNS["e30-moe8-ep4-top2-mbs92-tp2-h200"] = (
     4,
     0,
-    f"{moe8_ep4_top2(92)[2]} --tensor-model-parallel-size 2 --expert-tensor-parallel-size 1",
+    f"{moe_ep4_top2(92)[2]} --tensor-model-parallel-size 2 --expert-tensor-parallel-size 1",
 )
 # A hold-out of the allowance's 1/sqrt(experts a rank): sixteen experts at EP 4 (four a rank, as e05 had at EP 2),
 # the largest micro-batch it calls "fits" on an H200 (87; 1,280 MiB to spare in the worst case).
@@ -451,7 +447,7 @@ for name, mbs in (
     ("e32-moe16-ep4-top2-mbs80-h200", 80),
     ("e33-moe16-ep4-top2-mbs87-expandable-h200", 87),
 ):
-    RUNS[name] = (4, 0, moe8_ep4_top2(mbs)[2].replace("--num-experts 8", "--num-experts 16"))
+    RUNS[name] = moe_ep4_top2(mbs, experts=16)
 # One GPU, planned with the MoE allocator slack: e10's model at the largest micro-batch it calls "fits" (e34 on
 # an H100: 11; e35 on an H200: 22). e10 (micro-batch 12) ran and is "tight" under it.
 for name, mbs in (("e34-moe8-top4-mbs11", 11), ("e35-moe8-top4-mbs22-h200", 22)):
