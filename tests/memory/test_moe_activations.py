@@ -133,7 +133,8 @@ def test_moe_minus_dense_is_what_megatron_core_saves_to_the_byte(case, changes, 
 MOE_RUNS = ["e01-moe8-top2", "e02-moe16-shared-gqa", "e03-moe4-top1-s2048", E04]
 # Planned before recording, with the terms above committed (benchmarks/moe_plan.json), one H100 each: within 3 %
 # (e06, unfused SwiGLU with top-3, -2.6 %; e12, selective recompute, +2.3 %; the other five within 0.25 %).
-HOLD_OUTS = sorted(json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text()))
+PLAN = json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text())
+HOLD_OUTS = sorted(PLAN)
 
 
 @pytest.mark.parametrize("run", MOE_RUNS)
@@ -146,7 +147,7 @@ def test_one_gpu_moe_runs_within_one_and_a_half_percent(run):
 @pytest.mark.parametrize("run", [r for r in HOLD_OUTS if (CALIBRATION / f"{r}.log.gz").exists()])
 def test_moe_hold_outs_within_three_percent_as_planned(run):
     measured = _max_allocated(CALIBRATION / f"{run}.log.gz")
-    planned = json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text())[run]["predicted_mib"]
+    planned = PLAN[run]["predicted_mib"]
     estimate = estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate
     now = estimate.peak_allocated_bytes / 2**20
     # As planned, and now (e06 -2.6 % as planned, -0.5 % since the unfused SwiGLU's offset sum is counted). With
@@ -315,12 +316,11 @@ def test_the_largest_ep4_runs_the_routed_imbalance_allowance_called_fitting_one_
     260 MiB to spare, ran (rank 0 4.9 % over the balanced model); e31 (16 experts, 87) "fits" with 1,280 MiB,
     ran out of memory: 13.48 GiB reserved but unallocated, no block for the 10.62 GiB logits, though what it held
     and asked was within the allowance. Both are "tight" now: a MoE run's allocator slack is x 1.15."""
-    plan = json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text())
     ran = CALIBRATION / "e25-moe8-ep4-top2-mbs86-h200.log.gz"
     failed = CALIBRATION / "out-of-memory" / "e31-moe16-ep4-top2-mbs87-h200.log.gz"
     for path in (ran, failed):
         report = estimate_run([str(path)], gpu="H200")
-        assert plan[path.name.removesuffix(".log.gz")]["verdict"] == "fits"
+        assert PLAN[path.name.removesuffix(".log.gz")]["verdict"] == "fits"
         assert report.verdict.status == "tight" and "x 1.15 assumed" in report.verdict.sentence()
     with gzip.open(failed, "rt") as log:
         demand = max(float(asked) + float(held) for asked, held in OOM_DEMAND.findall(log.read())) * 2**30
@@ -332,14 +332,13 @@ def test_planned_with_the_moe_allocator_slack_the_largest_fitting_run_and_diagno
     """Planned before recording, on four H200: e32 (e31 at micro-batch 80), the largest the x 1.15 slack calls
     "fits", ran; e33, `diagnose`'s first change for e31's OOM (expandable segments, in its launch command), which
     the verdict then calls "fits" (x 1.06), ran."""
-    plan = json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text())
     finding = diagnose([str(CALIBRATION / "out-of-memory" / "e31-moe16-ep4-top2-mbs87-h200.log.gz")]).findings[0]
     assert finding.overrides[0] == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
     assert LAUNCH_ALL["e33-moe16-ep4-top2-mbs87-expandable-h200"].startswith(
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
     )
     for run in ("e32-moe16-ep4-top2-mbs80-h200", "e33-moe16-ep4-top2-mbs87-expandable-h200"):
-        assert plan[run]["verdict"] == "fits"
+        assert PLAN[run]["verdict"] == "fits"
         with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
             assert "(after 3 iterations) memory (MB)" in log.read()
 
@@ -361,7 +360,7 @@ def test_one_gpu_moe_at_the_largest_micro_batch_the_moe_slack_calls_fitting_ran_
     """e34, planned before recording: e10's model at micro-batch 11, "fits" an H100 with x 1.15 allocator slack,
     ran on a real H100 80GB within 0.1 % of the model; e10 (12, which ran) is "tight" under that slack."""
     e34, e10 = CALIBRATION / "e34-moe8-top4-mbs11.log.gz", CALIBRATION / "e10-moe8-top4-mbs12.log.gz"
-    assert json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text())[e34.name[:-7]]["verdict"] == "fits"
+    assert PLAN[e34.name.removesuffix(".log.gz")]["verdict"] == "fits"
     report = estimate_run([str(e34)], gpu="H100-80GB")
     assert report.verdict.fits and report.verdict.slack == 1.15
     assert abs(_max_allocated(e34) * 2**20 / report.estimate.peak_allocated_bytes - 1) < 0.001
