@@ -262,6 +262,7 @@ def test_set_key_typo_in_estimate():
         ("optimizer.optimizer_offload_fraction=banana", "takes a number, not 'banana'"),
         ("optimizer.optimizer_cpu_offload=maybe", "takes True or False"),
         ("model.pipeline_model_parallel_size=2.5", "takes a whole number"),
+        ("model.transformer_impl=locall", "takes one of local, transformer_engine, inference_optimized"),
     ],
 )
 def test_set_value_of_the_wrong_type_is_an_error(item, fragment):

@@ -192,3 +192,17 @@ def test_moe_with_tensor_parallelism_needs_sequence_parallelism_and_a_dense_mode
     )
     assert rule not in violations("model:\n  tensor_model_parallel_size: 2\n")
     assert rule not in violations("model:\n  num_moe_experts: 8\n")
+
+
+def test_a_value_outside_a_literal_keys_choices_is_unreadable_not_a_pass(tmp_path):
+    """`transformer_impl: locall` is neither `local` nor anything else megatron-core takes: the constraint that
+    reads it is not checked (with a note naming the value), never passed; the CLI's --set refuses it outright."""
+    config = tmp_path / "c.yaml"
+    config.write_text("model:\n  transformer_impl: locall\n  sequence_parallel: true\n")
+    report = check([str(config)])
+    rule = "local-impl-sequence-parallel"
+    assert rule not in report.passed and rule not in [v.id for v in report.violations]
+    assert [u.invalid for u in report.unchecked if u.id == rule] == [("model.transformer_impl",)]
+    assert any("model.transformer_impl = 'locall'" in note for note in report.notes)
+    config.write_text("model:\n  transformer_impl: local\n  sequence_parallel: true\n")
+    assert rule in [v.id for v in check([str(config)]).violations]

@@ -75,6 +75,17 @@ def missing() -> object:
     return _MISSING
 
 
+@dataclass(frozen=True)
+class NotAChoice:
+    """A set value outside the few its key takes (a typo in a Literal field such as `transformer_impl`): a
+    lookup hands it over so that no predicate reads it as "not equal", and the check calls it unreadable."""
+
+    value: Any
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 class PredicateError(ValueError):
     """A predicate in a signature file is malformed; the message says where and why."""
 
@@ -150,6 +161,8 @@ def _evaluate_leaf(leaf: Leaf, lookup: Lookup) -> Truth:
             return leaf.if_missing
     if actual is _MISSING:
         return leaf.if_missing
+    if isinstance(actual, NotAChoice) or isinstance(operand, NotAChoice):
+        return None
     return _compare(leaf.op, actual, operand)
 
 

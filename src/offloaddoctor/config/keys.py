@@ -16,6 +16,7 @@ class KnownKey:
     description: str
     aliases: tuple[str, ...] = ()
     kind: str | None = None  # what its value must be (megatron-core's dataclass field): bool, int or number
+    choices: tuple[str, ...] = ()  # the only values it takes (a Literal field), when it has such a list
 
 
 KNOWN_KEYS: tuple[KnownKey, ...] = (
@@ -61,7 +62,11 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("model.cuda_graph_impl", "CUDA graph implementation: none, local or transformer_engine"),
     KnownKey("model.enable_cuda_graph", "CUDA graphs (older MCore releases)", kind="bool"),
     KnownKey("model.external_cuda_graph", "CUDA graphs captured outside MCore (older releases)", kind="bool"),
-    KnownKey("model.transformer_impl", "transformer implementation: local or transformer_engine"),
+    KnownKey(
+        "model.transformer_impl",
+        "transformer implementation: local or transformer_engine",
+        choices=("local", "transformer_engine", "inference_optimized"),  # TransformerConfig, megatron-core 0.19.0
+    ),
     KnownKey("optimizer.optimizer", "optimizer name: adam, sgd …"),
     KnownKey(
         "train.manual_gc",
@@ -153,6 +158,7 @@ _BY_CANONICAL = {known.canonical: known for known in KNOWN_KEYS}
 
 # The type a known key's value must have; None (`null`) is always allowed.
 VALUE_KINDS: dict[str, str] = {known.canonical: known.kind for known in KNOWN_KEYS if known.kind}
+VALUE_CHOICES: dict[str, tuple[str, ...]] = {known.canonical: known.choices for known in KNOWN_KEYS if known.choices}
 
 
 # Megatron-Bridge (0.3.1, training/config.py and setup.py) keeps two values the memory model reads outside

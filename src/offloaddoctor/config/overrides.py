@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from offloaddoctor.config.keys import VALUE_KINDS, canonical_key, is_known, known_spellings
+from offloaddoctor.config.keys import VALUE_CHOICES, VALUE_KINDS, canonical_key, is_known, known_spellings
 from offloaddoctor.config.printed import parse_override
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
@@ -44,8 +44,13 @@ _KIND_WORDS = {"bool": "True or False", "int": "a whole number", "number": "a nu
 def type_problem(key: str, value) -> str | None:
     """What a known key takes, when `value` is not that (None, `null`, is always allowed). A YAML config's
     `true`/`0.5` arrive typed; strings that parse as the type (a launch script's `0.5`) are accepted."""
+    if value is None:
+        return None
+    choices = VALUE_CHOICES.get(key)
+    if choices:
+        return None if str(value) in choices else "one of " + ", ".join(choices)
     kind = VALUE_KINDS.get(key)
-    if kind is None or value is None:
+    if kind is None:
         return None
     if kind == "bool":
         ok = isinstance(value, bool) or value in (0, 1)

@@ -30,8 +30,9 @@ from offloaddoctor.scanning import (
     shortfall_bytes,
 )
 from offloaddoctor.catalog.model import Catalog, Signature
-from offloaddoctor.catalog.predicates import Predicate, evaluate, missing, names_in
+from offloaddoctor.catalog.predicates import NotAChoice, Predicate, evaluate, missing, names_in
 from offloaddoctor.config.derived import SUGGESTED, fix_values
+from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore, format_value
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -207,7 +208,12 @@ def config_lookup(store: ConfigStore, facts: dict):
         if kind == "fact":
             return facts[name] if name in facts else missing()
         resolved = store.resolve(name)
-        return missing() if resolved is None else resolved.value
+        if resolved is None:
+            return missing()
+        choices = VALUE_CHOICES.get(name)
+        if choices and resolved.value is not None and str(resolved.value) not in choices:
+            return NotAChoice(resolved.value)
+        return resolved.value
 
     return lookup
 
