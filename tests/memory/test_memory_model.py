@@ -221,6 +221,18 @@ def test_a_value_of_the_wrong_type_is_a_clear_error(item):
         _shape(*MINIMAL, item)
 
 
+def test_a_transformer_impl_megatron_does_not_take_is_refused_not_estimated_as_transformer_engine(tmp_path):
+    """`transformer_impl: locall` from a config file was estimated as Transformer Engine (flash attention, TE's
+    FusedAdam): a peak for a run Megatron refuses to build. Now one line naming the value, the file and its line."""
+    config = tmp_path / "c.yaml"
+    config.write_text("model:\n  transformer_impl: locall\n")
+    where = re.escape(f"({config}:2)")
+    with pytest.raises(UserError, match=rf"^model.transformer_impl = 'locall' {where}: takes one of local,"):
+        estimate_run([str(config)], overrides=MINIMAL)
+    config.write_text("model:\n  transformer_impl: local\n")
+    assert estimate_run([str(config)], overrides=MINIMAL).estimate.shape.transformer_impl == "local"
+
+
 def test_megatron_lm_gqa_off_ignores_the_printed_group_count():
     assert _shape(*MINIMAL, "num_query_groups=1", "group_query_attention=False").heads_kv == 16
     assert _shape(*MINIMAL, "num_query_groups=4", "group_query_attention=True").heads_kv == 4

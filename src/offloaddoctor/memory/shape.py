@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from offloaddoctor.coerce import boolean, is_none, number
+from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.errors import UserError
 
@@ -186,7 +187,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
     groups = reader.integer("model.num_query_groups", None)
     if reader.flag("group_query_attention") is False:
         groups = None  # Megatron-LM prints num_query_groups even when GQA is off
-    impl = str(reader.value("model.transformer_impl") or "transformer_engine")
+    impl = reader.choice("model.transformer_impl") or "transformer_engine"
     if reader.value("model.transformer_impl") is None:
         reader.assume("model.transformer_impl: transformer_engine (Megatron's default): flash attention, TE FusedAdam")
     flash = impl != "local"
@@ -310,6 +311,18 @@ class _Reader:
         if raw is not None and (value is None or not math.isfinite(value)):
             raise UserError(f"{key} = {raw!r}: the memory estimate needs a number here")
         return default if value is None else value
+
+    def choice(self, key: str) -> str | None:
+        """A key with a fixed list of values (config/keys.py): anything else is refused, never read as the default."""
+        raw = self.value(key)
+        if raw is None:
+            return None
+        text = str(raw).strip("'\"")
+        if text not in VALUE_CHOICES[key]:
+            resolved = self.store.resolve(key)
+            source = f" ({resolved.source})" if resolved is not None else ""
+            raise UserError(f"{key} = {raw!r}{source}: takes one of {', '.join(VALUE_CHOICES[key])}")
+        return text
 
     def flag(self, key: str) -> bool | None:
         raw = self.value(key)
