@@ -457,6 +457,22 @@ for name, mbs in (("e34-moe8-top4-mbs11", 11), ("e35-moe8-top4-mbs22-h200", 22))
         f"{shape(8, 2048, 16, 2048, mbs, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
         "--moe-router-topk 4 --moe-ffn-hidden-size 2048",
     )
+# A capacity factor, padded (--moe-pad-expert-input-to-capacity): every expert takes exactly c x its balanced share
+# of routed tokens (top-4 of 8 experts: at most 8/4 = 2 x), the same sizes every step. e34's model, planned with
+# the routed tokens' share and a dense run's allocator slack for padded runs: e36 and e38 the largest micro-batch
+# "fits" for c = 1.5 and 2, e37 e10's micro-batch (12, which ran dropless) with c = 2, "does not fit".
+for name, mbs, factor in (
+    ("e36-moe8-top4-cf1.5-pad-mbs11", 11, 1.5),
+    ("e37-moe8-top4-cf2-pad-mbs12", 12, 2),
+    ("e38-moe8-top4-cf2-pad-mbs10", 10, 2),
+):
+    RUNS[name] = (
+        1,
+        0,
+        f"{shape(8, 2048, 16, 2048, mbs, 32000)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        f"--moe-router-topk 4 --moe-ffn-hidden-size 2048 --moe-expert-capacity-factor {factor} "
+        "--moe-pad-expert-input-to-capacity",
+    )
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(

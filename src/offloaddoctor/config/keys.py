@@ -125,6 +125,12 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("model.moe_shared_expert_intermediate_size", "shared-expert MLP hidden size"),
     KnownKey("model.moe_router_pre_softmax", "router softmax over every expert before top-k (MoE)", kind="bool"),
     KnownKey("model.moe_token_dispatcher_type", "MoE token dispatcher: allgather, alltoall or flex"),
+    KnownKey(
+        "model.moe_expert_capacity_factor",
+        "tokens an expert takes, over its balanced share; the rest are dropped (MoE; None: dropless)",
+        kind="number",
+    ),
+    KnownKey("model.moe_pad_expert_input_to_capacity", "pad every expert's tokens to its capacity (MoE)", kind="bool"),
     KnownKey("model.bias_activation_fusion", "fused bias and activation (SwiGLU/GELU)", kind="bool"),
     KnownKey("model.moe_grouped_gemm", "experts as one grouped GEMM (MoE)", kind="bool"),
     KnownKey("model.moe_permute_fusion", "fused token permutation (MoE, Transformer Engine)", kind="bool"),

@@ -80,7 +80,8 @@ def routed_expert_bytes(shape: RunShape) -> float:
     experts (SequentialMLP) and a dispatcher that does not fuse permutation (no --moe-permute-fusion).
 
     A rank's experts receive topk x its tokens: exactly on one GPU; with expert parallelism, when the router
-    balances them (a run without an auxiliary loss can send one rank more, and the measured peak moves with it).
+    balances them (a run without an auxiliary loss can send one rank more, and the measured peak moves with it);
+    with a capacity factor, `shape.routed_token_share` of that.
     Per routed token:
     - 2h: the permuted copy of its hidden state, each expert's fc1 input (moe_utils.py `permute`:
       `tokens.index_select(0, sorted_indices)`, kept by the experts' linear_fc1: experts.py SequentialMLP.forward
@@ -107,7 +108,7 @@ def routed_expert_bytes(shape: RunShape) -> float:
     else:
         activation_outputs = _unfused_glu_outputs(f) + 2 * f
     per_token = 2 * shape.hidden_size * t + 2 * f * glu + activation_outputs + 2 * f + (8 + 2) * t
-    return tokens_per_rank(shape) * shape.moe_router_topk * per_token
+    return tokens_per_rank(shape) * shape.moe_router_topk * shape.routed_token_share * per_token
 
 
 def _unfused_glu_outputs(f: int) -> int:

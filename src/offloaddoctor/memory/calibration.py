@@ -89,12 +89,15 @@ ROUTED_IMBALANCE = 0.75
 
 def fit_slack(shape: RunShape) -> float:
     """The allocator's slack over the peak that "fits" assumes for this run."""
-    return MOE_FIT_SLACK if shape.num_experts and not shape.expandable_segments else FIT_SLACK
+    varying = shape.num_experts and not shape.moe_pad_expert_input_to_capacity  # padded: the same sizes every step
+    return MOE_FIT_SLACK if varying and not shape.expandable_segments else FIT_SLACK
 
 
 def routed_imbalance(shape: RunShape) -> float:
     """How much more than its balanced share of routed tokens one rank may get: the excess "fits" allows for."""
     ranks = shape.expert_model_parallel_size
-    if not shape.num_experts or ranks <= 1:
-        return 0.0
-    return ROUTED_IMBALANCE / math.sqrt(max(1.0, shape.num_experts / ranks))
+    if not shape.num_experts or ranks <= 1 or shape.moe_pad_expert_input_to_capacity:
+        return 0.0  # padded to capacity: every rank the same, whatever the router does
+    allowance = ROUTED_IMBALANCE / math.sqrt(max(1.0, shape.num_experts / ranks))
+    capacity = shape.moe_expert_capacity_factor
+    return allowance if capacity is None else min(allowance, max(0.0, capacity - 1.0))

@@ -115,7 +115,7 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
         status = DOES_NOT_FIT
     else:
         status = TIGHT
-        moe = _moe_deciders(excess if routed_excess else 0.0, slack)
+        moe = _moe_deciders(excess if routed_excess else 0.0, slack, result.shape.moe_expert_capacity_factor)
         if moe and not uncollected:
             if result.peak_allocated_bytes * (1 + error) * cal.FIT_SLACK <= limit:
                 reasons.append("the peak with balanced experts and a dense run's allocator slack fits")
@@ -142,11 +142,16 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
     return FitVerdict(status, limit, worst, best, slack, uncollected, tuple(reasons), routed_excess)
 
 
-def _moe_deciders(excess: float, slack: float) -> list[str]:
+def _moe_deciders(excess: float, slack: float, capacity: float | None) -> list[str]:
     """What a MoE run's *tight* turns on beyond a dense run's: the router's balance (`excess`: the routed tokens'
-    imbalance allowed for, 0 when it adds nothing), the allocator's slack."""
+    imbalance allowed for, 0 when it adds nothing; `capacity`: the run's capacity factor), the allocator's slack."""
     deciders = []
-    if excess:
+    if excess and capacity is not None:
+        deciders.append(
+            f"the router's balance (a rank sent {excess:.0%} more than its share of routed tokens, all its "
+            f"capacity factor {capacity:g} lets through, does not fit)"
+        )
+    elif excess:
         deciders.append(
             f"the router's balance (a rank sent {excess:.0%} more than its share of "
             "routed tokens, as measured without an auxiliary loss, does not fit; a capacity factor, "

@@ -313,8 +313,14 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
         f"{params.layers} layers x {one.total / MIB:,.1f} MiB per layer and micro-batch "
         f"({'flash attention' if shape.flash_attention else 'unfused attention: scores O(s^2)'}), {how}"
         + (f", {in_flight_words(shape, params.stage, params.layers)}" if in_flight != 1 else "")
+        + (f", {_capacity_words(shape)}" if shape.routed_token_share != 1 else "")
     )
     return activations, logits_counted, formula, routed
+
+
+def _capacity_words(shape: RunShape) -> str:
+    how = "padded to" if shape.moe_pad_expert_input_to_capacity else "at most"
+    return f"routed tokens {how} x {shape.routed_token_share:g} (capacity factor {shape.moe_expert_capacity_factor:g})"
 
 
 def _logits_formula(shape: RunShape) -> str:

@@ -70,6 +70,8 @@ class RunShape:
     expert_tensor_parallel_size: int | None = None
     moe_router_pre_softmax: bool = False
     moe_token_dispatcher_type: str = "allgather"  # Megatron-LM's default (megatron-core 0.19.0)
+    moe_expert_capacity_factor: float | None = None  # None: dropless (Megatron reads a negative one so too)
+    moe_pad_expert_input_to_capacity: bool = False
     # A fused activation takes the router's probabilities inside its kernel; only gated ones can (mlp.py).
     bias_activation_fusion: bool = True
     # Parallel layout.
@@ -149,6 +151,19 @@ class RunShape:
     @property
     def gpu_offload_fraction(self) -> float:
         return min(1.0, max(0.0, self.optimizer_offload_fraction)) if self.optimizer_cpu_offload else 0.0
+
+    @property
+    def routed_token_share(self) -> float:
+        """The routed tokens a rank's experts process over top-k x its tokens (their share when the router
+        balances them). With a capacity factor c each expert takes at most c x its balanced share from each rank
+        (moe_utils.py `get_capacity`, `apply_router_token_dropping`), and padded to capacity exactly that, or
+        every token when c x top-k / experts is over 1 (the capacity mask is then all ones)."""
+        c = self.moe_expert_capacity_factor
+        if not self.num_experts or c is None:
+            return 1.0
+        if self.moe_pad_expert_input_to_capacity:
+            return min(c, self.num_experts / self.moe_router_topk)
+        return min(1.0, c)
 
     def with_changes(self, **changes: Any) -> RunShape:
         return replace(self, **changes)
@@ -235,6 +250,8 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         expert_tensor_parallel_size=reader.integer("model.expert_tensor_parallel_size", None),
         moe_router_pre_softmax=bool(reader.flag("model.moe_router_pre_softmax")),
         moe_token_dispatcher_type=str(reader.value("model.moe_token_dispatcher_type") or "allgather").strip("'\""),
+        moe_expert_capacity_factor=_capacity_factor(reader),
+        moe_pad_expert_input_to_capacity=bool(reader.flag("model.moe_pad_expert_input_to_capacity")),
         bias_activation_fusion=_bias_activation_fusion(reader),
         tensor_parallel=tp,
         pipeline_parallel=pp,
@@ -330,6 +347,14 @@ class _Reader:
 
     def assume(self, text: str) -> None:
         self.assumptions.append(text)
+
+
+def _capacity_factor(reader: _Reader) -> float | None:
+    """A negative capacity factor is dropless: TransformerConfig.__post_init__ sets it to None."""
+    if reader.value("model.moe_expert_capacity_factor") is None:
+        return None
+    factor = reader.real("model.moe_expert_capacity_factor", 0.0)
+    return None if factor < 0 else factor
 
 
 def _bias_activation_fusion(reader: _Reader) -> bool:
