@@ -66,7 +66,8 @@ FIT_SLACK = RESERVED_OVER_ALLOCATED[0]
 # fragment: MoE runs reserved up to 1.148 x their peak (e29; e25 1.133 and ran, near an H200's limit), and three
 # near the limit ran out of memory where a contiguous block was missing, needing 1.08 (e19), 1.09 (e23's rank 1)
 # and 1.11 (e31, judged "fits" with FIT_SLACK) x what was allocated. With expandable segments the same runs reserved
-# 1.007 x (e20, e27): FIT_SLACK stays for them and for dense runs.
+# 1.007 x (e20, e27): FIT_SLACK stays for them and for dense runs, and for runs padded to a capacity factor, whose
+# routed tensors keep their sizes (e36, e38 near an H100's limit: 1.031 and 1.023 x).
 MOE_FIT_SLACK = 1.15
 SQUEEZED_SLACK = 1.01
 # "Fits" also allows for the model being low. Near an 80 GB limit x 1.025 is ~1.9 GB, more than the largest
@@ -89,14 +90,14 @@ ROUTED_IMBALANCE = 0.75
 
 def fit_slack(shape: RunShape) -> float:
     """The allocator's slack over the peak that "fits" assumes for this run."""
-    varying = shape.num_experts and not shape.moe_pad_expert_input_to_capacity  # padded: the same sizes every step
+    varying = shape.num_experts and not shape.padded_to_capacity
     return MOE_FIT_SLACK if varying and not shape.expandable_segments else FIT_SLACK
 
 
 def routed_imbalance(shape: RunShape) -> float:
     """How much more than its balanced share of routed tokens one rank may get: the excess "fits" allows for."""
     ranks = shape.expert_model_parallel_size
-    if not shape.num_experts or ranks <= 1 or shape.moe_pad_expert_input_to_capacity:
+    if not shape.num_experts or ranks <= 1 or shape.padded_to_capacity:
         return 0.0  # padded to capacity: every rank the same, whatever the router does
     allowance = ROUTED_IMBALANCE / math.sqrt(max(1.0, shape.num_experts / ranks))
     capacity = shape.moe_expert_capacity_factor

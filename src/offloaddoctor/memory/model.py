@@ -319,7 +319,7 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
 
 
 def _capacity_words(shape: RunShape) -> str:
-    how = "padded to" if shape.moe_pad_expert_input_to_capacity else "at most"
+    how = "padded to" if shape.padded_to_capacity else "at most"
     return f"routed tokens {how} x {shape.routed_token_share:g} (capacity factor {shape.moe_expert_capacity_factor:g})"
 
 

@@ -161,9 +161,15 @@ class RunShape:
         c = self.moe_expert_capacity_factor
         if not self.num_experts or c is None:
             return 1.0
-        if self.moe_pad_expert_input_to_capacity:
+        if self.padded_to_capacity:
             return min(c, self.num_experts / self.moe_router_topk)
         return min(1.0, c)
+
+    @property
+    def padded_to_capacity(self) -> bool:
+        """Every expert's tokens padded to its capacity: the routed tensors' sizes are the same every step."""
+        padded = self.moe_pad_expert_input_to_capacity
+        return bool(self.num_experts and padded and self.moe_expert_capacity_factor is not None)
 
     def with_changes(self, **changes: Any) -> RunShape:
         return replace(self, **changes)
