@@ -473,6 +473,16 @@ for name, mbs, factor in (
         f"--moe-router-topk 4 --moe-ffn-hidden-size 2048 --moe-expert-capacity-factor {factor} "
         "--moe-pad-expert-input-to-capacity",
     )
+# A capacity factor that drops (no padding) with expert parallelism: a rank's experts take at most c x their
+# balanced share, so "fits" allows no router imbalance at c = 1. e18's model (EP 2) at the largest micro-batch it
+# then calls "fits": e39 on two H200 (86), e40 on two H100 (46).
+for name, mbs in (("e39-moe8-ep2-top2-cf1-mbs86-h200", 86), ("e40-moe8-ep2-top2-cf1-mbs46", 46)):
+    RUNS[name] = (
+        2,
+        0,
+        f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=2 * mbs)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        "--moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2 --moe-expert-capacity-factor 1.0",
+    )
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(
