@@ -483,6 +483,17 @@ for name, mbs in (("e39-moe8-ep2-top2-cf1-mbs86-h200", 86), ("e40-moe8-ep2-top2-
         f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=2 * mbs)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
         "--moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2 --moe-expert-capacity-factor 1.0",
     )
+# Padded to capacity 1 with expert parallelism: every rank takes exactly its balanced share, no imbalance, the same
+# sizes every step (a dense run's slack). The largest micro-batch "fits": e41 on two H200 (94, where e19 dropless
+# ran out of memory), e42 on two H100 (50).
+for name, mbs in (("e41-moe8-ep2-top2-cf1-pad-mbs94-h200", 94), ("e42-moe8-ep2-top2-cf1-pad-mbs50", 50)):
+    RUNS[name] = (
+        2,
+        0,
+        f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=2 * mbs)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        "--moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2 --moe-expert-capacity-factor 1.0 "
+        "--moe-pad-expert-input-to-capacity",
+    )
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(
