@@ -510,3 +510,21 @@ def test_a_dropping_capacity_factor_lets_an_ep_run_fit_without_the_router_imbala
     dropless = estimate_run([str(run)], gpu="H200", overrides=["model.moe_expert_capacity_factor=None"])
     assert dropless.verdict.status == "tight" and "the router's balance" in dropless.verdict.sentence()
     assert _max_allocated(run) * 2**20 <= report.estimate.peak_allocated_bytes
+
+
+def test_padded_to_capacity_an_ep_run_fits_where_the_dropless_one_ran_out_of_memory_and_it_ran():
+    """e41, planned before recording, on two real H200: e19's run (EP 2, micro-batch 94, which ran out of memory
+    dropless) padded to capacity factor 1.0: every rank takes exactly its balanced share, so "fits" (no imbalance,
+    a dense run's slack). It ran at 0.07 % over the model; it reserved 1.088 x its peak, at the top of the dense
+    runs' range (1.085), within what PyTorch could reserve on the card."""
+    run = CALIBRATION / "e41-moe8-ep2-top2-cf1-pad-mbs94-h200.log.gz"
+    assert PLAN[run.name.removesuffix(".log.gz")]["verdict"] == "fits"
+    with gzip.open(CALIBRATION / "out-of-memory" / "e19-moe8-ep2-top2-mbs94-h200.log.gz", "rt") as log:
+        assert "torch.OutOfMemoryError: CUDA out of memory" in log.read()
+    report = estimate_run([str(run)], gpu="H200")
+    assert report.verdict.fits and report.verdict.slack == FIT_SLACK and report.verdict.routed_excess_bytes == 0
+    measured = _max_allocated(run) * 2**20
+    assert abs(measured / report.estimate.peak_allocated_bytes - 1) < 0.001
+    with gzip.open(run, "rt") as log:
+        reserved = max(float(m) for m in MAX_RESERVED.findall(log.read())) * 2**20
+    assert 1.08 < reserved / measured < 1.09 and reserved < report.verdict.limit_bytes
