@@ -274,6 +274,32 @@ CASES = [
             "launcher builds one with the run's config, as the first layer does."
         ),
     ),
+    Case(
+        "moe-pad-requires-capacity-factor",
+        tc(num_moe_experts=8, moe_pad_expert_input_to_capacity=True),
+        "ValueError: moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity",
+        {"num_experts": 8, "moe_pad_expert_input_to_capacity": True, "transformer_impl": "transformer_engine"},
+        note=(
+            "TransformerConfig.__post_init__ raises it whatever num_moe_experts is, and for a negative factor too "
+            "(set to None, dropless, a few lines earlier)."
+        ),
+    ),
+    Case(
+        "moe-capacity-factor-load-balancing",
+        tc(num_moe_experts=8, moe_expert_capacity_factor=1.0, moe_router_load_balancing_type="sinkhorn"),
+        "ValueError: moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, global_aux_loss or none "
+        "load balancing",
+        {
+            "num_experts": 8,
+            "moe_expert_capacity_factor": 1.0,
+            "moe_router_load_balancing_type": "sinkhorn",
+            "transformer_impl": "transformer_engine",
+        },
+        note=(
+            "The check runs for any factor that is not None, a negative one too (set to None in the same block, "
+            "before the check), and for a list of types when any element is outside the four."
+        ),
+    ),
 ]
 
 

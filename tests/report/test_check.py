@@ -206,3 +206,75 @@ def test_a_value_outside_a_literal_keys_choices_is_unreadable_not_a_pass(tmp_pat
     assert any("model.transformer_impl = 'locall'" in note for note in report.notes)
     config.write_text("model:\n  transformer_impl: local\n  sequence_parallel: true\n")
     assert rule in [v.id for v in check([str(config)]).violations]
+
+
+def test_moe_capacity_padding_needs_a_capacity_factor(tmp_path):
+    """megatron-core 0.16.1/0.19.0 TransformerConfig refuses padding with no factor, or a negative one (set to None
+    first, dropless); the defaults (no padding, no factor) and a set factor pass."""
+
+    def violations(text: str) -> list[str]:
+        (tmp_path / "c.yaml").write_text("model:\n  num_moe_experts: 8\n" + text)
+        return [v.id for v in check([str(tmp_path / "c.yaml")]).violations]
+
+    rule = "moe-pad-requires-capacity-factor"
+    assert rule in violations("  moe_pad_expert_input_to_capacity: true\n")
+    assert rule in violations("  moe_pad_expert_input_to_capacity: true\n  moe_expert_capacity_factor: null\n")
+    assert rule in violations("  moe_pad_expert_input_to_capacity: true\n  moe_expert_capacity_factor: -1\n")
+    assert rule not in violations("  moe_pad_expert_input_to_capacity: true\n  moe_expert_capacity_factor: 1.0\n")
+    assert rule not in violations("  moe_expert_capacity_factor: 1.0\n")
+    assert rule in check([str(tmp_path / "c.yaml")]).passed
+
+
+@pytest.mark.parametrize(
+    ("balancing", "refused"),
+    [
+        ("sinkhorn", True),
+        ("quantile_balancing", True),
+        ("sinkorn", True),  # a typo: megatron-core takes only the four
+        ("[aux_loss, sinkhorn]", True),
+        ("aux_loss", False),
+        ("seq_aux_loss", False),
+        ("global_aux_loss", False),
+        ("none", False),
+        ("[aux_loss, seq_aux_loss]", False),
+        ("[none]", False),
+    ],
+)
+def test_a_capacity_factor_takes_only_the_four_load_balancing_types(tmp_path, balancing, refused):
+    """A string or a list (each element checked), as megatron-core's TransformerConfig does; a list is not read as
+    one unknown word."""
+    config = tmp_path / "c.yaml"
+    config.write_text(f"model:\n  moe_expert_capacity_factor: 1.0\n  moe_router_load_balancing_type: {balancing}\n")
+    rule = "moe-capacity-factor-load-balancing"
+    report = check([str(config)])
+    assert (rule in [v.id for v in report.violations]) is refused
+    assert (rule in report.passed) is not refused
+
+
+def test_a_capacity_factor_rule_needs_a_factor_and_reads_megatrons_none(tmp_path):
+    """No factor (the default) is dropless: any balancing passes; a negative factor is still checked (megatron-core
+    sets it to None after the check); Megatron-LM's `--moe-router-load-balancing-type none` reads as None."""
+    rule = "moe-capacity-factor-load-balancing"
+    config = tmp_path / "c.yaml"
+    config.write_text("model:\n  moe_router_load_balancing_type: sinkhorn\n")
+    assert rule in check([str(config)]).passed
+    config.write_text("model:\n  moe_expert_capacity_factor: -1\n  moe_router_load_balancing_type: sinkhorn\n")
+    assert rule in [v.id for v in check([str(config)]).violations]
+
+    def arguments_block(balancing: str) -> str:
+        return "\n".join(
+            [
+                "------------------------ arguments ------------------------",
+                "  moe_expert_capacity_factor ...................... 1.0",
+                f"  moe_router_load_balancing_type .................. {balancing}",
+                "-------------------- end of arguments ---------------------",
+            ]
+        )
+
+    store = store_of({}, arguments_block("none"))
+    assert store.resolve("model.moe_router_load_balancing_type").value is None
+    assert rule in check_store(CATALOG, store).passed
+    assert rule in [v.id for v in check_store(CATALOG, store_of({}, arguments_block("sinkhorn"))).violations]
+    listed = store_of({}, arguments_block("['seq_aux_loss', 'none']"))
+    assert listed.resolve("model.moe_router_load_balancing_type").value == ["seq_aux_loss", "none"]
+    assert rule in check_store(CATALOG, listed).passed

@@ -131,6 +131,10 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
         kind="number",
     ),
     KnownKey("model.moe_pad_expert_input_to_capacity", "pad every expert's tokens to its capacity (MoE)", kind="bool"),
+    KnownKey(
+        "model.moe_router_load_balancing_type",
+        "MoE router balancing: aux_loss, seq_aux_loss, global_aux_loss, sinkhorn, none … (or a list of them)",
+    ),
     KnownKey("model.bias_activation_fusion", "fused bias and activation (SwiGLU/GELU)", kind="bool"),
     KnownKey("model.moe_grouped_gemm", "experts as one grouped GEMM (MoE)", kind="bool"),
     KnownKey("model.moe_permute_fusion", "fused token permutation (MoE, Transformer Engine)", kind="bool"),
