@@ -232,6 +232,8 @@ def test_moe_capacity_padding_needs_a_capacity_factor(tmp_path):
         ("quantile_balancing", True),
         ("sinkorn", True),  # a typo: megatron-core takes only the four
         ("[aux_loss, sinkhorn]", True),
+        ("[aux_loss, sinkorn]", True),  # one of the four beside a typo
+        ("seq_aux_losses", True),  # holds "aux_loss" as text, is not one of the four
         ("aux_loss", False),
         ("seq_aux_loss", False),
         ("global_aux_loss", False),

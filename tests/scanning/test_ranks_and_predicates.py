@@ -51,6 +51,19 @@ def test_refs_if_missing_and_multiples():
     assert evaluate(Leaf("key", "x", "exists", True), lookup_from({})) is False
 
 
+def test_a_list_value_is_in_a_set_when_each_of_its_items_is():
+    """`moe_router_load_balancing_type: [aux_loss, seq_aux_loss]`: megatron-core checks each item; one unreadable
+    item leaves the answer unknown unless another is known to be outside."""
+    inside = Leaf("key", "x", "in", ["aux_loss", "seq_aux_loss"])
+    assert evaluate(inside, lookup_from({"x": ["aux_loss", "seq_aux_loss"]})) is True
+    assert evaluate(inside, lookup_from({"x": ("aux_loss", "sinkhorn")})) is False
+    assert evaluate(inside, lookup_from({"x": []})) is True
+    numbers = Leaf("key", "x", "in", [1, 2])
+    assert evaluate(numbers, lookup_from({"x": [1, "one"]})) is None  # "one" is no number: unknown
+    assert evaluate(numbers, lookup_from({"x": ["one", 3]})) is False  # 3 is known to be outside
+    assert evaluate(Leaf("key", "x", "not_in", ["aux_loss"]), lookup_from({"x": ["aux_loss", "sinkhorn"]})) is True
+
+
 @given(st.lists(st.sampled_from([True, False, None]), min_size=1, max_size=6))
 def test_all_and_any_follow_kleene_logic(values):
     leaves = tuple(Leaf("key", f"k{i}", "eq", True) for i in range(len(values)))

@@ -170,9 +170,9 @@ def _compare(op: str, actual: Any, operand: Any) -> Truth:
     if op in ("eq", "ne"):
         equal = _equal(actual, operand)
         return None if equal is None else equal if op == "eq" else not equal
-    if op in ("in", "not_in"):
-        results = [_equal(actual, item) for item in operand]
-        inside = True if True in results else None if None in results else False
+    if op in ("in", "not_in"):  # a list value (load-balancing types) is in the set when each of its items is
+        found = [_inside(value, operand) for value in (actual if isinstance(actual, (list, tuple)) else [actual])]
+        inside = False if False in found else None if None in found else True
         return None if inside is None else inside if op == "in" else not inside
     if op in ("contains", "not_contains"):
         if actual is None:
@@ -191,6 +191,11 @@ def _compare(op: str, actual: Any, operand: Any) -> Truth:
         multiple = left % right == 0
         return multiple if op == "multiple_of" else not multiple
     return {"gt": left > right, "ge": left >= right, "lt": left < right, "le": left <= right}[op]
+
+
+def _inside(value: Any, operand: list) -> Truth:
+    results = [_equal(value, item) for item in operand]
+    return True if True in results else None if None in results else False
 
 
 def _equal(actual: Any, expected: Any) -> Truth:
