@@ -171,8 +171,8 @@ def _compare(op: str, actual: Any, operand: Any) -> Truth:
         equal = _equal(actual, operand)
         return None if equal is None else equal if op == "eq" else not equal
     if op in ("in", "not_in"):  # a list value (load-balancing types) is in the set when each of its items is
-        found = [_inside(value, operand) for value in (actual if isinstance(actual, (list, tuple)) else [actual])]
-        inside = False if False in found else None if None in found else True
+        each = [_inside(value, operand) for value in (actual if isinstance(actual, (list, tuple)) else [actual])]
+        inside = False if False in each else None if None in each else True
         return None if inside is None else inside if op == "in" else not inside
     if op in ("contains", "not_contains"):
         if actual is None:
