@@ -155,7 +155,8 @@ def _moe_deciders(excess: float, slack: float, capacity: float | None) -> list[s
         deciders.append(
             f"the router's balance (a rank sent {excess:.0%} more than its share of "
             "routed tokens, as measured without an auxiliary loss, does not fit; a capacity factor, "
-            "--moe-expert-capacity-factor, drops what is over it)"
+            "--moe-expert-capacity-factor, drops what is over it, with aux_loss or none load balancing: "
+            "megatron-core refuses it with sinkhorn)"
         )
     if slack > cal.FIT_SLACK:
         deciders.append(
