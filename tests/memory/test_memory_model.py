@@ -233,6 +233,21 @@ def test_a_transformer_impl_megatron_does_not_take_is_refused_not_estimated_as_t
     assert estimate_run([str(config)], overrides=MINIMAL).estimate.shape.transformer_impl == "local"
 
 
+@pytest.mark.parametrize("key", ["model.sequence_parallel", "model.moe_pad_expert_input_to_capacity"])
+def test_an_on_off_setting_that_is_neither_is_refused_not_read_as_off(tmp_path, key):
+    """`maybe` was estimated as off: a peak for a run nobody configured. Quoted `'true'` (a launch script) reads."""
+    config = tmp_path / "c.yaml"
+    section, field = key.split(".")
+    config.write_text(f"{section}:\n  {field}: maybe\n")
+    where = re.escape(f"({config}:2)")
+    with pytest.raises(UserError, match=rf"^{key} = 'maybe' {where}: the memory estimate needs true or false here$"):
+        estimate_run([str(config)], overrides=MINIMAL)
+    config.write_text(f"{section}:\n  {field}: \"'true'\"\n")
+    assert estimate_run([str(config)], overrides=MINIMAL).estimate.shape.sequence_parallel is (
+        key == "model.sequence_parallel"
+    )
+
+
 def test_megatron_lm_gqa_off_ignores_the_printed_group_count():
     assert _shape(*MINIMAL, "num_query_groups=1", "group_query_attention=False").heads_kv == 16
     assert _shape(*MINIMAL, "num_query_groups=4", "group_query_attention=True").heads_kv == 4

@@ -349,7 +349,14 @@ class _Reader:
 
     def flag(self, key: str) -> bool | None:
         raw = self.value(key)
-        return None if raw is None else boolean(raw)
+        if raw is None:
+            return None
+        value = boolean(raw.strip("'\"") if isinstance(raw, str) else raw)
+        if value is None:  # `maybe` read as off would estimate a run that was never configured
+            resolved = self.store.resolve(key)
+            source = f" ({resolved.source})" if resolved is not None else ""
+            raise UserError(f"{key} = {raw!r}{source}: the memory estimate needs true or false here")
+        return value
 
     def assume(self, text: str) -> None:
         self.assumptions.append(text)
