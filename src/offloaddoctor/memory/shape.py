@@ -319,9 +319,7 @@ class _Reader:
         raw = self.value(key)
         value = number(raw)
         if value is not None and value < 1 and key in _DIVISORS:
-            resolved = self.store.resolve(key)
-            source = f" ({resolved.source})" if resolved is not None else ""
-            raise UserError(f"{key} = {raw!r}{source}: must be at least 1, the memory estimate divides by it")
+            raise self.refused(key, raw, "must be at least 1, the memory estimate divides by it")
         if value is None or not math.isfinite(value) or value != int(value) or value < 0:
             if raw is not None:
                 raise UserError(f"{key} = {raw!r}: the memory estimate needs a whole number here")
@@ -342,9 +340,7 @@ class _Reader:
             return None
         text = str(raw).strip("'\"")
         if text not in VALUE_CHOICES[key]:
-            resolved = self.store.resolve(key)
-            source = f" ({resolved.source})" if resolved is not None else ""
-            raise UserError(f"{key} = {raw!r}{source}: takes one of {', '.join(VALUE_CHOICES[key])}")
+            raise self.refused(key, raw, f"takes one of {', '.join(VALUE_CHOICES[key])}")
         return text
 
     def flag(self, key: str) -> bool | None:
@@ -353,10 +349,13 @@ class _Reader:
             return None
         value = boolean(raw.strip("'\"") if isinstance(raw, str) else raw)
         if value is None:  # `maybe` read as off would estimate a run that was never configured
-            resolved = self.store.resolve(key)
-            source = f" ({resolved.source})" if resolved is not None else ""
-            raise UserError(f"{key} = {raw!r}{source}: the memory estimate needs true or false here")
+            raise self.refused(key, raw, "the memory estimate needs true or false here")
         return value
+
+    def refused(self, key: str, raw: Any, why: str) -> UserError:
+        """One line naming the value and where it came from (file:line, --set, a log's arguments block)."""
+        resolved = self.store.resolve(key)
+        return UserError(f"{key} = {raw!r}{f' ({resolved.source})' if resolved is not None else ''}: {why}")
 
     def assume(self, text: str) -> None:
         self.assumptions.append(text)
