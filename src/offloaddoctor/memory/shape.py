@@ -322,7 +322,7 @@ class _Reader:
             raise self.refused(key, raw, "must be at least 1, the memory estimate divides by it")
         if value is None or not math.isfinite(value) or value != int(value) or value < 0:
             if raw is not None:
-                raise UserError(f"{key} = {raw!r}: the memory estimate needs a whole number here")
+                raise self.refused(key, raw, "the memory estimate needs a whole number here")
             return default
         return int(value)
 
@@ -330,7 +330,7 @@ class _Reader:
         raw = self.value(key)
         value = number(raw)
         if raw is not None and (value is None or not math.isfinite(value)):
-            raise UserError(f"{key} = {raw!r}: the memory estimate needs a number here")
+            raise self.refused(key, raw, "the memory estimate needs a number here")
         return default if value is None else value
 
     def choice(self, key: str) -> str | None:
