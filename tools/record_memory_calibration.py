@@ -483,6 +483,16 @@ for name, mbs in (("e39-moe8-ep2-top2-cf1-mbs86-h200", 86), ("e40-moe8-ep2-top2-
         f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=2 * mbs)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
         "--moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2 --moe-expert-capacity-factor 1.0",
     )
+# Dropping at capacity factor 1.25 with expert parallelism: "fits" allows a rank's experts at most 25 % over their
+# balanced share (the 0.375 allowance of two experts a rank, capped at c - 1). The largest micro-batch "fits", where
+# dropless is "tight": e43 on two H200 (82), e44 on two H100 (44).
+for name, mbs in (("e43-moe8-ep2-top2-cf1.25-mbs82-h200", 82), ("e44-moe8-ep2-top2-cf1.25-mbs44", 44)):
+    RUNS[name] = (
+        2,
+        0,
+        f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=2 * mbs)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        "--moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2 --moe-expert-capacity-factor 1.25",
+    )
 # Padded to capacity 1 with expert parallelism: every rank takes exactly its balanced share, no imbalance, the same
 # sizes every step (a dense run's slack). The largest micro-batch "fits": e41 on two H200 (94, where e19 dropless
 # ran out of memory), e42 on two H100 (50).
