@@ -280,3 +280,20 @@ def test_a_capacity_factor_rule_needs_a_factor_and_reads_megatrons_none(tmp_path
     listed = store_of({}, arguments_block("['seq_aux_loss', 'none']"))
     assert listed.resolve("model.moe_router_load_balancing_type").value == ["seq_aux_loss", "none"]
     assert rule in check_store(CATALOG, listed).passed
+
+
+def test_every_setting_of_a_violated_combination_is_cited_though_they_share_a_line(tmp_path):
+    """A launch command holds every flag on one line: the evidence cited only the first key it read there
+    (`model.cpu_offloading = True`), hiding the pipeline size that makes it a violation."""
+    script = tmp_path / "launch.sh"
+    script.write_text(
+        "torchrun pretrain_gpt.py --num-layers 8 --pipeline-model-parallel-size 4 --cpu-offloading-num-layers 2 "
+        "--transformer-impl transformer_engine\n"
+    )
+    [violation] = check([str(script)]).violations
+    assert violation.id == "pp-cpu-offload"
+    [evidence] = violation.evidence
+    assert (evidence.path, evidence.line) == (str(script), 1)
+    assert "model.pipeline_model_parallel_size = 4" in evidence.text and "model.cpu_offloading = True" in evidence.text
+    shown = RUNNER.invoke(app, ["check", str(script), "--format", "text"]).stdout
+    assert "model.cpu_offloading = True, model.pipeline_model_parallel_size = 4" in shown

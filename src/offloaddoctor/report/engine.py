@@ -271,12 +271,14 @@ def condition_finding(
     evidence: list[Evidence] = []
     for name in fact_names:
         evidence.extend(run.evidence.get(name, []))
+    # Keys read from one line (a launch command's flags) are one piece of evidence: a line is cited once.
+    settings: dict[tuple, list[str]] = {}
     for key in dict.fromkeys(names_in(condition, "key")):
         resolved = store.resolve(key)
         if resolved is not None:
-            evidence.append(
-                Evidence(resolved.source.path, resolved.source.line, None, f"{key} = {format_value(resolved.value)}")
-            )
+            where = (resolved.source.path, resolved.source.line)
+            settings.setdefault(where, []).append(f"{key} = {format_value(resolved.value)}")
+    evidence.extend(Evidence(path, line, None, ", ".join(texts)) for (path, line), texts in settings.items())
     # Two facts read from one line (the median iteration time and the slowdown) cite it once.
     evidence = list({(e.path, e.line, e.text): e for e in evidence}.values())
     used = set(fact_names) | set(names_in(signature.config, "fact"))
