@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from offloaddoctor.catalog.predicates import names_in
 from offloaddoctor.report.preflight import check_store
 from offloaddoctor.api import diagnose, diagnose_text, estimate, load_catalog
 from offloaddoctor.config.defaults import add_defaults
@@ -82,6 +83,8 @@ def test_a_megatron_lm_log_gets_flags_and_a_switch_is_turned_off_by_removing_it(
         "--cpu-offloading-num-layers 0",
         "--optimizer-cpu-offload",
         "--optimizer-offload-fraction 0.5",
+        "--use-distributed-optimizer",
+        "--use-precision-aware-optimizer",
     ]
     report = diagnose([str(FIXTURES / "state-offload-conflict" / "job.log")], policy=Policy())
     lines = {f.id: f.overrides for f in report.findings}
@@ -276,3 +279,48 @@ def test_megatron_lm_layers_per_virtual_stage_that_do_not_divide_a_stage_get_a_f
     add_defaults(store)
     assert store.resolve("model.virtual_pipeline_model_parallel_size").value == vpp
     assert not [v for v in check_store(load_catalog(), store).violations if v.id == "vpp-layer-divisibility"]
+
+
+def _confirmed_preflight_examples():
+    from offloaddoctor.report.preflight import MEMORY_KEYS
+
+    catalog = builtin_catalog()
+    for signature in catalog.signatures:
+        # memory-exceeds-capacity's fix is the memory model's cheapest change that fits (advice tests, GPU runs)
+        if set(MEMORY_KEYS) & set(names_in(signature.config, "key")):
+            continue
+        for example in signature.examples if signature.preflight else ():
+            if example.expect == "match" and example.verdict == "confirmed" and example.config:
+                yield pytest.param(signature.id, example, id=f"{signature.id}:{example.name}")
+
+
+@pytest.mark.parametrize(("signature_id", "example"), list(_confirmed_preflight_examples()))
+def test_a_printed_fix_pasted_into_the_config_it_is_for_breaks_no_other_constraint(signature_id, example):
+    """`check` on a signature's own confirming config, its fix printed and applied as printed: the violation is
+    gone and no constraint is broken that held before. pp-cpu-offload's optimizer offloading, pasted into a config
+    without the distributed optimizer, was refused by optimizer-offload-requires-distributed-optimizer; and
+    `cuda_graph_impl=none` left CUDA graphs on where the config used the deprecated `enable_cuda_graph`
+    (TransformerConfig turns that into cuda_graph_impl=local)."""
+    from offloaddoctor.config.from_log import LogConfigCollector
+    from offloaddoctor.config.keys import canonical_key
+    from offloaddoctor.report import print_fixes
+
+    catalog = builtin_catalog()
+    collector = LogConfigCollector("<example>")
+    for number, line in enumerate(example.log.splitlines(), start=1):
+        collector.feed(line, number)
+    given = [ConfigValue(canonical_key(k), v, Source("cfg.yaml", 1), "config") for k, v in example.config.items()]
+    values = [*collector.values, *given]
+
+    def violations(values) -> list:
+        store = build_store(values)
+        add_defaults(store)
+        return check_store(catalog, store).violations, store
+
+    before, store = violations(values)
+    dialect = print_fixes(before, store)
+    [finding] = [v for v in before if v.id == signature_id]
+    changes = [change for line in finding.overrides for change in parse_fix_line(line)]
+    after, _ = violations(apply_changes(values, changes, dialect))
+    ids = {v.id for v in after}
+    assert signature_id not in ids and ids <= {v.id for v in before}, (finding.overrides, ids)

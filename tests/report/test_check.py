@@ -297,3 +297,21 @@ def test_every_setting_of_a_violated_combination_is_cited_though_they_share_a_li
     assert "model.pipeline_model_parallel_size = 4" in evidence.text and "model.cpu_offloading = True" in evidence.text
     shown = RUNNER.invoke(app, ["check", str(script), "--format", "text"]).stdout
     assert "model.cpu_offloading = True, model.pipeline_model_parallel_size = 4" in shown
+
+
+def test_a_config_no_single_change_makes_fit_gets_no_fix_line_that_would_not_work(tmp_path):
+    """check --gpu printed the signature's template change (`--recompute-granularity selective`) for a MoE model
+    174 GB over an H100 whose activations are ~0: pasted, it changes nothing. Only a change the memory model
+    calls fitting is printed; here none alone is, and the finding says so."""
+    script = tmp_path / "launch.sh"
+    script.write_text(
+        "torchrun --nproc-per-node 2 pretrain_gpt.py --num-layers 8 --hidden-size 2048 --num-attention-heads 16 "
+        "--seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 2 "
+        "--vocab-size 32000 --bf16 --use-distributed-optimizer --disable-bias-linear --num-experts 96 "
+        "--moe-router-topk 2 --moe-ffn-hidden-size 4096 --transformer-impl local\n"
+    )
+    [violation] = [v for v in check([str(script)], gpu="H100-80GB").violations if v.id == "memory-exceeds-capacity"]
+    assert violation.overrides == []
+    assert violation.facts["cheapest_change_that_fits"].startswith("none alone")
+    fitting = check([str(script)], gpu="H100-80GB", overrides=["model.num_moe_experts=16"]).violations
+    assert [v.id for v in fitting if v.id == "memory-exceeds-capacity"] == []

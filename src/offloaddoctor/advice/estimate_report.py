@@ -111,3 +111,6 @@ def attach_memory(check_report, report: EstimateReport) -> None:
         if fitting:
             finding.facts["cheapest_change_that_fits"] = f"{fitting[0].change}; cost: {fitting[0].cost}"
             finding.overrides = list(fitting[0].overrides)
+        else:  # the signature's template change would not fit either: no line that does not work
+            finding.facts["cheapest_change_that_fits"] = "none alone (`offloaddoctor estimate` lists what helps most)"
+            finding.overrides = []

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from offloaddoctor.config.keys import VALUE_KINDS, canonical_key
-from offloaddoctor.config.printed import parse_override
+from offloaddoctor.config.keys import VALUE_KINDS, canonical_key, parse_value
 from offloaddoctor.config.values import ConfigValue, format_value
 
 TYPE_CHECKING = False
@@ -145,15 +144,15 @@ def parse_fix_line(line: str) -> list[Change]:
             return [(key, True)]
         parts = raw.split()
         given = (
-            [parse_override(p) for p in parts]
+            [parse_value(key, p) for p in parts]
             if len(parts) > 1 or key == "model.recompute_modules"
-            else parse_override(raw)
+            else parse_value(key, raw)
         )
         return [(key, given)]
     key, sep, raw = text.partition("=")
     if not sep or not key or " " in key.strip():
         return []
-    return [(canonical_key(key), parse_override(raw))]
+    return [(canonical_key(key), parse_value(canonical_key(key), raw))]
 
 
 def _removed(flag: str) -> Change:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from offloaddoctor.config.printed import parse_override
+
 
 @dataclass(frozen=True)
 class KnownKey:
@@ -59,7 +61,11 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     ),
     KnownKey("model.recompute_granularity", "activation recompute: full, selective or None"),
     KnownKey("model.recompute_method", "activation recompute method"),
-    KnownKey("model.cuda_graph_impl", "CUDA graph implementation: none, local or transformer_engine"),
+    KnownKey(
+        "model.cuda_graph_impl",
+        "CUDA graph implementation: none, local or transformer_engine",
+        choices=("none", "local", "transformer_engine", "full_iteration"),  # TransformerConfig, megatron-core 0.19.0
+    ),
     KnownKey("model.enable_cuda_graph", "CUDA graphs (older MCore releases)", kind="bool"),
     KnownKey("model.external_cuda_graph", "CUDA graphs captured outside MCore (older releases)", kind="bool"),
     KnownKey(
@@ -222,3 +228,10 @@ def canonical_key(name: str) -> str:
 def known_spellings() -> list[str]:
     """Every canonical key and alias (for "did you mean")."""
     return sorted(set(_ALIASES) | set(_BY_CANONICAL))
+
+
+def parse_value(key: str, raw: str) -> object:
+    """An override's value for a canonical key: a word among the key's choices stays that word (`none` is a
+    cuda_graph_impl, which megatron-core asserts is a string, not null); anything else as parse_override reads it."""
+    text = raw.strip()
+    return text if text in VALUE_CHOICES.get(key, ()) else parse_override(raw)

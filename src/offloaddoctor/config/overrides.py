@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from offloaddoctor.config.keys import VALUE_CHOICES, VALUE_KINDS, canonical_key, is_known, known_spellings
-from offloaddoctor.config.printed import parse_override
+from offloaddoctor.config.keys import VALUE_CHOICES, VALUE_KINDS, canonical_key, is_known, known_spellings, parse_value
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
 from offloaddoctor.lazy_pattern import lazy_compile
@@ -25,7 +24,8 @@ def parse_overrides(items: Sequence[str]) -> list[ConfigValue]:
             )
         if not sep or not _KEY.match(key):
             raise UserError(f"--set {item!r}: expected KEY=VALUE, e.g. optimizer.optimizer_cpu_offload=True")
-        canonical, value = canonical_key(key), parse_override(raw_value)
+        canonical = canonical_key(key)
+        value = parse_value(canonical, raw_value)
         problem = type_problem(canonical, value)
         if problem:
             raise UserError(f"--set {_cut(item)}: {canonical} takes {problem}, not {_cut(raw_value.strip())!r}")

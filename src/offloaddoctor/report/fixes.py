@@ -14,24 +14,32 @@ from collections.abc import Sequence
 from offloaddoctor.report.findings import Finding
 from offloaddoctor.catalog.predicates import names_in
 from offloaddoctor.config.dialect import dialect_of, parse_fix_line, render_changes
+from offloaddoctor.config.keys import VALUE_KINDS
 from offloaddoctor.config.values import ConfigStore, format_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-# Settings that only mean something while their switch is on: left out with it.
+# Settings that only mean something while their switch is on, or that a fix sets only because the switch needs
+# them (pp-cpu-offload's distributed and precision-aware optimizer): left out with it.
 _NEEDS_ON = {
     "optimizer.optimizer_cpu_offload": (
         "optimizer.optimizer_offload_fraction",
         "optimizer.overlap_cpu_optimizer_d2h_h2d",
         "optimizer.use_torch_optimizer_for_cpu_offload",
+        "optimizer.use_precision_aware_optimizer",
+        "optimizer.use_distributed_optimizer",
     ),
 }
 
 # Settings another takes the place of (Megatron-LM accepts one of them): a fix that sets or clears the first
 # clears the others where the config gives them (arguments.py asserts at most one of the two VPP flags).
-_REPLACES = {"model.virtual_pipeline_model_parallel_size": ("model.num_layers_per_virtual_pipeline_stage",)}
+_REPLACES = {
+    "model.virtual_pipeline_model_parallel_size": ("model.num_layers_per_virtual_pipeline_stage",),
+    # The deprecated switches win over cuda_graph_impl (TransformerConfig sets it from them, megatron-core 0.19.0).
+    "model.cuda_graph_impl": ("model.enable_cuda_graph", "model.external_cuda_graph"),
+}
 
 
 def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
@@ -60,8 +68,8 @@ def _with_replaced(changes, store: ConfigStore):
     for key, _ in changes:
         for other in _REPLACES.get(key, ()):
             given = store.resolve(other)
-            if given is not None and given.value is not None and given.origin != "default":
-                cleared.append((other, None))
+            if given is not None and given.value not in (None, False) and given.origin != "default":
+                cleared.append((other, False if VALUE_KINDS.get(other) == "bool" else None))
     return [*changes, *cleared]
 
 
