@@ -324,3 +324,12 @@ def test_a_printed_fix_pasted_into_the_config_it_is_for_breaks_no_other_constrai
     after, _ = violations(apply_changes(values, changes, dialect))
     ids = {v.id for v in after}
     assert signature_id not in ids and ids <= {v.id for v in before}, (finding.overrides, ids)
+
+
+def test_a_word_among_a_keys_choices_stays_that_word_in_every_dialect():
+    """`model.cuda_graph_impl=none` was read back as null and printed `model.cuda_graph_impl=null` for Bridge:
+    megatron-core asserts cuda_graph_impl is one of its four words, so that fix stopped the run."""
+    assert parse_fix_line("model.cuda_graph_impl=none") == [("model.cuda_graph_impl", "none")]
+    assert render_changes([("model.cuda_graph_impl", "none")], BRIDGE) == ["model.cuda_graph_impl=none"]
+    assert parse_fix_line("--cuda-graph-impl none") == [("model.cuda_graph_impl", "none")]
+    assert parse_fix_line("model.recompute_granularity=none") == [("model.recompute_granularity", None)]
