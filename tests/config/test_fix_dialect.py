@@ -159,11 +159,14 @@ def test_applying_every_printed_fix_leaves_no_violation_of_its_finding(name):
     catalog = builtin_catalog()
     preflight = {s.id for s in catalog.signatures if s.preflight and s.config is not None}
     values = _run_config(name, configs)
+    before = build_store(values)
+    add_defaults(before)
     changes = [c for f in report.findings for line in f.overrides for c in parse_fix_line(line)]
     store = build_store(apply_changes(values, changes, report.fix_dialect))
     add_defaults(store)
     remaining = {f.id for f in check_store(catalog, store).violations}
     assert not remaining & {f.id for f in report.findings if f.id in preflight and f.changes}
+    assert remaining <= {f.id for f in check_store(catalog, before).violations}  # and breaks no other
 
 
 @pytest.mark.parametrize("name", _fixtures_with_findings())
