@@ -379,3 +379,29 @@ def test_multi_gpu_advice_under_an_h100s_limit_every_fits_ran_and_the_oom_is_not
             assert outcome == "ran", name
         if outcome == "OOM":
             assert not report.verdict.fits, name
+
+
+def test_a_parallel_size_set_on_a_logs_config_keeps_its_gpus():
+    """A Megatron-LM log prints data_parallel_size 2 (world_size 2): `--set model.pipeline_model_parallel_size=2`
+    was estimated on four GPUs (DP 2 x PP 2), the printed DP taken as given. Megatron derives DP from the GPUs:
+    one. A data-parallel size the user sets is theirs."""
+    log = str(ROOT / "fixtures" / "memory-calibration" / "t11-llama5b-dp2-f025.log.gz")
+    assert estimate_run([log]).estimate.shape.data_parallel == 2
+    shape = estimate_run([log], overrides=["model.pipeline_model_parallel_size=2"]).estimate.shape
+    assert (shape.data_parallel, shape.pipeline_parallel, shape.world_size) == (1, 2, 2)
+    assert estimate_run([log], overrides=["data_parallel_size=4"]).estimate.shape.data_parallel == 4
+
+
+@pytest.mark.parametrize(
+    "run", ["t11-llama5b-dp2-f025", "t22-llama5b-dp2-mbs2-0", "e23-moe8-ep4-top2-mbs92-h200", "e10-moe8-top4-mbs12"]
+)
+def test_each_advised_change_pasted_back_estimates_what_the_advice_said(run):
+    """What `estimate` prints for a change (its peak, fits or not) is what `estimate --set` of its printed
+    overrides gives: PP 2 for a DP 2 log said 45,084 MiB on two GPUs and re-estimated 34,239 on four."""
+    found = sorted((ROOT / "fixtures" / "memory-calibration").rglob(f"{run}.log.gz"))
+    report = estimate_run([str(found[0])], gpu="H100-80GB")
+    assert report.suggestions
+    for suggestion in report.suggestions:
+        again = estimate_run([str(found[0])], gpu="H100-80GB", overrides=list(suggestion.overrides))
+        assert again.estimate.peak_allocated_bytes == pytest.approx(suggestion.peak_allocated_bytes)
+        assert again.verdict.fits == suggestion.fits, suggestion.change

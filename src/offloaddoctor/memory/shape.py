@@ -352,6 +352,10 @@ class _Reader:
             raise self.refused(key, raw, "the memory estimate needs true or false here")
         return value
 
+    def origin(self, key: str) -> str | None:
+        resolved = self.store.resolve(key)
+        return None if resolved is None else resolved.origin
+
     def refused(self, key: str, raw: Any, why: str) -> UserError:
         """One line naming the value and where it came from (file:line, --set, a log's arguments block)."""
         resolved = self.store.resolve(key)
@@ -396,9 +400,11 @@ def _data_parallel(reader: _Reader, model_parallel: int, world_size: int | None)
     if world_size:
         return _divide_world(world_size, model_parallel, "--world-size")
     dp = number(_first(reader, _DP_KEYS))
-    if dp:
-        return int(dp)
     world = number(_first(reader, _WORLD_KEYS))
+    # The GPUs decide: Megatron derives the data-parallel size from them and TP x PP x CP, so a printed one
+    # (a log's arguments block) is stale once --set changes TP, PP or CP. One given with --set is the user's.
+    if dp and (not world or any(reader.origin(key) == "set" for key in _DP_KEYS)):
+        return int(dp)
     if world:
         return _divide_world(int(world), model_parallel, "the run's world_size")
     nproc = number(_first(reader, ("nproc_per_node", "ntasks_per_node", "gpus_per_node")))
