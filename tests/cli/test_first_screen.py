@@ -154,8 +154,9 @@ def test_config_from_another_run_is_said_up_front():
 def test_the_fix_follows_the_numbers():
     finding = diagnose([str(BRIDGE / "job.log")], [str(BRIDGE / "run_config.yaml")]).findings[0]
     assert str(finding.facts["offload_fraction_needed"]).startswith("more than 1.0 (1.13)")
-    assert finding.overrides[0] == "model.pipeline_model_parallel_size=2"
-    assert finding.overrides[1] == "model.recompute_granularity=selective"
+    # One H100 (data_parallel_size 1): twice the pipeline stages has no GPU to go to, so recompute leads.
+    assert finding.overrides[0] == "model.recompute_granularity=selective"
+    assert not any(line.startswith("model.pipeline_model_parallel_size") for line in finding.overrides)
     assert "cannot free enough" in finding.fix_note and "1.13" in finding.fix_note
     assert (
         json.loads(render_json(diagnose([str(BRIDGE / "job.log")], [str(BRIDGE / "run_config.yaml")])))["findings"][0][
@@ -163,6 +164,24 @@ def test_the_fix_follows_the_numbers():
         ]["note"]
         == finding.fix_note
     )
+
+
+@pytest.mark.parametrize("dp,leads", [(2, "model.pipeline_model_parallel_size=2"), (1, "model.recompute_granularity")])
+def test_more_pipeline_stages_are_advised_only_where_the_gpus_can_hold_them(dp, leads):
+    """Twice the pipeline stages on the same GPUs halves data parallelism: advised for DP 2, not for one GPU
+    (the README's headline example advised PP 2 for a one-H100 run)."""
+    params = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 7000000000\n"
+    oom = CAPACITY_OOM.replace("4.00 GiB. GPU", "60.00 GiB. GPU")
+    config = {
+        "optimizer.optimizer_cpu_offload": True,
+        "optimizer.optimizer_offload_fraction": 0.25,
+        "optimizer.use_distributed_optimizer": True,
+        "data_parallel_size": dp,
+    }
+    finding = diagnose_text(params + oom, config).findings[0]
+    assert "cannot free enough" in finding.fix_note
+    assert finding.overrides[0].startswith(leads)
+    assert ("raise pipeline parallelism" in finding.fix_note) is (dp == 2)
 
 
 def test_the_fix_keeps_the_fraction_first_when_it_is_enough():

@@ -336,3 +336,14 @@ def test_a_word_among_a_keys_choices_stays_that_word_in_every_dialect():
     assert render_changes([("model.cuda_graph_impl", "none")], BRIDGE) == ["model.cuda_graph_impl=none"]
     assert parse_fix_line("--cuda-graph-impl none") == [("model.cuda_graph_impl", "none")]
     assert parse_fix_line("model.recompute_granularity=none") == [("model.recompute_granularity", None)]
+
+
+def test_a_template_change_the_runs_gpus_cannot_hold_is_left_out_and_said():
+    """oom-activation-offload's fix template moves to PP 2; the run had one GPU (data_parallel_size 1):
+    Megatron asserts TP x PP x CP divides the world, so that line is left out and the fix says why."""
+    report = diagnose([str(FIXTURES / "oom-activation-offload" / "job.log")], policy=Policy())
+    [finding] = [f for f in report.findings if f.id == "oom-activation-offload"]
+    assert not any("pipeline-model-parallel-size" in line for line in finding.overrides)
+    assert "`--pipeline-model-parallel-size 2` left out of this fix" in finding.fix_note
+    assert "does not divide the run's 1 GPU." in finding.fix_note
+    assert "--optimizer-cpu-offload" in finding.overrides

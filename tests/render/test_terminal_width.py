@@ -18,7 +18,6 @@ from tests.conftest import FIXTURES, REPO
 
 FIXTURE = FIXTURES / "oom-partial-optimizer-offload-bridge"
 OVERRIDES = (
-    "model.pipeline_model_parallel_size=2",
     "model.recompute_granularity=selective",
     "optimizer.optimizer_offload_fraction=1",
     "optimizer.overlap_cpu_optimizer_d2h_h2d=True",

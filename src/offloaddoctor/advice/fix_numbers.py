@@ -83,17 +83,24 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     if needed <= 1.0:
         return
     pp = number(store.value("model.pipeline_model_parallel_size")) or 1
-    first = [f"model.pipeline_model_parallel_size={int(pp) * 2}"]
+    dp = number(store.value("data_parallel_size"))
+    # Twice the pipeline stages on the same GPUs halves data parallelism: not with an odd DP (one GPU).
+    first = [f"model.pipeline_model_parallel_size={int(pp) * 2}"] if not dp or dp % 2 == 0 else []
     # Recompute and activation offloading exclude each other.
     if boolean(store.value("model.cpu_offloading")) is not True:
         first.append("model.recompute_granularity=selective")
+    more = " or ".join(
+        what
+        for what, line in (("raise pipeline parallelism", "model.pipeline"), ("add recompute", "model.recompute"))
+        if any(item.startswith(line) for item in first)
+    )
     given = {line.split("=", 1)[0]: line for line in finding.overrides}
     leading = [given.get(line.split("=", 1)[0], line) for line in first]
     finding.overrides = leading + [line for line in finding.overrides if line not in leading]
     finding.fix_note_replaces_summary = True  # "raise the fraction by a step" is what the numbers rule out
     finding.fix_note = (
         "The numbers say optimizer offloading alone cannot free enough (it would need a fraction of "
-        f"{needed:.2f}): raise pipeline parallelism or add recompute first."
+        f"{needed:.2f})" + (f": {more} first." if more else ".")
     )
 
 

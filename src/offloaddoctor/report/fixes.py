@@ -9,12 +9,14 @@ offloading), and the other leaves the line out and says why. Then every fix is p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from offloaddoctor.report.findings import Finding
 from offloaddoctor.catalog.predicates import names_in
 from offloaddoctor.config.dialect import dialect_of, parse_fix_line, render_changes
 from offloaddoctor.config.keys import VALUE_KINDS
+from offloaddoctor.coerce import number
 from offloaddoctor.config.values import ConfigStore, format_value
 
 TYPE_CHECKING = False
@@ -50,6 +52,8 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
     items = {id(f): [_with_replaced(parse_fix_line(line), store) or line for line in f.overrides] for f in findings}
     _resolve_conflicts(findings, items, dialect)
     for finding in findings:
+        _leave_out_layouts_the_gpus_cannot_hold(finding, items, store, dialect)
+    for finding in findings:
         out: list[str] = []
         finding.changes = [change for item in items[id(finding)] if not isinstance(item, str) for change in item]
         keys = {key for key, _ in finding.changes}
@@ -73,6 +77,33 @@ def _with_replaced(changes, store: ConfigStore):
     return [*changes, *cleared]
 
 
+_PARALLEL = ("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size", "model.context_parallel_size")
+
+
+def _leave_out_layouts_the_gpus_cannot_hold(finding: Finding, items: dict[int, list], store: ConfigStore, dialect: str):
+    """A fix's TP/PP/CP change the run's GPUs cannot be split into (PP 2 on one GPU, or with an odd data-parallel
+    size: Megatron asserts TP x PP x CP divides the world) is left out, and the fix says why. Only where the
+    config says how many GPUs there are."""
+    sizes = {key: number(store.value(key)) or 1 for key in _PARALLEL}
+    dp = number(store.value("data_parallel_size"))
+    world = dp * math.prod(sizes.values()) if dp else number(store.value("world_size"))
+    if not world:
+        return
+    changed = {key: number(value) for item in items[id(finding)] if not isinstance(item, str) for key, value in item}
+    wanted = {key: changed.get(key) or size for key, size in sizes.items()}
+    product = math.prod(wanted.values())
+    if set(changed) & set(_PARALLEL) and world % product:
+        dropped = set(changed) & set(_PARALLEL)
+        lines = "; ".join(render_changes([(k, int(wanted[k])) for k in _PARALLEL if k in dropped], dialect))
+        _leave_out(
+            finding,
+            items,
+            dropped,
+            f"`{lines}` left out of this fix: TP x PP x CP = {product:g} does not divide the run's {world:g} "
+            f"GPU{'s' if world != 1 else ''}.",
+        )
+
+
 def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], dialect: str) -> None:
     values: dict[str, list[tuple[Finding, Any]]] = {}
     for finding in findings:
@@ -90,7 +121,12 @@ def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], dial
         for finding, other in setters:
             if _text(other) != _text(value):
                 left = "; ".join(render_changes([(key, other)], dialect))
-                _leave_out(finding, items, dropped, f"`{left}` left out of this fix: {winner.id}'s fix says `{kept}`")
+                _leave_out(
+                    finding,
+                    items,
+                    dropped,
+                    f"`{left}` left out of this fix: {winner.id}'s fix says `{kept}`, and the two must agree.",
+                )
 
 
 def _leave_out(finding: Finding, items: dict[int, list], keys: set[str], note: str) -> None:
@@ -102,7 +138,7 @@ def _leave_out(finding: Finding, items: dict[int, list], keys: set[str], note: s
                 continue
         kept.append(item)
     items[id(finding)] = kept
-    finding.fix_note = f"{finding.fix_note} {note}, and the two must agree.".strip()
+    finding.fix_note = f"{finding.fix_note} {note}".strip()
 
 
 def _text(value: Any) -> str:
