@@ -356,3 +356,19 @@ def test_a_template_change_the_runs_gpus_cannot_hold_is_left_out_and_said():
     assert "`--pipeline-model-parallel-size 2` left out of this fix" in finding.fix_note
     assert "does not divide the run's 1 GPU." in finding.fix_note
     assert "--optimizer-cpu-offload" in finding.overrides
+
+
+@pytest.mark.parametrize("variable", ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"])
+def test_the_expandable_segments_fix_keeps_the_allocator_options_the_run_sets(tmp_path, variable):
+    """`export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, pasted, dropped the run's other allocator
+    options; and where the run sets PYTORCH_ALLOC_CONF it set another variable than the one the run reads."""
+    log = tmp_path / "job.log"
+    text = (FIXTURES / "oom-fragmentation-multirank" / "job.log").read_text()
+    log.write_text(f"{variable}=garbage_collection_threshold:0.6,max_split_size_mb:512\n" + text)
+    report = diagnose([str(log)], policy=Policy())
+    [finding] = [f for f in report.findings if f.id == "oom-fragmentation"]
+    assert finding.overrides[0] == (
+        f"export {variable}=garbage_collection_threshold:0.6,max_split_size_mb:512,expandable_segments:True"
+    )
+    plain = diagnose([str(FIXTURES / "oom-fragmentation-multirank" / "job.log")], policy=Policy())
+    assert plain.findings[0].overrides[0] == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"

@@ -49,7 +49,12 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
     the run's config (config/dialect.py). Returns the dialect."""
     dialect = dialect_of(store)
     # each line's changes, or the line itself when it is not a change (free text stays in place)
-    items = {id(f): [_with_replaced(parse_fix_line(line), store) or line for line in f.overrides] for f in findings}
+    items = {
+        id(f): [
+            _with_replaced(_allocator_options_kept(parse_fix_line(line), store), store) or line for line in f.overrides
+        ]
+        for f in findings
+    }
     _resolve_conflicts(findings, items, dialect)
     for finding in findings:
         _leave_out_layouts_the_gpus_cannot_hold(finding, items, store, dialect)
@@ -62,6 +67,31 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
             out += [line for line in lines if line not in out]
         finding.overrides = out
     return dialect
+
+
+_ALLOCATOR_CONF = ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF")  # the order config/derived.py reads
+
+
+def _allocator_options_kept(changes, store: ConfigStore):
+    """An allocator setting the fix exports keeps the options the run already sets
+    (`garbage_collection_threshold:0.6,max_split_size_mb:512` + `expandable_segments:True`), in the variable the
+    run sets them in: `export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` alone dropped them."""
+    given = next((store.resolve(key) for key in _ALLOCATOR_CONF if store.value(key) is not None), None)
+    if given is None:
+        return changes
+    out = []
+    for key, value in changes:
+        if key in _ALLOCATOR_CONF and value is not None:
+            options = dict(_options(str(given.value)))
+            options.update(_options(str(value)))
+            key, value = given.key, ",".join(f"{name}:{setting}" for name, setting in options.items())
+        out.append((key, value))
+    return out
+
+
+def _options(text: str) -> list[tuple[str, str]]:
+    parts = (part.partition(":") for part in text.strip("'\"").split(",") if part.strip())
+    return [(name.strip(), setting.strip()) for name, _, setting in parts]
 
 
 def _with_replaced(changes, store: ConfigStore):
