@@ -166,34 +166,31 @@ def test_the_fix_follows_the_numbers():
     )
 
 
-@pytest.mark.parametrize("dp,leads", [(2, "model.pipeline_model_parallel_size=2"), (1, "model.recompute_granularity")])
-def test_more_pipeline_stages_are_advised_only_where_the_gpus_can_hold_them(dp, leads):
-    """Twice the pipeline stages on the same GPUs halves data parallelism: advised for DP 2, not for one GPU
-    (the README's headline example advised PP 2 for a one-H100 run)."""
+def _offloading_7b_oom(asked_gib: str, dp: int):
+    """The finding for a 7B run offloading a quarter of its optimizer that asked for `asked_gib` GiB more."""
     params = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 7000000000\n"
-    oom = CAPACITY_OOM.replace("4.00 GiB. GPU", "60.00 GiB. GPU")
+    oom = CAPACITY_OOM.replace("4.00 GiB. GPU", f"{asked_gib} GiB. GPU")
     config = {
         "optimizer.optimizer_cpu_offload": True,
         "optimizer.optimizer_offload_fraction": 0.25,
         "optimizer.use_distributed_optimizer": True,
         "data_parallel_size": dp,
     }
-    finding = diagnose_text(params + oom, config).findings[0]
+    return diagnose_text(params + oom, config).findings[0]
+
+
+@pytest.mark.parametrize("dp,leads", [(2, "model.pipeline_model_parallel_size=2"), (1, "model.recompute_granularity")])
+def test_more_pipeline_stages_are_advised_only_where_the_gpus_can_hold_them(dp, leads):
+    """Twice the pipeline stages on the same GPUs halves data parallelism: advised for DP 2, not for one GPU
+    (the README's headline example advised PP 2 for a one-H100 run)."""
+    finding = _offloading_7b_oom("60.00", dp)
     assert "cannot free enough" in finding.fix_note
     assert finding.overrides[0].startswith(leads)
     assert ("raise pipeline parallelism" in finding.fix_note) is (dp == 2)
 
 
 def test_the_fix_keeps_the_fraction_first_when_it_is_enough():
-    params = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 7000000000\n"
-    oom = CAPACITY_OOM.replace("4.00 GiB. GPU", "2.00 GiB. GPU")
-    config = {
-        "optimizer.optimizer_cpu_offload": True,
-        "optimizer.optimizer_offload_fraction": 0.25,
-        "optimizer.use_distributed_optimizer": True,
-        "data_parallel_size": 8,
-    }
-    finding = diagnose_text(params + oom, config).findings[0]
+    finding = _offloading_7b_oom("2.00", 8)
     assert finding.overrides[0].startswith("optimizer.optimizer_offload_fraction=") and not finding.fix_note
 
 
