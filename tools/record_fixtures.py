@@ -275,6 +275,23 @@ CASES = [
         ),
     ),
     Case(
+        "expert-grid-divides-world",
+        "parallel_state.initialize_model_parallel(expert_model_parallel_size=8)",
+        "RuntimeError: world_size (4) is not divisible by expert_tensor_model_pipeline_parallel size (8)",
+        {
+            "num_experts": 8,
+            "expert_model_parallel_size": 8,
+            "world_size": 4,
+            "data_parallel_size": 4,
+            "transformer_impl": "transformer_engine",
+        },
+        ranks=4,
+        note=(
+            "initialize_model_parallel raises it after building the dense grid (TP x PP x CP x DP = 4 divides the "
+            "world): expert TP (TP when unset) x EP x PP = 1 x 8 x 1 does not."
+        ),
+    ),
+    Case(
         "moe-pad-requires-capacity-factor",
         tc(num_moe_experts=8, moe_pad_expert_input_to_capacity=True),
         "ValueError: moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity",
