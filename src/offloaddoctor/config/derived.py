@@ -28,6 +28,36 @@ DERIVED_INPUTS: dict[str, tuple[str, ...]] = {
         "model.num_layers_per_virtual_pipeline_stage",
     ),
 }
+# Spellings the store keeps as given (not known keys: registering `world_size` would rename it everywhere).
+WORLD_KEYS = ("world_size", "parallel.world_size")
+DATA_PARALLEL_KEYS = ("data_parallel_size", "parallel.data_parallel_size")
+PROCESSES_PER_NODE_KEYS = ("nproc_per_node", "ntasks_per_node", "gpus_per_node")
+NODES_KEYS = ("nnodes", "nodes", "env.SLURM_NNODES", "num_nodes")
+TASKS_KEYS = ("ntasks", "env.SLURM_NTASKS", "env.WORLD_SIZE", "env.SLURM_NPROCS")
+_MODEL_PARALLEL = (
+    "model.tensor_model_parallel_size",
+    "model.pipeline_model_parallel_size",
+    "model.context_parallel_size",
+)
+_EXPERT_GRID = (
+    "model.expert_tensor_parallel_size",
+    "model.tensor_model_parallel_size",
+    "model.expert_model_parallel_size",
+    "model.pipeline_model_parallel_size",
+)
+DERIVED_INPUTS.update(
+    {
+        "parallel.run_world_size": (
+            *WORLD_KEYS,
+            *DATA_PARALLEL_KEYS,
+            *_MODEL_PARALLEL,
+            *PROCESSES_PER_NODE_KEYS,
+            *NODES_KEYS,
+            *TASKS_KEYS,
+        ),
+        "parallel.expert_grid_size": _EXPERT_GRID,
+    }
+)
 
 
 def inputs_of(keys) -> set[str]:
@@ -46,6 +76,8 @@ def add_derived_values(store: ConfigStore) -> None:
     _megatron_lm_cpu_offloading(store)
     _layers_per_pipeline_rank(store)
     _virtual_pipeline_from_layers(store)
+    _run_world_size(store)
+    _expert_grid_size(store)
 
 
 SUGGESTED = "suggested."  # the namespace of fix-template values
@@ -60,6 +92,9 @@ def fix_values(store: ConfigStore) -> dict[str, Any]:
     vpp = _suggested_virtual_pipeline_size(store)
     if vpp is not _UNKNOWN:
         values[SUGGESTED + "virtual_pipeline_size"] = vpp
+    expert_parallel = _suggested_expert_parallel_size(store)
+    if expert_parallel is not None:
+        values[SUGGESTED + "expert_model_parallel_size"] = expert_parallel
     return values
 
 
@@ -139,6 +174,63 @@ def _virtual_pipeline_from_layers(store: ConfigStore) -> None:
     )
 
 
+def _first_given(store: ConfigStore, keys: tuple[str, ...]) -> Resolved | None:
+    return next((r for r in map(store.resolve, keys) if r is not None and r.value is not None), None)
+
+
+def _count(resolved: Resolved | None) -> int | None:
+    """A positive whole number of ranks, else None (unset, null, a word, 0, a fraction)."""
+    value = number(resolved.value) if resolved is not None else None
+    return int(value) if value and value > 0 and value == int(value) else None
+
+
+def _run_world_size(store: ConfigStore) -> None:
+    """The run's GPUs, read as the memory model reads them (memory/shape.py `_data_parallel`): world_size; or the
+    data-parallel size x TP x PP x CP (first where one was given with --set); or the launch command's process
+    count (Slurm's tasks, or torchrun --nproc-per-node x --nnodes). Nothing where the config does not say."""
+    world, dp = _first_given(store, WORLD_KEYS), _first_given(store, DATA_PARALLEL_KEYS)
+    data_parallel = _count(dp)
+    if dp is not None and data_parallel and (world is None or dp.origin == "set"):
+        sizes = [r for r in map(store.resolve, _MODEL_PARALLEL) if r is not None and r.value is not None]
+        counts = [_count(r) for r in sizes]
+        if all(counts):
+            total = math.prod((c or 1 for c in counts), start=data_parallel)
+            store.set_derived(_derived("parallel.run_world_size", total, dp, *sizes, note="DP x TP x PP x CP"))
+            return
+    if _count(world):
+        store.set_derived(_derived("parallel.run_world_size", _count(world), world))
+        return
+    tasks, per_node = _first_given(store, TASKS_KEYS), _first_given(store, PROCESSES_PER_NODE_KEYS)
+    nodes = _first_given(store, NODES_KEYS)
+    if _count(tasks):
+        store.set_derived(_derived("parallel.run_world_size", _count(tasks), tasks))
+    elif _count(per_node) and (nodes is None or _count(nodes)):
+        total = (_count(per_node) or 0) * (_count(nodes) or 1)
+        note = "the launch command's process count"
+        store.set_derived(_derived("parallel.run_world_size", total, per_node, nodes, note=note))
+
+
+def _expert_tensor_pipeline(store: ConfigStore) -> tuple[list[Resolved], int | None]:
+    """(the sizes given, expert TP (TP when unset) x PP); None where a given size is not a count."""
+    given = [r for r in map(store.resolve, _EXPERT_GRID) if r is not None and r.value is not None]
+    counts = {r.key: _count(r) for r in given}
+    if not all(counts.values()):
+        return given, None  # a size that is not a count (0, a word): its own error, not this one
+    tensor = counts.get("model.expert_tensor_parallel_size") or counts.get("model.tensor_model_parallel_size") or 1
+    return given, tensor * (counts.get("model.pipeline_model_parallel_size") or 1)
+
+
+def _expert_grid_size(store: ConfigStore) -> None:
+    """megatron-core's expert_tensor_model_pipeline_parallel size, which must divide the world size
+    (parallel_state.initialize_model_parallel, 0.16.1 and 0.19.0): expert TP (TP when unset) x EP x PP."""
+    given, tensor_pipeline = _expert_tensor_pipeline(store)
+    if not given or tensor_pipeline is None:
+        return
+    grid = tensor_pipeline * (_count(store.resolve("model.expert_model_parallel_size")) or 1)
+    note = "expert TP (TP when unset) x EP x PP; an unset size is 1"
+    store.set_derived(_derived("parallel.expert_grid_size", grid, *given, note=note))
+
+
 _UNKNOWN = object()
 
 
@@ -168,3 +260,16 @@ def _suggested_virtual_pipeline_size(store: ConfigStore):
         return _UNKNOWN
     divisors = [d for d in range(int(current), 1, -1) if int(layers) % d == 0]
     return divisors[0] if divisors else None
+
+
+def _suggested_expert_parallel_size(store: ConfigStore) -> int | None:
+    """The largest EP up to the current one that divides world / (expert TP x PP) and the experts (MoELayer
+    asserts num_moe_experts % EP == 0); None where no EP makes the expert grid divide the world."""
+    world = _count(store.resolve("parallel.run_world_size"))
+    current = _count(store.resolve("model.expert_model_parallel_size"))
+    experts = _count(store.resolve("model.num_moe_experts"))
+    _, tensor_pipeline = _expert_tensor_pipeline(store)
+    if not world or not current or not tensor_pipeline or world % tensor_pipeline:
+        return None
+    room = world // tensor_pipeline
+    return next(d for d in range(current, 0, -1) if room % d == 0 and (not experts or experts % d == 0))

@@ -168,6 +168,14 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     # Derived from the keys above; see config/derived.py.
     KnownKey("allocator.expandable_segments", "expandable_segments:True in the allocator settings", kind="bool"),
     KnownKey("model.layers_per_pipeline_rank", "num_layers // pipeline_model_parallel_size"),
+    KnownKey(
+        "parallel.run_world_size",
+        "the run's GPUs: world_size, or DP x TP x PP x CP, or the launch command's process count",
+        kind="int",
+    ),
+    KnownKey(
+        "parallel.expert_grid_size", "expert TP (TP when unset) x EP x PP, which must divide the world", kind="int"
+    ),
 )
 
 _BY_CANONICAL = {known.canonical: known for known in KNOWN_KEYS}
