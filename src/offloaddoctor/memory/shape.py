@@ -175,9 +175,6 @@ class RunShape:
         return replace(self, **changes)
 
 
-# Spellings for keys the store keeps under the name it was given (not registered as known keys).
-_WORLD_KEYS = ("world_size", "parallel.world_size")
-_DP_KEYS = ("data_parallel_size", "parallel.data_parallel_size")
 # What the model divides by: 0 (from a config, --set or a log's arguments) would raise ZeroDivisionError.
 _DIVISORS = frozenset(
     (
@@ -352,10 +349,6 @@ class _Reader:
             raise self.refused(key, raw, "the memory estimate needs true or false here")
         return value
 
-    def origin(self, key: str) -> str | None:
-        resolved = self.store.resolve(key)
-        return None if resolved is None else resolved.origin
-
     def refused(self, key: str, raw: Any, why: str) -> UserError:
         """One line naming the value and where it came from (file:line, --set, a log's arguments block)."""
         resolved = self.store.resolve(key)
@@ -399,33 +392,17 @@ def _precision(reader: _Reader) -> str:
 def _data_parallel(reader: _Reader, model_parallel: int, world_size: int | None) -> int:
     if world_size:
         return _divide_world(world_size, model_parallel, "--world-size")
-    dp = number(_first(reader, _DP_KEYS))
-    world = number(_first(reader, _WORLD_KEYS))
-    # The GPUs decide: Megatron derives the data-parallel size from them and TP x PP x CP, so a printed one
-    # (a log's arguments block) is stale once --set changes TP, PP or CP. One given with --set is the user's.
-    if dp and (not world or any(reader.origin(key) == "set" for key in _DP_KEYS)):
-        return int(dp)
-    if world:
-        return _divide_world(int(world), model_parallel, "the run's world_size")
-    nproc = number(_first(reader, ("nproc_per_node", "ntasks_per_node", "gpus_per_node")))
-    nodes = number(_first(reader, ("nnodes", "nodes", "env.SLURM_NNODES", "num_nodes"))) or 1
-    tasks = number(_first(reader, ("ntasks", "env.SLURM_NTASKS", "env.WORLD_SIZE", "env.SLURM_NPROCS")))
-    if nproc or tasks:
-        total = int(tasks or (nproc or 0) * nodes)
-        return _divide_world(total, model_parallel, "the launch command's process count")
+    # The run's GPUs as config/derived.py reads them (world_size; a data-parallel size given with --set or without
+    # a world size, x TP x PP x CP; the launch command's processes): Megatron derives DP from them, so a DP a log
+    # printed is stale once --set changes TP, PP or CP.
+    gpus = number(reader.value("parallel.run_world_size"))
+    if gpus:
+        return _divide_world(int(gpus), model_parallel, "the run's GPUs")
     reader.assume(
         "data-parallel size 1: no world size found (torchrun --nproc-per-node/--nnodes, Slurm "
         "--ntasks, world_size); pass --world-size N"
     )
     return 1
-
-
-def _first(reader: _Reader, keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        value = reader.value(key)
-        if value is not None:
-            return value
-    return None
 
 
 def _divide_world(world: int, model_parallel: int, where: str) -> int:
