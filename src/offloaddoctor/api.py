@@ -213,6 +213,8 @@ def check(
 
     catalog = catalog or load_catalog()
     values = explicit_config(config_paths, overrides)
+    if _world_size(world_size):  # the job's GPUs, for the constraints that read them (expert-grid-divides-world) too
+        values.append(ConfigValue("world_size", world_size, Source("--world-size", None), "set"))
     memory = None
     memory_note = None
     if gpu or gpu_memory:
@@ -276,6 +278,12 @@ def estimate(
     return report
 
 
+def _world_size(world_size: int | None) -> int | None:
+    if world_size is not None and world_size < 1:
+        raise UserError(f"--world-size {world_size}: must be at least 1")
+    return world_size
+
+
 def _memory_budget(gpu: str | None, gpu_memory: str | None, target: str | None, world_size: int | None):
     """(the GPU's capacity, the --target bytes) from the command line, each None when not given."""
     from offloaddoctor.advice import Capacity
@@ -283,8 +291,7 @@ def _memory_budget(gpu: str | None, gpu_memory: str | None, target: str | None, 
 
     if gpu and gpu_memory:
         raise UserError("--gpu and --gpu-memory both given: pick one")
-    if world_size is not None and world_size < 1:
-        raise UserError(f"--world-size {world_size}: must be at least 1")
+    _world_size(world_size)
     capacity = None
     if gpu:
         capacity = Capacity(*named_gpu(gpu))

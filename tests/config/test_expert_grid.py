@@ -97,3 +97,13 @@ def test_a_dense_model_is_not_held_to_the_expert_grid(tmp_path):
     script = tmp_path / "launch.sh"
     script.write_text("torchrun --nproc-per-node 4 pretrain_gpt.py --expert-model-parallel-size 8\n")
     assert SIGNATURE in check([str(script)]).passed
+
+
+def test_check_world_size_gives_the_expert_grid_its_gpus(tmp_path):
+    """A launch command without a process count leaves the expert grid not checkable; `--world-size` says it."""
+    script = tmp_path / "launch.sh"
+    script.write_text("torchrun pretrain_gpt.py --num-layers 8 --num-experts 8 --expert-model-parallel-size 8\n")
+    rule = "expert-grid-divides-world"
+    assert rule in [u.id for u in check([str(script)]).unchecked]
+    assert rule in [v.id for v in check([str(script)], world_size=4).violations]
+    assert rule in check([str(script)], world_size=16).passed

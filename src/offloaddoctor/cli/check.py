@@ -48,7 +48,7 @@ def check(
         None, "--gpu-memory", metavar="SIZE", help="Like --gpu, by size: e.g. 80GiB."
     ),
     world_size: Optional[int] = typer.Option(
-        None, "--world-size", metavar="N", help="GPUs in the job, for the memory estimate."
+        None, "--world-size", metavar="N", help="GPUs in the job, for the memory estimate and the expert grid."
     ),
 ) -> None:
     """Validate a config before launch against every offloading/memory constraint, all violations at once."""
