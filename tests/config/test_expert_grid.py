@@ -46,7 +46,8 @@ def test_a_data_parallel_size_given_with_set_wins_over_a_printed_world_size():
         (["expert_model_parallel_size=8"], 8),
         (["expert_model_parallel_size=2", "tensor_model_parallel_size=2", "pipeline_model_parallel_size=2"], 8),
         (["expert_model_parallel_size=4", "tensor_model_parallel_size=4", "expert_tensor_parallel_size=1"], 4),
-        (["num_experts=8"], None),  # no parallel size given: nothing to derive it from
+        (["num_experts=8"], 1),  # a MoE run with no parallel size set: every size is 1 (was "not checkable")
+        (["num_layers=8"], None),  # neither experts nor a size: nothing to derive it from
         (["expert_model_parallel_size=0"], None),  # not a size: its own error
     ],
 )

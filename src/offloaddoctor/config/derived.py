@@ -224,11 +224,13 @@ def _expert_grid_size(store: ConfigStore) -> None:
     """megatron-core's expert_tensor_model_pipeline_parallel size, which must divide the world size
     (parallel_state.initialize_model_parallel, 0.16.1 and 0.19.0): expert TP (TP when unset) x EP x PP."""
     given, tensor_pipeline = _expert_tensor_pipeline(store)
-    if not given or tensor_pipeline is None:
+    experts = _first_given(store, ("model.num_moe_experts",))  # a MoE run with no size set: a grid of 1
+    inputs = given or ([experts] if experts is not None else [])
+    if tensor_pipeline is None or not inputs:
         return
     grid = tensor_pipeline * (_count(store.resolve("model.expert_model_parallel_size")) or 1)
     note = "expert TP (TP when unset) x EP x PP; an unset size is 1"
-    store.set_derived(_derived("parallel.expert_grid_size", grid, *given, note=note))
+    store.set_derived(_derived("parallel.expert_grid_size", grid, *inputs, note=note))
 
 
 _UNKNOWN = object()
