@@ -463,8 +463,8 @@ def test_a_padded_capacity_factor_run_judged_not_to_fit_ran_out_of_memory_where_
 
 
 def _moe(**changes) -> RunShape:
-    base = RunShape(2, 1024, 8, 1024, 1, 32000, num_experts=8, moe_router_topk=4)
-    return replace(base, **changes)
+    """COUNTED_LAYER as top-4 of 8 experts."""
+    return replace(COUNTED_LAYER, num_experts=8, moe_router_topk=4, **changes)
 
 
 @pytest.mark.parametrize(

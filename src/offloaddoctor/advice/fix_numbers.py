@@ -83,9 +83,10 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     if needed <= 1.0:
         return
     pp = number(store.value("model.pipeline_model_parallel_size")) or 1
-    dp = number(store.value("data_parallel_size"))
-    # Twice the pipeline stages on the same GPUs halves data parallelism: not with an odd DP (one GPU).
-    first = [f"model.pipeline_model_parallel_size={int(pp) * 2}"] if not dp or dp % 2 == 0 else []
+    doubled = f"model.pipeline_model_parallel_size={int(pp) * 2}"
+    # Twice the pipeline stages on the same GPUs halves data parallelism: not where the GPUs cannot hold them
+    # (one GPU; report/fixes.py would leave the line out, and the note below must not advise it).
+    first = [doubled] if _gpus_hold(store, pp * 2) else []
     # Recompute and activation offloading exclude each other.
     if boolean(store.value("model.cpu_offloading")) is not True:
         first.append("model.recompute_granularity=selective")
@@ -102,6 +103,13 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
         "The numbers say optimizer offloading alone cannot free enough (it would need a fraction of "
         f"{needed:.2f})" + (f": {more} first." if more else ".")
     )
+
+
+def _gpus_hold(store: ConfigStore, pipeline: float) -> bool:
+    """Whether the run's GPUs (config/derived.py, unknown: yes) split into TP x `pipeline` x CP."""
+    world = number(store.value("parallel.run_world_size"))
+    tp, cp = (number(store.value(f"model.{k}_parallel_size")) or 1 for k in ("tensor_model", "context"))
+    return not world or world % (tp * pipeline * cp) == 0
 
 
 def parameters_per_gpu(parameters: ParameterCounts) -> int | None:

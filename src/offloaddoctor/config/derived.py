@@ -113,18 +113,21 @@ def _location(source: Source) -> str:
     return f"{where} [{source.detail}]" if source.detail else where
 
 
+# The allocator's settings, in the order they are read (the first one the run sets).
+ALLOCATOR_CONF_KEYS = ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF")
+
+
+def allocator_options(text: str) -> dict[str, str]:
+    """`expandable_segments:True,max_split_size_mb:512` as {name: value}, in order."""
+    parts = (part.partition(":") for part in text.strip("'\"").split(",") if part.strip())
+    return {name.strip(): value.strip() for name, _, value in parts}
+
+
 def _expandable_segments(store: ConfigStore) -> None:
-    for env_key in ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF"):
-        setting = store.resolve(env_key)
-        if setting is None or setting.value is None:
-            continue
-        options = {}
-        for part in str(setting.value).strip("'\"").split(","):
-            name, _, value = part.partition(":")
-            options[name.strip()] = value.strip()
-        enabled = boolean(options.get("expandable_segments", "False")) is True
+    setting = _first_given(store, ALLOCATOR_CONF_KEYS)
+    if setting is not None:
+        enabled = boolean(allocator_options(str(setting.value)).get("expandable_segments", "False")) is True
         store.set_derived(_derived("allocator.expandable_segments", enabled, setting))
-        return
 
 
 def _megatron_lm_cpu_offloading(store: ConfigStore) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from offloaddoctor.report.findings import Finding
 from offloaddoctor.catalog.predicates import names_in
+from offloaddoctor.config.derived import ALLOCATOR_CONF_KEYS, allocator_options
 from offloaddoctor.config.dialect import dialect_of, parse_fix_line, render_changes
 from offloaddoctor.config.keys import VALUE_KINDS
 from offloaddoctor.coerce import number
@@ -69,29 +70,20 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
     return dialect
 
 
-_ALLOCATOR_CONF = ("env.PYTORCH_CUDA_ALLOC_CONF", "env.PYTORCH_ALLOC_CONF")  # the order config/derived.py reads
-
-
 def _allocator_options_kept(changes, store: ConfigStore):
     """An allocator setting the fix exports keeps the options the run already sets
     (`garbage_collection_threshold:0.6,max_split_size_mb:512` + `expandable_segments:True`), in the variable the
     run sets them in: `export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` alone dropped them."""
-    given = next((store.resolve(key) for key in _ALLOCATOR_CONF if store.value(key) is not None), None)
+    given = next((store.resolve(key) for key in ALLOCATOR_CONF_KEYS if store.value(key) is not None), None)
     if given is None:
         return changes
     out = []
     for key, value in changes:
-        if key in _ALLOCATOR_CONF and value is not None:
-            options = dict(_options(str(given.value)))
-            options.update(_options(str(value)))
+        if key in ALLOCATOR_CONF_KEYS and value is not None:
+            options = {**allocator_options(str(given.value)), **allocator_options(str(value))}
             key, value = given.key, ",".join(f"{name}:{setting}" for name, setting in options.items())
         out.append((key, value))
     return out
-
-
-def _options(text: str) -> list[tuple[str, str]]:
-    parts = (part.partition(":") for part in text.strip("'\"").split(",") if part.strip())
-    return [(name.strip(), setting.strip()) for name, _, setting in parts]
 
 
 def _with_replaced(changes, store: ConfigStore):
@@ -114,11 +106,10 @@ def _leave_out_layouts_the_gpus_cannot_hold(finding: Finding, items: dict[int, l
     """A fix's TP/PP/CP change the run's GPUs cannot be split into (PP 2 on one GPU, or with an odd data-parallel
     size: Megatron asserts TP x PP x CP divides the world) is left out, and the fix says why. Only where the
     config says how many GPUs there are."""
-    sizes = {key: number(store.value(key)) or 1 for key in _PARALLEL}
-    dp = number(store.value("data_parallel_size"))
-    world = dp * math.prod(sizes.values()) if dp else number(store.value("world_size"))
+    world = number(store.value("parallel.run_world_size"))  # config/derived.py
     if not world:
         return
+    sizes = {key: number(store.value(key)) or 1 for key in _PARALLEL}
     changed = {key: number(value) for item in items[id(finding)] if not isinstance(item, str) for key, value in item}
     wanted = {key: changed.get(key) or size for key, size in sizes.items()}
     product = math.prod(wanted.values())
