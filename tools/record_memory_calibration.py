@@ -504,6 +504,25 @@ for name, mbs in (("e41-moe8-ep2-top2-cf1-pad-mbs94-h200", 94), ("e42-moe8-ep2-t
         "--moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2 --moe-expert-capacity-factor 1.0 "
         "--moe-pad-expert-input-to-capacity",
     )
+
+
+# Expert parallelism as advised (advice/changes.py _double_expert): a MoE model whose experts' weights and
+# gradients do not fit two GPUs at EP 1 (estimate: "does not fit"), run at EP 1 and with `estimate`'s change
+# "--expert-model-parallel-size 2" as printed. 80 experts for two H200 (e45 advised, e46 as it was), 44 for two
+# H100 (e47, e48).
+def moe_params_heavy(experts: int, ep: int) -> tuple[int, int, str]:
+    return (
+        2,
+        0,
+        f"{shape(8, 2048, 16, 1024, 1, 32000, gbs=2)} --bf16 {DISTOPT} --disable-bias-linear --num-experts {experts} "
+        f"--moe-router-topk 2 --moe-ffn-hidden-size 4096" + (f" --expert-model-parallel-size {ep}" if ep > 1 else ""),
+    )
+
+
+RUNS["e45-moe80-ep2-advised-h200"] = moe_params_heavy(80, 2)
+RUNS["e46-moe80-ep1-h200"] = moe_params_heavy(80, 1)
+RUNS["e47-moe44-ep2-advised"] = moe_params_heavy(44, 2)
+RUNS["e48-moe44-ep1"] = moe_params_heavy(44, 1)
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(

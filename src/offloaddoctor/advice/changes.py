@@ -228,6 +228,20 @@ def _double_tensor(shape: RunShape, budget: float) -> Change | None:
     return Change(f"tensor parallel {t} -> {2 * t} (data parallel {dp} -> {dp // 2})", overrides, changed)
 
 
+def _double_expert(shape: RunShape, budget: float) -> Change | None:
+    """Each rank holds half the experts: their weights, gradients and optimizer state halve, and a rank's share
+    of routed tokens varies more (memory/calibration.py routed_imbalance). The world stays the same, so the expert
+    grid must still divide it (`_candidates`)."""
+    e, experts = shape.expert_model_parallel_size, shape.num_experts
+    if not experts or experts % (2 * e):
+        return None
+    return Change(
+        f"expert parallel {e} -> {2 * e} ({experts // e} -> {experts // (2 * e)} experts a rank)",
+        (f"model.expert_model_parallel_size={2 * e}",),
+        shape.with_changes(expert_model_parallel_size=2 * e),
+    )
+
+
 def _offloading_cost(change: Change) -> Cost:
     fraction = change.fraction or 0.0
     return Cost(
@@ -259,6 +273,14 @@ CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable
     (
         _activation_offloading,
         Cost("host transfers every layer; depends on PCIe bandwidth (not measured here)", 15.0, "not measured"),
+    ),
+    (
+        _double_expert,
+        Cost(
+            "the experts' all-to-all spans twice the ranks (not measured here, so listed after the measured changes)",
+            34.0,
+            "not measured: ranked after full recompute, the last measured single-GPU change",
+        ),
     ),
     (
         _transformer_engine,
