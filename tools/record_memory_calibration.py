@@ -523,6 +523,17 @@ RUNS["e45-moe80-ep2-advised-h200"] = moe_params_heavy(80, 2)
 RUNS["e46-moe80-ep1-h200"] = moe_params_heavy(80, 1)
 RUNS["e47-moe44-ep2-advised"] = moe_params_heavy(44, 2)
 RUNS["e48-moe44-ep1"] = moe_params_heavy(44, 1)
+# The same EP 1 runs with estimate's measured alternative as printed: optimizer offloading at the fraction it names.
+RUNS["e49-moe80-ep1-offload015-advised-h200"] = (
+    2,
+    0,
+    f"{moe_params_heavy(80, 1)[2]} {OFFLOAD} 0.15 --manual-gc --manual-gc-interval 100",
+)
+RUNS["e50-moe44-ep1-offload020-advised"] = (
+    2,
+    0,
+    f"{moe_params_heavy(44, 1)[2]} {OFFLOAD} 0.2 --manual-gc --manual-gc-interval 100",
+)
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(
