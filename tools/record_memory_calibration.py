@@ -509,13 +509,14 @@ for name, mbs in (("e41-moe8-ep2-top2-cf1-pad-mbs94-h200", 94), ("e42-moe8-ep2-t
 # Expert parallelism as advised (advice/changes.py _double_expert): a MoE model whose experts' weights and
 # gradients do not fit two GPUs at EP 1 (estimate: "does not fit"), run at EP 1 and with `estimate`'s change
 # "--expert-model-parallel-size 2" as printed. 80 experts for two H200 (e45 advised, e46 as it was), 44 for two
-# H100 (e47, e48).
+# H100 (e47, e48). Twelve iterations, so the advised changes' step times can be compared (e51 on).
 def moe_params_heavy(experts: int, ep: int) -> tuple[int, int, str]:
     return (
         2,
         0,
         f"{shape(8, 2048, 16, 1024, 1, 32000, gbs=2)} --bf16 {DISTOPT} --disable-bias-linear --num-experts {experts} "
-        f"--moe-router-topk 2 --moe-ffn-hidden-size 4096" + (f" --expert-model-parallel-size {ep}" if ep > 1 else ""),
+        f"--moe-router-topk 2 --moe-ffn-hidden-size 4096 --train-iters 12"
+        + (f" --expert-model-parallel-size {ep}" if ep > 1 else ""),
     )
 
 
@@ -529,6 +530,7 @@ RUNS["e49-moe80-ep1-offload015-advised-h200"] = (
     0,
     f"{moe_params_heavy(80, 1)[2]} {OFFLOAD} 0.15 --manual-gc --manual-gc-interval 100",
 )
+RUNS["e51-moe80-ep1-pp2-advised-h200"] = (2, 0, f"{moe_params_heavy(80, 1)[2]} --pipeline-model-parallel-size 2")
 RUNS["e50-moe44-ep1-offload020-advised"] = (
     2,
     0,
