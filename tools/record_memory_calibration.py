@@ -531,6 +531,18 @@ RUNS["e49-moe80-ep1-offload015-advised-h200"] = (
     f"{moe_params_heavy(80, 1)[2]} {OFFLOAD} 0.15 --manual-gc --manual-gc-interval 100",
 )
 RUNS["e51-moe80-ep1-pp2-advised-h200"] = (2, 0, f"{moe_params_heavy(80, 1)[2]} --pipeline-model-parallel-size 2")
+# What each advised change costs on a MoE that fits without it (40 experts, two H200): the baseline (e52), expert
+# parallel 2 (e53), pipeline parallel 2 (e54), optimizer offloading 0.15 (e55); at micro-batch 8 (eight times the
+# tokens a step for the same parameters) the baseline (e56) and offloading (e57).
+BASE40 = moe_params_heavy(40, 1)[2]
+GC = "--manual-gc --manual-gc-interval 100"
+RUNS["e52-moe40-ep1-base-h200"] = (2, 0, f"{BASE40} {GC}")
+RUNS["e53-moe40-ep2-h200"] = (2, 0, f"{moe_params_heavy(40, 2)[2]} {GC}")
+RUNS["e54-moe40-pp2-h200"] = (2, 0, f"{BASE40} {GC} --pipeline-model-parallel-size 2")
+RUNS["e55-moe40-offload015-h200"] = (2, 0, f"{BASE40} {GC} {OFFLOAD} 0.15")
+MBS8 = BASE40.replace("--micro-batch-size 1 --global-batch-size 2", "--micro-batch-size 8 --global-batch-size 16")
+RUNS["e56-moe40-ep1-mbs8-base-h200"] = (2, 0, f"{MBS8} {GC}")
+RUNS["e57-moe40-mbs8-offload015-h200"] = (2, 0, f"{MBS8} {GC} {OFFLOAD} 0.15")
 RUNS["e50-moe44-ep1-offload020-advised"] = (
     2,
     0,
