@@ -543,6 +543,9 @@ RUNS["e55-moe40-offload015-h200"] = (2, 0, f"{BASE40} {GC} {OFFLOAD} 0.15")
 MBS8 = BASE40.replace("--micro-batch-size 1 --global-batch-size 2", "--micro-batch-size 8 --global-batch-size 16")
 RUNS["e56-moe40-ep1-mbs8-base-h200"] = (2, 0, f"{MBS8} {GC}")
 RUNS["e57-moe40-mbs8-offload015-h200"] = (2, 0, f"{MBS8} {GC} {OFFLOAD} 0.15")
+# A second offload fraction (e58: 0.5) for the MoE's slowdown curve, and EP 2 at micro-batch 8 (e59, against e56).
+RUNS["e58-moe40-offload050-h200"] = (2, 0, f"{BASE40} {GC} {OFFLOAD} 0.5")
+RUNS["e59-moe40-ep2-mbs8-h200"] = (2, 0, f"{MBS8} {GC} --expert-model-parallel-size 2")
 RUNS["e50-moe44-ep1-offload020-advised"] = (
     2,
     0,
