@@ -41,6 +41,15 @@ def test_oom_advice_says_which_fraction_frees_enough():
     assert facts["expected_slowdown"].startswith("~1.4x (0.47B GPT, H100) to ~2.5x")
 
 
+def test_oom_advice_for_a_moe_run_quotes_the_measured_moe_offloading_costs():
+    """A MoE's CPU Adam grows with all its parameters, its compute with the active ones: the dense 0.47B GPT's
+    curve is not quoted for it (tests/advice/test_change_costs_on_gpu.py holds the MoE curve to its runs)."""
+    moe = diagnose_text(PARAMS + OOM, {**OFFLOAD_025_DP8, "model.num_moe_experts": 64}).findings[0]
+    assert moe.facts["offload_fraction_needed"] == 0.45
+    assert moe.facts["expected_slowdown"].startswith("~2.5x (Qwen3-30B-A3B, the CPU-offloading guide) to ~8.6x")
+    assert "0.47B GPT" not in moe.facts["expected_slowdown"]
+
+
 def test_oom_advice_is_honest_when_offload_cannot_be_enough():
     config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9}
     facts = (

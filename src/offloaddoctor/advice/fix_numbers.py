@@ -177,8 +177,12 @@ def oom_advice(
     advice[NEEDED_FRACTION] = fraction
     advice["offload_fraction_needed"] = _needed_fraction_fact(fraction)
     if fraction <= 1.0:
-        advice["expected_slowdown"] = expected_slowdown(fraction)
+        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store))
     return advice
+
+
+def _is_moe(store: ConfigStore) -> bool:
+    return bool(number(store.value("model.num_moe_experts")))
 
 
 def needed_fraction(needed: float) -> float:
@@ -295,7 +299,7 @@ def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
     fraction = number(store.value("optimizer.optimizer_offload_fraction"))
     advice: dict[str, Any] = {}
     if fraction is not None and 0 < fraction <= 1:
-        advice["expected_slowdown"] = expected_slowdown(fraction)
+        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store))
     overlap = store.value("optimizer.overlap_cpu_optimizer_d2h_h2d")
     if overlap is not None:
         advice["overlap_cpu_optimizer_d2h_h2d"] = boolean(overlap)
