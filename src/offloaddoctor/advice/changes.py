@@ -329,6 +329,14 @@ def _offloaded(shape: RunShape, fraction: float) -> RunShape:
     )
 
 
+def smallest_offload_fraction(shape: RunShape, budget: float) -> float | None:
+    """The smallest offload fraction, in the advice's steps, whose re-estimated step fits; None when none does."""
+    fraction = _smallest_fraction(shape, budget)
+    if fraction is None or not fits(estimate(_offloaded(shape, fraction)), budget):
+        return None
+    return fraction
+
+
 def _smallest_fraction(shape: RunShape, budget: float) -> float | None:
     start = shape.gpu_offload_fraction
     size = derived.OFFLOAD_FRACTION_STEP
