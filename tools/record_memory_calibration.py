@@ -562,6 +562,15 @@ RUN_ENV = dict.fromkeys(
     ),
     EXPANDABLE,
 )
+# The expandable-segments fix for a run that already sets allocator options keeps them in the same variable
+# (config/derived.py allocator_options): e19 with a garbage-collection threshold of its own (e61), and with the
+# variable `diagnose` prints for e61's out-of-memory log (e62).
+RUNS["e61-moe8-ep2-top2-mbs94-gcthreshold-h200"] = E19
+RUNS["e62-moe8-ep2-top2-mbs94-gcthreshold-expandable-h200"] = E19
+RUN_ENV["e61-moe8-ep2-top2-mbs94-gcthreshold-h200"] = {"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.9"}
+RUN_ENV["e62-moe8-ep2-top2-mbs94-gcthreshold-expandable-h200"] = {
+    "PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.9,expandable_segments:True"
+}
 
 
 def _planned_advice() -> dict:
