@@ -77,6 +77,23 @@ def test_launch_script_flags_and_exports():
     assert str(store.resolve("optimizer.optimizer_offload_fraction").source) == f"{SCRIPT}:13 (command line)"
 
 
+@pytest.mark.parametrize("prefix", ["", "env "])
+def test_assignments_before_a_launch_command_are_its_environment(tmp_path, prefix):
+    script = tmp_path / "launch.sh"
+    script.write_text(
+        f"{prefix}PYTORCH_CUDA_ALLOC_CONF='garbage_collection_threshold:0.9' NCCL_DEBUG=INFO torchrun "
+        "--nproc-per-node 2 pretrain_gpt.py --micro-batch-size 2 TAIL=1 model.seed=3\n"
+    )
+    store = build_store(load_config_file(str(script)))
+    assert store.resolve("env.PYTORCH_CUDA_ALLOC_CONF").value == "garbage_collection_threshold:0.9"
+    assert str(store.resolve("env.PYTORCH_CUDA_ALLOC_CONF").source) == f"{script}:1 (environment)"
+    assert store.resolve("env.NCCL_DEBUG").value == "INFO"
+    assert store.resolve("allocator.expandable_segments").value is False
+    assert store.resolve("train.micro_batch_size").value == 2
+    assert store.resolve("env.TAIL") is None  # after the command word: an argument, not the environment
+    assert store.resolve("model.seed").value == 3
+
+
 def test_megatron_lm_turns_offloading_on_from_the_layer_count_but_zero_is_not_on():
     on = build_store(parse_overrides(["cpu_offloading_num_layers=2"]))
     assert on.resolve("model.cpu_offloading").value is True

@@ -315,6 +315,26 @@ def test_diagnose_on_an_ep_oom_advises_two_changes_and_each_ran_as_printed(faile
             assert "(after 3 iterations) memory (MB)" in log.read()
 
 
+def test_the_expandable_segments_fix_keeps_the_runs_own_allocator_options_and_ran_as_printed(tmp_path):
+    """e61 is e19 launched with `PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.9 …`: it ran out of memory
+    with 10 GiB reserved but unallocated. Given its launch command, `diagnose` confirms fragmentation from the
+    command's own environment and prints one variable holding both options; e62, launched with it, ran."""
+    failed, fixed = "e61-moe8-ep2-top2-mbs94-gcthreshold-h200", "e62-moe8-ep2-top2-mbs94-gcthreshold-expandable-h200"
+    rows = (CALIBRATION / "out-of-memory" / "runs.tsv").read_text().splitlines()
+    command = next(row.split("\t")[2] for row in rows if row.startswith(failed + "\t"))
+    assert command.startswith("PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.9 python3 ")
+    launch = tmp_path / "launch.sh"
+    launch.write_text(command + "\n")
+    path = CALIBRATION / "out-of-memory" / f"{failed}.log.gz"
+    finding = next(f for f in diagnose([str(path)], config_paths=[str(launch)]).findings if f.id == "oom-fragmentation")
+    assert finding.config.verdict == "confirmed"
+    export = finding.overrides[0]
+    assert export == "export PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.9,expandable_segments:True"
+    assert LAUNCH_ALL[fixed].startswith(export.removeprefix("export ") + " ")
+    with gzip.open(CALIBRATION / f"{fixed}.log.gz", "rt") as log:
+        assert "(after 3 iterations) memory (MB)" in log.read()
+
+
 def test_the_largest_ep4_runs_the_routed_imbalance_allowance_called_fitting_one_ran_one_ran_out_of_memory():
     """Planned with the allowance before recording, on four H200: e25 (8 experts, micro-batch 86) "fits" with
     260 MiB to spare, ran (rank 0 4.9 % over the balanced model); e31 (16 experts, 87) "fits" with 1,280 MiB,

@@ -20,6 +20,8 @@ _ARGS_ENTRY = lazy_compile(r"^\s+([A-Za-z_]\w*) (?:\.+ ?)?(.*)$")
 _ENV_PREFIXES = ("PYTORCH_", "NCCL_", "CUDA_", "NVTE_", "TORCH_")
 _ENV_LINE = lazy_compile(rf"^\s*(?:\+\s*)?(?:export\s+)?((?:{'|'.join(_ENV_PREFIXES)})[A-Z0-9_]*)=(\S*)\s*$")
 _ANY_ENV_EXPORT = lazy_compile(r"^export\s+([A-Z][A-Z0-9_]*)=(\S*)\s*$")
+# `NAME=value torchrun …`: the shell's assignments before a command word are that command's environment.
+_ENV_ASSIGNMENT = lazy_compile(r"^([A-Z_][A-Z0-9_]*)=(.*)$")
 _PROGRAM = lazy_compile(r"(?:^|\s)(?:\S*/)?(?:torchrun|python[\d.]*|\S+\.py)(?=\s)")
 _DATACLASS_REPR = lazy_compile(r"\b(OptimizerConfig|DistributedDataParallelConfig)\((.*)\)\s*$")
 _REPR_FIELD = lazy_compile(r"(\w+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|\([^)]*\)|<[^>]*>|[^,()<>\[\]]+)")
@@ -193,6 +195,12 @@ class LogConfigCollector:
         except ValueError:
             tokens = text.split()
         found = False
+        for token in tokens[1 if tokens[:1] == ["env"] else 0 :]:
+            assignment = _ENV_ASSIGNMENT.match(token)
+            if not assignment:
+                break
+            self._add("env." + assignment.group(1), assignment.group(2), line, "environment")
+            found = True
         for index, token in enumerate(tokens):
             if token.startswith("--") and len(token) > 2:
                 name, sep, inline = token.partition("=")
