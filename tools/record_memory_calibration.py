@@ -552,6 +552,9 @@ RUNS["e50-moe44-ep1-offload020-advised"] = (
     f"{moe_params_heavy(44, 1)[2]} {OFFLOAD} 0.2 --manual-gc --manual-gc-interval 100",
 )
 RUNS["e60-moe44-ep1-pp2-advised"] = (2, 0, f"{moe_params_heavy(44, 1)[2]} --pipeline-model-parallel-size 2")
+# The fraction diagnose gives e46's OOM for the run as it collects (no --manual-gc: the first optimizer build
+# may linger): 0.5 (with --manual-gc 0.15, e49).
+RUNS["e63-moe80-ep1-offload050-nogc-h200"] = (2, 0, f"{moe_params_heavy(80, 1)[2]} {OFFLOAD} 0.5")
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(
