@@ -97,17 +97,3 @@ def test_expert_parallel_on_one_node_is_ranked_no_slower_with_the_step_times_it_
 
 def test_pipeline_doubling_costs_on_the_moe_what_the_guide_says_it_costs():
     assert round(ratio("e54-moe40-pp2-h200", BASE), 2) == 1.07
-
-
-def test_diagnose_on_the_moe_oom_sizes_offloading_as_estimate_does_and_that_fraction_ran():
-    """The OOM's numbers alone (the optimizer state the whole step is short of) asked for fraction 0.55; offloading
-    also frees the step's Adam temporary, and the memory model's 0.15 ran (e49). Diagnose quotes the model's."""
-    from offloaddoctor.api import diagnose
-
-    failed = CALIBRATION / "out-of-memory" / "e46-moe80-ep1-h200.log.gz"
-    finding = diagnose([str(failed)]).findings[0]
-    assert finding.id == "oom-capacity"
-    assert finding.facts["offload_fraction_needed"] == 0.15
-    assert "--optimizer-offload-fraction 0.15 " in LAUNCH["e49-moe80-ep1-offload015-advised-h200"]
-    assert finding.facts["expected_slowdown"].endswith("at fraction 0.15")
-    assert finding.overrides == ["--expert-model-parallel-size 2"]  # the cheapest, in the log's own dialect

@@ -324,25 +324,37 @@ CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable
 
 def _offloaded(shape: RunShape, fraction: float) -> RunShape:
     """Offloading as advised: with manual garbage collection, so the first optimizer build never lingers."""
+    return _offloaded_as_configured(shape, fraction).with_changes(manual_gc=True)
+
+
+def _offloaded_as_configured(shape: RunShape, fraction: float) -> RunShape:
     return shape.with_changes(
-        optimizer_cpu_offload=True, optimizer_offload_fraction=fraction, distributed_optimizer=True, manual_gc=True
+        optimizer_cpu_offload=True, optimizer_offload_fraction=fraction, distributed_optimizer=True
     )
 
 
-def smallest_offload_fraction(shape: RunShape, budget: float) -> float | None:
-    """The smallest offload fraction, in the advice's steps, whose re-estimated step fits; None when none does."""
-    fraction = _smallest_fraction(shape, budget)
-    if fraction is None or not fits(estimate(_offloaded(shape, fraction)), budget):
+def smallest_offload_fraction(shape: RunShape, budget: float, manual_gc: bool) -> float | None:
+    """The smallest offload fraction, in the advice's steps, whose re-estimated step fits; None when none does.
+    `manual_gc`: as advised (the first optimizer build freed before training), else as the run collects."""
+    offloaded = _offloaded if manual_gc else _offloaded_as_configured
+    current = shape.optimizer_offload_fraction if shape.optimizer_cpu_offload else None
+    if manual_gc and not shape.manual_gc and current is not None and fits(estimate(_offloaded(shape, current)), budget):
+        return current  # collecting the first build is enough: no more offloading needed
+    fraction = _smallest_fraction(shape, budget, offloaded)
+    if fraction is None or not fits(estimate(offloaded(shape, fraction)), budget):
         return None
     return fraction
 
 
-def _smallest_fraction(shape: RunShape, budget: float) -> float | None:
+def _smallest_fraction(
+    shape: RunShape, budget: float, offloaded: Callable[[RunShape, float], RunShape] | None = None
+) -> float | None:
+    offloaded = offloaded or _offloaded
     start = shape.gpu_offload_fraction
     size = derived.OFFLOAD_FRACTION_STEP
     for step in range(1, round(1 / size) + 1):
         fraction = round(step * size, 2)
-        if fraction > start and fits(estimate(_offloaded(shape, fraction)), budget):
+        if fraction > start and fits(estimate(offloaded(shape, fraction)), budget):
             return fraction
     return 1.0 if start < 1.0 else None
 

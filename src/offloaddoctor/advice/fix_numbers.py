@@ -158,11 +158,16 @@ def oom_advice(
         change = _cheapest_change(shape, fit, store, catalog)
         if change:
             model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
-        # Offloading frees more than the state it moves (its optimizer takes no step temporary; e49 ran at the
-        # model's 0.15 where the state alone asked 0.55): the fraction `estimate` advises, where one fits.
-        modelled = _modelled_fraction(shape, fit)
-        if modelled is not None:
-            needed = modelled
+        # Offloading frees more than the state it moves (its optimizer takes no step temporary), and a first
+        # optimizer build Python has not collected holds more than the state says: the model's fraction for the
+        # run as it collects (g1-f010 ran out of memory at 0.1, g1-f020 ran), and the one `estimate` advises
+        # with manual garbage collection (g1-f010-gc ran at 0.1; e46 asked 0.55 from its state, e49 ran at 0.15).
+        as_configured = _modelled_fraction(shape, fit, manual_gc=bool(shape and shape.manual_gc))
+        if as_configured is not None:
+            needed = as_configured
+        with_gc = _modelled_fraction(shape, fit, manual_gc=True)
+        if with_gc is not None and with_gc != as_configured:
+            model["offload_fraction_needed_with_manual_gc"] = with_gc
     advice: dict[str, Any] = {
         "optimizer_state_estimate_bytes": int(state),
         "shortfall_bytes": int(shortfall),
@@ -243,13 +248,13 @@ def estimate_facts(result: MemoryEstimate) -> dict[str, Any]:
     }
 
 
-def _modelled_fraction(shape: RunShape | None, fit) -> float | None:
+def _modelled_fraction(shape: RunShape | None, fit, manual_gc: bool) -> float | None:
     from offloaddoctor.advice.changes import smallest_offload_fraction
     from offloaddoctor.memory.fit import budget_for
 
     if shape is None or fit is None:
         return None
-    return smallest_offload_fraction(shape, budget_for(fit.limit_bytes, shape.world_size > 1))
+    return smallest_offload_fraction(shape, budget_for(fit.limit_bytes, shape.world_size > 1), manual_gc)
 
 
 def _cheapest_change(

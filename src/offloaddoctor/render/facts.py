@@ -34,6 +34,7 @@ _LABELS = {
     "whole_step_shortfall_bytes": "missing for the whole step (memory model, with CUDA context and NCCL)",
     "optimizer_state_estimate_bytes": "offloadable optimizer state per GPU",
     "offload_fraction_needed": "optimizer_offload_fraction that would free it",
+    "offload_fraction_needed_with_manual_gc": "with manual garbage collection (the first optimizer build freed)",
     "expected_slowdown": "expected iteration time",
     "overlap_cpu_optimizer_d2h_h2d": "overlap_cpu_optimizer_d2h_h2d",
     "estimate_basis": "an estimate, from",

@@ -1,0 +1,64 @@
+"""The offload fraction `diagnose` says would free an OOM, held to real runs of the same model: for the run as it
+collects its garbage, and with Megatron's manual garbage collection (which frees the optimizer's first build)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from offloaddoctor.api import diagnose
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def _rows(tsv: Path, command_column: int) -> dict[str, str]:
+    return {r.split("\t")[0]: r.split("\t")[command_column] for r in tsv.read_text().splitlines()[1:]}
+
+
+SWEEP = FIXTURES / "offload-sweep"
+SWEEP_OUTCOME = _rows(SWEEP / "runs.tsv", 1)
+SWEEP_COMMAND = _rows(SWEEP / "runs.tsv", 8)
+CALIBRATION = FIXTURES / "memory-calibration"
+
+
+def _ran_at(run: str, fraction: float, manual_gc: bool) -> bool:
+    if run in SWEEP_OUTCOME:
+        outcome, command = SWEEP_OUTCOME[run], SWEEP_COMMAND[run]
+    else:
+        with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
+            outcome = "ran" if "(after 3 iterations) memory (MB)" in log.read() else "oom"
+        command = _rows(CALIBRATION / "runs.tsv", 4)[run]
+    return (
+        outcome == "ran"
+        and f"--optimizer-offload-fraction {fraction:g} " in command + " "
+        and ("--manual-gc" in command) == manual_gc
+    )
+
+
+@pytest.mark.parametrize(
+    ("failed", "as_it_collects", "ran_so", "with_gc", "ran_with_gc"),
+    [
+        # 3.35B GPT on one H100 at 0.1: 0.0-0.1 ran out of memory without --manual-gc, 0.2 and 0.3 ran; with it 0.1 ran
+        (SWEEP / "g1-f010.log.gz", 0.3, "g1-f030", 0.1, "g1-f010-gc"),
+        # 80 experts on two H200, no offloading: the state alone asked 0.55; the model's 0.5 ran without
+        # --manual-gc (e63), its 0.15 with it (e49)
+        (
+            CALIBRATION / "out-of-memory" / "e46-moe80-ep1-h200.log.gz",
+            0.5,
+            "e63-moe80-ep1-offload050-nogc-h200",
+            0.15,
+            "e49-moe80-ep1-offload015-advised-h200",
+        ),
+        # 4B Llama at 0.5: the numbers alone said offloading could not free enough (1.12); 0.9 ran
+        (SWEEP / "a-llama4b-gqa-f050-0.log.gz", 0.9, None, None, "a-llama4b-gqa-f050-2"),
+    ],
+)
+def test_the_fraction_diagnose_gives_ran_on_the_gpu(failed, as_it_collects, ran_so, with_gc, ran_with_gc):
+    finding = next(f for f in diagnose([str(failed)]).findings if "offload_fraction_needed" in f.facts)
+    assert finding.facts["offload_fraction_needed"] == as_it_collects
+    assert finding.facts.get("offload_fraction_needed_with_manual_gc") == with_gc
+    if ran_so:
+        assert _ran_at(ran_so, as_it_collects, manual_gc=False)
+    assert _ran_at(ran_with_gc, with_gc or as_it_collects, manual_gc=True)
