@@ -143,7 +143,7 @@ def test_the_fix_uses_the_estimated_fraction():
 def test_every_computed_offload_fraction_follows_the_one_step(monkeypatch):
     """OOM advice and `estimate`'s smallest fraction round to config.derived.OFFLOAD_FRACTION_STEP (0.05), not a
     copy of it; the fix template's raise (0.25) is another number with its own name."""
-    from offloaddoctor.advice.changes import _smallest_fraction
+    from offloaddoctor.advice.changes import smallest_offload_fraction
     from offloaddoctor.config import derived
     from offloaddoctor.memory import estimate
 
@@ -152,10 +152,10 @@ def test_every_computed_offload_fraction_follows_the_one_step(monkeypatch):
     assert diagnose_text(PARAMS + OOM, OFFLOAD_025_DP8).findings[0].facts["offload_fraction_needed"] == 0.45
     shape = _shape(*MINIMAL, "model.bf16=true", "optimizer.use_distributed_optimizer=true")
     budget = estimate(shape).peak_allocated_bytes * 0.97  # 3 % short: a fraction of the state frees it
-    assert _smallest_fraction(shape, budget) == 0.75
+    assert smallest_offload_fraction(shape, budget, manual_gc=True) == 0.75
     monkeypatch.setattr(derived, "OFFLOAD_FRACTION_STEP", 0.2)
     assert diagnose_text(PARAMS + OOM, OFFLOAD_025_DP8).findings[0].facts["offload_fraction_needed"] == 0.6
-    assert _smallest_fraction(shape, budget) == 0.8
+    assert smallest_offload_fraction(shape, budget, manual_gc=True) == 0.8
     assert derived.OFFLOAD_FRACTION_RAISE == 0.25
 
 

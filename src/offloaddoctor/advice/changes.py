@@ -157,7 +157,7 @@ def _double_pipeline(shape: RunShape, budget: float) -> Change | None:
 
 
 def _optimizer_offloading(shape: RunShape, budget: float) -> Change | None:
-    fraction = _smallest_fraction(shape, budget)
+    fraction = _smallest_fraction(shape, budget, _offloaded)
     if fraction is None:
         return None
     overrides = [
@@ -347,9 +347,8 @@ def smallest_offload_fraction(shape: RunShape, budget: float, manual_gc: bool) -
 
 
 def _smallest_fraction(
-    shape: RunShape, budget: float, offloaded: Callable[[RunShape, float], RunShape] | None = None
+    shape: RunShape, budget: float, offloaded: Callable[[RunShape, float], RunShape]
 ) -> float | None:
-    offloaded = offloaded or _offloaded
     start = shape.gpu_offload_fraction
     size = derived.OFFLOAD_FRACTION_STEP
     for step in range(1, round(1 / size) + 1):
