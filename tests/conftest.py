@@ -84,3 +84,18 @@ def builtin_catalog():
 @pytest.fixture(scope="session")
 def catalog():
     return builtin_catalog()
+
+
+EVERY_FIXTURE = pytest.mark.xdist_group("every-fixture")
+"""For tests that read diagnosed_alone: `make test` (--dist loadgroup) runs them in one worker, which diagnoses
+each fixture once for all of them; elsewhere each process diagnoses it at most once."""
+
+
+@functools.cache
+def diagnosed_alone(log: str):
+    """`diagnose([log], policy=Policy())` with the built-in catalogue, once a process: the report several files
+    check every fixture's against (~45 ms a fixture). Read it, never change it."""
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.policy import Policy
+
+    return diagnose([log], policy=Policy(), catalog=builtin_catalog())
