@@ -99,3 +99,21 @@ def diagnosed_alone(log: str):
     from offloaddoctor.policy import Policy
 
     return diagnose([log], policy=Policy(), catalog=builtin_catalog())
+
+
+@functools.cache
+def _estimated_fixture(path: str):
+    from offloaddoctor.api import estimate
+
+    return estimate([path], catalog=builtin_catalog())
+
+
+def estimate_run(paths: list[str], **options):
+    """api.estimate with the built-in catalogue loaded once (loading it is not what these tests are about). A
+    recorded log's own estimate (one file under fixtures/, no options) is made once a process: several tests
+    of tests/memory read each run's. Read it, never change it."""
+    if len(paths) == 1 and not options and Path(paths[0]).resolve().is_relative_to(FIXTURES):
+        return _estimated_fixture(paths[0])
+    from offloaddoctor.api import estimate
+
+    return estimate(paths, catalog=builtin_catalog(), **options)
