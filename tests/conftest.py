@@ -71,6 +71,8 @@ def pytest_configure(config):
     directory = tempfile.mkdtemp(prefix="offloaddoctor-cache-")
     config.add_cleanup(functools.partial(shutil.rmtree, directory, ignore_errors=True))
     os.environ["OFFLOADDOCTOR_CACHE_DIR"] = directory
+    # pytest-xdist's mark, known here too when it is not loaded (`pytest -p no:xdist`)
+    config.addinivalue_line("markers", "xdist_group(name): run in one worker under --dist loadgroup")
 
 
 @functools.cache
