@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import shutil
@@ -71,6 +72,8 @@ def pytest_configure(config):
     directory = tempfile.mkdtemp(prefix="offloaddoctor-cache-")
     config.add_cleanup(functools.partial(shutil.rmtree, directory, ignore_errors=True))
     os.environ["OFFLOADDOCTOR_CACHE_DIR"] = directory
+    # pytest-xdist's mark, known here too when it is not loaded (`pytest -p no:xdist`)
+    config.addinivalue_line("markers", "xdist_group(name): run in one worker under --dist loadgroup")
 
 
 @functools.cache
@@ -84,3 +87,63 @@ def builtin_catalog():
 @pytest.fixture(scope="session")
 def catalog():
     return builtin_catalog()
+
+
+EVERY_FIXTURE = pytest.mark.xdist_group("every-fixture")
+"""For tests that read diagnosed_alone: `make test` (--dist loadgroup) runs them in one worker, which diagnoses
+each fixture once for all of them; elsewhere each process diagnoses it at most once."""
+
+
+@functools.cache
+def diagnosed_alone(log: str):
+    """`diagnose([log], policy=Policy())` with the built-in catalogue, once a process: the report several files
+    check every fixture's against (~45 ms a fixture). Read it, never change it."""
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.policy import Policy
+
+    return diagnose([log], policy=Policy(), catalog=builtin_catalog())
+
+
+def parsed_source(path: Path) -> ast.Module:
+    """ast.parse of a Python file, once a process for as long as the file is unchanged: the architecture checks
+    each walk every module of src/ (~0.4 s a pass). Shared: walk it, never change it."""
+    stat = path.stat()
+    return _parsed_source(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _parsed_source(path: str, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(Path(path).read_text(encoding="utf-8"))
+
+
+@functools.cache
+def schema_validator(name: str):
+    """A validator of docs/NAME (a JSON schema), the schema itself checked once a process: jsonschema.validate
+    checks the schema again on every call (~70 ms for the signature schema). `.validate(instance)` raises on
+    an invalid instance, as jsonschema.validate does."""
+    import json
+
+    import jsonschema
+
+    schema = json.loads((REPO / "docs" / name).read_text())
+    validator = jsonschema.validators.validator_for(schema)
+    validator.check_schema(schema)
+    return validator(schema)
+
+
+@functools.cache
+def _estimated_fixture(path: str):
+    from offloaddoctor.api import estimate
+
+    return estimate([path], catalog=builtin_catalog())
+
+
+def estimate_run(paths: list[str], **options):
+    """api.estimate with the built-in catalogue loaded once (loading it is not what these tests are about). A
+    recorded log's own estimate (one file under fixtures/, no options) is made once a process: several tests
+    of tests/memory read each run's. Read it, never change it."""
+    if len(paths) == 1 and not options and Path(paths[0]).resolve().is_relative_to(FIXTURES):
+        return _estimated_fixture(paths[0])
+    from offloaddoctor.api import estimate
+
+    return estimate(paths, catalog=builtin_catalog(), **options)

@@ -6,6 +6,8 @@ from offloaddoctor.scanning.units import parse_quantity
 from offloaddoctor.memory.gpus import parse_size
 from offloaddoctor.metrics.numbers import BRIDGE_REPORT_UNIT_BYTES, MEGATRON_UNIT_BYTES, to_mib
 
+from tests.conftest import parsed_source
+
 
 def test_the_readers_share_the_table():
     assert MEGATRON_UNIT_BYTES is byte_units.MEGATRON
@@ -30,7 +32,7 @@ def test_a_mebibyte_is_defined_once():
     package = Path(byte_units.__file__).parent
     found = []
     for path in package.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed_source(path)):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
                     name = getattr(target, "id", "")

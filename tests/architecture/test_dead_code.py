@@ -11,6 +11,8 @@ import tokenize
 from collections import Counter
 from pathlib import Path
 
+from tests.conftest import parsed_source
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "offloaddoctor"
 WORD = re.compile(r"\w+")
@@ -48,7 +50,7 @@ def unused_definitions(root: Path = ROOT) -> list[str]:
     for path in sorted((root / "src" / "offloaddoctor").rglob("*.py")):
         text = texts[path]
         lines = io.StringIO(text, newline="").readlines()  # split as ast.get_source_segment splits, once a file
-        for node in ast.parse(text).body:
+        for node in parsed_source(path).body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.decorator_list:
                 own = Counter(WORD.findall(_source_segment(lines, node)))
                 definitions.append((f"{path.relative_to(root / 'src')}:{node.lineno}", node.name, own))
@@ -72,7 +74,7 @@ def pure_reexports(package: Path = PACKAGE) -> list[str]:
     for path in sorted(package.rglob("*.py")):
         if path.name == "__init__.py":
             continue
-        body = ast.parse(path.read_text(encoding="utf-8")).body
+        body = parsed_source(path).body
         docstring = (
             body[:1] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
         )

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.conftest import parsed_source
+
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "offloaddoctor"
 
 
@@ -25,7 +27,7 @@ def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, path in paths.items():
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed_source(path)):
             if isinstance(node, ast.Import):
                 targets |= {alias.name for alias in node.names if alias.name in paths}
             elif isinstance(node, ast.ImportFrom):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.conftest import parsed_source
+
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "offloaddoctor"
 
 ARCHITECTURE = PACKAGE.parents[1] / "docs" / "architecture.md"
@@ -33,7 +35,7 @@ def part_of(module: str) -> str | None:
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed_source(path)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_python
+from tests.conftest import parsed_source, run_python
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "offloaddoctor"
@@ -46,7 +46,7 @@ def test_the_root_exports_each_name_from_the_module_that_defines_it(name):
 
 def _submodule_imports(path: Path, packages: tuple[str, ...] = SURFACED) -> list[str]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed_source(path)):
         modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             modules = [node.module]

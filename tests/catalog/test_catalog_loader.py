@@ -1,16 +1,15 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 import yaml
 
 from offloaddoctor.api import load_catalog
 from offloaddoctor.catalog.loader import CatalogError, builtin_signature_dir
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "signature.schema.json").read_text())
+from tests.conftest import schema_validator
+
 GOOD = (builtin_signature_dir() / "recompute-cpu-offload.yaml").read_text()
 
 
@@ -25,7 +24,7 @@ def test_builtin_catalogue_loads_and_is_sorted_by_priority(catalog):
 
 @pytest.mark.parametrize("path", sorted(builtin_signature_dir().glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_signature_file_satisfies_the_published_json_schema(path):
-    jsonschema.validate(yaml.safe_load(path.read_text()), SCHEMA)
+    schema_validator("signature.schema.json").validate(yaml.safe_load(path.read_text()))
 
 
 def test_all_problems_are_reported_at_once(tmp_path):

@@ -9,6 +9,8 @@ from pathlib import Path
 import offloaddoctor
 from offloaddoctor.catalog.loader import builtin_signature_dir
 
+from tests.conftest import parsed_source
+
 SOURCE = Path(offloaddoctor.__file__).parent
 
 
@@ -30,7 +32,7 @@ def ids_compared_in_code() -> dict[str, str]:
     """Every string compared with a signature id anywhere in src/ -> where."""
     found: dict[str, str] = {}
     for path in sorted(SOURCE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed_source(path)):
             if isinstance(node, ast.Compare):
                 operands = [node.left, *node.comparators]
                 if any(_is_id(operand) for operand in operands):

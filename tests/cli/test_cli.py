@@ -14,7 +14,7 @@ import pytest
 
 from offloaddoctor.cli import app
 
-from tests.conftest import FIXTURES, REPO, RUNNER, builtin_catalog, run_python
+from tests.conftest import EVERY_FIXTURE, FIXTURES, REPO, RUNNER, diagnosed_alone, run_python, schema_validator
 
 PP_LOG = FIXTURES / "pp-cpu-offload" / "job.log"
 CLEAN_LOG = FIXTURES / "clean-baseline" / "job.log"
@@ -135,14 +135,12 @@ def test_installed_entry_point_runs_without_a_traceback():
     assert result.stderr.strip() == "offloaddoctor: error: /definitely/missing.log: no such file or directory"
 
 
-@functools.cache
 def _fails(log: Path) -> bool:
     """Whether the library's report on the log fails the run: the exit code every format must give (one
-    diagnosis per fixture for the three formats)."""
-    from offloaddoctor.api import diagnose
+    diagnosis per fixture for the three formats, shared with test_runs.py)."""
     from offloaddoctor.policy import Policy
 
-    return Policy().failed(diagnose([str(log)], policy=Policy(), catalog=builtin_catalog()))
+    return Policy().failed(diagnosed_alone(str(log)))
 
 
 @functools.cache
@@ -152,6 +150,7 @@ def _diagnosed_as_json(log: Path) -> tuple[int, str]:
     return result.exit_code, result.stdout
 
 
+@EVERY_FIXTURE
 @pytest.mark.parametrize("fmt", ["text", "json", "terminal"])
 def test_every_format_runs_on_every_fixture(fmt):
     for case in sorted(p.parent for p in FIXTURES.glob("*/job.log")):
@@ -205,15 +204,11 @@ def test_the_installed_command_reports_an_internal_error_with_exit_3(tmp_path):
     assert result.stderr.startswith("offloaddoctor: internal error, please report: KeyError: 'boom'")
 
 
+@EVERY_FIXTURE
 def test_json_output_validates_against_the_published_schema():
-    import jsonschema
-
-    schema = json.loads((FIXTURES.parent / "docs" / "report.schema.json").read_text())
-    validator = jsonschema.validators.validator_for(schema)
-    validator.check_schema(schema)  # once: jsonschema.validate checks the schema again on every call
     for case in sorted(p.parent for p in FIXTURES.glob("*/job.log")):
         data = json.loads(_diagnosed_as_json(case / "job.log")[1])
-        validator(schema).validate(data)
+        schema_validator("report.schema.json").validate(data)
 
 
 PP_LOG_NAME = str(PP_LOG)

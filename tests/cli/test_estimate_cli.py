@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from offloaddoctor.memory.fit import fits
@@ -14,10 +13,11 @@ from typer.testing import CliRunner
 from offloaddoctor.api import check, estimate
 from offloaddoctor.cli import app
 
+from tests.conftest import schema_validator
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "fixtures/memory-calibration/c04-mbs8.log.gz"
 LAUNCH = "fixtures/estimate/llama3-8b-launch.sh"
-SCHEMA = json.loads((ROOT / "docs" / "estimate.schema.json").read_text())
 RUNNER = CliRunner()
 
 
@@ -47,7 +47,7 @@ def test_json_follows_its_schema_and_adds_up(in_repo):
         [set_up, "--gpu", "H100-80GB"],
     ):
         document = json.loads(invoke(*args, "--format", "json").stdout)
-        jsonschema.validate(document, SCHEMA)
+        schema_validator("estimate.schema.json").validate(document)
         assert sum(document["components"].values()) == pytest.approx(document["peak_allocated_mb"], abs=0.5)
 
 

@@ -3,6 +3,7 @@ fix that follow the OOM message's numbers in every output format."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -62,11 +63,16 @@ def merged_changes(findings) -> dict:
     return merged
 
 
+SAME_REPORTS = pytest.mark.xdist_group("fix-dialect-reports")  # _diagnose once a fixture for both tests
+
+
 def _fixtures_with_findings():
     return sorted(d.name for d in FIXTURES.iterdir() if (d / "job.log").is_file())
 
 
+@functools.cache
 def _diagnose(name: str):
+    """The fixture's report with its configs, once a process for the two tests that read it (never changed)."""
     directory = FIXTURES / name
     configs = [str(p) for p in sorted(directory.glob("*.yaml")) if p.name != "expected.yaml"]
     configs += [str(p) for p in sorted(directory.glob("*.sh"))]
@@ -153,6 +159,7 @@ def _run_config(name: str, configs: list[str]):
     return values
 
 
+@SAME_REPORTS
 @pytest.mark.parametrize("name", _fixtures_with_findings())
 def test_applying_every_printed_fix_leaves_no_violation_of_its_finding(name):
     report, configs = _diagnose(name)
@@ -169,6 +176,7 @@ def test_applying_every_printed_fix_leaves_no_violation_of_its_finding(name):
     assert remaining <= {f.id for f in check_store(catalog, before).violations}  # and breaks no other
 
 
+@SAME_REPORTS
 @pytest.mark.parametrize("name", _fixtures_with_findings())
 def test_no_key_gets_two_values_from_two_findings(name):
     report, _ = _diagnose(name)

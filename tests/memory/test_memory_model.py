@@ -10,24 +10,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offloaddoctor import api
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.errors import UserError
 from offloaddoctor.memory import MissingKeys, RunShape, estimate, offloadable_state, read_shape
 from offloaddoctor.memory.gpus import parse_size
 
-from tests.conftest import builtin_catalog
+from tests.conftest import estimate_run
+
+# each recorded run estimated once for the tests here and in test_moe_activations.py (conftest.estimate_run)
+pytestmark = pytest.mark.xdist_group("memory-calibration")
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = sorted((ROOT / "fixtures" / "memory-calibration").glob("*.log.gz"))
 MAX_ALLOCATED = re.compile(r"max allocated: ([\d.]+)")
 PARAMETERS = re.compile(r"model parallel rank \([\d, ]+\): (\d+)")
-
-
-def estimate_run(paths: list[str], **options):
-    """api.estimate with the built-in catalogue loaded once: loading it is not what these tests are about."""
-    return api.estimate(paths, catalog=builtin_catalog(), **options)
 
 
 def _text(path: Path) -> str:

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from offloaddoctor.api import diagnose
-from offloaddoctor.api import estimate as estimate_run
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.memory import RunShape
@@ -19,6 +18,11 @@ from offloaddoctor.memory.calibration import FIT_SLACK, MODEL_UNDERESTIMATE, rou
 from offloaddoctor.memory.fit import verdict_within
 from offloaddoctor.memory.activations import layer_activations, router_bytes, routed_expert_bytes
 from offloaddoctor.memory import read_shape
+
+from tests.conftest import estimate_run
+
+# each recorded run estimated once for the tests here and in test_memory_model.py (conftest.estimate_run)
+pytestmark = pytest.mark.xdist_group("memory-calibration")
 
 ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION = ROOT / "fixtures" / "memory-calibration"

@@ -11,11 +11,13 @@ from offloaddoctor.api import estimate
 from offloaddoctor.memory.fit import DOES_NOT_FIT, FITS, verdict
 from offloaddoctor.memory.offload_split import first_build_offloaded_share
 
-from tests.conftest import builtin_catalog
+from tests.conftest import builtin_catalog, estimate_run
 
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "offload-sweep"
 H100_MIB = 81559
 RUNS = list(csv.DictReader((SWEEP / "runs.tsv").open(), delimiter="\t"))
+# each run estimated once for the tests here that read it (conftest.estimate_run): one worker for them all
+pytestmark = pytest.mark.xdist_group("offload-sweep")
 
 
 def _outcome(name: str) -> str:
@@ -23,7 +25,7 @@ def _outcome(name: str) -> str:
 
 
 def _estimate(name: str):
-    return estimate([str(SWEEP / f"{name}.log.gz")], catalog=builtin_catalog()).estimate
+    return estimate_run([str(SWEEP / f"{name}.log.gz")]).estimate
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[r["name"] for r in RUNS])

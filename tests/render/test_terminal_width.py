@@ -4,9 +4,6 @@ COLUMNS=0 printed nothing at all."""
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 
 import pytest
 from rich.console import Console
@@ -40,14 +37,10 @@ def test_the_fix_to_paste_is_never_cut_however_narrow_the_terminal(report, width
     assert not any("…" in line for line in summary)
 
 
-def test_columns_zero_or_garbage_is_an_unknown_width_not_an_empty_screen():
-    for columns in ("0", "abc", "-3"):
-        result = subprocess.run(
-            [sys.executable, "-m", "offloaddoctor", "diagnose", str(FIXTURE / "job.log"), "--format", "terminal"],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            env={**os.environ, "COLUMNS": columns, "PYTHONPATH": str(REPO / "src")},
-        )
+def test_columns_zero_or_garbage_is_an_unknown_width_not_an_empty_screen(command_line, monkeypatch):
+    monkeypatch.chdir(REPO)
+    for columns in ("0", "abc", "-3"):  # read where each run makes its console: in this process, as in a new one
+        monkeypatch.setenv("COLUMNS", columns)
+        result = command_line("diagnose", str(FIXTURE / "job.log"), "--format", "terminal")
         assert result.returncode == 1, result.stderr
         assert "oom-partial-optimizer-offload" in result.stdout, columns

@@ -17,7 +17,7 @@ from offloaddoctor.policy import Policy
 
 from offloaddoctor.cli import app
 
-from tests.conftest import FIXTURES, RUNNER
+from tests.conftest import EVERY_FIXTURE, FIXTURES, RUNNER, diagnosed_alone, schema_validator
 
 PP = str(FIXTURES / "pp-cpu-offload" / "job.log")
 CLEAN = str(FIXTURES / "clean-baseline" / "job.log")
@@ -35,12 +35,13 @@ def test_two_runs_keep_each_verdict():
     assert any("world_size 8" in d for d in report.runs[0].run.differs_in)
 
 
+@EVERY_FIXTURE
 def test_every_fixture_together_is_each_fixture_alone(catalog):
     logs = sorted(str(p) for p in FIXTURES.glob("*/job.log"))
     together = diagnose(logs, policy=Policy(), catalog=catalog)
     assert [run.run.paths for run in together.runs] == [[log] for log in logs]
-    for run in together.runs:
-        alone = diagnose(run.run.paths, policy=Policy(), catalog=catalog)
+    for run, log in zip(together.runs, logs, strict=True):
+        alone = diagnosed_alone(log)  # diagnose([log], policy=Policy(), catalog=catalog), shared with test_cli.py
         assert verdicts(run) == verdicts(alone), run.run.paths
         assert [[k.issue.id for k in f.known_issues] for f in run.findings] == [
             [k.issue.id for k in f.known_issues] for f in alone.findings
@@ -190,6 +191,4 @@ def test_each_run_says_the_dialect_its_fixes_are_printed_in():
     data = json.loads(RUNNER.invoke(app, ["diagnose", PP, bridge, "-f", "json"]).stdout)
     assert [run["fix_dialect"] for run in data["runs"]] == ["megatron-lm", "bridge"]
     assert data["fix_dialect"] == "megatron-lm"  # the first run's
-    import jsonschema
-
-    jsonschema.validate(data, json.loads((FIXTURES.parent / "docs" / "report.schema.json").read_text()))
+    schema_validator("report.schema.json").validate(data)
