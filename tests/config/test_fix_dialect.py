@@ -78,13 +78,14 @@ def test_a_megatron_lm_log_gets_flags_and_a_switch_is_turned_off_by_removing_it(
     report = diagnose([str(FIXTURES / "pp-cpu-offload" / "job.log")], policy=Policy())
     (finding,) = [f for f in report.findings if f.id == "pp-cpu-offload"]
     assert report.fix_dialect == MEGATRON_LM
-    # Megatron-LM turns activation offloading on from the layer count: the count turns it off.
+    # Megatron-LM turns activation offloading on from the layer count: the count turns it off. No
+    # --use-distributed-optimizer: the run has it (a fix does not repeat what the run sets).
     assert finding.overrides == [
         "--cpu-offloading-num-layers 0",
         "--optimizer-cpu-offload",
         "--optimizer-offload-fraction 0.5",
         "--use-precision-aware-optimizer",
-    ]  # --use-distributed-optimizer: the run has it (a fix does not repeat what the run sets)
+    ]
     report = diagnose([str(FIXTURES / "state-offload-conflict" / "job.log")], policy=Policy())
     lines = {f.id: f.overrides for f in report.findings}
     # --optimizer-cpu-offload is store_true with no --no- form in Megatron-LM.
