@@ -151,6 +151,23 @@ def test_config_from_another_run_is_said_up_front():
     assert matching.config_mismatch is None and not any("another run" in n for n in matching.notes)
 
 
+def test_a_config_the_log_itself_printed_is_never_called_another_runs():
+    """The memory model far below the message's figures said "the config is probably from another run" (and
+    "confirmed (other run?)") where the config was the log's own arguments block, or a file that agrees with it
+    on the model: the report's own comparison rules that out. It now says only that more is on the GPU."""
+    logs_own = diagnose([str(FIXTURES / "oom-activation-offload" / "job.log")])  # no --config: the arguments block
+    matching = diagnose([str(BRIDGE / "job.log")], [str(BRIDGE / "run_config.yaml")])
+    for report in (logs_own, matching):
+        finding = report.findings[0]
+        assert "estimate_vs_allocated" in finding.facts  # the case: 6.6x / 7.6x the memory model's peak
+        assert "another run" not in render_plain(report)
+        assert "other run?" not in render_plain(report)
+        assert "more is on the GPU than the config explains" in finding.config.explanation
+    other = diagnose([str(BRIDGE / "job.log")], [OTHER_RUN_CONFIG])  # disagrees with the log on the model
+    assert "probably from another run" in other.findings[0].config.explanation
+    assert "a config from another run" in other.findings[0].facts["estimate_vs_allocated"]
+
+
 def test_the_fix_follows_the_numbers():
     finding = diagnose([str(BRIDGE / "job.log")], [str(BRIDGE / "run_config.yaml")]).findings[0]
     assert str(finding.facts["offload_fraction_needed"]).startswith("more than 1.0 (1.13)")

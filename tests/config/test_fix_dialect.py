@@ -84,12 +84,12 @@ def test_a_megatron_lm_log_gets_flags_and_a_switch_is_turned_off_by_removing_it(
     report = diagnose([str(FIXTURES / "pp-cpu-offload" / "job.log")], policy=Policy())
     (finding,) = [f for f in report.findings if f.id == "pp-cpu-offload"]
     assert report.fix_dialect == MEGATRON_LM
-    # Megatron-LM turns activation offloading on from the layer count: the count turns it off.
+    # Megatron-LM turns activation offloading on from the layer count: the count turns it off. No
+    # --use-distributed-optimizer: the run has it (a fix does not repeat what the run sets).
     assert finding.overrides == [
         "--cpu-offloading-num-layers 0",
         "--optimizer-cpu-offload",
         "--optimizer-offload-fraction 0.5",
-        "--use-distributed-optimizer",
         "--use-precision-aware-optimizer",
     ]
     report = diagnose([str(FIXTURES / "state-offload-conflict" / "job.log")], policy=Policy())
@@ -116,7 +116,8 @@ def test_the_signature_written_in_flags_prints_overrides_for_a_bridge_config():
         {"optimizer.optimizer": "sgd", "optimizer.use_precision_aware_optimizer": True},
     )
     (finding,) = report.findings
-    assert finding.overrides == ["optimizer.use_precision_aware_optimizer=True", "optimizer.optimizer=adam"]
+    # use_precision_aware_optimizer=True: the config has it (a fix does not repeat what the run sets)
+    assert finding.overrides == ["optimizer.optimizer=adam"]
 
 
 @pytest.mark.parametrize(
@@ -219,7 +220,7 @@ def test_pp_offload_and_state_offload_fixes_agree_on_optimizer_offloading(config
 
 HEADLINE = FIXTURES / "oom-partial-optimizer-offload-bridge"
 CAVEATS = (
-    "the memory model disagrees with the message's figures (6.6x its peak allocated): the config is probably from another run",
+    "the memory model disagrees with the message's figures (6.6x its peak allocated): more is on the GPU than the config explains",
     "optimizer offloading alone cannot free enough",
 )
 
@@ -380,3 +381,18 @@ def test_the_expandable_segments_fix_keeps_the_allocator_options_the_run_sets(tm
     )
     plain = diagnose([str(FIXTURES / "oom-fragmentation-multirank" / "job.log")], policy=Policy())
     assert plain.findings[0].overrides[0] == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+
+
+def test_a_fix_does_not_repeat_what_the_run_already_sets():
+    """The Bridge summary prints overlap_cpu_optimizer_d2h_h2d: True; the fix printed
+    `optimizer.overlap_cpu_optimizer_d2h_h2d=True` beside the new fraction, as if the run did not overlap."""
+    finding = diagnose([str(FIXTURES / "bridge-summary-oom-partial-offload" / "job.log")]).findings[0]
+    assert finding.config.verdict == "confirmed"
+    assert finding.overrides == ["optimizer.optimizer_offload_fraction=0.75"]
+    assert finding.changes == [("optimizer.optimizer_offload_fraction", 0.75)]
+    # the same signature on a run that does not overlap still gets the line
+    off = diagnose(
+        [str(FIXTURES / "bridge-summary-oom-partial-offload" / "job.log")],
+        overrides=["optimizer.overlap_cpu_optimizer_d2h_h2d=False"],
+    ).findings[0]
+    assert "optimizer.overlap_cpu_optimizer_d2h_h2d=True" in off.overrides

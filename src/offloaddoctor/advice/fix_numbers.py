@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from offloaddoctor.report import CONFIRMED, Finding
+from offloaddoctor.report import CONFIRMED, Finding, model_printed_by_log
 from offloaddoctor.byte_units import GIB, MIB
 from offloaddoctor.coerce import boolean, number
 from offloaddoctor.config import derived
@@ -42,20 +42,26 @@ def add_advice(
             finding.facts.update(oom_advice(finding.facts, store, parameters, catalog))
             _use_needed_fraction(finding, store)
             _use_cheapest_change(finding)
-            _doubt_the_verdict(finding)
+            _doubt_the_verdict(finding, store)
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
 
 
-def _doubt_the_verdict(finding: Finding) -> None:
+def _doubt_the_verdict(finding: Finding, store: ConfigStore) -> None:
     """A config that agrees with the cause but whose memory model is far from the message's figures is
-    probably another run's: the verdict says so instead of a plain CONFIRMED."""
+    probably another run's: the verdict says so instead of a plain CONFIRMED. Not where the log printed the
+    model and the config agrees with it (or is that printout): then more is on the GPU than it explains."""
     allocated, peak = finding.facts.get("allocated_bytes"), finding.facts.get("estimated_peak_allocated_bytes")
     if "estimate_vs_allocated" not in finding.facts or finding.config.verdict != CONFIRMED or not peak:
         return
+    why = (
+        "more is on the GPU than the config explains"
+        if model_printed_by_log(store)
+        else "the config is probably from another run"
+    )
     finding.config.explanation = (
         f"{finding.config.explanation}; but the memory model disagrees with the message's figures "
-        f"({allocated / peak:.1f}x its peak allocated): the config is probably from another run"
+        f"({allocated / peak:.1f}x its peak allocated): {why}"
     )
 
 
@@ -144,8 +150,9 @@ def oom_advice(
     if model and isinstance(allocated, (int, float)) and allocated > 1.5 * model["estimated_peak_allocated_bytes"]:
         model["estimate_vs_allocated"] = (
             f"PyTorch had {allocated / GIB:.2f} GiB allocated, {allocated / model['estimated_peak_allocated_bytes']:.1f}x "
-            "the memory model's peak for this config: more is on the GPU than the config explains (a config from "
-            "another run, tensors kept across steps, or a bigger batch than configured)"
+            "the memory model's peak for this config: more is on the GPU than the config explains ("
+            + ("" if model_printed_by_log(store) else "a config from another run, ")
+            + "tensors kept across steps, or a bigger batch than configured)"
         )
     fit = _fit_verdict(result, facts) if result else None
     if fit is not None:

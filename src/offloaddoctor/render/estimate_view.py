@@ -41,16 +41,18 @@ def render_estimate_text(report: EstimateReport) -> str:
         "",
         f"Peak allocated  {mib(est.peak_allocated_bytes):>10,.0f} MiB  (torch.cuda.max_memory_allocated, "
         f"pipeline stage {stage.stage} of {shape.pipeline_parallel}, during the {stage.phase})",
+    ]
+    if stage.uncollected_bytes:  # the peak allocated's figure: it goes under that line, not under nvidia-smi
+        lines.append(
+            f"                {mib(est.peak_allocated_if_collected_bytes):>10,.0f} MiB  (the same once Python's garbage "
+            "collector frees the optimizer's first build: --manual-gc frees it before training)"
+        )
+    lines += [
         f"Reserved        {mib(reserved[0]):>10,.0f} MiB  (PyTorch's allocator; measured slack "
         f"{mib(reserved[1]):,.0f}-{mib(reserved[2]):,.0f})",
         f"nvidia-smi      {mib(smi[0]):>10,.0f} MiB  (reserved + CUDA context and NCCL; "
         f"{mib(smi[1]):,.0f}-{mib(smi[2]):,.0f})",
     ]
-    if stage.uncollected_bytes:
-        lines.append(
-            f"                {mib(est.peak_allocated_if_collected_bytes):>10,.0f} MiB  (the same once Python's garbage "
-            "collector frees the optimizer's first build: --manual-gc frees it before training)"
-        )
     why = why_most_loaded(est)
     if why:
         lines.append(f"Most loaded     {why}")

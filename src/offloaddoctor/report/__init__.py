@@ -8,7 +8,7 @@ from offloaddoctor.lazy_exports import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; at run time each name loads its module on first use
-    from offloaddoctor.report.engine import build_report
+    from offloaddoctor.report.engine import build_report, model_printed_by_log
     from offloaddoctor.report.findings import CONFIRMED, Finding, Report, SourceSummary
     from offloaddoctor.report.fixes import print_fixes
     from offloaddoctor.report.preflight import CheckReport, check_store
@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
 # What the layers above use, and the module that defines each: imported on first use, for start-up time.
 _HOMES = {
     "build_report": "engine",
+    "model_printed_by_log": "engine",
     "CONFIRMED": "findings",
     "Finding": "findings",
     "Report": "findings",
@@ -40,6 +41,7 @@ __all__ = [
     "build_report",
     "check_store",
     "describe_run",
+    "model_printed_by_log",
     "notes_for_all_runs",
     "notes_of_skipped",
     "print_fixes",

@@ -161,6 +161,13 @@ def config_mismatch(store: ConfigStore) -> str | None:
     )
 
 
+def model_printed_by_log(store: ConfigStore) -> bool:
+    """Whether the log printed what the model is and the config (a file, or the log's own printout) agrees
+    with it: then the config is this run's, whatever else disagrees with the message's figures."""
+    logged = any(v.origin == "log" and v.key in MODEL_IDENTITY_KEYS for v in store.all_values())
+    return logged and config_mismatch(store) is None
+
+
 def _empty_log_notes(scan: ScanResult) -> list[str]:
     return [
         f"{'standard input' if path == '-' else path} is empty: check the path (or whether the job wrote its log elsewhere)"

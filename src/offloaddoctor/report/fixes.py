@@ -18,7 +18,7 @@ from offloaddoctor.config.derived import ALLOCATOR_CONF_KEYS, allocator_options
 from offloaddoctor.config.dialect import dialect_of, parse_fix_line, render_changes
 from offloaddoctor.config.keys import VALUE_KINDS
 from offloaddoctor.coerce import number
-from offloaddoctor.config.values import ConfigStore, format_value
+from offloaddoctor.config.values import ConfigStore, format_value, same_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -61,6 +61,7 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
         _leave_out_layouts_the_gpus_cannot_hold(finding, items, store, dialect)
     for finding in findings:
         out: list[str] = []
+        items[id(finding)] = [_not_in_effect(item, store) for item in items[id(finding)]]
         finding.changes = [change for item in items[id(finding)] if not isinstance(item, str) for change in item]
         keys = {key for key, _ in finding.changes}
         for item in items[id(finding)]:
@@ -68,6 +69,21 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
             out += [line for line in lines if line not in out]
         finding.overrides = out
     return dialect
+
+
+def _not_in_effect(item, store: ConfigStore):
+    """A line's changes less those the run already has (the log or config sets the key to that value): a fix line
+    that repeats a setting reads as if the run lacked it (`optimizer.overlap_cpu_optimizer_d2h_h2d=True` for a
+    run that overlaps). Free text stays."""
+    if isinstance(item, str):
+        return item
+    return [change for change in item if not _in_effect(change, store)]
+
+
+def _in_effect(change, store: ConfigStore) -> bool:
+    key, value = change
+    given = store.resolve(key)
+    return given is not None and given.origin != "default" and same_value(given.value, value)
 
 
 def _allocator_options_kept(changes, store: ConfigStore):
