@@ -167,7 +167,7 @@ def test_the_fix_takes_the_needed_fraction_as_a_number_not_from_the_facts_senten
     config = {"optimizer.optimizer_cpu_offload": True, "optimizer.optimizer_offload_fraction": 0.9}
     log = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 100000000\n" + OOM
     before = diagnose_text(log, config).findings[0]
-    monkeypatch.setattr(fix_numbers, "_needed_fraction_fact", lambda fraction: "offloading cannot free enough")
+    monkeypatch.setattr(fix_numbers, "_needed_fraction_fact", lambda *_: "offloading cannot free enough")
     after = diagnose_text(log, config).findings[0]
     assert after.facts["offload_fraction_needed"] == "offloading cannot free enough"
     assert after.fix_note == before.fix_note and re.search(r"a fraction of \d+\.\d\d\)", after.fix_note)

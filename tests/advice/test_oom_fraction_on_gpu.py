@@ -62,3 +62,26 @@ def test_the_fraction_diagnose_gives_ran_on_the_gpu(failed, as_it_collects, ran_
     if ran_so:
         assert _ran_at(ran_so, as_it_collects, manual_gc=False)
     assert _ran_at(ran_with_gc, with_gc or as_it_collects, manual_gc=True)
+
+
+def test_a_tight_verdicts_shortfall_is_said_to_be_its_worst_case():
+    """e19 (EP 2 on two H200) is TIGHT: the balanced peak fits, the worst case is 21.96 GiB short. The shortfall was
+    printed as a flat fact beside a verdict saying the best case fits."""
+    path = CALIBRATION / "out-of-memory" / "e19-moe8-ep2-top2-mbs94-h200.log.gz"
+    facts = next(f for f in diagnose([str(path)]).findings if "fit_verdict" in f.facts).facts
+    assert facts["fit_verdict"].startswith("TIGHT")
+    assert "whole_step_shortfall_bytes" not in facts
+    assert round(facts["whole_step_shortfall_at_most_bytes"] / 2**30, 2) == 21.96
+    e46 = CALIBRATION / "out-of-memory" / "e46-moe80-ep1-h200.log.gz"
+    assert "whole_step_shortfall_bytes" in diagnose([str(e46)]).findings[0].facts  # does not fit: no bound
+
+
+def test_on_one_gpu_the_too_large_fraction_does_not_advise_more_parallelism():
+    e11 = CALIBRATION / "out-of-memory" / "e11-moe8-top4-mbs14.log.gz"  # one H100
+    sentence = next(f for f in diagnose([str(e11)]).findings if "offload_fraction_needed" in f.facts).facts[
+        "offload_fraction_needed"
+    ]
+    assert sentence.startswith("more than 1.0") and "pipeline/tensor parallelism or" not in sentence
+    assert "add recompute, a smaller micro-batch" in sentence
+    e19 = CALIBRATION / "out-of-memory" / "e19-moe8-ep2-top2-mbs94-h200.log.gz"  # two GPUs: PP 2 fits them
+    assert "add pipeline/tensor parallelism" in diagnose([str(e19)]).findings[0].facts["offload_fraction_needed"]

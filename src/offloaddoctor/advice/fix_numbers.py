@@ -161,7 +161,11 @@ def oom_advice(
     needed = current + max(shortfall, whole_run) / state
     if whole_run > shortfall:
         # The request that failed is only the first one that did not fit: the model sees the whole step.
-        model["whole_step_shortfall_bytes"] = int(whole_run)
+        from offloaddoctor.memory.fit import TIGHT
+
+        # TIGHT: only the worst case is short (the best case fits), so the figure is an upper bound.
+        tight = fit is not None and fit.status == TIGHT
+        model["whole_step_shortfall_at_most_bytes" if tight else "whole_step_shortfall_bytes"] = int(whole_run)
         change = _cheapest_change(shape, fit, store, catalog)
         if change:
             model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
@@ -192,7 +196,7 @@ def oom_advice(
     }
     fraction = needed_fraction(needed)
     advice[NEEDED_FRACTION] = fraction
-    advice["offload_fraction_needed"] = _needed_fraction_fact(fraction)
+    advice["offload_fraction_needed"] = _needed_fraction_fact(fraction, store)
     if fraction <= 1.0:
         advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store))
     return advice
@@ -210,13 +214,17 @@ def needed_fraction(needed: float) -> float:
     return round(max(min(1.0, math.ceil(needed / step - 1e-9) * step), step), 2)
 
 
-def _needed_fraction_fact(fraction: float) -> float | str:
+def _needed_fraction_fact(fraction: float, store: ConfigStore) -> float | str:
     if fraction <= 1.0:
         return fraction
-    return (
-        f"more than 1.0 ({fraction:.2f}): optimizer offloading alone cannot free enough; add pipeline/tensor "
-        "parallelism or activation offloading"
+    pp = number(store.value("model.pipeline_model_parallel_size")) or 1
+    more = (
+        "add pipeline/tensor parallelism or activation offloading"
+        if _gpus_hold(store, pp * 2)
+        else "add recompute, a smaller micro-batch or activation offloading (the run's GPUs hold no more pipeline "
+        "or tensor parallelism)"
     )
+    return f"more than 1.0 ({fraction:.2f}): optimizer offloading alone cannot free enough; {more}"
 
 
 def _memory_shape(store: ConfigStore) -> RunShape | None:
@@ -239,8 +247,8 @@ def memory_model_facts(result: MemoryEstimate, logged_parameters: int) -> dict[s
     per_parameter = states.bytes / result.most_loaded.parameters.total
     return {
         "optimizer_state_bytes": per_parameter * logged_parameters,
-        "basis": f"memory model: {per_parameter:.3g} B/parameter ({states.formula}) × {logged_parameters:,} "
-        "parameters per GPU (the log's count)",
+        "basis": f"memory model: {per_parameter:.3g} B/parameter (the config's {states.formula}) × "
+        f"{logged_parameters:,} parameters per GPU (the log's count)",
         **estimate_facts(result),
     }
 
