@@ -186,3 +186,12 @@ def test_text_rounds_each_figure_once_so_the_peak_and_its_stage_agree(in_repo, t
     stage = re.search(r"Most loaded\s+stage 0 \(([\d,]+) MiB", text).group(1)
     total = re.search(r"total \(peak\)\s+([\d,]+)", text).group(1)
     assert shown == stage == total == f"{peak / MIB:,.0f}"
+
+
+def test_the_share_column_names_its_base(in_repo):
+    """The share is of the GPU (or the target), not of the peak: c04 on an H100 totals 23.9 %, not 100 %. A column
+    headed 'share' alone read as each component's share of the peak."""
+    on_gpu = invoke(RUN, "--gpu", "H100-80GB").stdout
+    assert "share of GPU" in on_gpu and "  share  " not in on_gpu
+    on_target = invoke(RUN, "--gpu", "H100-80GB", "--target", "12GiB", "--format", "markdown").stdout
+    assert "| component | MiB | share of target | how |" in on_target

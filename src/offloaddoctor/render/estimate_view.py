@@ -24,6 +24,11 @@ def _share(value: float, report: EstimateReport) -> str:
     return f"{100 * value / budget:5.1f} %" if budget else "      -"
 
 
+def _share_header(report: EstimateReport) -> str:
+    """The share column is of the budget (the total row is the peak's share of it), not of the peak."""
+    return "share of target" if report.target is not None else "share of GPU"
+
+
 def _verdict(report: EstimateReport) -> str:
     if report.fits is None or report.headroom_bytes is None:  # (both are known once a budget is)
         return "no GPU given (--gpu or --gpu-memory): capacity not checked"
@@ -61,14 +66,15 @@ def render_estimate_text(report: EstimateReport) -> str:
         lines.append(f"GPU             {report.capacity.bytes / MIB:>10,.0f} MiB  ({inert(report.capacity.source)})")
     if report.target is not None:
         lines.append(f"Target          {report.target / MIB:>10,.0f} MiB")
-    lines += [f"Verdict         {_verdict(report)}", "", "Component              MiB   share  how"]
+    width = len(_share_header(report))
+    lines += [f"Verdict         {_verdict(report)}", "", f"Component              MiB  {_share_header(report)}  how"]
     for component in _components(report):
         lines.append(
-            f"  {_LABELS.get(component.name, component.name):<16} {component.bytes / MIB:>9,.0f}  {_share(component.bytes, report)}  "
+            f"  {_LABELS.get(component.name, component.name):<16} {component.bytes / MIB:>9,.0f}  {_share(component.bytes, report):>{width}}  "
             f"{inert(component.formula)}"
         )
     lines.append(
-        f"  {'total (peak)':<16} {est.peak_allocated_bytes / MIB:>9,.0f}  {_share(est.peak_allocated_bytes, report)}"
+        f"  {'total (peak)':<16} {est.peak_allocated_bytes / MIB:>9,.0f}  {_share(est.peak_allocated_bytes, report):>{width}}"
     )
     largest = _components(report)[0]
     lines.append(f"Largest component: {_LABELS.get(largest.name, largest.name)}.")
@@ -95,7 +101,7 @@ def render_estimate_text(report: EstimateReport) -> str:
 
 def render_estimate_markdown(report: EstimateReport) -> str:
     est, dialect = report.estimate, dialect_of(report.store)
-    rows = ["| component | MiB | share | how |", "|---|---:|---:|---|"]
+    rows = [f"| component | MiB | {_share_header(report)} | how |", "|---|---:|---:|---|"]
     for component in _components(report):
         rows.append(
             f"| {_LABELS.get(component.name, component.name)} | {component.bytes / MIB:,.0f} | {_share(component.bytes, report).strip()} | "
