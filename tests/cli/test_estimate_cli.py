@@ -195,3 +195,17 @@ def test_the_share_column_names_its_base(in_repo):
     assert "share of GPU" in on_gpu and "  share  " not in on_gpu
     on_target = invoke(RUN, "--gpu", "H100-80GB", "--target", "12GiB", "--format", "markdown").stdout
     assert "| component | MiB | share of target | how |" in on_target
+
+
+def test_an_unmeasured_changes_cost_does_not_claim_an_order_the_list_does_not_have(in_repo, tmp_path):
+    """When no change fits, the list is ordered by peak, not cost: c10 on a 10 GiB target lists Transformer
+    Engine second, above measured optimizer offloading, while its cost said 'so listed after the measured
+    changes'."""
+    rows = (ROOT / "fixtures/memory-calibration/runs.tsv").read_text().splitlines()
+    command = next(row.split("\t")[4] for row in rows if row.startswith("c10-llama-gqa\t"))
+    launch = tmp_path / "c10.sh"
+    launch.write_text(command + "\n")
+    report = estimate([str(launch)], gpu="H100-80GB", target="10GiB")
+    assert not any(s.fits for s in report.suggestions)
+    assert any("not measured here" in s.cost for s in report.suggestions)
+    assert not any("listed after" in s.cost for s in report.suggestions)
