@@ -167,12 +167,8 @@ def _unknown_set_keys(explicit: list[ConfigValue], catalog: Catalog, store) -> l
     from offloaddoctor.config import unknown_key_notes
 
     read = {key for s in catalog.signatures for predicate in (s.when, s.config) for key in names_in(predicate, "key")}
-    present = {
-        v.key
-        for key in store.keys()  # noqa: SIM118 - a ConfigStore, not a dict
-        for v in [store.resolve(key)]
-        if v is not None and v.origin not in ("set", "derived", "default")
-    }
+    # Any value from a file counts, also one a --set overrides (the resolved value is then the --set's own).
+    present = {v.key for v in store.all_values() if v.origin not in ("set", "derived", "default")}
     return unknown_key_notes(explicit, read, present)
 
 

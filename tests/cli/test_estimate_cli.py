@@ -167,3 +167,45 @@ def test_the_peak_once_the_first_build_is_collected_sits_under_the_peak_it_is_th
     row = next(i for i, line in enumerate(lines) if "the same once Python's garbage collector" in line)
     assert lines[row - 1].startswith("Peak allocated")
     assert f"{collected / 2**20:,.0f} MiB" in lines[row]
+
+
+def test_text_rounds_each_figure_once_so_the_peak_and_its_stage_agree(in_repo, tmp_path):
+    """t01's stage 0 peaks at 25,487.46 MiB: rounded to 0.1 first (25,487.5) and then to a whole MiB it read
+    25,488 on the Peak allocated line, beside 'stage 0 (25,487 MiB' on the Most loaded line."""
+    import re
+
+    from offloaddoctor.byte_units import MIB
+
+    rows = (ROOT / "fixtures/memory-calibration/runs.tsv").read_text().splitlines()
+    command = next(row.split("\t")[4] for row in rows if row.startswith("t01-gpt13b-pp2-vpp2-mbs1\t"))
+    launch = tmp_path / "t01.sh"
+    launch.write_text(command + "\n")
+    peak = estimate([str(launch)]).estimate.peak_allocated_bytes
+    text = invoke(str(launch), "--gpu", "H200").stdout
+    shown = re.search(r"Peak allocated\s+([\d,]+) MiB", text).group(1)
+    stage = re.search(r"Most loaded\s+stage 0 \(([\d,]+) MiB", text).group(1)
+    total = re.search(r"total \(peak\)\s+([\d,]+)", text).group(1)
+    assert shown == stage == total == f"{peak / MIB:,.0f}"
+
+
+def test_the_share_column_names_its_base(in_repo):
+    """The share is of the GPU (or the target), not of the peak: c04 on an H100 totals 23.9 %, not 100 %. A column
+    headed 'share' alone read as each component's share of the peak."""
+    on_gpu = invoke(RUN, "--gpu", "H100-80GB").stdout
+    assert "share of GPU" in on_gpu and "  share  " not in on_gpu
+    on_target = invoke(RUN, "--gpu", "H100-80GB", "--target", "12GiB", "--format", "markdown").stdout
+    assert "| component | MiB | share of target | how |" in on_target
+
+
+def test_an_unmeasured_changes_cost_does_not_claim_an_order_the_list_does_not_have(in_repo, tmp_path):
+    """When no change fits, the list is ordered by peak, not cost: c10 on a 10 GiB target lists Transformer
+    Engine second, above measured optimizer offloading, while its cost said 'so listed after the measured
+    changes'."""
+    rows = (ROOT / "fixtures/memory-calibration/runs.tsv").read_text().splitlines()
+    command = next(row.split("\t")[4] for row in rows if row.startswith("c10-llama-gqa\t"))
+    launch = tmp_path / "c10.sh"
+    launch.write_text(command + "\n")
+    report = estimate([str(launch)], gpu="H100-80GB", target="10GiB")
+    assert not any(s.fits for s in report.suggestions)
+    assert any("not measured here" in s.cost for s in report.suggestions)
+    assert not any("listed after" in s.cost for s in report.suggestions)

@@ -279,6 +279,16 @@ def test_set_key_typo_is_reported_with_did_you_mean():
     assert not any("no check reads" in n for n in check([many], ["optimizer.optimizer_offload_fraction=0.5"]).notes)
 
 
+def test_set_key_that_feeds_a_derived_key_is_not_reported_unread():
+    """`--world-size` and `--set nproc_per_node` change `parallel.run_world_size`, which the checks read; the
+    launch script has nproc_per_node: neither is a typo, and the config does have it."""
+    launch = str(FIXTURES / "configs" / "launch-megatron-lm.sh")
+    assert not any("no check reads" in n for n in check([launch], world_size=16).notes)
+    notes = check([launch], ["nproc_per_node=16"]).notes
+    assert not any("no check reads" in n for n in notes)
+    assert any("nproc_per_node = 16 at --set" in n and "wins over 8" in n for n in notes)
+
+
 def test_set_key_typo_in_estimate():
     from offloaddoctor.api import estimate
 

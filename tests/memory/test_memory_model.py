@@ -403,3 +403,14 @@ def test_each_advised_change_pasted_back_estimates_what_the_advice_said(run):
         again = estimate_run([str(found[0])], gpu="H100-80GB", overrides=list(suggestion.overrides))
         assert again.estimate.peak_allocated_bytes == pytest.approx(suggestion.peak_allocated_bytes)
         assert again.verdict.fits == suggestion.fits, suggestion.change
+
+
+def test_the_optimizer_states_formula_counts_one_ranks_shard_and_says_so():
+    """m03 (DP 2, distributed optimizer): the formula's count is already one rank's half; read as
+    'N parameters x 12 B, sharded over 2 ranks' it invited halving it again."""
+    component = estimate_run([str(ROOT / "fixtures/memory-calibration/m03-dp2.log.gz")]).estimate.component(
+        "optimizer_states"
+    )
+    count, per = re.match(r"([\d,]+) parameters per rank x (\d+) B", component.formula).groups()
+    assert int(count.replace(",", "")) * int(per) == pytest.approx(component.bytes)
+    assert "sharded over 2 ranks" in component.formula

@@ -267,8 +267,8 @@ def _expert_cost(change: Change) -> Cost:
             "measured: e52/e53 and e56/e59, ranked as no slower",
         )
     return Cost(
-        f"the experts' all-to-all leaves the node (EP over {NODE_GPUS} GPUs; not measured here, so listed after the "
-        "measured changes)",
+        f"the experts' all-to-all leaves the node (EP over {NODE_GPUS} GPUs; not measured here, so ranked after the "
+        "measured changes that fit)",
         34.0,
         "not measured: ranked after full recompute, the last measured single-GPU change",
     )
@@ -306,7 +306,7 @@ CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable
         _transformer_engine,
         Cost(
             "Transformer Engine must be installed; its fused kernels are usually faster (not measured here, so "
-            "listed after the measured changes)",
+            "ranked after the measured changes that fit)",
             35.0,
             "not measured: ranked after full recompute, the last measured single-GPU change",
         ),

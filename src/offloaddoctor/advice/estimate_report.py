@@ -85,10 +85,10 @@ def mib(value: float) -> float:
 
 def memory_summary(report: EstimateReport) -> str:
     est = report.estimate
-    where = f"GPU {mib(report.budget_bytes):,.0f} MiB" if report.budget_bytes is not None else "no GPU"
+    where = f"GPU {report.budget_bytes / MIB:,.0f} MiB" if report.budget_bytes is not None else "no GPU"
     return (
-        f"memory estimate: peak allocated {mib(est.peak_allocated_bytes):,.0f} MiB, nvidia-smi "
-        f"≈ {mib(est.nvidia_smi_bytes[0]):,.0f} MiB vs {where}"
+        f"memory estimate: peak allocated {est.peak_allocated_bytes / MIB:,.0f} MiB, nvidia-smi "
+        f"≈ {est.nvidia_smi_bytes[0] / MIB:,.0f} MiB vs {where}"
     )
 
 

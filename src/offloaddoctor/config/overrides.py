@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from offloaddoctor.config.derived import inputs_of
 from offloaddoctor.config.keys import VALUE_CHOICES, VALUE_KINDS, canonical_key, is_known, known_spellings, parse_value
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
@@ -77,7 +78,7 @@ def unknown_key_notes(values: Sequence[ConfigValue], read_keys: Iterable[str], c
     which would otherwise change nothing without a word. "Did you mean" draws on both lists."""
     import difflib  # only when there are --set items
 
-    read, present = set(read_keys), set(config_keys)
+    read, present = inputs_of(read_keys), set(config_keys)  # a key a read key is derived from is read too
     notes = []
     for value in values:
         if value.origin != "set" or is_known(value.key) or value.key in read or value.key in present:

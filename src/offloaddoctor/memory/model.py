@@ -154,7 +154,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         f"{count:,} parameters x {grad_bytes} B (main gradients, {_DTYPE_NAMES[grad_bytes]})",
     )
     state_formula = (
-        f"{optimizer_params:,.0f} parameters x {state_bytes} B (fp32 master {master_bytes} + Adam "
+        f"{optimizer_params:,.0f} parameters{' per rank' if shards > 1 else ''} x {state_bytes} B (fp32 master {master_bytes} + Adam "
         f"{shape.exp_avg_bytes}+{shape.exp_avg_sq_bytes})"
         + (f", sharded over {shards} ranks" if shards > 1 else "")
         + (f", {shape.gpu_offload_fraction:g} offloaded to the CPU" if shape.gpu_offload_fraction else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from offloaddoctor import __version__
 from offloaddoctor.advice import EstimateReport, mib
+from offloaddoctor.byte_units import MIB
 from offloaddoctor.config.dialect import dialect_of, render_lines
 from offloaddoctor.memory.model import COMPONENTS, why_most_loaded
 from offloaddoctor.text_safety import json_document, safe_text as inert
@@ -23,6 +24,11 @@ def _share(value: float, report: EstimateReport) -> str:
     return f"{100 * value / budget:5.1f} %" if budget else "      -"
 
 
+def _share_header(report: EstimateReport) -> str:
+    """The share column is of the budget (the total row is the peak's share of it), not of the peak."""
+    return "share of target" if report.target is not None else "share of GPU"
+
+
 def _verdict(report: EstimateReport) -> str:
     if report.fits is None or report.headroom_bytes is None:  # (both are known once a budget is)
         return "no GPU given (--gpu or --gpu-memory): capacity not checked"
@@ -39,35 +45,36 @@ def render_estimate_text(report: EstimateReport) -> str:
         f"offloaddoctor {__version__}: memory estimate for {inert(', '.join(report.configs) or '--set')} "
         "(an estimate from the config, not a measurement)",
         "",
-        f"Peak allocated  {mib(est.peak_allocated_bytes):>10,.0f} MiB  (torch.cuda.max_memory_allocated, "
+        f"Peak allocated  {est.peak_allocated_bytes / MIB:>10,.0f} MiB  (torch.cuda.max_memory_allocated, "
         f"pipeline stage {stage.stage} of {shape.pipeline_parallel}, during the {stage.phase})",
     ]
     if stage.uncollected_bytes:  # the peak allocated's figure: it goes under that line, not under nvidia-smi
         lines.append(
-            f"                {mib(est.peak_allocated_if_collected_bytes):>10,.0f} MiB  (the same once Python's garbage "
+            f"                {est.peak_allocated_if_collected_bytes / MIB:>10,.0f} MiB  (the same once Python's garbage "
             "collector frees the optimizer's first build: --manual-gc frees it before training)"
         )
     lines += [
-        f"Reserved        {mib(reserved[0]):>10,.0f} MiB  (PyTorch's allocator; measured slack "
-        f"{mib(reserved[1]):,.0f}-{mib(reserved[2]):,.0f})",
-        f"nvidia-smi      {mib(smi[0]):>10,.0f} MiB  (reserved + CUDA context and NCCL; "
-        f"{mib(smi[1]):,.0f}-{mib(smi[2]):,.0f})",
+        f"Reserved        {reserved[0] / MIB:>10,.0f} MiB  (PyTorch's allocator; measured slack "
+        f"{reserved[1] / MIB:,.0f}-{reserved[2] / MIB:,.0f})",
+        f"nvidia-smi      {smi[0] / MIB:>10,.0f} MiB  (reserved + CUDA context and NCCL; "
+        f"{smi[1] / MIB:,.0f}-{smi[2] / MIB:,.0f})",
     ]
     why = why_most_loaded(est)
     if why:
         lines.append(f"Most loaded     {why}")
     if report.capacity:
-        lines.append(f"GPU             {mib(report.capacity.bytes):>10,.0f} MiB  ({inert(report.capacity.source)})")
+        lines.append(f"GPU             {report.capacity.bytes / MIB:>10,.0f} MiB  ({inert(report.capacity.source)})")
     if report.target is not None:
-        lines.append(f"Target          {mib(report.target):>10,.0f} MiB")
-    lines += [f"Verdict         {_verdict(report)}", "", "Component              MiB   share  how"]
+        lines.append(f"Target          {report.target / MIB:>10,.0f} MiB")
+    width = len(_share_header(report))
+    lines += [f"Verdict         {_verdict(report)}", "", f"Component              MiB  {_share_header(report)}  how"]
     for component in _components(report):
         lines.append(
-            f"  {_LABELS.get(component.name, component.name):<16} {mib(component.bytes):>9,.0f}  {_share(component.bytes, report)}  "
+            f"  {_LABELS.get(component.name, component.name):<16} {component.bytes / MIB:>9,.0f}  {_share(component.bytes, report):>{width}}  "
             f"{inert(component.formula)}"
         )
     lines.append(
-        f"  {'total (peak)':<16} {mib(est.peak_allocated_bytes):>9,.0f}  {_share(est.peak_allocated_bytes, report)}"
+        f"  {'total (peak)':<16} {est.peak_allocated_bytes / MIB:>9,.0f}  {_share(est.peak_allocated_bytes, report):>{width}}"
     )
     largest = _components(report)[0]
     lines.append(f"Largest component: {_LABELS.get(largest.name, largest.name)}.")
@@ -81,7 +88,7 @@ def render_estimate_text(report: EstimateReport) -> str:
         ]
         for number, suggestion in enumerate(report.suggestions, start=1):
             lines.append(
-                f"  {number}. {inert(suggestion.change)}: peak {mib(suggestion.peak_allocated_bytes):,.0f} MiB"
+                f"  {number}. {inert(suggestion.change)}: peak {suggestion.peak_allocated_bytes / MIB:,.0f} MiB"
                 f"{'' if suggestion.fits else ' (still too much)'}; cost: {inert(suggestion.cost)}"
             )
             lines += [f"       {inert(line)}" for line in render_lines(suggestion.overrides, dialect)]
@@ -94,17 +101,17 @@ def render_estimate_text(report: EstimateReport) -> str:
 
 def render_estimate_markdown(report: EstimateReport) -> str:
     est, dialect = report.estimate, dialect_of(report.store)
-    rows = ["| component | MiB | share | how |", "|---|---:|---:|---|"]
+    rows = [f"| component | MiB | {_share_header(report)} | how |", "|---|---:|---:|---|"]
     for component in _components(report):
         rows.append(
-            f"| {_LABELS.get(component.name, component.name)} | {mib(component.bytes):,.0f} | {_share(component.bytes, report).strip()} | "
+            f"| {_LABELS.get(component.name, component.name)} | {component.bytes / MIB:,.0f} | {_share(component.bytes, report).strip()} | "
             f"{_md(component.formula)} |"
         )
-    rows.append(f"| **peak allocated** | **{mib(est.peak_allocated_bytes):,.0f}** | | |")
+    rows.append(f"| **peak allocated** | **{est.peak_allocated_bytes / MIB:,.0f}** | | |")
     out = [
         f"### Memory estimate: {_md(', '.join(report.configs) or '--set')}",
         "",
-        f"**{_md(_verdict(report))}** (nvidia-smi ≈ {mib(est.nvidia_smi_bytes[0]):,.0f} MiB; an estimate)",
+        f"**{_md(_verdict(report))}** (nvidia-smi ≈ {est.nvidia_smi_bytes[0] / MIB:,.0f} MiB; an estimate)",
         "",
         *rows,
     ]
@@ -112,7 +119,7 @@ def render_estimate_markdown(report: EstimateReport) -> str:
         out += ["", "| change | peak MiB | fits | cost | overrides |", "|---|---:|---|---|---|"]
         for s in report.suggestions:
             out.append(
-                f"| {_md(s.change)} | {mib(s.peak_allocated_bytes):,.0f} | {'yes' if s.fits else 'no'} | "
+                f"| {_md(s.change)} | {s.peak_allocated_bytes / MIB:,.0f} | {'yes' if s.fits else 'no'} | "
                 f"{_md(s.cost)} | `{_md(' '.join(render_lines(s.overrides, dialect)))}` |"
             )
     return "\n".join(out) + "\n"
