@@ -113,6 +113,16 @@ def test_signatures_and_explain():
     assert explained.exit_code == 0 and "expandable_segments" in explained.stdout
 
 
+def test_explain_cites_the_guides_as_published_not_as_files_users_do_not_have():
+    """References named the project's reference files (`seeds/skill-cpu-offloading.txt`), which no user has."""
+    explained = run("explain", "pp-cpu-offload").stdout
+    assert "seeds/" not in explained
+    assert "the CPU-offloading guide (Megatron-Bridge docs/training/cpu-offloading.md" in explained
+    assert "the memory-tuning guide (Megatron-Bridge docs/parallelisms.md" in explained
+    for page in (REPO / "docs" / "signatures").glob("*.md"):
+        assert "seeds/" not in page.read_text(encoding="utf-8"), page.name
+
+
 def test_markup_in_logs_is_not_interpreted_by_the_terminal_renderer(tmp_path):
     path = tmp_path / "job.log"
     path.write_text(

@@ -92,3 +92,21 @@ class Catalog:
     @property
     def ids(self) -> list[str]:
         return [s.id for s in self.signatures]
+
+
+# The source documents the signatures cite by their file in the project's reference set, as a user finds them.
+PUBLISHED = {
+    "seeds/skill-cpu-offloading.txt": "the CPU-offloading guide (Megatron-Bridge docs/training/cpu-offloading.md; "
+    "NVIDIA skill nemo-mbridge-perf-cpu-offloading)",
+    "seeds/skill-memory-tuning.txt": "the memory-tuning guide (Megatron-Bridge docs/parallelisms.md; NVIDIA skill "
+    "nemo-mbridge-perf-memory-tuning)",
+    "seeds/megatron-lm-pr-2811-optimizer-state-offloading.txt": "Megatron-LM pull request #2811 (optimizer state "
+    "and master weight offloading)",
+}
+
+
+def reference_text(reference: dict[str, str]) -> str:
+    """A signature's reference as `explain` and the signature pages print it: a cited document as published."""
+    return ", ".join(
+        f"{key}: {PUBLISHED.get(value, value) if key == 'doc' else value}" for key, value in reference.items()
+    )

@@ -6,7 +6,7 @@ import json
 import textwrap
 from dataclasses import asdict
 
-from offloaddoctor.catalog.model import Catalog, Signature
+from offloaddoctor.catalog.model import Catalog, Signature, reference_text
 from offloaddoctor.catalog.predicates import describe
 
 
@@ -74,7 +74,7 @@ def render_explain(signature: Signature) -> str:
                 )
             ],
         )
-    section("References", [", ".join(f"{k}: {v}" for k, v in ref.items()) for ref in signature.references])
+    section("References", [reference_text(ref) for ref in signature.references])
     matches = sum(e.expect == "match" for e in signature.examples)
     section(
         "Examples", [f"{matches} matching and {len(signature.examples) - matches} non-matching, in {signature.path}"]

@@ -3,7 +3,7 @@ docs cannot drift from it (tools/gen_signature_docs.py writes them; a test fails
 
 from __future__ import annotations
 
-from offloaddoctor.catalog.model import Catalog, Signature
+from offloaddoctor.catalog.model import Catalog, Signature, reference_text
 from offloaddoctor.catalog.predicates import describe
 from offloaddoctor.render.markdown import fenced
 
@@ -70,9 +70,7 @@ def signature_page(signature: Signature) -> str:
                 + f". Config shape: `{describe(issue.when)}`."
             )
         out.append("")
-    out += ["## References", ""] + [
-        f"- {', '.join(f'{k}: {v}' for k, v in ref.items())}" for ref in signature.references
-    ]
+    out += ["## References", ""] + [f"- {reference_text(ref)}" for ref in signature.references]
     out += ["", "## Examples", ""]
     for example in signature.examples:
         label = "matches" if example.expect == "match" else "does not match"
