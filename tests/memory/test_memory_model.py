@@ -414,3 +414,39 @@ def test_the_optimizer_states_formula_counts_one_ranks_shard_and_says_so():
     count, per = re.match(r"([\d,]+) parameters per rank x (\d+) B", component.formula).groups()
     assert int(count.replace(",", "")) * int(per) == pytest.approx(component.bytes)
     assert "sharded over 2 ranks" in component.formula
+
+
+_KEPT = (
+    re.compile(r"(?P<n>\d+) chunk inputs of (?P<mib>[\d,.]+) MiB kept"),
+    re.compile(r"^(?P<n>\d+) layers x .*attention core: (?P<mib>[\d,.]+) MiB a layer kept"),
+    re.compile(r"^(?P<n>\d+) layers x (?P<mib>[\d,.]+) MiB per layer .*every layer's activations kept"),
+)
+
+
+_BLOCK = re.compile(
+    r"^(?P<layers>\d+) layers x (?P<per_layer>[\d,.]+) MiB per layer .*their (?P<n>\d+) inputs of (?P<mib>[\d,.]+) MiB"
+)
+
+
+def _mib(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+@pytest.mark.parametrize("path", [p for p in RUNS if p.name[0] in "chn"], ids=lambda p: p.name.removesuffix(".log.gz"))
+def test_the_activations_line_adds_up_to_its_figure(path):
+    """The line said "8 layers x 1,184.0 MiB per layer …, full recompute" beside 352 MiB: what it counts (the
+    chunk inputs or layers kept, a recomputed chunk, the first/last stage's own tensors) is named and adds up."""
+    most = estimate_run([str(path)]).estimate.most_loaded
+    if most.stage != 0 or "in flight" in (line := next(c for c in most.components if c.name == "activations")).formula:
+        pytest.skip("several micro-batches in flight: the line names them")
+    if line.formula.startswith("freed before the step"):
+        pytest.skip("the peak is the optimizer step's: no activations")
+    block = _BLOCK.search(line.formula)
+    found = block or next((m for pattern in _KEPT if (m := pattern.search(line.formula))), None)
+    assert found, line.formula
+    total = int(found["n"]) * _mib(found["mib"])
+    if block:
+        total += (int(block["layers"]) - int(block["n"])) * _mib(block["per_layer"])
+    for extra in re.findall(r"; \+ ([\d,.]+) MiB", line.formula):
+        total += _mib(extra)
+    assert total == pytest.approx(line.bytes / 2**20, abs=0.1 * int(found["n"]) + 0.2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory.shape import RunShape
 
 
@@ -172,18 +173,28 @@ def stored_layers(shape: RunShape, layers: int, one: LayerActivations) -> tuple[
         if shape.recompute_method == "block":
             kept = chunk * one.layer_input + (layers - chunk) * one.total
             # Block recompute checkpoints each of its layers on its own: one layer is recomputed at a time.
-            return kept, one.total + one.attention_backward, f"full recompute of {chunk} of {layers} layers (block)"
+            how = (
+                f"full recompute of {chunk} of {layers} layers (block): their {chunk} inputs of "
+                f"{one.layer_input / MIB:,.1f} MiB kept, the other layers' whole"
+            )
+            return kept, one.total + one.attention_backward, how
         checkpoints = math.ceil(layers / chunk)
         transient = chunk * one.total + one.attention_backward
-        return checkpoints * one.layer_input, transient, f"full recompute in chunks of {chunk} layers"
+        how = (
+            f"full recompute in chunks of {chunk} layers: {checkpoints} chunk inputs of {one.layer_input / MIB:,.1f} "
+            "MiB kept"
+        )
+        return checkpoints * one.layer_input, transient, how
     if granularity == "selective":
         if "core_attn" in shape.recompute_modules:
             # The recomputed attention core and its gradient exist during one layer's backward.
             transient = one.core_attention + one.attention_backward
-            return layers * one.linear, transient, "selective recompute of the attention core"
+            how = f"selective recompute of the attention core: {one.linear / MIB:,.1f} MiB a layer kept"
+            return layers * one.linear, transient, how
         return layers * one.total, 0.0, "selective recompute outside the attention core"
     offloaded = min(shape.cpu_offloading_num_layers, max(0, layers - 1))
     if offloaded:
         # Offloaded layers leave the GPU; one layer's worth is in flight to or from the host.
-        return (layers - offloaded + 1) * one.total, 0.0, f"{offloaded} layers' activations offloaded to the CPU"
+        how = f"{offloaded} layers' activations offloaded to the CPU ({layers - offloaded + 1} layers' kept, one in flight)"
+        return (layers - offloaded + 1) * one.total, 0.0, how
     return layers * one.total, 0.0, "every layer's activations kept"

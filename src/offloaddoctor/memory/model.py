@@ -304,9 +304,11 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
         extras += cal.LAST_STAGE_BYTES_PER_TOKEN_HIDDEN * sb * h
         logits = cal.LOGITS_BYTES_PER_ELEMENT * sb * shape.padded_vocab_size / shape.tensor_parallel
     # A chunk recomputed in backward runs after the logits are freed: the larger of the two counts.
+    recomputed = ""
     if transient > logits:
         logits_counted, activations = 0.0, kept + extras + transient
         routed += routed_transient
+        recomputed = f"; + {transient / MIB:,.1f} MiB recomputed during one layer's or chunk's backward"
     else:
         logits_counted, activations = logits, kept + extras
     formula = (
@@ -314,6 +316,12 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
         f"({'flash attention' if shape.flash_attention else 'unfused attention: scores O(s^2)'}), {how}"
         + (f", {in_flight_words(shape, params.stage, params.layers)}" if in_flight != 1 else "")
         + (f", {_capacity_words(shape)}" if shape.routed_token_share != 1 else "")
+        + recomputed
+        + (
+            f"; + {extras / MIB:,.1f} MiB of the first/last stage's own tensors (embedding, final norm)"
+            if extras
+            else ""
+        )
     )
     return activations, logits_counted, formula, routed
 
