@@ -555,6 +555,10 @@ RUNS["e60-moe44-ep1-pp2-advised"] = (2, 0, f"{moe_params_heavy(44, 1)[2]} --pipe
 # The fraction diagnose gives e46's OOM for the run as it collects (no --manual-gc: the first optimizer build
 # may linger): 0.5 (with --manual-gc 0.15, e49).
 RUNS["e63-moe80-ep1-offload050-nogc-h200"] = (2, 0, f"{moe_params_heavy(80, 1)[2]} {OFFLOAD} 0.5")
+# EP's cost past 1 -> 2 on one node: the 40-expert MoE on four GPUs (global batch 4) at EP 1, 2 and 4.
+BASE40_4GPU = BASE40.replace("--global-batch-size 2", "--global-batch-size 4")
+for _name, _ep in (("e64-moe40-ep1-4gpu", 1), ("e65-moe40-ep2-4gpu", 2), ("e66-moe40-ep4-4gpu", 4)):
+    RUNS[_name] = (4, 0, f"{BASE40_4GPU} {GC}" + (f" --expert-model-parallel-size {_ep}" if _ep > 1 else ""))
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(
