@@ -257,14 +257,14 @@ NODE_GPUS = 8
 
 def _expert_cost(change: Change) -> Cost:
     if change.shape.expert_model_parallel_size <= NODE_GPUS:
-        # fixtures/memory-calibration e52/e53 (1,024 tokens a GPU a step) and e56/e59 (8,192): each rank runs, and
-        # reduces the gradients of, half the experts; e45 against e51/e49 (80 experts, which EP 1 does not fit)
-        # gave the same order.
+        # fixtures/memory-calibration e52/e53 (1,024 tokens a GPU a step) and e56/e59 (8,192) on two GPUs, e64/e65/e66
+        # (EP 1, 2, 4) on four: each rank runs, and reduces the gradients of, fewer experts; e45 against e51/e49
+        # (80 experts, which EP 1 does not fit) gave the same order.
         return Cost(
-            "measured faster, 0.60x-0.87x step time (EP 1 -> 2 on one node, a 40-expert MoE, two H200; local "
-            "experts, not Transformer Engine's grouped GEMM)",
+            "measured faster, 0.60x-0.87x step time (EP 1 -> 2 and 2 -> 4 on one node, a 40-expert MoE on two and "
+            "four H200; local experts, not Transformer Engine's grouped GEMM)",
             0.0,
-            "measured: e52/e53 and e56/e59, ranked as no slower",
+            "measured: e52/e53, e56/e59, e64/e65/e66, ranked as no slower",
         )
     return Cost(
         f"the experts' all-to-all leaves the node (EP over {NODE_GPUS} GPUs; not measured here, so ranked after the "
