@@ -13,8 +13,8 @@ from offloaddoctor.api import diagnose
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
-def _rows(tsv: Path, command_column: int) -> dict[str, str]:
-    return {r.split("\t")[0]: r.split("\t")[command_column] for r in tsv.read_text().splitlines()[1:]}
+def _rows(tsv: Path, column: int) -> dict[str, str]:
+    return {r.split("\t")[0]: r.split("\t")[column] for r in tsv.read_text().splitlines()[1:]}
 
 
 SWEEP = FIXTURES / "offload-sweep"
