@@ -507,58 +507,48 @@ for name, mbs in (("e41-moe8-ep2-top2-cf1-pad-mbs94-h200", 94), ("e42-moe8-ep2-t
 
 
 # Expert parallelism as advised (advice/changes.py _double_expert): a MoE model whose experts' weights and
-# gradients do not fit two GPUs at EP 1 (estimate: "does not fit"), run at EP 1 and with `estimate`'s change
-# "--expert-model-parallel-size 2" as printed. 80 experts for two H200 (e45 advised, e46 as it was), 44 for two
-# H100 (e47, e48). Twelve iterations, so the advised changes' step times can be compared (e51 on).
-def moe_params_heavy(experts: int, ep: int) -> tuple[int, int, str]:
+# gradients do not fit two GPUs at EP 1 (estimate: "does not fit"), run at EP 1 and with `estimate`'s changes as
+# printed. 80 experts for two H200 (e45 EP 2, e46 as it was, e49 offloading, e51 PP 2), 44 for two H100 (e47, e48,
+# e50, e60). Twelve iterations, so the advised changes' step times can be compared.
+GC = "--manual-gc --manual-gc-interval 100"
+EP = "--expert-model-parallel-size"
+PP2 = "--pipeline-model-parallel-size 2"
+
+
+def moe_heavy(experts: int, mbs: int = 1, gbs: int = 2) -> str:
+    """8 layers of hidden 2048, `experts` experts of FFN 4096, top-2: most of its parameters are the experts'."""
     return (
-        2,
-        0,
-        f"{shape(8, 2048, 16, 1024, 1, 32000, gbs=2)} --bf16 {DISTOPT} --disable-bias-linear --num-experts {experts} "
-        f"--moe-router-topk 2 --moe-ffn-hidden-size 4096 --train-iters 12"
-        + (f" --expert-model-parallel-size {ep}" if ep > 1 else ""),
+        f"{shape(8, 2048, 16, 1024, mbs, 32000, gbs=gbs)} --bf16 {DISTOPT} --disable-bias-linear --num-experts "
+        f"{experts} --moe-router-topk 2 --moe-ffn-hidden-size 4096 --train-iters 12"
     )
 
 
-RUNS["e45-moe80-ep2-advised-h200"] = moe_params_heavy(80, 2)
-RUNS["e46-moe80-ep1-h200"] = moe_params_heavy(80, 1)
-RUNS["e47-moe44-ep2-advised"] = moe_params_heavy(44, 2)
-RUNS["e48-moe44-ep1"] = moe_params_heavy(44, 1)
-# The same EP 1 runs with estimate's measured alternative as printed: optimizer offloading at the fraction it names.
-RUNS["e49-moe80-ep1-offload015-advised-h200"] = (
-    2,
-    0,
-    f"{moe_params_heavy(80, 1)[2]} {OFFLOAD} 0.15 --manual-gc --manual-gc-interval 100",
-)
-RUNS["e51-moe80-ep1-pp2-advised-h200"] = (2, 0, f"{moe_params_heavy(80, 1)[2]} --pipeline-model-parallel-size 2")
-# What each advised change costs on a MoE that fits without it (40 experts, two H200): the baseline (e52), expert
-# parallel 2 (e53), pipeline parallel 2 (e54), optimizer offloading 0.15 (e55); at micro-batch 8 (eight times the
-# tokens a step for the same parameters) the baseline (e56) and offloading (e57).
-BASE40 = moe_params_heavy(40, 1)[2]
-GC = "--manual-gc --manual-gc-interval 100"
-RUNS["e52-moe40-ep1-base-h200"] = (2, 0, f"{BASE40} {GC}")
-RUNS["e53-moe40-ep2-h200"] = (2, 0, f"{moe_params_heavy(40, 2)[2]} {GC}")
-RUNS["e54-moe40-pp2-h200"] = (2, 0, f"{BASE40} {GC} --pipeline-model-parallel-size 2")
-RUNS["e55-moe40-offload015-h200"] = (2, 0, f"{BASE40} {GC} {OFFLOAD} 0.15")
-MBS8 = BASE40.replace("--micro-batch-size 1 --global-batch-size 2", "--micro-batch-size 8 --global-batch-size 16")
-RUNS["e56-moe40-ep1-mbs8-base-h200"] = (2, 0, f"{MBS8} {GC}")
-RUNS["e57-moe40-mbs8-offload015-h200"] = (2, 0, f"{MBS8} {GC} {OFFLOAD} 0.15")
-# A second offload fraction (e58: 0.5) for the MoE's slowdown curve, and EP 2 at micro-batch 8 (e59, against e56).
-RUNS["e58-moe40-offload050-h200"] = (2, 0, f"{BASE40} {GC} {OFFLOAD} 0.5")
-RUNS["e59-moe40-ep2-mbs8-h200"] = (2, 0, f"{MBS8} {GC} --expert-model-parallel-size 2")
-RUNS["e50-moe44-ep1-offload020-advised"] = (
-    2,
-    0,
-    f"{moe_params_heavy(44, 1)[2]} {OFFLOAD} 0.2 --manual-gc --manual-gc-interval 100",
-)
-RUNS["e60-moe44-ep1-pp2-advised"] = (2, 0, f"{moe_params_heavy(44, 1)[2]} --pipeline-model-parallel-size 2")
+RUNS["e45-moe80-ep2-advised-h200"] = (2, 0, f"{moe_heavy(80)} {EP} 2")
+RUNS["e46-moe80-ep1-h200"] = (2, 0, moe_heavy(80))
+RUNS["e47-moe44-ep2-advised"] = (2, 0, f"{moe_heavy(44)} {EP} 2")
+RUNS["e48-moe44-ep1"] = (2, 0, moe_heavy(44))
+RUNS["e49-moe80-ep1-offload015-advised-h200"] = (2, 0, f"{moe_heavy(80)} {OFFLOAD} 0.15 {GC}")
+RUNS["e51-moe80-ep1-pp2-advised-h200"] = (2, 0, f"{moe_heavy(80)} {PP2}")
+# What each advised change costs on a MoE that fits without it (40 experts, two H200): the baseline (e52), EP 2
+# (e53), PP 2 (e54), optimizer offloading 0.15 and 0.5 (e55, e58); at micro-batch 8 (eight times the tokens a step
+# for the same parameters) the baseline (e56), offloading (e57) and EP 2 (e59).
+RUNS["e52-moe40-ep1-base-h200"] = (2, 0, f"{moe_heavy(40)} {GC}")
+RUNS["e53-moe40-ep2-h200"] = (2, 0, f"{moe_heavy(40)} {EP} 2 {GC}")
+RUNS["e54-moe40-pp2-h200"] = (2, 0, f"{moe_heavy(40)} {GC} {PP2}")
+RUNS["e55-moe40-offload015-h200"] = (2, 0, f"{moe_heavy(40)} {GC} {OFFLOAD} 0.15")
+RUNS["e56-moe40-ep1-mbs8-base-h200"] = (2, 0, f"{moe_heavy(40, 8, 16)} {GC}")
+RUNS["e57-moe40-mbs8-offload015-h200"] = (2, 0, f"{moe_heavy(40, 8, 16)} {GC} {OFFLOAD} 0.15")
+RUNS["e58-moe40-offload050-h200"] = (2, 0, f"{moe_heavy(40)} {GC} {OFFLOAD} 0.5")
+RUNS["e59-moe40-ep2-mbs8-h200"] = (2, 0, f"{moe_heavy(40, 8, 16)} {GC} {EP} 2")
+RUNS["e50-moe44-ep1-offload020-advised"] = (2, 0, f"{moe_heavy(44)} {OFFLOAD} 0.2 {GC}")
+RUNS["e60-moe44-ep1-pp2-advised"] = (2, 0, f"{moe_heavy(44)} {PP2}")
 # The fraction diagnose gives e46's OOM for the run as it collects (no --manual-gc: the first optimizer build
 # may linger): 0.5 (with --manual-gc 0.15, e49).
-RUNS["e63-moe80-ep1-offload050-nogc-h200"] = (2, 0, f"{moe_params_heavy(80, 1)[2]} {OFFLOAD} 0.5")
+RUNS["e63-moe80-ep1-offload050-nogc-h200"] = (2, 0, f"{moe_heavy(80)} {OFFLOAD} 0.5")
 # EP's cost past 1 -> 2 on one node: the 40-expert MoE on four GPUs (global batch 4) at EP 1, 2 and 4.
-BASE40_4GPU = BASE40.replace("--global-batch-size 2", "--global-batch-size 4")
-for _name, _ep in (("e64-moe40-ep1-4gpu", 1), ("e65-moe40-ep2-4gpu", 2), ("e66-moe40-ep4-4gpu", 4)):
-    RUNS[_name] = (4, 0, f"{BASE40_4GPU} {GC}" + (f" --expert-model-parallel-size {_ep}" if _ep > 1 else ""))
+RUNS["e64-moe40-ep1-4gpu"] = (4, 0, f"{moe_heavy(40, gbs=4)} {GC}")
+RUNS["e65-moe40-ep2-4gpu"] = (4, 0, f"{moe_heavy(40, gbs=4)} {GC} {EP} 2")
+RUNS["e66-moe40-ep4-4gpu"] = (4, 0, f"{moe_heavy(40, gbs=4)} {GC} {EP} 4")
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(
