@@ -88,11 +88,9 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     finding.overrides = [f"{prefix}{value:g}" if line.startswith(prefix) else line for line in finding.overrides]
     if needed <= 1.0:
         return
-    pp = number(store.value("model.pipeline_model_parallel_size")) or 1
-    doubled = f"model.pipeline_model_parallel_size={int(pp) * 2}"
     # Twice the pipeline stages on the same GPUs halves data parallelism: not where the GPUs cannot hold them
     # (one GPU; report/fixes.py would leave the line out, and the note below must not advise it).
-    first = [doubled] if _gpus_hold(store, pp * 2) else []
+    first = [f"{PIPELINE}={_doubled_pipeline(store)}"] if _gpus_hold_doubled_pipeline(store) else []
     # Recompute and activation offloading exclude each other.
     if boolean(store.value("model.cpu_offloading")) is not True:
         first.append("model.recompute_granularity=selective")
@@ -111,11 +109,15 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     )
 
 
-def _gpus_hold(store: ConfigStore, pipeline: float) -> bool:
-    """Whether the run's GPUs (config/derived.py, unknown: yes) split into TP x `pipeline` x CP."""
-    world = number(store.value("parallel.run_world_size"))
-    tp, cp = (number(store.value(f"model.{k}_parallel_size")) or 1 for k in ("tensor_model", "context"))
-    return not world or world % (tp * pipeline * cp) == 0
+PIPELINE = "model.pipeline_model_parallel_size"
+
+
+def _doubled_pipeline(store: ConfigStore) -> int:
+    return int(number(store.value(PIPELINE)) or 1) * 2
+
+
+def _gpus_hold_doubled_pipeline(store: ConfigStore) -> bool:
+    return derived.gpus_hold(store, {PIPELINE: _doubled_pipeline(store)})
 
 
 def parameters_per_gpu(parameters: ParameterCounts) -> int | None:
@@ -173,10 +175,11 @@ def oom_advice(
         # optimizer build Python has not collected holds more than the state says: the model's fraction for the
         # run as it collects (g1-f010 ran out of memory at 0.1, g1-f020 ran), and the one `estimate` advises
         # with manual garbage collection (g1-f010-gc ran at 0.1; e46 asked 0.55 from its state, e49 ran at 0.15).
-        as_configured = _modelled_fraction(shape, fit, manual_gc=bool(shape and shape.manual_gc))
+        collects = bool(shape and shape.manual_gc)
+        as_configured = _modelled_fraction(shape, fit, manual_gc=collects)
         if as_configured is not None:
             needed = as_configured
-        with_gc = _modelled_fraction(shape, fit, manual_gc=True)
+        with_gc = as_configured if collects else _modelled_fraction(shape, fit, manual_gc=True)
         if with_gc is not None and with_gc != as_configured:
             model["offload_fraction_needed_with_manual_gc"] = with_gc
     advice: dict[str, Any] = {
@@ -217,10 +220,9 @@ def needed_fraction(needed: float) -> float:
 def _needed_fraction_fact(fraction: float, store: ConfigStore) -> float | str:
     if fraction <= 1.0:
         return fraction
-    pp = number(store.value("model.pipeline_model_parallel_size")) or 1
     more = (
         "add pipeline/tensor parallelism or activation offloading"
-        if _gpus_hold(store, pp * 2)
+        if _gpus_hold_doubled_pipeline(store)
         else "add recompute, a smaller micro-batch or activation offloading (the run's GPUs hold no more pipeline "
         "or tensor parallelism)"
     )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from offloaddoctor.coerce import boolean, number  # shared coercion rules
 from offloaddoctor.config.values import ConfigStore, Resolved, Source, format_value
@@ -34,7 +35,7 @@ DATA_PARALLEL_KEYS = ("data_parallel_size", "parallel.data_parallel_size")
 PROCESSES_PER_NODE_KEYS = ("nproc_per_node", "ntasks_per_node", "gpus_per_node")
 NODES_KEYS = ("nnodes", "nodes", "env.SLURM_NNODES", "num_nodes")
 TASKS_KEYS = ("ntasks", "env.SLURM_NTASKS", "env.WORLD_SIZE", "env.SLURM_NPROCS")
-_MODEL_PARALLEL = (
+MODEL_PARALLEL_KEYS = (
     "model.tensor_model_parallel_size",
     "model.pipeline_model_parallel_size",
     "model.context_parallel_size",
@@ -50,7 +51,7 @@ DERIVED_INPUTS.update(
         "parallel.run_world_size": (
             *WORLD_KEYS,
             *DATA_PARALLEL_KEYS,
-            *_MODEL_PARALLEL,
+            *MODEL_PARALLEL_KEYS,
             *PROCESSES_PER_NODE_KEYS,
             *NODES_KEYS,
             *TASKS_KEYS,
@@ -177,6 +178,19 @@ def _virtual_pipeline_from_layers(store: ConfigStore) -> None:
     )
 
 
+def model_parallel_product(store: ConfigStore, changed: Mapping[str, float | None] | None = None) -> float:
+    """TP x PP x CP of the run, with `changed` sizes in place of its own (an unset size is 1)."""
+    changed = changed or {}
+    return math.prod(changed.get(key) or number(store.value(key)) or 1 for key in MODEL_PARALLEL_KEYS)
+
+
+def gpus_hold(store: ConfigStore, changed: Mapping[str, float | None]) -> bool:
+    """Whether the run's GPUs (parallel.run_world_size; unknown: yes) split into TP x PP x CP with `changed` sizes:
+    Megatron asserts the product divides the world (PP 2 on one GPU, or on an odd data-parallel size, cannot be)."""
+    world = number(store.value("parallel.run_world_size"))
+    return not world or world % model_parallel_product(store, changed) == 0
+
+
 def _first_given(store: ConfigStore, keys: tuple[str, ...]) -> Resolved | None:
     return next((r for r in map(store.resolve, keys) if r is not None and r.value is not None), None)
 
@@ -194,7 +208,7 @@ def _run_world_size(store: ConfigStore) -> None:
     world, dp = _first_given(store, WORLD_KEYS), _first_given(store, DATA_PARALLEL_KEYS)
     data_parallel = _count(dp)
     if dp is not None and data_parallel and (world is None or dp.origin == "set"):
-        sizes = [r for r in map(store.resolve, _MODEL_PARALLEL) if r is not None and r.value is not None]
+        sizes = [r for r in map(store.resolve, MODEL_PARALLEL_KEYS) if r is not None and r.value is not None]
         counts = [_count(r) for r in sizes]
         if all(counts):
             total = math.prod((c or 1 for c in counts), start=data_parallel)

@@ -9,12 +9,17 @@ offloading), and the other leaves the line out and says why. Then every fix is p
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from offloaddoctor.report.findings import Finding
 from offloaddoctor.catalog.predicates import names_in
-from offloaddoctor.config.derived import ALLOCATOR_CONF_KEYS, allocator_options
+from offloaddoctor.config.derived import (
+    ALLOCATOR_CONF_KEYS,
+    MODEL_PARALLEL_KEYS,
+    allocator_options,
+    gpus_hold,
+    model_parallel_product,
+)
 from offloaddoctor.config.dialect import dialect_of, parse_fix_line, render_changes
 from offloaddoctor.config.keys import VALUE_KINDS
 from offloaddoctor.coerce import number
@@ -115,30 +120,31 @@ def _with_replaced(changes, store: ConfigStore):
     return [*changes, *cleared]
 
 
-_PARALLEL = ("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size", "model.context_parallel_size")
-
-
 def _leave_out_layouts_the_gpus_cannot_hold(finding: Finding, items: dict[int, list], store: ConfigStore, dialect: str):
-    """A fix's TP/PP/CP change the run's GPUs cannot be split into (PP 2 on one GPU, or with an odd data-parallel
-    size: Megatron asserts TP x PP x CP divides the world) is left out, and the fix says why. Only where the
-    config says how many GPUs there are."""
-    world = number(store.value("parallel.run_world_size"))  # config/derived.py
-    if not world:
+    """A fix's TP/PP/CP change the run's GPUs cannot be split into (config/derived.py gpus_hold) is left out, and
+    the fix says why. Only where the config says how many GPUs there are."""
+    changed = {
+        key: number(value)
+        for item in items[id(finding)]
+        if not isinstance(item, str)
+        for key, value in item
+        if key in MODEL_PARALLEL_KEYS
+    }
+    if not changed or gpus_hold(store, changed):
         return
-    sizes = {key: number(store.value(key)) or 1 for key in _PARALLEL}
-    changed = {key: number(value) for item in items[id(finding)] if not isinstance(item, str) for key, value in item}
-    wanted = {key: changed.get(key) or size for key, size in sizes.items()}
-    product = math.prod(wanted.values())
-    if set(changed) & set(_PARALLEL) and world % product:
-        dropped = set(changed) & set(_PARALLEL)
-        lines = "; ".join(render_changes([(k, int(wanted[k])) for k in _PARALLEL if k in dropped], dialect))
-        _leave_out(
-            finding,
-            items,
-            dropped,
-            f"`{lines}` left out of this fix: TP x PP x CP = {product:g} does not divide the run's {world:g} "
-            f"GPU{'s' if world != 1 else ''}.",
-        )
+    product = model_parallel_product(store, changed)
+    world = number(store.value("parallel.run_world_size"))
+    wanted = [
+        (key, int(changed[key] or number(store.value(key)) or 1)) for key in MODEL_PARALLEL_KEYS if key in changed
+    ]
+    lines = "; ".join(render_changes(wanted, dialect))
+    _leave_out(
+        finding,
+        items,
+        set(changed),
+        f"`{lines}` left out of this fix: TP x PP x CP = {product:g} does not divide the run's {world:g} "
+        f"GPU{'s' if world != 1 else ''}.",
+    )
 
 
 def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], dialect: str) -> None:
