@@ -549,6 +549,23 @@ RUNS["e63-moe80-ep1-offload050-nogc-h200"] = (2, 0, f"{moe_heavy(80)} {OFFLOAD} 
 RUNS["e64-moe40-ep1-4gpu"] = (4, 0, f"{moe_heavy(40, gbs=4)} {GC}")
 RUNS["e65-moe40-ep2-4gpu"] = (4, 0, f"{moe_heavy(40, gbs=4)} {GC} {EP} 2")
 RUNS["e66-moe40-ep4-4gpu"] = (4, 0, f"{moe_heavy(40, gbs=4)} {GC} {EP} 4")
+
+
+# What the cheap changes the advice ranks first cost on a dense model (one H100, each alone, 14 iterations): a
+# 0.87B GPT at micro-batch 4 of 16 (n16) with selective recompute (n17), full recompute (n18), micro-batch 2 of the
+# same global batch (n19) and manual gc (n20); at sequence 4096 (local attention's s^2 scores) the base and selective
+# recompute (n21, n22).
+def dense_cost(seq: int = 2048, mbs: int = 4, gbs: int = 16) -> str:
+    return f"{shape(16, 2048, 16, seq, mbs, 32000, gbs=gbs)} --bf16 {DISTOPT} --train-iters 14"
+
+
+RUNS["n16-gpt1b-base"] = (1, 0, dense_cost())
+RUNS["n17-gpt1b-selective"] = (1, 0, f"{dense_cost()} {SELECTIVE}")
+RUNS["n18-gpt1b-full"] = (1, 0, f"{dense_cost()} {FULL}")
+RUNS["n19-gpt1b-mbs2"] = (1, 0, dense_cost(mbs=2))
+RUNS["n20-gpt1b-gc"] = (1, 0, f"{dense_cost()} {GC}")
+RUNS["n21-gpt1b-s4096-base"] = (1, 0, dense_cost(4096, 2, 8))
+RUNS["n22-gpt1b-s4096-selective"] = (1, 0, f"{dense_cost(4096, 2, 8)} {SELECTIVE}")
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(
