@@ -566,6 +566,17 @@ RUNS["n19-gpt1b-mbs2"] = (1, 0, dense_cost(mbs=2))
 RUNS["n20-gpt1b-gc"] = (1, 0, f"{dense_cost()} {GC}")
 RUNS["n21-gpt1b-s4096-base"] = (1, 0, dense_cost(4096, 2, 8))
 RUNS["n22-gpt1b-s4096-selective"] = (1, 0, f"{dense_cost(4096, 2, 8)} {SELECTIVE}")
+
+
+# The same at hidden 4096 (attention a smaller share of the step): base at micro-batch 2 of 8 (n23), selective
+# recompute (n24), micro-batch 1 (n25).
+def wide_cost(mbs: int = 2) -> str:
+    return f"{shape(8, 4096, 32, 2048, mbs, 32000, gbs=8)} --bf16 {DISTOPT} --train-iters 14"
+
+
+RUNS["n23-gpt2b-h4096-base"] = (1, 0, wide_cost())
+RUNS["n24-gpt2b-h4096-selective"] = (1, 0, f"{wide_cost()} {SELECTIVE}")
+RUNS["n25-gpt2b-h4096-mbs1"] = (1, 0, wide_cost(mbs=1))
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(
