@@ -577,6 +577,46 @@ def wide_cost(mbs: int = 2) -> str:
 RUNS["n23-gpt2b-h4096-base"] = (1, 0, wide_cost())
 RUNS["n24-gpt2b-h4096-selective"] = (1, 0, f"{wide_cost()} {SELECTIVE}")
 RUNS["n25-gpt2b-h4096-mbs1"] = (1, 0, wide_cost(mbs=1))
+
+# The first change the advice now names, where the measured costs above moved it from selective recompute to a
+# smaller micro-batch, each run as printed with twelve iterations, beside the selective recompute that ran before:
+# g2-f040's OOM (fixtures/offload-sweep) with micro-batch 1 and manual gc (n26) against g2-f040-sel-gc again
+# (n27); oom-capacity-recorded with micro-batch 1 (n28) against selective (n29); e19's with micro-batch 47 (e67)
+# against e21 again (e68). The same global batch each time.
+# The issue's GPT (fixtures/offload-sweep g1, g2): 3.35B parameters, biases, LayerNorm, tied embeddings.
+GPT_3B = (
+    "--num-layers 16 --hidden-size 4096 --ffn-hidden-size 16384 --num-attention-heads 32 --seq-length 2048 "
+    f"--max-position-embeddings 2048 --vocab-size 32000 --bf16 {DISTOPT}"
+)
+TWELVE = "--train-iters 12"
+GC100 = "--manual-gc --manual-gc-interval 100"
+RUNS["n26-gpt3b-f040-mbs1-gc-advised"] = (
+    1,
+    0,
+    f"{GPT_3B} --micro-batch-size 1 --global-batch-size 4 {OFFLOAD} 0.4 {GC100} {TWELVE}",
+)
+RUNS["n27-gpt3b-f040-sel-gc"] = (
+    1,
+    0,
+    f"{GPT_3B} --micro-batch-size 2 --global-batch-size 4 {OFFLOAD} 0.4 {SELECTIVE} {GC100} {TWELVE}",
+)
+RUNS["n28-h4096-s4096-mbs1-advised"] = (1, 0, f"{shape(8, 4096, 32, 4096, 1, 128256, gbs=4)} --bf16 {DISTOPT} {TWELVE}")
+RUNS["n29-h4096-s4096-selective"] = (
+    1,
+    0,
+    f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT} {SELECTIVE} {TWELVE}",
+)
+EP2_MOE = "--disable-bias-linear --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2"
+RUNS["e67-moe8-ep2-top2-mbs47-advised-h200"] = (
+    2,
+    0,
+    f"{shape(8, 1024, 16, 1024, 47, 32000, gbs=188)} --bf16 {DISTOPT} {EP2_MOE} {TWELVE}",
+)
+RUNS["e68-moe8-ep2-top2-mbs94-selective-h200"] = (
+    2,
+    0,
+    f"{shape(8, 1024, 16, 1024, 94, 32000, gbs=188)} --bf16 {DISTOPT} {EP2_MOE} {SELECTIVE} --recompute-modules core_attn {TWELVE}",
+)
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(

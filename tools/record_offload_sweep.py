@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record_memory_calibration import (
     DISTOPT,
     FULL,
+    GPT_3B,
     LLAMA,
     OFFLOAD,
     SELECTIVE,
@@ -36,12 +37,6 @@ from record_memory_calibration import (
 )
 
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
-# The issue's GPT: 3.35B parameters, biases, LayerNorm, tied embeddings, learned positions.
-GPT_3B = (
-    "--num-layers 16 --hidden-size 4096 --ffn-hidden-size 16384 --num-attention-heads 32 --seq-length 2048 \
---max-position-embeddings 2048 --vocab-size 32000 --bf16 "
-    + DISTOPT
-)
 # Llama-shaped: 5.1B, no biases, RMSNorm, SwiGLU, untied embeddings, selective recompute (the unfused
 # attention's O(s^2) core would not fit otherwise).
 LLAMA_5B = (
