@@ -607,6 +607,18 @@ RUNS["n29-h4096-s4096-selective"] = (
     f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT} {SELECTIVE} {TWELVE}",
 )
 EP2_MOE = "--disable-bias-linear --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2"
+# n26 stepped 1.09x slower than n27 while n16-n25 put a smaller micro-batch before selective recompute: the same
+# three (micro-batch 2, 1, selective at 2) without offloading (n30-n32) and with it (n33-n35) on one H200, where
+# neither is near the memory limit.
+for offload, first in (("", 30), (f"{OFFLOAD} 0.4 {GC100}", 33)):
+    for step, (name, flags) in enumerate((("mbs2", ""), ("mbs1", ""), ("sel", SELECTIVE))):
+        mbs = 1 if name == "mbs1" else 2
+        tag = f"-f040-{name}-gc" if offload else f"-{name}"
+        RUNS[f"n{first + step}-gpt3b{tag}-h200"] = (
+            1,
+            0,
+            " ".join(filter(None, (GPT_3B, f"--micro-batch-size {mbs} --global-batch-size 4", offload, flags, TWELVE))),
+        )
 RUNS["e67-moe8-ep2-top2-mbs47-advised-h200"] = (
     2,
     0,
