@@ -629,6 +629,17 @@ RUNS["e68-moe8-ep2-top2-mbs94-selective-h200"] = (
     0,
     f"{shape(8, 1024, 16, 1024, 94, 32000, gbs=188)} --bf16 {DISTOPT} {EP2_MOE} {SELECTIVE} --recompute-modules core_attn {TWELVE}",
 )
+# The other two OOMs whose first change moved to a smaller micro-batch, each as printed: e31 at 87 -> 29, the
+# largest that divides its global batch over four data-parallel ranks (e69, four H200; 43 would be refused), and
+# e37 at 12 -> 6 (e70, one H100).
+RUNS["e69-moe16-ep4-top2-mbs29-advised-h200"] = (4, 0, f"{moe_ep4_top2(29, experts=16, gbs=348)[2]} {TWELVE}")
+RUNS["e70-moe8-top4-cf2-pad-mbs6-advised"] = (
+    1,
+    0,
+    f"{shape(8, 2048, 16, 2048, 6, 32000, gbs=24)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+    f"--moe-router-topk 4 --moe-ffn-hidden-size 2048 --moe-expert-capacity-factor 2 --moe-pad-expert-input-to-capacity "
+    f"{TWELVE}",
+)
 # A run's environment beyond the machine's (written to NAME.env; the finisher puts it before the command).
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUN_ENV = dict.fromkeys(
