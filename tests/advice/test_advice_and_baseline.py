@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from offloaddoctor.advice.slowdown import expected_slowdown
 from offloaddoctor.api import diagnose, diagnose_text
@@ -174,3 +177,38 @@ def test_the_fix_takes_the_needed_fraction_as_a_number_not_from_the_facts_senten
     assert not any(key.startswith("_") for key in after.facts)  # the number is carried, never shown
     assert fix_numbers.needed_fraction(0.41) == 0.45 and fix_numbers.needed_fraction(0.001) == 0.05
     assert fix_numbers.needed_fraction(1.234) == 1.234
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data_parallel=st.sampled_from([1, 2, 4, 8]),
+    micro_batches=st.integers(1, 12),
+    micro_batch=st.integers(2, 96),
+    budget_gib=st.sampled_from([1, 30, 1000]),
+)
+def test_a_smaller_micro_batch_divides_the_global_batch_over_the_data_parallel_ranks(
+    data_parallel, micro_batches, micro_batch, budget_gib
+):
+    """Megatron asserts that the global batch divides into micro-batch x DP (num_microbatches_calculator.py): e31's
+    87 -> 43 at global batch 348 over DP 4 would have been refused; 29 ran (e69)."""
+    from offloaddoctor.advice.changes import _smaller_micro_batch
+
+    base = _small_shape().with_changes(
+        data_parallel=data_parallel,
+        micro_batch_size=micro_batch,
+        global_batch_size=micro_batch * data_parallel * micro_batches,
+    )
+    change = _smaller_micro_batch(base, budget_gib * 2**30)
+    assert change is not None
+    smaller = change.shape.micro_batch_size
+    assert smaller <= micro_batch // 2
+    assert base.global_batch_size % (smaller * data_parallel) == 0
+    assert change.overrides == (f"train.micro_batch_size={smaller}",)
+
+
+@functools.cache
+def _small_shape():
+    """n16's shape (a 0.87B GPT recorded on an H100): the estimate of each candidate is cheap."""
+    from tests.conftest import estimate_run
+
+    return estimate_run([str(FIXTURES / "memory-calibration" / "n16-gpt1b-base.log.gz")]).estimate.shape

@@ -14,6 +14,7 @@ from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.errors import UserError
 from offloaddoctor.memory import MissingKeys, RunShape, estimate, offloadable_state, read_shape
+from offloaddoctor.memory.calibration import routed_imbalance
 from offloaddoctor.memory.gpus import parse_size
 
 from tests.conftest import estimate_run
@@ -32,12 +33,12 @@ def _text(path: Path) -> str:
 
 
 def test_every_recorded_run_is_there():
-    assert len(RUNS) == 118
+    assert len(RUNS) == 142
     assert sum(p.name.startswith("h") for p in RUNS) == 12  # held out of calibration
     # recorded after the model was frozen (n15: planned in benchmarks/moe_plan.json)
-    assert sum(p.name.startswith("n") for p in RUNS) == 14
+    assert sum(p.name.startswith("n") for p in RUNS) == 34
     # MoE: e01-e05 before its terms were derived, e06-e66 after (e52-e66: what each advised change costs)
-    assert sum(p.name.startswith("e") for p in RUNS) == 46
+    assert sum(p.name.startswith("e") for p in RUNS) == 50
     assert len(MULTI_GPU) == 30  # issue 25: PP with VPP, DP/TP with partial offload, on 2 and 4 GPUs; advice
 
 
@@ -54,10 +55,14 @@ def test_estimate_within_ten_percent_of_the_measured_peak(path):
     result = estimate_run([str(path)]).estimate
     # With optimizer offloading the peak is a range: whether Python's GC freed the first optimizer build
     # (memory/model.py _uncollected_first_build) is not in the config; the nearer end is held to the limit.
-    error = min(
-        abs(end / 2**20 - measured) / measured * 100
-        for end in (result.peak_allocated_bytes, result.peak_allocated_if_collected_bytes)
+    # With expert parallelism and no capacity factor it is a range too: rank 0 (the one that logs) may get up to the
+    # routed imbalance the verdict allows for (e68: twelve iterations, 38 MiB past it).
+    ends = (
+        result.peak_allocated_bytes,
+        result.peak_allocated_if_collected_bytes,
+        result.peak_with_routed_excess_bytes(routed_imbalance(result.shape)),
     )
+    error = min(abs(end / 2**20 - measured) / measured * 100 for end in ends)
     limit = 10 if path.name[0] in "hnet" else 2.5  # calibration runs: the constants come from them
     assert error <= limit
 

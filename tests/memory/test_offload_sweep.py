@@ -185,8 +185,15 @@ def test_every_change_for_a_run_whose_first_optimizer_build_lingers_comes_with_m
         assert suggestion.estimate.peak_allocated_bytes == suggestion.estimate.peak_allocated_if_collected_bytes
 
 
-@pytest.mark.parametrize("name", ["g1-f000", "g2-f040", "g2-f040-exp"])
-def test_an_oom_the_lingering_first_build_explains_is_capacity_with_manual_gc_first(name):
+@pytest.mark.parametrize(
+    ("name", "cheapest", "ran"),
+    [
+        ("g1-f000", "selective recompute", "g1-f000-sel-gc"),
+        ("g2-f040", "selective recompute", "g2-f040-sel-gc"),
+        ("g2-f040-exp", "selective recompute", "g2-f040-sel-gc"),
+    ],
+)
+def test_an_oom_the_lingering_first_build_explains_is_capacity_with_manual_gc_first(name, cheapest, ran):
     """The sum called these fragmentation; with expandable segments on they ran out of memory again (g1-f000-exp,
     g2-f040-exp) and with --manual-gc they ran (g2-f040-gc): the whole step is short by the first build."""
     from offloaddoctor.api import diagnose
@@ -195,9 +202,11 @@ def test_an_oom_the_lingering_first_build_explains_is_capacity_with_manual_gc_fi
     (finding,) = [f for f in diagnose([str(SWEEP / f"{name}.log.gz")], policy=Policy()).findings if f.facts]
     assert finding.id != "oom-fragmentation" and finding.facts["fragmentation_suspected"] is False
     assert "first build still allocated" in finding.facts["fragmentation_arithmetic"]
-    # The cheapest change that fits (with the model's error allowed for) is selective recompute with --manual-gc:
-    # recorded on an H100 for g1-f000 and g2-f040, both ran (g1-f000-sel-gc, g2-f040-sel-gc).
-    assert finding.facts["cheapest_change_that_fits"].startswith("selective recompute")
+    # The cheapest change that fits (with the model's error allowed for), with --manual-gc, recorded on an H100:
+    # it ran. g1-f000 offloads nothing yet (fraction 0): selective recompute costs the local implementation's
+    # 1.13x, a fraction of 0.05 stepped 1.25x of it (tests/advice/test_change_costs_on_gpu.py); g2-f040's CPU
+    # step sets its pace, so selective recompute is nearly free there and stepped ahead of a smaller micro-batch.
+    assert finding.facts["cheapest_change_that_fits"].startswith(cheapest)
     assert "--manual-gc" in finding.overrides
-    assert _outcome(name.removesuffix("-exp") + "-sel-gc") == "ran"
+    assert _outcome(ran) == "ran"
     assert not any("expandable_segments" in o for o in finding.overrides)

@@ -2,8 +2,9 @@
 against the same preflight constraints `check` runs (a suggestion `check` would reject is never made).
 
 Costs are measured figures where they exist (the memory-tuning guide: TP -28 % on Llama3 70B, halving DP ~6 %,
-distributed optimizer ~1-2 %; the offload-fraction curves of slowdown.py; expert parallelism and PP on a MoE,
-fixtures/memory-calibration e52-e59), and say so where they are a rule of thumb.
+distributed optimizer ~1-2 %; the offload-fraction and selective-recompute curves of slowdown.py; expert
+parallelism and PP on a MoE, fixtures/memory-calibration e52-e66; recompute, micro-batch and manual gc on dense
+GPTs, n16-n25), and say so where they are not measured.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from offloaddoctor.advice.slowdown import expected_slowdown, measured_slowdown
+from offloaddoctor.advice.slowdown import expected_slowdown, measured_slowdown, selective_recompute_slowdown
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.loading import build_store
@@ -131,17 +132,22 @@ def _selective_recompute(shape: RunShape, budget: float) -> Change | None:
 
 
 def _smaller_micro_batch(shape: RunShape, budget: float) -> Change | None:
-    """The largest halving that fits, else micro-batch 1."""
-    micro = shape.micro_batch_size // 2
-    while micro >= 1:
+    """The largest micro-batch of at most half the run's that fits, else the smallest. With the global batch known,
+    only sizes that divide it over the data-parallel ranks: Megatron asserts "global batch size (348) is not
+    divisible by micro batch size (43) times data parallel size (4)" (num_microbatches_calculator.py)."""
+    per_rank, rest = divmod(shape.global_batch_size or 0, shape.data_parallel)
+    if per_rank and not rest:
+        sizes = [m for m in range(shape.micro_batch_size // 2, 0, -1) if per_rank % m == 0]
+    else:
+        sizes = [shape.micro_batch_size >> k for k in range(1, shape.micro_batch_size.bit_length())]
+    for micro in sizes:
         new = shape.with_changes(micro_batch_size=micro)
-        if fits(estimate(new), budget) or micro == 1:
+        if fits(estimate(new), budget) or micro == sizes[-1]:
             return Change(
                 f"micro-batch size {shape.micro_batch_size} -> {micro} (same global batch, more micro-batches)",
                 (f"train.micro_batch_size={micro}",),
                 new,
             )
-        micro //= 2
     return None
 
 
@@ -242,6 +248,34 @@ def _double_expert(shape: RunShape, budget: float) -> Change | None:
     )
 
 
+def _selective_cost(change: Change) -> Cost:
+    if change.shape.gpu_offload_fraction > 0:
+        # With the optimizer partly on the CPU, its step sets the pace: recomputing the attention core cost 1.01x
+        # (n33/n35, one H200) and stepped ahead of a smaller micro-batch (n26/n27 on an H100; n34 on the H200).
+        return Cost(
+            "measured ~1.01x step time with the optimizer offloaded (its CPU step sets the pace; a 3.35B GPT, one "
+            "H200), ahead of a smaller micro-batch on an H100",
+            1.0,
+            "measured: n33/n35, n26/n27",
+        )
+    if change.shape.transformer_impl != "local":
+        return Cost(
+            "a few % with fused attention (the memory-tuning guide's second step; not measured here: Transformer "
+            "Engine does not install on the GPU machine)",
+            3.0,
+            "the memory-tuning guide's order, not measured",
+        )
+    # The local implementation materialises the attention scores, so recomputing the core recomputes them: the
+    # longer the sequence against the hidden size, the larger the share (slowdown.py SELECTIVE_RECOMPUTE_LOCAL).
+    ratio = selective_recompute_slowdown(change.shape.seq_length, change.shape.hidden_size)
+    return Cost(
+        f"~{ratio:.2f}x step time: the local implementation recomputes the attention scores (measured 1.13x-1.26x, "
+        "sequence/hidden 0.5-2, one H100)",
+        (ratio - 1) * 100,
+        "measured: n16/n17, n21/n22, n23/n24",
+    )
+
+
 def _offloading_cost(change: Change) -> Cost:
     fraction, moe = change.fraction or 0.0, bool(change.shape.num_experts)
     return Cost(
@@ -279,14 +313,23 @@ def _expert_cost(change: Change) -> Cost:
 CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable[[Change], Cost]], ...] = (
     (
         manual_gc_change,
-        Cost("none measured: one gc.collect() before the first iteration, then every 100 iterations", 0.0, "none"),
+        Cost(
+            "measured none, 1.00x step time: one gc.collect() before the first iteration, then every 100 iterations",
+            0.0,
+            "measured: n16/n20",
+        ),
     ),
     (_distributed_optimizer, Cost("~1-2 % (the memory-tuning guide)", 1.5, "the memory-tuning guide")),
+    (_selective_recompute, _selective_cost),
     (
-        _selective_recompute,
-        Cost("a few % (recomputes attention only; not measured here)", 3.0, "rule of thumb, not measured"),
+        _smaller_micro_batch,
+        Cost(
+            "measured 1.04x-1.06x step time (micro-batch 4 -> 2 and 2 -> 1, GPTs of hidden 2048 and 4096, H100 and "
+            "H200)",
+            5.0,
+            "measured: n16/n19, n23/n25, n30/n31, n33/n34",
+        ),
     ),
-    (_smaller_micro_batch, Cost("smaller matrix products: a few % (rule of thumb)", 4.0, "rule of thumb")),
     (
         _double_pipeline,
         Cost(
@@ -296,7 +339,10 @@ CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable
         ),
     ),
     (_optimizer_offloading, _offloading_cost),
-    (_full_recompute, Cost("~+33 % compute: one more forward pass (rule of thumb)", 33.0, "rule of thumb")),
+    (
+        _full_recompute,
+        Cost("measured 1.31x step time: one more forward pass (a 0.87B GPT, one H100)", 31.0, "measured: n16/n18"),
+    ),
     (
         _activation_offloading,
         Cost("host transfers every layer; depends on PCIe bandwidth (not measured here)", 15.0, "not measured"),

@@ -1,4 +1,5 @@
-"""What offloading the optimizer costs in iteration time: measured curves, interpolated between their points.
+"""What offloading the optimizer, and selective recompute, cost in iteration time: measured curves, interpolated
+between their points.
 Dense runs: a 0.47B GPT on one H100 (fixtures/compare-family) to Qwen3-30B-A3B (the CPU-offloading guide). MoE
 runs: Qwen3-30B-A3B to a MoE whose parameters, not its compute, set the step (fixtures/memory-calibration e52,
 e55, e58: the CPU's Adam over the offloaded share grows with the parameters, the step's compute with the active
@@ -12,17 +13,24 @@ GUIDE_MODEL = ((0.0, 1.0), (0.25, 1.9), (1.0, 4.2))
 # 5.6B parameters, 40 experts of which 2 active, 1,024 tokens a GPU a step, two H200: median of iterations 4-12
 # (402 ms without offloading, 1,120 ms at 0.15, 3,844 ms at 0.5); measured up to 0.5.
 PARAMETER_BOUND_MOE = ((0.0, 1.0), (0.15, 2.78), (0.5, 9.56))
+# Selective recompute of the attention core with the local implementation, which recomputes the materialised
+# attention scores: (sequence / hidden, iteration-time ratio), one H100, median of iterations 4-14
+# (fixtures/memory-calibration n23/n24 hidden 4096, n16/n17 hidden 2048, n21/n22 hidden 2048 at sequence 4096).
+SELECTIVE_RECOMPUTE_LOCAL = ((0.5, 1.13), (1.0, 1.19), (2.0, 1.26))
 
 
 def measured_slowdown(fraction: float, moe: bool = False) -> float:
-    """Iteration-time ratio at an offload fraction for ordering changes: the gentler measured curve of the run's
-    kind (the 0.47B GPT's for dense runs, the guide's Qwen3-30B-A3B for MoE)."""
-    return _interpolate(GUIDE_MODEL if moe else SMALL_MODEL, fraction)
+    """Iteration-time ratio at an offload fraction for ordering changes: the guide's Qwen3-30B-A3B curve, dense or
+    MoE. The CPU's Adam grows with the parameters offloaded, the step's compute with the tokens: the 0.47B GPT's
+    curve was measured at 32,768 tokens a step, ~70x the tokens per parameter of fixtures/offload-sweep g1 (3.35B,
+    4,096), whose fraction 0.05 stepped 1.25x of selective recompute (g1-f005-gc, g1-f000-sel-gc) where that
+    curve said 1.04x against 1.13x."""
+    return _interpolate(GUIDE_MODEL, fraction)
 
 
 def expected_slowdown(fraction: float, moe: bool = False) -> str:
     if not moe:
-        small, large = measured_slowdown(fraction), _interpolate(GUIDE_MODEL, fraction)
+        small, large = _interpolate(SMALL_MODEL, fraction), _interpolate(GUIDE_MODEL, fraction)
         return (
             f"~{small:.1f}x (0.47B GPT, H100) to ~{large:.1f}x (Qwen3-30B-A3B, the CPU-offloading guide) "
             f"at fraction {fraction:g}"
@@ -36,7 +44,15 @@ def expected_slowdown(fraction: float, moe: bool = False) -> str:
     )
 
 
+def selective_recompute_slowdown(seq_length: int, hidden_size: int) -> float:
+    """Selective recompute's iteration-time ratio with the local implementation, by sequence / hidden (held to
+    the nearest end of the measured points outside them)."""
+    return _interpolate(SELECTIVE_RECOMPUTE_LOCAL, seq_length / hidden_size)
+
+
 def _interpolate(points, x: float) -> float:
+    if x < points[0][0]:
+        return points[0][1]
     for (x0, y0), (x1, y1) in zip(points, points[1:]):
         if x0 <= x <= x1:
             return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
