@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 from offloaddoctor.catalog.predicates import Predicate
 
@@ -32,8 +33,7 @@ class MatchSpec:
         return tuple(regex.compile(source) for source in self.pattern_sources)
 
 
-@dataclass(frozen=True)
-class Fix:
+class Fix(NamedTuple):
     summary: str
     overrides: tuple[str, ...] = ()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.coerce import boolean, is_none, number
 
@@ -35,15 +36,13 @@ OPERATORS = (
 _MISSING = object()
 
 
-@dataclass(frozen=True)
-class Ref:
+class Ref(NamedTuple):
     """An operand that is another config key's value, e.g. `{ref: model.num_layers}`."""
 
     key: str
 
 
-@dataclass(frozen=True)
-class Leaf:
+class Leaf(NamedTuple):
     kind: str  # "key" or "fact"
     name: str
     op: str
@@ -51,18 +50,15 @@ class Leaf:
     if_missing: Truth = None
 
 
-@dataclass(frozen=True)
-class All:
+class All(NamedTuple):
     children: tuple[Predicate, ...]
 
 
-@dataclass(frozen=True)
-class AnyOf:
+class AnyOf(NamedTuple):
     children: tuple[Predicate, ...]
 
 
-@dataclass(frozen=True)
-class Not:
+class Not(NamedTuple):
     child: Predicate
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time, and so does creating their dataclasses
@@ -15,8 +16,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time, and so does c
 CONFIRMED, CONTRADICTED, UNKNOWN = "confirmed", "contradicted", "unknown"
 
 
-@dataclass(frozen=True)
-class ConfigEvidence:
+class ConfigEvidence(NamedTuple):
     key: str
     known: bool
     value: Any = None
