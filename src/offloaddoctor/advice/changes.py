@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.advice.slowdown import expected_slowdown, measured_slowdown
 from offloaddoctor.catalog.model import Catalog
@@ -27,8 +28,7 @@ from offloaddoctor.memory.fit import fits
 MANUAL_GC = ("train.manual_gc=True", "train.manual_gc_interval=100")
 
 
-@dataclass(frozen=True)
-class Suggestion:
+class Suggestion(NamedTuple):
     change: str
     overrides: tuple[str, ...]
     estimate: MemoryEstimate
@@ -67,8 +67,7 @@ class Cost:
     source: str  # where `rank` comes from
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     change: str
     overrides: tuple[str, ...]
     shape: RunShape

@@ -82,8 +82,7 @@ class Signature:
         return SEVERITIES.index(self.severity)
 
 
-@dataclass(frozen=True)
-class Catalog:
+class Catalog(NamedTuple):
     signatures: tuple[Signature, ...]
 
     def get(self, signature_id: str) -> Signature | None:

@@ -10,6 +10,7 @@ temporaries). `reserved` and what nvidia-smi shows are derived from it with meas
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory import calibration as cal
@@ -29,15 +30,13 @@ COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logits
 _DTYPE_NAMES = {2: "16-bit", 4: "fp32", 1: "8-bit"}
 
 
-@dataclass(frozen=True)
-class Component:
+class Component(NamedTuple):
     name: str
     bytes: float
     formula: str
 
 
-@dataclass(frozen=True)
-class StageEstimate:
+class StageEstimate(NamedTuple):
     stage: int
     parameters: StageParameters
     peak_bytes: float

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from typing import Any
 
 from offloaddoctor.byte_units import MIB
@@ -30,8 +31,7 @@ PASS, FAIL = "pass", "fail"
 MODEL, LINE = "memory model", "straight line"  # what a run's expected saving came from
 
 
-@dataclass(frozen=True)
-class ModelPeak:
+class ModelPeak(NamedTuple):
     """The memory model's peak allocated for one run's shape, in MiB: once Python's garbage collector has freed
     the optimizer's first build (`collected_mb`) and if it has not (`lingering_mb`; the same figure where nothing
     can linger). `first_build_fix`: the advice that frees that build, worded as `estimate` and `diagnose` word
