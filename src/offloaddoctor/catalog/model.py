@@ -47,8 +47,7 @@ class Example:
     name: str = ""
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(NamedTuple):
     id: str
     title: str
     severity: str
@@ -65,10 +64,10 @@ class Signature:
     references: tuple[dict[str, str], ...]
     examples: tuple[Example, ...]
     path: str
-    # `known_issues` entries as validated at load time; built on first use (most runs never need them)
+    # `known_issues` entries as validated at load time; built when asked (most runs never need them)
     known_issue_entries: tuple[dict[str, Any], ...] = ()
 
-    @cached_property
+    @property
     def known_issues(self) -> tuple[KnownIssue, ...]:
         """Upstream bugs known to produce this failure (catalog/known_issues.py)."""
         if not self.known_issue_entries:
