@@ -8,7 +8,6 @@ combine leaves with Kleene logic, so "unknown" only becomes true or false when t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from offloaddoctor.coerce import boolean, is_none, number
@@ -71,8 +70,7 @@ def missing() -> object:
     return _MISSING
 
 
-@dataclass(frozen=True)
-class NotAChoice:
+class NotAChoice(NamedTuple):
     """A set value outside the few its key takes (a typo in a Literal field such as `transformer_impl`): a
     lookup hands it over so that no predicate reads it as "not equal", and the check calls it unreadable."""
 
