@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -264,7 +263,7 @@ def test_an_ep_run_that_ran_out_of_memory_on_h200_is_tight_and_its_demand_within
     assert demand <= estimate.peak_with_routed_excess_bytes(routed_imbalance(estimate.shape))
     assert judged.status == "tight" and "what decides: the router's balance" in judged.sentence()
     assert "and the allocator's slack" in judged.sentence()
-    dense = replace(estimate, shape=estimate.shape.with_changes(expert_model_parallel_size=1, expandable_segments=True))
+    dense = estimate._replace(shape=estimate.shape.with_changes(expert_model_parallel_size=1, expandable_segments=True))
     assert verdict_within(dense, judged.limit_bytes).fits
 
 
@@ -278,7 +277,7 @@ def test_e05_peaked_past_the_dense_margin_and_a_limit_it_would_call_fitting_is_n
         judged.status != "fits" and "MiB for the router's imbalance across expert-parallel ranks" in judged.sentence()
     )
     balanced = estimate.shape.with_changes(expert_model_parallel_size=1, expandable_segments=True)
-    assert verdict_within(replace(estimate, shape=balanced), limit).fits
+    assert verdict_within(estimate._replace(shape=balanced), limit).fits
 
 
 def test_diagnose_on_the_moe_oom_advises_the_change_that_ran_in_the_users_flags():

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
-from typing import Any
+from typing import Any, NamedTuple
 
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.catalog.predicates import names_in

@@ -9,7 +9,6 @@ temporaries). `reserved` and what nvidia-smi shows are derived from it with meas
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from offloaddoctor.byte_units import MIB
@@ -54,11 +53,10 @@ class StageEstimate(NamedTuple):
     routed_bytes: float = 0.0
 
 
-@dataclass(frozen=True)
-class MemoryEstimate:
+class MemoryEstimate(NamedTuple):
     shape: RunShape
     stages: tuple[StageEstimate, ...]
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     @property
     def most_loaded(self) -> StageEstimate:
