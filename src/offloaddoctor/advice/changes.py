@@ -9,7 +9,6 @@ fixtures/memory-calibration e52-e59), and say so where they are a rule of thumb.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from offloaddoctor.advice.slowdown import expected_slowdown, measured_slowdown
@@ -60,8 +59,7 @@ def _allowed(suggestion: Suggestion, values: Sequence[ConfigValue], catalog: Cat
     return not check_store(catalog, store).has_errors
 
 
-@dataclass(frozen=True)
-class Cost:
+class Cost(NamedTuple):
     text: str  # what the user reads
     rank: float  # expected slowdown in percent, for ordering
     source: str  # where `rank` comes from
