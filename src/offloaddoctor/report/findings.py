@@ -66,8 +66,7 @@ class Finding:
         return (self.signature.severity_rank, self.trigger == "config", -self.signature.priority, self.first_seen)
 
 
-@dataclass(slots=True)  # one per log read: 200,000 rank logs
-class SourceSummary:
+class SourceSummary(NamedTuple):  # one per log read: 200,000 rank logs
     path: str
     lines: int
 
