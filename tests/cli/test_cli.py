@@ -383,6 +383,41 @@ def test_diagnose_of_a_small_log_creates_and_compiles_only_what_its_lines_need(t
     assert "megatron/core" in PP_LOG.read_text()  # the log has the lines the guards pass over
 
 
+# Issue 28.2 (start-up): what a command reads and never changes is a NamedTuple; a frozen dataclass took ~3 M
+# instructions to create on Python 3.11 (RunShape ~26 M). The catalogue's MatchSpec (its compiled patterns are
+# cached on it) and Example (its config defaults to a new dict) are the two left.
+SMALL_RUNS = {
+    "diagnose": ["diagnose", PP_LOG_NAME, "-f", "json"],
+    "check": ["check", str(FIXTURES / "check" / "many-violations.yaml")],
+    "estimate": ["estimate", str(FIXTURES / "estimate" / "llama3-8b-launch.sh"), "--gpu", "H100-80GB"],
+    "compare": ["compare", PP_LOG_NAME, PP_LOG_NAME],
+    "bisect": [
+        "bisect",
+        *("--good-config", str(FIXTURES / "configs" / "bridge-override-pp2-offload-layers-0.yaml")),
+        *("--bad-config", str(FIXTURES / "configs" / "bridge-override-pp2-activation-offload.yaml")),
+    ],
+    "bisect-step": ["bisect-step", "--config", str(FIXTURES / "check" / "many-violations.yaml")],
+}
+
+
+@pytest.mark.parametrize("command", SMALL_RUNS)
+def test_a_small_run_makes_no_frozen_dataclass_but_the_catalogues_two(command, tmp_path, warm_catalog_cache):
+    probe = (
+        f"import sys; sys.argv = ['offloaddoctor', *{SMALL_RUNS[command]!r}]\n"
+        "from offloaddoctor.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "import dataclasses\n"
+        "made = [(name, value) for name, module in list(sys.modules.items()) if name.startswith('offloaddoctor')"
+        " for value in vars(module).values() if isinstance(value, type) and value.__module__ == name]\n"
+        "frozen = sorted(f'{name}.{value.__name__}' for name, value in made"
+        " if dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen)\n"
+        "sys.stderr.write('\\nfrozen: ' + ' '.join(frozen))"
+    )
+    result = run_python(probe, check=False, cwd=tmp_path)
+    frozen = result.stderr.rpartition("\nfrozen: ")[2]
+    assert frozen == "offloaddoctor.catalog.model.Example offloaddoctor.catalog.model.MatchSpec", result.stderr
+
+
 def test_there_is_one_command_line():
     """The second, typer-free parser of `diagnose`/`check`/`metrics` is gone (issue 28.2): every argv goes
     through typer, so a new option cannot be parsed one way here and another way there."""

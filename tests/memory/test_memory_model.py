@@ -324,6 +324,16 @@ def test_the_default_optimizer_state_bytes_are_what_the_model_uses_for_a_default
     assert "x 12 B (fp32 master 4 + Adam 4+4)" in states.formula
 
 
+def test_a_shape_is_its_values_not_what_was_assumed_or_where_they_came_from():
+    """RunShape is a NamedTuple (start-up, issue 28.2): ==, != and hash leave out `assumptions` and `sources`, as
+    the dataclass's compare=False did, and see every other field."""
+    shape = _shape(*MINIMAL)
+    told = shape.with_changes(assumptions=("something else",), sources=(("model.num_layers", "elsewhere"),))
+    assert shape.assumptions and told == shape and (told != shape) is False and hash(told) == hash(shape)
+    wider = shape.with_changes(hidden_size=shape.hidden_size * 2)
+    assert wider != shape and (wider == shape) is False and len({shape, told, wider}) == 2
+
+
 def test_one_table_of_megatron_defaults_at_the_release_the_model_was_calibrated_on():
     """Defaults came from megatron-core 0.16.1 (config/defaults.py) while the model and its recordings are 0.19.0:
     one table now, at 0.19.0, and the memory model's own fallbacks agree with it."""

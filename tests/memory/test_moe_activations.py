@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,7 +42,7 @@ E04 = "e04-moe8-top4-mbs8"  # L6 h1536 f1536 mbs8 s1024 top4, 8 experts, GELU ex
 
 def test_each_routed_token_keeps_its_permuted_hidden_state_as_the_experts_fc1_input():
     shape = _shape(E04)
-    wider = replace(shape, hidden_size=shape.hidden_size + 1)
+    wider = shape.with_changes(hidden_size=shape.hidden_size + 1)
     routed_tokens = 8 * 1024 * 4  # micro-batch x sequence x top-k
     assert routed_expert_bytes(wider) - routed_expert_bytes(shape) == routed_tokens * 2  # 2 bytes per element of h
 
@@ -51,7 +50,7 @@ def test_each_routed_token_keeps_its_permuted_hidden_state_as_the_experts_fc1_in
 def test_gelu_experts_keep_the_activation_output_for_the_probability_multiply():
     shape = _shape(E04)
     assert not shape.gated_linear_unit
-    wider = replace(shape, moe_ffn_hidden_size=shape.moe_ffn_hidden_size + 1)
+    wider = shape.with_changes(moe_ffn_hidden_size=shape.moe_ffn_hidden_size + 1)
     # fc1 output, GELU output (kept by `* per_token_scale`), fc2 input: 3 tensors of f, 2 bytes each
     assert routed_expert_bytes(wider) - routed_expert_bytes(shape) == 8 * 1024 * 4 * 3 * 2
 
@@ -59,8 +58,8 @@ def test_gelu_experts_keep_the_activation_output_for_the_probability_multiply():
 def test_a_fused_swiglu_takes_the_probability_in_its_kernel_an_unfused_one_keeps_three_outputs_more():
     """Unfused: the activation's output, `x_linear + glu_linear_offset` (a new tensor), and their product, which the
     multiply by the router's probability keeps (megatron-core 0.19.0 mlp.py MLP.forward `glu`)."""
-    swiglu = replace(_shape(E04), gated_linear_unit=True, bias_activation_fusion=True)
-    unfused = replace(swiglu, bias_activation_fusion=False)
+    swiglu = _shape(E04).with_changes(gated_linear_unit=True, bias_activation_fusion=True)
+    unfused = swiglu.with_changes(bias_activation_fusion=False)
     f = swiglu.moe_ffn_hidden_size
     assert routed_expert_bytes(unfused) - routed_expert_bytes(swiglu) == 8 * 1024 * 4 * 3 * (2 * f)
 
@@ -79,10 +78,10 @@ COUNTED_LAYER = RunShape(
 
 
 def test_an_unfused_dense_swiglu_keeps_its_activation_output_and_the_offset_sum():
-    dense = replace(COUNTED_LAYER, gated_linear_unit=True)
+    dense = COUNTED_LAYER.with_changes(gated_linear_unit=True)
     fused, unfused = (
         layer_activations(dense).linear,
-        layer_activations(replace(dense, bias_activation_fusion=False)).linear,
+        layer_activations(dense.with_changes(bias_activation_fusion=False)).linear,
     )
     assert unfused - fused == 1441792  # counted on CPU: a dense layer's MLP block unfused less fused, h 256 f 704
 
@@ -96,13 +95,13 @@ def test_each_routed_token_keeps_an_int64_sort_index_and_a_16_bit_probability():
 
 def test_the_router_keeps_fp32_softmax_over_every_expert_only_with_pre_softmax():
     shape = _shape(E04)
-    pre = replace(shape, moe_router_pre_softmax=True)
+    pre = shape.with_changes(moe_router_pre_softmax=True)
     assert router_bytes(pre) - router_bytes(shape) == 8 * 1024 * 4 * (shape.num_experts - shape.moe_router_topk)
 
 
 def test_the_alltoall_dispatcher_keeps_an_int64_argsort_the_allgather_one_a_probability_and_a_mask():
     shape = _shape(E04)
-    alltoall = replace(shape, moe_token_dispatcher_type="alltoall")
+    alltoall = shape.with_changes(moe_token_dispatcher_type="alltoall")
     assert router_bytes(shape) == 8 * 1024 * (8 * 4 + 4 * 4 + 3 * 8)
     assert router_bytes(alltoall) == 8 * 1024 * (8 * 4 + 4 * 4 + 8 * 8)
 
@@ -126,7 +125,7 @@ COUNTED = [
 
 @pytest.mark.parametrize(("case", "changes", "counted"), COUNTED, ids=[c[0] for c in COUNTED])
 def test_moe_minus_dense_is_what_megatron_core_saves_to_the_byte(case, changes, counted):
-    shape = replace(COUNTED_LAYER, num_experts=8, moe_ffn_hidden_size=704, **changes)
+    shape = COUNTED_LAYER.with_changes(num_experts=8, moe_ffn_hidden_size=704, **changes)
     sb, f = 128 * 4, 704
     glu = 2 if shape.gated_linear_unit else 1
     shared = sb * 2 * (shape.moe_shared_expert_intermediate_size or 0) * (glu + 1)
@@ -271,7 +270,7 @@ def test_an_ep_run_that_ran_out_of_memory_on_h200_is_tight_and_its_demand_within
     assert demand <= estimate.peak_with_routed_excess_bytes(routed_imbalance(estimate.shape))
     assert judged.status == "tight" and "what decides: the router's balance" in judged.sentence()
     assert "and the allocator's slack" in judged.sentence()
-    dense = replace(estimate, shape=replace(estimate.shape, expert_model_parallel_size=1, expandable_segments=True))
+    dense = estimate._replace(shape=estimate.shape.with_changes(expert_model_parallel_size=1, expandable_segments=True))
     assert verdict_within(dense, judged.limit_bytes).fits
 
 
@@ -284,8 +283,8 @@ def test_e05_peaked_past_the_dense_margin_and_a_limit_it_would_call_fitting_is_n
     assert (
         judged.status != "fits" and "MiB for the router's imbalance across expert-parallel ranks" in judged.sentence()
     )
-    balanced = replace(estimate.shape, expert_model_parallel_size=1, expandable_segments=True)
-    assert verdict_within(replace(estimate, shape=balanced), limit).fits
+    balanced = estimate.shape.with_changes(expert_model_parallel_size=1, expandable_segments=True)
+    assert verdict_within(estimate._replace(shape=balanced), limit).fits
 
 
 def test_diagnose_on_the_moe_oom_advises_the_change_that_ran_in_the_users_flags():
@@ -519,7 +518,7 @@ def test_a_padded_capacity_factor_run_judged_not_to_fit_ran_out_of_memory_where_
 
 def _moe(**changes) -> RunShape:
     """COUNTED_LAYER as top-4 of 8 experts."""
-    return replace(COUNTED_LAYER, num_experts=8, moe_router_topk=4, **changes)
+    return COUNTED_LAYER.with_changes(num_experts=8, moe_router_topk=4, **changes)
 
 
 @pytest.mark.parametrize(

@@ -92,8 +92,6 @@ def test_advice_for_a_local_config_never_offers_activation_offloading_and_offloa
 def test_the_changes_are_one_table_whose_costs_order_the_advice(monkeypatch):
     """memory_advice weighed each change in an inline block with a hand-written rank: now CHANGES rows (condition
     and change, cost with its source); the advice is ordered by the table's cost, not by where a block sat."""
-    from dataclasses import replace
-
     from offloaddoctor.advice import changes
     from offloaddoctor.memory import estimate
 
@@ -105,7 +103,7 @@ def test_the_changes_are_one_table_whose_costs_order_the_advice(monkeypatch):
     first = changes.suggest(shape, budget, [], None)
     assert first[0].change.startswith("distributed optimizer")
     rows = [
-        (propose, replace(cost, rank=99.0) if propose is changes._distributed_optimizer else cost)
+        (propose, cost._replace(rank=99.0) if propose is changes._distributed_optimizer else cost)
         for propose, cost in changes.CHANGES
     ]
     monkeypatch.setattr(changes, "CHANGES", tuple(rows))

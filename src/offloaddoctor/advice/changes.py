@@ -10,7 +10,7 @@ GPTs, n16-n25), and say so where they are not measured.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.advice.slowdown import expected_slowdown, measured_slowdown, selective_recompute_slowdown
 from offloaddoctor.catalog.model import Catalog
@@ -28,8 +28,7 @@ from offloaddoctor.memory.fit import fits
 MANUAL_GC = ("train.manual_gc=True", "train.manual_gc_interval=100")
 
 
-@dataclass(frozen=True)
-class Suggestion:
+class Suggestion(NamedTuple):
     change: str
     overrides: tuple[str, ...]
     estimate: MemoryEstimate
@@ -61,15 +60,13 @@ def _allowed(suggestion: Suggestion, values: Sequence[ConfigValue], catalog: Cat
     return not check_store(catalog, store).has_errors
 
 
-@dataclass(frozen=True)
-class Cost:
+class Cost(NamedTuple):
     text: str  # what the user reads
     rank: float  # expected slowdown in percent, for ordering
     source: str  # where `rank` comes from
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     change: str
     overrides: tuple[str, ...]
     shape: RunShape

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from functools import cached_property
 
 from offloaddoctor.advice.changes import Suggestion, suggest
@@ -17,8 +18,7 @@ from offloaddoctor.memory.fit import verdict as fit_verdict
 from offloaddoctor.byte_units import MIB
 
 
-@dataclass(frozen=True)
-class Capacity:
+class Capacity(NamedTuple):
     bytes: int
     source: str
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.catalog.predicates import names_in
@@ -14,8 +13,7 @@ from offloaddoctor.config.values import ConfigValue, format_value
 ABSENT = object()
 
 
-@dataclass(frozen=True)
-class KeyChange:
+class KeyChange(NamedTuple):
     key: str
     before: Any  # ABSENT when the key was added
     after: Any  # ABSENT when the key was removed

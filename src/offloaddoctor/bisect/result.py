@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: bisecting two configs loads no git plumbing (start-up)
@@ -11,8 +12,7 @@ if TYPE_CHECKING:  # annotations only: bisecting two configs loads no git plumbi
     from offloaddoctor.bisect.search import Outcome
 
 
-@dataclass(frozen=True)
-class Tested:
+class Tested(NamedTuple):
     commit: Commit
     outcome: Outcome
 

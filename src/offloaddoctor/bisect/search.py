@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     verdict: str  # GOOD, BAD or SKIP
     reason: str = ""
     detail: tuple[str, ...] = ()  # e.g. the failing signature ids

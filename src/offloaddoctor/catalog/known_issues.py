@@ -3,7 +3,7 @@ that reveals it. The engine shows one when its config shape holds or the log nam
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.catalog.predicates import Predicate, PredicateError, names_in, parse_predicate
 
@@ -15,8 +15,7 @@ VERSION_KEYS = {
 _FIELDS = {"id", "title", "link", "package", "versions", "fixed_by", "when"}
 
 
-@dataclass(frozen=True)
-class KnownIssue:
+class KnownIssue(NamedTuple):
     id: str
     title: str
     link: str

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from offloaddoctor.catalog.cache import catalog_key, forget_cached, read_cached, write_cached
 from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
@@ -33,8 +33,7 @@ _FIELDS_REQUIRED = (
 _FIELDS_OPTIONAL = ("match", "when", "config", "preflight", "known_issues")
 
 
-@dataclass(frozen=True)
-class Vocabulary:
+class Vocabulary(NamedTuple):
     """What a signature may name, given by the layers that own it (api.py assembles it): the fact parsers
     of scanning/fact_parsers.py for `match.facts`, and the config keys of config/keys.py for predicates."""
 
@@ -42,8 +41,7 @@ class Vocabulary:
     is_known_key: Callable[[str], bool]
 
 
-@dataclass(frozen=True)
-class CatalogProblem:
+class CatalogProblem(NamedTuple):
     path: str
     field: str
     reason: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 from offloaddoctor.catalog.predicates import Predicate
 
@@ -32,8 +33,7 @@ class MatchSpec:
         return tuple(regex.compile(source) for source in self.pattern_sources)
 
 
-@dataclass(frozen=True)
-class Fix:
+class Fix(NamedTuple):
     summary: str
     overrides: tuple[str, ...] = ()
 
@@ -47,8 +47,7 @@ class Example:
     name: str = ""
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(NamedTuple):
     id: str
     title: str
     severity: str
@@ -65,10 +64,10 @@ class Signature:
     references: tuple[dict[str, str], ...]
     examples: tuple[Example, ...]
     path: str
-    # `known_issues` entries as validated at load time; built on first use (most runs never need them)
+    # `known_issues` entries as validated at load time; built when asked (most runs never need them)
     known_issue_entries: tuple[dict[str, Any], ...] = ()
 
-    @cached_property
+    @property
     def known_issues(self) -> tuple[KnownIssue, ...]:
         """Upstream bugs known to produce this failure (catalog/known_issues.py)."""
         if not self.known_issue_entries:
@@ -82,8 +81,7 @@ class Signature:
         return SEVERITIES.index(self.severity)
 
 
-@dataclass(frozen=True)
-class Catalog:
+class Catalog(NamedTuple):
     signatures: tuple[Signature, ...]
 
     def get(self, signature_id: str) -> Signature | None:

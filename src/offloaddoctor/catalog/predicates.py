@@ -8,7 +8,7 @@ combine leaves with Kleene logic, so "unknown" only becomes true or false when t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.coerce import boolean, is_none, number
 
@@ -35,15 +35,13 @@ OPERATORS = (
 _MISSING = object()
 
 
-@dataclass(frozen=True)
-class Ref:
+class Ref(NamedTuple):
     """An operand that is another config key's value, e.g. `{ref: model.num_layers}`."""
 
     key: str
 
 
-@dataclass(frozen=True)
-class Leaf:
+class Leaf(NamedTuple):
     kind: str  # "key" or "fact"
     name: str
     op: str
@@ -51,18 +49,15 @@ class Leaf:
     if_missing: Truth = None
 
 
-@dataclass(frozen=True)
-class All:
+class All(NamedTuple):
     children: tuple[Predicate, ...]
 
 
-@dataclass(frozen=True)
-class AnyOf:
+class AnyOf(NamedTuple):
     children: tuple[Predicate, ...]
 
 
-@dataclass(frozen=True)
-class Not:
+class Not(NamedTuple):
     child: Predicate
 
 
@@ -75,8 +70,7 @@ def missing() -> object:
     return _MISSING
 
 
-@dataclass(frozen=True)
-class NotAChoice:
+class NotAChoice(NamedTuple):
     """A set value outside the few its key takes (a typo in a Literal field such as `transformer_impl`): a
     lookup hands it over so that no predicate reads it as "not equal", and the check calls it unreadable."""
 

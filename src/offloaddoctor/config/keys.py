@@ -7,13 +7,12 @@ Keys we do not know are kept under the name they were given, so nothing read is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.config.printed import parse_override
 
 
-@dataclass(frozen=True)
-class KnownKey:
+class KnownKey(NamedTuple):
     canonical: str
     description: str
     aliases: tuple[str, ...] = ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -12,9 +13,8 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 PRECEDENCE = {"log": 1, "config": 2, "set": 3, "derived": 0, "default": -1}
 
 
-# slots: a log's arguments block is ~900 values, and 400 rank logs print one each.
-@dataclass(frozen=True, slots=True)
-class Source:
+# tuples (small, and cheap to make): a log's arguments block is ~900 values, and 400 rank logs print one each.
+class Source(NamedTuple):
     path: str
     line: int | None = None
     detail: str = ""
@@ -24,8 +24,7 @@ class Source:
         return f"{location} ({self.detail})" if self.detail else location
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigValue:
+class ConfigValue(NamedTuple):
     key: str
     value: Any
     source: Source

@@ -9,14 +9,13 @@ change. Bytes assume 16-bit activations (bf16/fp16); dropout masks are one byte 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory.shape import RunShape
 
 
-@dataclass(frozen=True)
-class LayerActivations:
+class LayerActivations(NamedTuple):
     """Bytes saved for backward by one layer for one micro-batch, split by what recompute can drop."""
 
     linear: float  # inputs of norms, linear layers and activation functions, dropout masks

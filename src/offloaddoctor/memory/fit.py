@@ -11,7 +11,7 @@ Three answers, each with the figures behind it:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory import calibration as cal
@@ -20,8 +20,7 @@ from offloaddoctor.memory.model import MemoryEstimate
 FITS, TIGHT, DOES_NOT_FIT = "fits", "tight", "does not fit"
 
 
-@dataclass(frozen=True)
-class FitVerdict:
+class FitVerdict(NamedTuple):
     status: str
     limit_bytes: float  # what PyTorch may reserve: the budget less the driver's share and the CUDA context
     needed_bytes: float  # worst case: the peak with the uncertain terms, times the slack assumed

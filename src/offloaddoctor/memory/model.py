@@ -9,7 +9,7 @@ temporaries). `reserved` and what nvidia-smi shows are derived from it with meas
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory import calibration as cal
@@ -29,15 +29,13 @@ COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logits
 _DTYPE_NAMES = {2: "16-bit", 4: "fp32", 1: "8-bit"}
 
 
-@dataclass(frozen=True)
-class Component:
+class Component(NamedTuple):
     name: str
     bytes: float
     formula: str
 
 
-@dataclass(frozen=True)
-class StageEstimate:
+class StageEstimate(NamedTuple):
     stage: int
     parameters: StageParameters
     peak_bytes: float
@@ -55,11 +53,10 @@ class StageEstimate:
     routed_bytes: float = 0.0
 
 
-@dataclass(frozen=True)
-class MemoryEstimate:
+class MemoryEstimate(NamedTuple):
     shape: RunShape
     stages: tuple[StageEstimate, ...]
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     @property
     def most_loaded(self) -> StageEstimate:

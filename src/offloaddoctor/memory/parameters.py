@@ -6,13 +6,12 @@ recorded run (fixtures/memory-calibration): equal to the parameter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.memory.shape import RunShape
 
 
-@dataclass(frozen=True)
-class StageParameters:
+class StageParameters(NamedTuple):
     """Parameters one GPU of a pipeline stage holds: `dense` is sharded by the distributed optimizer over
     DP x CP, `expert` over the expert-data-parallel ranks."""
 

@@ -8,7 +8,7 @@ cannot do without is named in `MissingKeys`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from offloaddoctor.coerce import boolean, is_none, number
 from offloaddoctor.config.keys import VALUE_CHOICES
@@ -39,8 +39,7 @@ class MissingKeys(UserError):
         )
 
 
-@dataclass(frozen=True)
-class RunShape:
+class RunShape(NamedTuple):
     num_layers: int
     hidden_size: int
     num_attention_heads: int
@@ -105,8 +104,19 @@ class RunShape:
     recompute_num_layers: int | None = None
     recompute_modules: tuple[str, ...] = ("core_attn",)
     cpu_offloading_num_layers: int = 0
-    assumptions: tuple[str, ...] = field(default=(), compare=False)
-    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # (key, where it came from)
+    # What was assumed and where each value came from: the last two fields, left out of == and hash (two reads
+    # of one run are one shape).
+    assumptions: tuple[str, ...] = ()
+    sources: tuple[tuple[str, str], ...] = ()  # (key, where it came from)
+
+    def __eq__(self, other: object) -> bool:
+        return self[:-2] == other[:-2] if type(other) is RunShape else NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        return self[:-2] != other[:-2] if type(other) is RunShape else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self[:-2])
 
     @property
     def heads_kv(self) -> int:
@@ -172,7 +182,7 @@ class RunShape:
         return bool(self.num_experts and padded and self.moe_expert_capacity_factor is not None)
 
     def with_changes(self, **changes: Any) -> RunShape:
-        return replace(self, **changes)
+        return self._replace(**changes)
 
 
 # What the model divides by: 0 (from a config, --set or a log's arguments) would raise ZeroDivisionError.
@@ -296,7 +306,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
             f"global batch size unknown: {shape.pipeline_parallel} micro-batches in flight on the first "
             "pipeline stage (the most 1F1B holds)"
         )
-    return replace(shape, assumptions=tuple(reader.assumptions), sources=tuple(reader.sources.items()))
+    return shape._replace(assumptions=tuple(reader.assumptions), sources=tuple(reader.sources.items()))
 
 
 class _Reader:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.metrics.model import RunMetrics
@@ -30,8 +30,7 @@ PASS, FAIL = "pass", "fail"
 MODEL, LINE = "memory model", "straight line"  # what a run's expected saving came from
 
 
-@dataclass(frozen=True)
-class ModelPeak:
+class ModelPeak(NamedTuple):
     """The memory model's peak allocated for one run's shape, in MiB: once Python's garbage collector has freed
     the optimizer's first build (`collected_mb`) and if it has not (`lingering_mb`; the same figure where nothing
     can linger). `first_build_fix`: the advice that frees that build, worded as `estimate` and `diagnose` word
@@ -46,8 +45,7 @@ class ModelPeak:
         return self.lingering_mb - self.collected_mb
 
 
-@dataclass(frozen=True)
-class Criteria:
+class Criteria(NamedTuple):
     loss_tolerance: float = 0.001
     memory_tolerance: float = 0.25
     memory_slack_mb: float = 256.0
@@ -106,7 +104,7 @@ def compare_runs(
     baseline: RunMetrics,
     runs: list[RunMetrics],
     error_findings: dict[str, list[str]],
-    criteria: Criteria = Criteria(),
+    criteria: Criteria = Criteria(),  # noqa: B008 - a NamedTuple, immutable
     model_state_mb: tuple[float, str] | None = None,
     *,
     bytes_per_parameter: float,

@@ -4,7 +4,7 @@ of one job are one run however they are passed, and a path holding several runs 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.config.run_identity import Run, group_runs, log_identity
 from offloaddoctor.errors import UserError
@@ -12,8 +12,7 @@ from offloaddoctor.logs.sources import LogSource, resolve_sources
 from offloaddoctor.metrics.reader import RunReader
 
 
-@dataclass
-class RunLogs:
+class RunLogs(NamedTuple):
     """One run: its name (the path given, or the paths whose logs it gathers) and its logs."""
 
     name: str

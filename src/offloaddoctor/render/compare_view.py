@@ -108,7 +108,7 @@ def render_compare_json(comparison: Comparison) -> str:
         {
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "offloaddoctor", "version": __version__},
-            "criteria": asdict(comparison.criteria),
+            "criteria": comparison.criteria._asdict(),
             "optimizer_state_mb": comparison.optimizer_state_mb,
             "optimizer_state_basis": comparison.state_basis,
             "expected_saving_basis": comparison.saving_basis,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from dataclasses import asdict
 from itertools import islice
 from json.encoder import encode_basestring as string  # the ensure_ascii=False form
 
@@ -71,7 +70,7 @@ def _run_fields(report: Report) -> dict[str, Any]:
     ]
     return {
         "fix_dialect": report.fix_dialect,
-        "unmatched": asdict(report.unmatched) if report.unmatched else None,
+        "unmatched": report.unmatched._asdict() if report.unmatched else None,
         "run": dict(report.run_facts),
         "notes": list(report.notes),
         "suppressed": suppressed,
@@ -100,7 +99,7 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "trigger": finding.trigger,
         "symptom": signature.symptom,
         "cause": signature.cause,
-        "evidence": [asdict(e) for e in finding.evidence],
+        "evidence": [e._asdict() for e in finding.evidence],
         "occurrences": finding.occurrences,
         "ranks": finding.ranks,
         "ranks_compact": format_ranks(finding.ranks),

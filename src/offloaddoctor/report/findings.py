@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time, and so does creating their dataclasses
@@ -15,8 +16,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time, and so does c
 CONFIRMED, CONTRADICTED, UNKNOWN = "confirmed", "contradicted", "unknown"
 
 
-@dataclass(frozen=True)
-class ConfigEvidence:
+class ConfigEvidence(NamedTuple):
     key: str
     known: bool
     value: Any = None
@@ -66,8 +66,7 @@ class Finding:
         return (self.signature.severity_rank, self.trigger == "config", -self.signature.priority, self.first_seen)
 
 
-@dataclass(slots=True)  # one per log read: 200,000 rank logs
-class SourceSummary:
+class SourceSummary(NamedTuple):  # one per log read: 200,000 rank logs
     path: str
     lines: int
 

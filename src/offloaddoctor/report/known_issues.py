@@ -3,7 +3,7 @@ affected version. A config with the bug's shape contradicts the error itself, an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from offloaddoctor.report.findings import CONTRADICTED, ConfigEvidence, Finding
 from offloaddoctor.catalog.known_issues import VERSION_KEYS, KnownIssue
@@ -11,8 +11,7 @@ from offloaddoctor.catalog.predicates import evaluate, missing, names_in
 from offloaddoctor.config.values import ConfigStore, format_value
 
 
-@dataclass(frozen=True)
-class KnownIssueMatch:
+class KnownIssueMatch(NamedTuple):
     issue: KnownIssue
     by_config: bool  # the config has the bug's shape
     version: str | None  # the affected version the log printed, if any

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from offloaddoctor.report.engine import condition_finding, config_lookup
 from offloaddoctor.report.findings import Finding
@@ -18,8 +19,7 @@ from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.errors import UserError
 
 
-@dataclass(frozen=True)
-class Unchecked:
+class Unchecked(NamedTuple):
     """A constraint that could be neither confirmed nor ruled out: the keys it needs are not set, or a value
     set is not valid for its key (`maybe` for a true/false key)."""
 

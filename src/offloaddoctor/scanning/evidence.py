@@ -4,12 +4,12 @@ a rank are always taken while there is room). Shared by the scanner's aggregates
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 MAX_EVIDENCE = 5
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(NamedTuple):
     path: str
     line: int | None
     rank: int | None

@@ -10,7 +10,7 @@ if it holds one of the handlers' literals.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 from time import perf_counter
 
 from offloaddoctor.scanning.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
@@ -90,8 +90,7 @@ _CHAINED = ("During handling of the above exception", "The above exception was t
 WRAPPER_EXCEPTIONS = ("ChildFailedError", "SystemExit", "KeyboardInterrupt")
 
 
-@dataclass(frozen=True)
-class Matcher:
+class Matcher(NamedTuple):
     id: str
     spec: MatchSpec
     user: bool = False  # from a signature directory of the user's, not the built-in catalogue
