@@ -11,11 +11,11 @@ from offloaddoctor.config.yaml_config import parse_yaml_config
 
 from tests.conftest import FIXTURES, RUNNER
 
-README_CASE = FIXTURES / "oom-partial-optimizer-offload-bridge"
+BRIDGE_CASE = FIXTURES / "oom-partial-optimizer-offload-bridge"
 
 
-def test_the_readme_bridge_config_takes_what_it_lacks_from_the_runs_log():
-    config, log = str(README_CASE / "run_config.yaml"), str(README_CASE / "job.log")
+def test_the_bridge_example_config_takes_what_it_lacks_from_the_runs_log():
+    config, log = str(BRIDGE_CASE / "run_config.yaml"), str(BRIDGE_CASE / "job.log")
     alone = RUNNER.invoke(app, ["estimate", config, "--gpu", "H100-80GB"])
     assert alone.exit_code == 2
     assert alone.stderr.count("\n") == 1 and "model.seq_length" in alone.stderr and "--log LOG" in alone.stderr

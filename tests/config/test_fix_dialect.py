@@ -218,15 +218,17 @@ def test_pp_offload_and_state_offload_fixes_agree_on_optimizer_offloading(config
     assert store.resolve("optimizer.optimizer_cpu_offload").value is False
 
 
-HEADLINE = FIXTURES / "oom-partial-optimizer-offload-bridge"
+BRIDGE_EXAMPLE = FIXTURES / "oom-partial-optimizer-offload-bridge"
 CAVEATS = (
     "the memory model disagrees with the message's figures (6.6x its peak allocated): more is on the GPU than the config explains",
     "optimizer offloading alone cannot free enough",
 )
 
 
-def _headline_outputs() -> dict[str, str]:
-    report = diagnose([str(HEADLINE / "job.log")], config_paths=[str(HEADLINE / "run_config.yaml")], policy=Policy())
+def _bridge_example_outputs() -> dict[str, str]:
+    report = diagnose(
+        [str(BRIDGE_EXAMPLE / "job.log")], config_paths=[str(BRIDGE_EXAMPLE / "run_config.yaml")], policy=Policy()
+    )
     annotations, summary = render_github(report)
     document = json.loads(render_json(report))
     finding = document["findings"][0]
@@ -239,8 +241,8 @@ def _headline_outputs() -> dict[str, str]:
     }
 
 
-def test_the_headline_oom_verdict_and_fix_follow_the_numbers_in_every_format():
-    for name, text in _headline_outputs().items():
+def test_the_bridge_example_oom_verdict_and_fix_follow_the_numbers_in_every_format():
+    for name, text in _bridge_example_outputs().items():
         flat = " ".join(text.replace("%25", "%").split())
         for caveat in CAVEATS:
             assert caveat in flat, (name, caveat)
@@ -257,7 +259,9 @@ def test_estimate_advice_in_the_dialect_of_its_config():
     advice = estimate_json(report)["advice"]
     assert all(line.startswith("--") for item in advice for line in item["overrides"])
     bridge = estimate(
-        [str(HEADLINE / "run_config.yaml")], ["model.seq_length=4096", "model.vocab_size=32000"], gpu_memory="8GiB"
+        [str(BRIDGE_EXAMPLE / "run_config.yaml")],
+        ["model.seq_length=4096", "model.vocab_size=32000"],
+        gpu_memory="8GiB",
     )
     advice = estimate_json(bridge)["advice"]
     assert advice and all(line.split("=")[0].count(".") == 1 for item in advice for line in item["overrides"])

@@ -60,7 +60,7 @@ def test_terminal_at_width(case, width, in_repo, snapshot):
     assert _terminal(report_for(case), width) == snapshot
 
 
-def test_terminal_readme_example_at_80_columns(snapshot, monkeypatch):
+def test_terminal_bridge_example_at_80_columns(snapshot, monkeypatch):
     monkeypatch.chdir(REPO / "fixtures" / "oom-partial-optimizer-offload-bridge")
     assert _terminal(diagnose(["job.log"], ["run_config.yaml"]), 80) == snapshot
 
