@@ -632,6 +632,13 @@ RUNS["e68-moe8-ep2-top2-mbs94-selective-h200"] = (
 # The other two OOMs whose first change moved to a smaller micro-batch, each as printed: e31 at 87 -> 29, the
 # largest that divides its global batch over four data-parallel ranks (e69, four H200; 43 would be refused), and
 # e37 at 12 -> 6 (e70, one H100).
+# What PP x 2 and TP x 2 cost a dense run when data parallelism halves (the guide: ~6 % and -28 % on Llama3 70B):
+# the 0.87B GPT on two H200 (H100 pairs were not lent), global batch 16: DP 2 (n36), PP 2 (n37: four micro-batches,
+# a pipeline bubble of 1/4), TP 2 (n38), PP 2 at micro-batch 1 (n39: sixteen micro-batches).
+RUNS["n36-gpt1b-dp2-h200"] = (2, 0, dense_cost())
+RUNS["n37-gpt1b-pp2-h200"] = (2, 0, f"{dense_cost()} {PP2}")
+RUNS["n38-gpt1b-tp2-h200"] = (2, 0, f"{dense_cost()} --tensor-model-parallel-size 2")
+RUNS["n39-gpt1b-pp2-mbs1-h200"] = (2, 0, f"{dense_cost(mbs=1)} {PP2}")
 RUNS["e69-moe16-ep4-top2-mbs29-advised-h200"] = (4, 0, f"{moe_ep4_top2(29, experts=16, gbs=348)[2]} {TWELVE}")
 RUNS["e70-moe8-top4-cf2-pad-mbs6-advised"] = (
     1,
