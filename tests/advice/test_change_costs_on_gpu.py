@@ -149,6 +149,9 @@ def test_the_dense_changes_cost_what_their_runs_stepped():
     selective = _selective_cost(Change("", (), shape))
     assert selective.rank == pytest.approx((selective_recompute_slowdown(2048, 2048) - 1) * 100)
     assert _cost_of("_smaller_micro_batch").rank < selective.rank < _cost_of("_full_recompute").rank
+    # Transformer Engine's fused attention keeps no scores to recompute: the guide's order, selective first.
+    fused = _selective_cost(Change("", (), shape.with_changes(transformer_impl="transformer_engine")))
+    assert "fused attention" in fused.text and fused.rank < _cost_of("_smaller_micro_batch").rank
 
 
 def test_with_the_optimizer_offloaded_selective_recompute_steps_ahead_of_a_smaller_micro_batch():
