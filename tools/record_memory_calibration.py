@@ -639,6 +639,11 @@ RUNS["n36-gpt1b-dp2-h200"] = (2, 0, dense_cost())
 RUNS["n37-gpt1b-pp2-h200"] = (2, 0, f"{dense_cost()} {PP2}")
 RUNS["n38-gpt1b-tp2-h200"] = (2, 0, f"{dense_cost()} --tensor-model-parallel-size 2")
 RUNS["n39-gpt1b-pp2-mbs1-h200"] = (2, 0, f"{dense_cost(mbs=1)} {PP2}")
+# g1-f000's two cheapest changes, which the ranking of dense offloading by the guide's curve put in this order on
+# a three-iteration comparison (g1-f000-sel-gc, g1-f005-gc): each for twelve iterations on one H100.
+G1 = f"{GPT_3B} --micro-batch-size 1 --global-batch-size 2 {OFFLOAD}"
+RUNS["n40-gpt3b-g1-sel-gc"] = (1, 0, f"{G1} 0.0 {SELECTIVE} {GC100} {TWELVE}")
+RUNS["n41-gpt3b-g1-f005-gc"] = (1, 0, f"{G1} 0.05 {GC100} {TWELVE}")
 RUNS["e69-moe16-ep4-top2-mbs29-advised-h200"] = (4, 0, f"{moe_ep4_top2(29, experts=16, gbs=348)[2]} {TWELVE}")
 RUNS["e70-moe8-top4-cf2-pad-mbs6-advised"] = (
     1,
