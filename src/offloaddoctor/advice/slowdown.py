@@ -23,7 +23,7 @@ def measured_slowdown(fraction: float, moe: bool = False) -> float:
     """Iteration-time ratio at an offload fraction for ordering changes: the guide's Qwen3-30B-A3B curve, dense or
     MoE. The CPU's Adam grows with the parameters offloaded, the step's compute with the tokens: the 0.47B GPT's
     curve was measured at 32,768 tokens a step, ~70x the tokens per parameter of fixtures/offload-sweep g1 (3.35B,
-    4,096), whose fraction 0.05 stepped 1.25x of selective recompute (g1-f005-gc, g1-f000-sel-gc) where that
+    4,096), whose fraction 0.05 stepped 1.12x of selective recompute (n41/n40, twelve iterations) where that
     curve said 1.04x against 1.13x."""
     return _interpolate(GUIDE_MODEL, fraction)
 
