@@ -3,8 +3,8 @@ against the same preflight constraints `check` runs (a suggestion `check` would 
 
 Costs are measured figures where they exist (the memory-tuning guide: TP -28 % on Llama3 70B, halving DP ~6 %,
 distributed optimizer ~1-2 %; the offload-fraction and selective-recompute curves of slowdown.py; expert
-parallelism and PP on a MoE, fixtures/memory-calibration e52-e66; recompute, micro-batch and manual gc on dense
-GPTs, n16-n25), and say so where they are not measured.
+parallelism and PP on a MoE, fixtures/memory-calibration e52-e66; recompute, micro-batch, manual gc and PP's
+bubble on dense GPTs, n16-n41), and say so where they are not measured.
 """
 
 from __future__ import annotations
@@ -302,7 +302,7 @@ def _offloading_cost(change: Change) -> Cost:
     fraction, moe = change.fraction or 0.0, bool(change.shape.num_experts)
     return Cost(
         f"{expected_slowdown(fraction, moe)} step time",
-        (measured_slowdown(fraction, moe) - 1) * 100,
+        (measured_slowdown(fraction) - 1) * 100,
         "the measured offload-fraction curves (advice/slowdown.py)",
     )
 

@@ -19,7 +19,7 @@ PARAMETER_BOUND_MOE = ((0.0, 1.0), (0.15, 2.78), (0.5, 9.56))
 SELECTIVE_RECOMPUTE_LOCAL = ((0.5, 1.13), (1.0, 1.19), (2.0, 1.26))
 
 
-def measured_slowdown(fraction: float, moe: bool = False) -> float:
+def measured_slowdown(fraction: float) -> float:
     """Iteration-time ratio at an offload fraction for ordering changes: the guide's Qwen3-30B-A3B curve, dense or
     MoE. The CPU's Adam grows with the parameters offloaded, the step's compute with the tokens: the 0.47B GPT's
     curve was measured at 32,768 tokens a step, ~70x the tokens per parameter of fixtures/offload-sweep g1 (3.35B,
