@@ -198,3 +198,14 @@ def test_a_dense_pipeline_doubling_costs_its_bubble():
     assert f"{round(ratio('n38-gpt1b-tp2-h200', 'n36-gpt1b-dp2-h200'), 2):.2f}x" in _cost_of("_double_tensor").text
     many = _cost_of("_double_pipeline")(Change("", (), doubled.with_changes(global_batch_size=512)))
     assert many.rank == 6.0  # a bubble of 1/128: the guide's figure
+
+
+def test_offloadings_cost_names_the_step_time_before_the_fraction_it_was_read_at():
+    """The cost read "~1.4x (...) to ~2.5x (...) at fraction 0.45 step time" (estimate on n23 at a 40 GiB target,
+    diagnose on offload-sweep l1-f030-gc): "step time" belongs to the ratios, the fraction ends the sentence."""
+    shape = estimate_run([str(CALIBRATION / "n23-gpt2b-h4096-base.log.gz")]).estimate.shape
+    for fraction, moe_experts in ((0.45, 0), (0.05, 40)):
+        text = _cost_of("_optimizer_offloading")(
+            Change("", (), shape.with_changes(num_experts=moe_experts), fraction)
+        ).text
+        assert text.startswith("step time ~") and text.endswith(f"at fraction {fraction:g}")

@@ -301,7 +301,7 @@ def _pipeline_cost(change: Change) -> Cost:
 def _offloading_cost(change: Change) -> Cost:
     fraction, moe = change.fraction or 0.0, bool(change.shape.num_experts)
     return Cost(
-        f"{expected_slowdown(fraction, moe)} step time",
+        f"step time {expected_slowdown(fraction, moe)}",
         (measured_slowdown(fraction) - 1) * 100,
         "the measured offload-fraction curves (advice/slowdown.py)",
     )
