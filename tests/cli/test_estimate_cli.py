@@ -210,3 +210,18 @@ def test_an_unmeasured_changes_cost_does_not_claim_an_order_the_list_does_not_ha
     assert not any(s.fits for s in report.suggestions)
     assert any("not measured here" in s.cost for s in report.suggestions)
     assert not any("listed after" in s.cost for s in report.suggestions)
+
+
+def test_a_run_that_fits_its_target_is_offered_only_changes_that_lower_its_peak():
+    """e52 (a 40-expert MoE on two H200) peaks in the optimizer step: recompute changes its activations, not its
+    peak, so it is not offered; and the list says the run already fits."""
+    from offloaddoctor.api import estimate
+    from offloaddoctor.render.estimate_view import render_estimate_text
+
+    log = "fixtures/memory-calibration/e52-moe40-ep1-base-h200.log.gz"
+    report = estimate([log], gpu="H200", target="100GiB")
+    assert report.fits and report.suggestions
+    peak = report.estimate.peak_allocated_bytes
+    assert all(s.peak_allocated_bytes < peak for s in report.suggestions)
+    assert not any("recompute" in s.change for s in report.suggestions)
+    assert "It fits; changes that lower the peak further, cheapest first:" in render_estimate_text(report)

@@ -42,8 +42,12 @@ class Suggestion(NamedTuple):
 
 
 def suggest(shape: RunShape, budget: float, values: Sequence[ConfigValue], catalog: Catalog | None) -> list[Suggestion]:
-    """Every single change that fits (cheapest first); when none fits alone, the ones that help most."""
-    candidates = [c for c in _candidates(shape, budget) if _allowed(c, values, catalog)]
+    """Every single change that fits (cheapest first); when none fits alone, the ones that help most. A change that
+    leaves the peak where it is (recompute where the optimizer step sets the peak: e52) is never offered."""
+    peak = estimate(shape).peak_allocated_bytes
+    candidates = [
+        c for c in _candidates(shape, budget) if c.peak_allocated_bytes < peak and _allowed(c, values, catalog)
+    ]
     fitting = sorted((c for c in candidates if c.fits), key=lambda c: (c.cost_rank, c.peak_allocated_bytes))
     if fitting:
         return fitting

@@ -82,7 +82,11 @@ def render_estimate_text(report: EstimateReport) -> str:
         fitting = report.suggestions[0].fits
         lines += [
             "",
-            "Changes that make it fit, cheapest first:"
+            (
+                "It fits; changes that lower the peak further, cheapest first:"
+                if report.fits
+                else "Changes that make it fit, cheapest first:"
+            )
             if fitting
             else "No single change makes it fit; the ones that help most:",
         ]
