@@ -153,4 +153,7 @@ def lead_with_expandable_segments(findings, expandable_segments_on) -> None:
         if finding.facts.get("fragmentation_suspected") is True:
             finding.overrides = [EXPANDABLE_SEGMENTS, *(o for o in finding.overrides if o != EXPANDABLE_SEGMENTS)]
             if finding.fix_note:  # the advice's note is about the capacity fixes, which now come second
-                finding.fix_note = f"{FIRST_EXPANDABLE_SEGMENTS} If the OOM stays: {finding.fix_note}"
+                note = finding.fix_note
+                if note[1:2].islower():  # "The numbers say ..." reads on after a comma; "PP 2 ..." keeps its case
+                    note = note[0].lower() + note[1:]
+                finding.fix_note = f"{FIRST_EXPANDABLE_SEGMENTS} If the OOM stays, {note}"
