@@ -209,3 +209,20 @@ def test_offloadings_cost_names_the_step_time_before_the_fraction_it_was_read_at
             Change("", (), shape.with_changes(num_experts=moe_experts), fraction)
         ).text
         assert text.startswith("step time ~") and text.endswith(f"at fraction {fraction:g}")
+
+
+def test_a_run_already_offloading_is_told_what_the_higher_fraction_adds_to_its_own_step():
+    """l1-f030-gc (a Llama 5B offloading 0.3 on one H100) ran out of memory; the fraction that fits is 0.45. The
+    run pays 0.3's cost already: what the change adds is the ratio of the two (the guide's curve), and it ranks by
+    that. The sweep's own runs step as that ratio says: 0.4 -> 0.5 took 1.13x (l1-f040, l1-f050, last of three
+    iterations) where the guide's curve gives 1.13x."""
+    from offloaddoctor.api import diagnose
+
+    sweep = CALIBRATION.parent / "offload-sweep"
+    (finding,) = [f for f in diagnose([str(sweep / "l1-f030-gc.log.gz")]).findings if f.facts]
+    cheapest = finding.facts["cheapest_change_that_fits"]
+    added = measured_slowdown(0.45) / measured_slowdown(0.3)
+    assert cheapest.startswith("optimizer offloading at fraction 0.45")
+    assert f"~{added:.2f}x the run's step time at 0.3 now" in cheapest
+    measured = third_step_ms("l1-f050", sweep) / third_step_ms("l1-f040", sweep)
+    assert measured == pytest.approx(measured_slowdown(0.5) / measured_slowdown(0.4), abs=0.03)

@@ -75,6 +75,7 @@ class Change(NamedTuple):
     overrides: tuple[str, ...]
     shape: RunShape
     fraction: float | None = None  # optimizer offloading's, for its cost
+    offloaded_now: float = 0.0  # the fraction the run offloads already: offloading's cost is from there
 
 
 def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
@@ -86,8 +87,8 @@ def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
         if _lingers(found.shape):
             # Whatever else changes, the first optimizer build must not stay on the GPU: with it the peak is a
             # range (Python's collector may or may not free it in time), without it one figure, as measured.
-            found = Change(
-                found.change, found.overrides + MANUAL_GC, found.shape.with_changes(manual_gc=True), found.fraction
+            found = found._replace(
+                overrides=found.overrides + MANUAL_GC, shape=found.shape.with_changes(manual_gc=True)
             )
         paid = cost(found) if callable(cost) else cost
         result = estimate(found.shape)
@@ -177,7 +178,11 @@ def _optimizer_offloading(shape: RunShape, budget: float) -> Change | None:
     if not shape.manual_gc:
         overrides.extend(MANUAL_GC)
     return Change(
-        f"optimizer offloading at fraction {fraction:g}", tuple(overrides), _offloaded(shape, fraction), fraction
+        f"optimizer offloading at fraction {fraction:g}",
+        tuple(overrides),
+        _offloaded(shape, fraction),
+        fraction,
+        shape.gpu_offload_fraction,
     )
 
 
@@ -303,12 +308,12 @@ def _pipeline_cost(change: Change) -> Cost:
 
 
 def _offloading_cost(change: Change) -> Cost:
-    fraction, moe = change.fraction or 0.0, bool(change.shape.num_experts)
-    return Cost(
-        f"step time {expected_slowdown(fraction, moe)}",
-        (measured_slowdown(fraction) - 1) * 100,
-        "the measured offload-fraction curves (advice/slowdown.py)",
-    )
+    fraction, moe, now = change.fraction or 0.0, bool(change.shape.num_experts), change.offloaded_now
+    more = measured_slowdown(fraction) / measured_slowdown(now)
+    text = f"step time {expected_slowdown(fraction, moe)}"
+    if now > 0:  # the run pays its own fraction's cost already: what the change adds is the ratio of the two
+        text += f"; ~{more:.2f}x the run's step time at {now:g} now (the guide's curve)"
+    return Cost(text, (more - 1) * 100, "the measured offload-fraction curves (advice/slowdown.py)")
 
 
 # Experts a node holds at most, for EP's measured cost: its all-to-all stays on NVLink (8 GPUs a node, as DGX H100).
