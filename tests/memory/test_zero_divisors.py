@@ -14,6 +14,7 @@ CONFIG = FIXTURES / "oom-partial-optimizer-offload-bridge" / "run_config.yaml"
 COMPLETE = ["--set", "model.seq_length=4096", "--set", "model.vocab_size=32000"]
 DIVISORS = [
     "model.num_attention_heads",
+    "model.hidden_size",
     "model.tensor_model_parallel_size",
     "model.pipeline_model_parallel_size",
     "model.context_parallel_size",

@@ -190,6 +190,7 @@ _DIVISORS = frozenset(
     (
         "model.num_attention_heads",
         "model.num_query_groups",
+        "model.hidden_size",  # selective recompute's cost is read by sequence / hidden (advice/slowdown.py)
         "model.tensor_model_parallel_size",
         "model.pipeline_model_parallel_size",
         "model.context_parallel_size",
