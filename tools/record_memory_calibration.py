@@ -639,6 +639,9 @@ RUNS["n36-gpt1b-dp2-h200"] = (2, 0, dense_cost())
 RUNS["n37-gpt1b-pp2-h200"] = (2, 0, f"{dense_cost()} {PP2}")
 RUNS["n38-gpt1b-tp2-h200"] = (2, 0, f"{dense_cost()} --tensor-model-parallel-size 2")
 RUNS["n39-gpt1b-pp2-mbs1-h200"] = (2, 0, f"{dense_cost(mbs=1)} {PP2}")
+# The bubble at eight micro-batches (1/8): global batch 32, DP 2 (n42) against PP 2 (n43).
+RUNS["n42-gpt1b-dp2-gbs32-h200"] = (2, 0, dense_cost(gbs=32))
+RUNS["n43-gpt1b-pp2-gbs32-h200"] = (2, 0, f"{dense_cost(gbs=32)} {PP2}")
 # g1-f000's two cheapest changes, which the ranking of dense offloading by the guide's curve put in this order on
 # a three-iteration comparison (g1-f000-sel-gc, g1-f005-gc): each for twelve iterations on one H100.
 G1 = f"{GPT_3B} --micro-batch-size 1 --global-batch-size 2 {OFFLOAD}"
