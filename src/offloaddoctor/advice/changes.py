@@ -291,7 +291,8 @@ GUIDE_PIPELINE = Cost(
 
 def _pipeline_cost(change: Change) -> Cost:
     """A dense run's step waits (PP - 1) / (micro-batches x VPP) of its compute in the pipeline's bubble (1F1B): the
-    0.87B GPT at four micro-batches stepped 1.26x (n36/n37, two H200). A MoE whose optimizer sets its pace did not
+    0.87B GPT at four and eight micro-batches stepped 1.26x and 1.15x (n36/n37, n42/n43, two H200; the bubble says
+    1.25x and 1.125x). A MoE whose optimizer sets its pace did not
     (e52/e54: 1.07x at two), so it keeps the guide's figure, as does a dense run whose bubble is smaller."""
     shape, microbatches = change.shape, change.shape.num_microbatches
     if shape.num_experts or not microbatches:
@@ -301,9 +302,9 @@ def _pipeline_cost(change: Change) -> Cost:
         return GUIDE_PIPELINE
     return Cost(
         f"~{1 + bubble:.2f}x step time: the pipeline's bubble, (PP - 1) / micro-batches = {shape.pipeline_parallel - 1}"
-        f"/{microbatches * (shape.virtual_pipeline or 1)} (measured 1.26x at 1/4, a 0.87B GPT on two H200)",
+        f"/{microbatches * (shape.virtual_pipeline or 1)} (measured 1.26x at 1/4 and 1.15x at 1/8, a 0.87B GPT on two H200)",
         bubble * 100,
-        "the 1F1B bubble; measured: n36/n37",
+        "the 1F1B bubble; measured: n36/n37, n42/n43",
     )
 
 
