@@ -41,10 +41,17 @@ class Suggestion(NamedTuple):
         return self.estimate.peak_allocated_bytes
 
 
-def suggest(shape: RunShape, budget: float, values: Sequence[ConfigValue], catalog: Catalog | None) -> list[Suggestion]:
+def suggest(
+    shape: RunShape,
+    budget: float,
+    values: Sequence[ConfigValue],
+    catalog: Catalog | None,
+    current: MemoryEstimate | None = None,
+) -> list[Suggestion]:
     """Every single change that fits (cheapest first); when none fits alone, the ones that help most. A change that
-    leaves the peak where it is (recompute where the optimizer step sets the peak: e52) is never offered."""
-    peak = estimate(shape).peak_allocated_bytes
+    leaves the peak where it is (recompute where the optimizer step sets the peak: e52) is never offered. `current`
+    is the shape's estimate where the caller has it."""
+    peak = (current or estimate(shape)).peak_allocated_bytes
     candidates = [
         c for c in _candidates(shape, budget) if c.peak_allocated_bytes < peak and _allowed(c, values, catalog)
     ]
@@ -297,12 +304,13 @@ def _pipeline_cost(change: Change) -> Cost:
     shape, microbatches = change.shape, change.shape.num_microbatches
     if shape.num_experts or not microbatches:
         return GUIDE_PIPELINE
-    bubble = (shape.pipeline_parallel - 1) / (microbatches * (shape.virtual_pipeline or 1))
+    slots = microbatches * (shape.virtual_pipeline or 1)
+    bubble = (shape.pipeline_parallel - 1) / slots
     if bubble * 100 <= GUIDE_PIPELINE.rank:
         return GUIDE_PIPELINE
     return Cost(
         f"~{1 + bubble:.2f}x step time: the pipeline's bubble, (PP - 1) / micro-batches = {shape.pipeline_parallel - 1}"
-        f"/{microbatches * (shape.virtual_pipeline or 1)} (measured 1.26x at 1/4 and 1.15x at 1/8, a 0.87B GPT on two H200)",
+        f"/{slots} (measured 1.26x at 1/4 and 1.15x at 1/8, a 0.87B GPT on two H200)",
         bubble * 100,
         "the 1F1B bubble; measured: n36/n37, n42/n43",
     )

@@ -69,7 +69,7 @@ def build_estimate(
     report = EstimateReport(store, list(configs), estimate(shape), capacity, target)
     budget = report.budget_bytes
     if budget is not None and (target is not None or not report.fits):
-        report.suggestions = suggest(shape, budget, values, catalog)
+        report.suggestions = suggest(shape, budget, values, catalog, report.estimate)
     if shape.optimizer_cpu_offload and 0 < shape.optimizer_offload_fraction < 1:
         report.notes.append(
             "optimizer offloading moves whole parameter tensors in order until the fraction is reached: the "
