@@ -53,6 +53,14 @@ def shape(layers, hidden, heads, seq, mbs, vocab, gbs=None):
     )
 
 
+def moe_ep2_top2(mbs: int, gbs: int | None = None) -> str:
+    """Expert parallelism 2 on two GPUs (8 experts, 4 a rank), top-2 without an auxiliary loss."""
+    return (
+        f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=gbs or 2 * mbs)} --bf16 {DISTOPT} --disable-bias-linear "
+        "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2"
+    )
+
+
 # name -> (GPUs, rough GB for scheduling, arguments). Names starting with "h" are held out of calibration.
 RUNS = {
     "c01-h1024-s2048-v50k": (1, 8, f"{shape(12, 1024, 16, 2048, 2, 50257)} --bf16 {DISTOPT}"),
@@ -287,12 +295,7 @@ RUNS = {
     # predicted), e17 "tight" with it but "fits" with the dense x 1.025 (70.6 GB). e18/e19: the same pair on an
     # H200, for when two H200 come (benchmarks/moe_plan.py plans each on its card).
     **{
-        name: (
-            2,
-            0,
-            f"{shape(8, 1024, 16, 1024, mbs, 32000, gbs=2 * mbs)} --bf16 {DISTOPT} --disable-bias-linear "
-            "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2",
-        )
+        name: (2, 0, moe_ep2_top2(mbs))
         for name, mbs in (
             ("e16-moe8-ep2-top2-mbs49", 49),
             ("e17-moe8-ep2-top2-mbs51", 51),
@@ -589,16 +592,15 @@ GPT_3B = (
     f"--max-position-embeddings 2048 --vocab-size 32000 --bf16 {DISTOPT}"
 )
 TWELVE = "--train-iters 12"
-GC100 = "--manual-gc --manual-gc-interval 100"
 RUNS["n26-gpt3b-f040-mbs1-gc-advised"] = (
     1,
     0,
-    f"{GPT_3B} --micro-batch-size 1 --global-batch-size 4 {OFFLOAD} 0.4 {GC100} {TWELVE}",
+    f"{GPT_3B} --micro-batch-size 1 --global-batch-size 4 {OFFLOAD} 0.4 {GC} {TWELVE}",
 )
 RUNS["n27-gpt3b-f040-sel-gc"] = (
     1,
     0,
-    f"{GPT_3B} --micro-batch-size 2 --global-batch-size 4 {OFFLOAD} 0.4 {SELECTIVE} {GC100} {TWELVE}",
+    f"{GPT_3B} --micro-batch-size 2 --global-batch-size 4 {OFFLOAD} 0.4 {SELECTIVE} {GC} {TWELVE}",
 )
 RUNS["n28-h4096-s4096-mbs1-advised"] = (1, 0, f"{shape(8, 4096, 32, 4096, 1, 128256, gbs=4)} --bf16 {DISTOPT} {TWELVE}")
 RUNS["n29-h4096-s4096-selective"] = (
@@ -606,11 +608,10 @@ RUNS["n29-h4096-s4096-selective"] = (
     0,
     f"{shape(8, 4096, 32, 4096, 2, 128256)} --bf16 {DISTOPT} {SELECTIVE} {TWELVE}",
 )
-EP2_MOE = "--disable-bias-linear --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 2816 --expert-model-parallel-size 2"
 # n26 stepped 1.09x slower than n27 while n16-n25 put a smaller micro-batch before selective recompute: the same
 # three (micro-batch 2, 1, selective at 2) without offloading (n30-n32) and with it (n33-n35) on one H200, where
 # neither is near the memory limit.
-for offload, first in (("", 30), (f"{OFFLOAD} 0.4 {GC100}", 33)):
+for offload, first in (("", 30), (f"{OFFLOAD} 0.4 {GC}", 33)):
     for step, (name, flags) in enumerate((("mbs2", ""), ("mbs1", ""), ("sel", SELECTIVE))):
         mbs = 1 if name == "mbs1" else 2
         tag = f"-f040-{name}-gc" if offload else f"-{name}"
@@ -622,12 +623,12 @@ for offload, first in (("", 30), (f"{OFFLOAD} 0.4 {GC100}", 33)):
 RUNS["e67-moe8-ep2-top2-mbs47-advised-h200"] = (
     2,
     0,
-    f"{shape(8, 1024, 16, 1024, 47, 32000, gbs=188)} --bf16 {DISTOPT} {EP2_MOE} {TWELVE}",
+    f"{moe_ep2_top2(47, gbs=188)} {TWELVE}",
 )
 RUNS["e68-moe8-ep2-top2-mbs94-selective-h200"] = (
     2,
     0,
-    f"{shape(8, 1024, 16, 1024, 94, 32000, gbs=188)} --bf16 {DISTOPT} {EP2_MOE} {SELECTIVE} --recompute-modules core_attn {TWELVE}",
+    f"{moe_ep2_top2(94)} {SELECTIVE} --recompute-modules core_attn {TWELVE}",
 )
 # The other two OOMs whose first change moved to a smaller micro-batch, each as printed: e31 at 87 -> 29, the
 # largest that divides its global batch over four data-parallel ranks (e69, four H200; 43 would be refused), and
@@ -645,8 +646,8 @@ RUNS["n43-gpt1b-pp2-gbs32-h200"] = (2, 0, f"{dense_cost(gbs=32)} {PP2}")
 # g1-f000's two cheapest changes, which the ranking of dense offloading by the guide's curve put in this order on
 # a three-iteration comparison (g1-f000-sel-gc, g1-f005-gc): each for twelve iterations on one H100.
 G1 = f"{GPT_3B} --micro-batch-size 1 --global-batch-size 2 {OFFLOAD}"
-RUNS["n40-gpt3b-g1-sel-gc"] = (1, 0, f"{G1} 0.0 {SELECTIVE} {GC100} {TWELVE}")
-RUNS["n41-gpt3b-g1-f005-gc"] = (1, 0, f"{G1} 0.05 {GC100} {TWELVE}")
+RUNS["n40-gpt3b-g1-sel-gc"] = (1, 0, f"{G1} 0.0 {SELECTIVE} {GC} {TWELVE}")
+RUNS["n41-gpt3b-g1-f005-gc"] = (1, 0, f"{G1} 0.05 {GC} {TWELVE}")
 RUNS["e69-moe16-ep4-top2-mbs29-advised-h200"] = (4, 0, f"{moe_ep4_top2(29, experts=16, gbs=348)[2]} {TWELVE}")
 RUNS["e70-moe8-top4-cf2-pad-mbs6-advised"] = (
     1,
