@@ -643,6 +643,17 @@ RUNS["n39-gpt1b-pp2-mbs1-h200"] = (2, 0, f"{dense_cost(mbs=1)} {PP2}")
 # The bubble at eight micro-batches (1/8): global batch 32, DP 2 (n42) against PP 2 (n43).
 RUNS["n42-gpt1b-dp2-gbs32-h200"] = (2, 0, dense_cost(gbs=32))
 RUNS["n43-gpt1b-pp2-gbs32-h200"] = (2, 0, f"{dense_cost(gbs=32)} {PP2}")
+# TP against PP where the advice's order turns on them (four micro-batches: PP's bubble 1/4 ranks before the guide's
+# TP figure): the 3.35B GPT (hidden 4096), global batch 8 at micro-batch 2. Two GPUs: DP 2 (n44), PP 2 (n45), TP 2
+# (n46); four: TP 2 x DP 2 (n47), TP 4 (n48, TP doubled past 2), TP 2 x PP 2 (n49).
+TP = "--tensor-model-parallel-size"
+GPT_3B_GBS8 = f"{GPT_3B} --micro-batch-size 2 --global-batch-size 8 {TWELVE}"
+RUNS["n44-gpt3b-dp2-h200"] = (2, 0, GPT_3B_GBS8)
+RUNS["n45-gpt3b-pp2-h200"] = (2, 0, f"{GPT_3B_GBS8} {PP2}")
+RUNS["n46-gpt3b-tp2-h200"] = (2, 0, f"{GPT_3B_GBS8} {TP} 2")
+RUNS["n47-gpt3b-tp2-dp2-h200"] = (4, 0, f"{GPT_3B_GBS8} {TP} 2")
+RUNS["n48-gpt3b-tp4-h200"] = (4, 0, f"{GPT_3B_GBS8} {TP} 4")
+RUNS["n49-gpt3b-tp2-pp2-h200"] = (4, 0, f"{GPT_3B_GBS8} {TP} 2 {PP2}")
 # g1-f000's two cheapest changes, which the ranking of dense offloading by the guide's curve put in this order on
 # a three-iteration comparison (g1-f000-sel-gc, g1-f005-gc): each for twelve iterations on one H100.
 G1 = f"{GPT_3B} --micro-batch-size 1 --global-batch-size 2 {OFFLOAD}"
