@@ -1,10 +1,10 @@
 """Changes that make a run fit, cheapest first, each re-estimated by the memory model and each checked
 against the same preflight constraints `check` runs (a suggestion `check` would reject is never made).
 
-Costs are measured figures where they exist (the memory-tuning guide: TP -28 % on Llama3 70B, halving DP ~6 %,
-distributed optimizer ~1-2 %; the offload-fraction and selective-recompute curves of slowdown.py; expert
-parallelism and PP on a MoE, fixtures/memory-calibration e52-e66; recompute, micro-batch, manual gc and PP's
-bubble on dense GPTs, n16-n41), and say so where they are not measured.
+Costs are measured figures where they exist (the memory-tuning guide: TP 4 -> 8 -28 % throughput on Llama3 70B,
+halving DP ~6 %, distributed optimizer ~1-2 %; the offload-fraction, selective-recompute and TP curves of
+slowdown.py; expert parallelism and PP on a MoE, fixtures/memory-calibration e52-e66; recompute, micro-batch,
+manual gc, PP's bubble and TP on dense GPTs, n16-n52), and say so where they are not measured.
 """
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from offloaddoctor.advice.slowdown import expected_slowdown, measured_slowdown, selective_recompute_slowdown
+from offloaddoctor.advice.slowdown import (
+    GUIDE_TENSOR_PARALLEL_TO_8,
+    expected_slowdown,
+    measured_slowdown,
+    selective_recompute_slowdown,
+    tensor_parallel_slowdown,
+)
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.loading import build_store
@@ -299,7 +305,9 @@ GUIDE_PIPELINE = Cost(
 def _pipeline_cost(change: Change) -> Cost:
     """A dense run's step waits (PP - 1) / (micro-batches x VPP) of its compute in the pipeline's bubble (1F1B): the
     0.87B GPT at four and eight micro-batches stepped 1.26x and 1.15x (n36/n37, n42/n43, two H200; the bubble says
-    1.25x and 1.125x). A MoE whose optimizer sets its pace did not
+    1.25x and 1.125x); the 3.35B GPT at four 1.17x and 1.18x (n44/n45, n47/n49: DP's gradient traffic, which PP's
+    DP 1 drops, is a larger share of its step, so the bubble is an upper figure). A MoE whose optimizer sets its
+    pace did not
     (e52/e54: 1.07x at two), so it keeps the guide's figure, as does a dense run whose bubble is smaller."""
     shape, microbatches = change.shape, change.shape.num_microbatches
     if shape.num_experts or not microbatches:
@@ -310,9 +318,38 @@ def _pipeline_cost(change: Change) -> Cost:
         return GUIDE_PIPELINE
     return Cost(
         f"~{1 + bubble:.2f}x step time: the pipeline's bubble, (PP - 1) / micro-batches = {shape.pipeline_parallel - 1}"
-        f"/{slots} (measured 1.26x at 1/4 and 1.15x at 1/8, a 0.87B GPT on two H200)",
+        f"/{slots} (measured 1.17x-1.26x at 1/4 and 1.15x at 1/8: GPTs of 0.87B and 3.35B on two and four H200)",
         bubble * 100,
-        "the 1F1B bubble; measured: n36/n37, n42/n43",
+        "the 1F1B bubble; measured: n36/n37, n42/n43, n44/n45, n47/n49",
+    )
+
+
+GUIDE_TENSOR = (
+    f"-28 % throughput, ~{GUIDE_TENSOR_PARALLEL_TO_8:.2f}x step time, at TP 4 -> 8 on Llama3 70B over 32 H100"
+)
+
+
+def _tensor_cost(change: Change) -> Cost:
+    """Measured on dense GPTs within a node (slowdown.py TENSOR_PARALLEL_TO_2, _TO_4); TP 8, and a MoE (TP needs
+    sequence parallelism there, which no run of ours measured), keep the guide's figure."""
+    shape = change.shape
+    degree = shape.tensor_parallel
+    if shape.num_experts or degree >= 8:
+        return Cost(
+            f"severe: {GUIDE_TENSOR} (the memory-tuning guide); a last resort",
+            (GUIDE_TENSOR_PARALLEL_TO_8 - 1) * 100,
+            "the memory-tuning guide",
+        )
+    ratio = tensor_parallel_slowdown(degree, shape.hidden_size)
+    measured = (
+        "TP 1 -> 2 measured 1.16x at hidden 2048 and 1.03x at 4096, GPTs on two H200"
+        if degree == 2
+        else "TP 2 -> 4 measured on the 3.35B GPT, four H200"
+    )
+    return Cost(
+        f"~{ratio:.2f}x step time ({measured}; the memory-tuning guide: {GUIDE_TENSOR})",
+        (ratio - 1) * 100,
+        "measured: n36/n38, n44/n46" if degree == 2 else "measured: n47/n48",
     )
 
 
@@ -390,14 +427,7 @@ CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable
             "not measured: ranked after full recompute, the last measured single-GPU change",
         ),
     ),
-    (
-        _double_tensor,
-        Cost(
-            "severe: -28 % on Llama3 70B (the memory-tuning guide; 1.16x on a 0.87B GPT over two H200); a last resort",
-            28.0,
-            "the memory-tuning guide",
-        ),
-    ),
+    (_double_tensor, _tensor_cost),
 )
 
 

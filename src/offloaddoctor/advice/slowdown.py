@@ -17,6 +17,14 @@ PARAMETER_BOUND_MOE = ((0.0, 1.0), (0.15, 2.78), (0.5, 9.56))
 # attention scores: (sequence / hidden, iteration-time ratio), one H100, median of iterations 4-14
 # (fixtures/memory-calibration n23/n24 hidden 4096, n16/n17 hidden 2048, n21/n22 hidden 2048 at sequence 4096).
 SELECTIVE_RECOMPUTE_LOCAL = ((0.5, 1.13), (1.0, 1.19), (2.0, 1.26))
+# Doubling TP where DP halves, by the degree it doubles to, within a node. To 2: (hidden, iteration-time ratio),
+# GPTs on two H200, median of iterations 4-12/14 (fixtures/memory-calibration n36/n38 hidden 2048, n44/n46 hidden
+# 4096): the activations' all-reduces grow with the hidden size, the layers' compute with its square. To 4: the
+# 3.35B GPT on four H200 (n47/n48). To 8: the memory-tuning guide's Llama3 70B, TP 4 -> 8 on 32 H100: -28.4 %
+# TFLOP/s, 1 / (1 - 0.284) in step time.
+TENSOR_PARALLEL_TO_2 = ((2048, 1.16), (4096, 1.03))
+TENSOR_PARALLEL_TO_4 = 1.21
+GUIDE_TENSOR_PARALLEL_TO_8 = 1 / (1 - 0.284)
 
 
 def measured_slowdown(fraction: float) -> float:
@@ -48,6 +56,13 @@ def selective_recompute_slowdown(seq_length: int, hidden_size: int) -> float:
     """Selective recompute's iteration-time ratio with the local implementation, by sequence / hidden (held to
     the nearest end of the measured points outside them)."""
     return _interpolate(SELECTIVE_RECOMPUTE_LOCAL, seq_length / hidden_size)
+
+
+def tensor_parallel_slowdown(degree: int, hidden_size: int) -> float:
+    """Iteration-time ratio of doubling TP to `degree` (2, 4 or 8) where DP halves."""
+    if degree <= 2:
+        return _interpolate(TENSOR_PARALLEL_TO_2, hidden_size)
+    return TENSOR_PARALLEL_TO_4 if degree == 4 else GUIDE_TENSOR_PARALLEL_TO_8
 
 
 def _interpolate(points, x: float) -> float:
