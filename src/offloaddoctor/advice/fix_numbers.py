@@ -201,8 +201,14 @@ def oom_advice(
     advice[NEEDED_FRACTION] = fraction
     advice["offload_fraction_needed"] = _needed_fraction_fact(fraction, store)
     if fraction <= 1.0:
-        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store))
+        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), _tokens_per_rank(store))
     return advice
+
+
+def _tokens_per_rank(store: ConfigStore) -> int | None:
+    batch, seq = number(store.value("train.global_batch_size")), number(store.value("model.seq_length"))
+    dp = number(store.value("data_parallel_size")) or 1
+    return int(batch * seq / dp) if batch and seq and batch > 0 and seq > 0 and dp >= 1 else None
 
 
 def _is_moe(store: ConfigStore) -> bool:
@@ -335,7 +341,7 @@ def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
     fraction = number(store.value("optimizer.optimizer_offload_fraction"))
     advice: dict[str, Any] = {}
     if fraction is not None and 0 < fraction <= 1:
-        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store))
+        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), _tokens_per_rank(store))
     overlap = store.value("optimizer.overlap_cpu_optimizer_d2h_h2d")
     if overlap is not None:
         advice["overlap_cpu_optimizer_d2h_h2d"] = boolean(overlap)

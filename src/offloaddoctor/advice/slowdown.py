@@ -27,16 +27,35 @@ TENSOR_PARALLEL_TO_4 = 1.21
 GUIDE_TENSOR_PARALLEL_TO_8 = 1 / (1 - 0.284)
 
 
-def measured_slowdown(fraction: float) -> float:
-    """Iteration-time ratio at an offload fraction for ordering changes: the guide's Qwen3-30B-A3B curve, dense or
-    MoE. The CPU's Adam grows with the parameters offloaded, the step's compute with the tokens: the 0.47B GPT's
-    curve was measured at 32,768 tokens a step, ~70x the tokens per parameter of fixtures/offload-sweep g1 (3.35B,
-    4,096), whose fraction 0.05 stepped 1.12x of selective recompute (n41/n40, twelve iterations) where that
-    curve said 1.04x against 1.13x."""
-    return _interpolate(GUIDE_MODEL, fraction)
+# The tokens a step SMALL_MODEL was measured at (fixtures/compare-family: global batch 32 x sequence 1,024).
+SMALL_MODEL_TOKENS = 32_768
 
 
-def expected_slowdown(fraction: float, moe: bool = False) -> str:
+def measured_slowdown(fraction: float, tokens_per_rank: int | None = None) -> float:
+    """Iteration-time ratio at an offload fraction, for ordering changes. A dense run whose tokens a step are known:
+    the 0.47B GPT's curve, its excess over 1 scaled by 32,768 / the tokens a data-parallel rank steps over (the
+    CPU's Adam grows with the offloaded parameters, the GPU's step with the parameters times the tokens). Held on
+    runs not used to make it (last of three iterations unless said), all at DP 1: the 3.35B GPT at 4,096 tokens
+    (fixtures/offload-sweep g1: 2.34x at 0.2, 3.8x at 0.4, 4.5x at 0.5; scaled 2.34x, 3.69x, 4.36x; the guide's
+    1.72x, 2.36x, 2.67x) and at 8,192 (n33/n30, twelve iterations: 2.54x at 0.4, scaled 2.34x); a 3B Llama at PP 2,
+    131,072 tokens (t21: 1.23x at 0.65 and 1.27x at 0.8, scaled 1.15x and 1.20x, the guide's 3.2x and 3.6x). Past
+    0.5 over on g1 by up to 37 % (4.25x-5.07x at 0.6-0.75, scaled 5.40x-6.96x). At DP 2 (t22, a 5B Llama, 8,192
+    tokens a rank) under by up to a fifth: 1.23x at 0.05 and 1.85x at 0.15, scaled 1.17x and 1.50x (by the global
+    batch's tokens, which the distributed optimizer's sharding argues for, 1.08x and 1.25x). Otherwise, and for a
+    MoE, the guide's Qwen3-30B-A3B curve."""
+    if not tokens_per_rank:
+        return _interpolate(GUIDE_MODEL, fraction)
+    return 1 + (_interpolate(SMALL_MODEL, fraction) - 1) * SMALL_MODEL_TOKENS / tokens_per_rank
+
+
+def expected_slowdown(fraction: float, moe: bool = False, tokens_per_rank: int | None = None) -> str:
+    if not moe and tokens_per_rank:
+        return (
+            f"~{measured_slowdown(fraction, tokens_per_rank):.1f}x (a 0.47B GPT's curve on an H100, scaled from its "
+            f"{SMALL_MODEL_TOKENS:,} tokens a step to this run's {tokens_per_rank:,} a data-parallel rank; on runs of "
+            f"4,096-131,072 tokens within 16 % to fraction 0.5 and over by up to 37 % past it, a fifth under at DP 2) "
+            f"at fraction {fraction:g}"
+        )
     if not moe:
         small, large = _interpolate(SMALL_MODEL, fraction), _interpolate(GUIDE_MODEL, fraction)
         return (

@@ -154,6 +154,11 @@ class RunShape(NamedTuple):
         return max(1, self.global_batch_size // (self.micro_batch_size * self.data_parallel))
 
     @property
+    def tokens_per_rank(self) -> int | None:
+        """Tokens a data-parallel rank steps over (global batch x sequence / DP); None when the batch is not known."""
+        return self.global_batch_size * self.seq_length // self.data_parallel if self.global_batch_size else None
+
+    @property
     def optimizer_shards(self) -> int:
         """Ranks the distributed optimizer shards the dense optimizer state over (DP x CP)."""
         return self.data_parallel * self.context_parallel if self.distributed_optimizer else 1
