@@ -687,23 +687,6 @@ RUN_ENV["e62-moe8-ep2-top2-mbs94-gcthreshold-expandable-h200"] = {
     "PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.9,expandable_segments:True"
 }
 
-# t22 (fixtures/multi-gpu-advice: a 5B Llama at DP 2, out of memory under an H100's limit) whose first change
-# moved to TP 1 -> 2 when TP was ranked by its measured cost (n44-n49): that change as printed (n50) and the
-# micro-batch 1 it replaced (n51), each under the H100 cap, and the base uncapped on the H200s (n52), twelve
-# iterations each.
-H100_CAP = {"ODR_CAP_MIB": "77178"}
-T22 = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "two_gpu_plan.json").read_text())[
-    "t22-llama5b-dp2-mbs2-0"
-]["args"]
-RUNS["n50-llama5b-t22-tp2-advised-cap"] = (2, 0, f"{T22} --tensor-model-parallel-size 2 {TWELVE}")
-RUNS["n51-llama5b-t22-mbs1-cap"] = (2, 0, f"{T22} --micro-batch-size 1 {TWELVE}")
-RUNS["n52-llama5b-t22-base-h200"] = (2, 0, f"{T22} {TWELVE}")
-RUN_ENV["n50-llama5b-t22-tp2-advised-cap"] = H100_CAP
-RUN_ENV["n51-llama5b-t22-mbs1-cap"] = H100_CAP
-# The offloading curve scaled by a rank's tokens a step (advice/slowdown.py) puts fraction 0.05 (~1.04x) first for
-# the 0.87B GPT at 32,768 tokens (n16) at a 60 GiB target, ahead of micro-batch 4 -> 2 (n19, 1.04x): as printed.
-RUNS["n53-gpt1b-f005-gc-advised"] = (1, 0, f"{dense_cost()} {OFFLOAD} 0.05 {GC}")
-
 
 def _planned_advice() -> dict:
     """The multi-GPU advice runs benchmarks/two_gpu_plan.py planned (entries with their own launch flags)."""
@@ -712,6 +695,22 @@ def _planned_advice() -> dict:
     plan = Path(__file__).resolve().parents[1] / "benchmarks" / "two_gpu_plan.json"
     entries = json.loads(plan.read_text()) if plan.exists() else {}
     return {name: (e["gpus"], 0, e["args"]) for name, e in entries.items() if "args" in e}
+
+
+# t22 (fixtures/multi-gpu-advice: a 5B Llama at DP 2, out of memory under an H100's limit) whose first change
+# moved to TP 1 -> 2 when TP was ranked by its measured cost (n44-n49): that change as printed (n50) and the
+# micro-batch 1 it replaced (n51), each under the H100 cap, and the base uncapped on the H200s (n52), twelve
+# iterations each.
+H100_CAP = {"ODR_CAP_MIB": "77178"}
+T22 = _planned_advice()["t22-llama5b-dp2-mbs2-0"][2]
+RUNS["n50-llama5b-t22-tp2-advised-cap"] = (2, 0, f"{T22} --tensor-model-parallel-size 2 {TWELVE}")
+RUNS["n51-llama5b-t22-mbs1-cap"] = (2, 0, f"{T22} --micro-batch-size 1 {TWELVE}")
+RUNS["n52-llama5b-t22-base-h200"] = (2, 0, f"{T22} {TWELVE}")
+RUN_ENV["n50-llama5b-t22-tp2-advised-cap"] = H100_CAP
+RUN_ENV["n51-llama5b-t22-mbs1-cap"] = H100_CAP
+# The offloading curve scaled by a rank's tokens a step (advice/slowdown.py) puts fraction 0.05 (~1.04x) first for
+# the 0.87B GPT at 32,768 tokens (n16) at a 60 GiB target, ahead of micro-batch 4 -> 2 (n19, 1.04x): as printed.
+RUNS["n53-gpt1b-f005-gc-advised"] = (1, 0, f"{dense_cost()} {OFFLOAD} 0.05 {GC}")
 
 
 RUNS.update(_planned_advice())

@@ -307,8 +307,8 @@ def _pipeline_cost(change: Change) -> Cost:
     0.87B GPT at four and eight micro-batches stepped 1.26x and 1.15x (n36/n37, n42/n43, two H200; the bubble says
     1.25x and 1.125x); the 3.35B GPT at four 1.17x and 1.18x (n44/n45, n47/n49: DP's gradient traffic, which PP's
     DP 1 drops, is a larger share of its step, so the bubble is an upper figure). A MoE whose optimizer sets its
-    pace did not
-    (e52/e54: 1.07x at two), so it keeps the guide's figure, as does a dense run whose bubble is smaller."""
+    pace did not (e52/e54: 1.07x at two), so it keeps the guide's figure, as does a dense run whose bubble is
+    smaller."""
     shape, microbatches = change.shape, change.shape.num_microbatches
     if shape.num_experts or not microbatches:
         return GUIDE_PIPELINE
@@ -334,13 +334,13 @@ def _tensor_cost(change: Change) -> Cost:
     sequence parallelism there, which no run of ours measured), keep the guide's figure."""
     shape = change.shape
     degree = shape.tensor_parallel
+    ratio = GUIDE_TENSOR_PARALLEL_TO_8 if shape.num_experts else tensor_parallel_slowdown(degree, shape.hidden_size)
     if shape.num_experts or degree >= 8:
         return Cost(
             f"severe: {GUIDE_TENSOR} (the memory-tuning guide); a last resort",
-            (GUIDE_TENSOR_PARALLEL_TO_8 - 1) * 100,
+            (ratio - 1) * 100,
             "the memory-tuning guide",
         )
-    ratio = tensor_parallel_slowdown(degree, shape.hidden_size)
     measured = (
         "TP 1 -> 2 measured 1.16x at hidden 2048 and 1.03x at 4096, GPTs on two H200"
         if degree == 2

@@ -201,14 +201,9 @@ def oom_advice(
     advice[NEEDED_FRACTION] = fraction
     advice["offload_fraction_needed"] = _needed_fraction_fact(fraction, store)
     if fraction <= 1.0:
-        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), _tokens_per_rank(store))
+        tokens = shape.tokens_per_rank if shape else None
+        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), tokens)
     return advice
-
-
-def _tokens_per_rank(store: ConfigStore) -> int | None:
-    batch, seq = number(store.value("train.global_batch_size")), number(store.value("model.seq_length"))
-    dp = number(store.value("data_parallel_size")) or 1
-    return int(batch * seq / dp) if batch and seq and batch > 0 and seq > 0 and dp >= 1 else None
 
 
 def _is_moe(store: ConfigStore) -> bool:
@@ -341,7 +336,9 @@ def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
     fraction = number(store.value("optimizer.optimizer_offload_fraction"))
     advice: dict[str, Any] = {}
     if fraction is not None and 0 < fraction <= 1:
-        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), _tokens_per_rank(store))
+        shape = _memory_shape(store)  # the tokens a data-parallel rank steps over, as `estimate` reads them
+        tokens = shape.tokens_per_rank if shape else None
+        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), tokens)
     overlap = store.value("optimizer.overlap_cpu_optimizer_d2h_h2d")
     if overlap is not None:
         advice["overlap_cpu_optimizer_d2h_h2d"] = boolean(overlap)
