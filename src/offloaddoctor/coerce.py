@@ -21,7 +21,10 @@ def boolean(value: Any) -> bool | None:
 
 def number(value: Any) -> float | None:
     if isinstance(value, (int, float)):  # and bool
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int past 1.8e308 (YAML reads 400 digits as one): as its spelling `1e400` reads
+            return float("inf") if value > 0 else float("-inf")
     if isinstance(value, str):
         try:
             return float(value.strip())

@@ -152,7 +152,7 @@ def _smaller_micro_batch(shape: RunShape, budget: float) -> Change | None:
     divisible by micro batch size (43) times data parallel size (4)" (num_microbatches_calculator.py)."""
     per_rank, rest = divmod(shape.global_batch_size or 0, shape.data_parallel)
     if per_rank and not rest:
-        sizes = [m for m in range(shape.micro_batch_size // 2, 0, -1) if per_rank % m == 0]
+        sizes = [m for m in range(min(shape.micro_batch_size // 2, per_rank), 0, -1) if per_rank % m == 0]
     else:
         sizes = [shape.micro_batch_size >> k for k in range(1, shape.micro_batch_size.bit_length())]
     for micro in sizes:
@@ -472,7 +472,15 @@ def _smallest_fraction(
 def _smallest_offload(shape: RunShape, budget: float) -> int | None:
     if shape.pipeline_parallel > 1 or shape.recompute_granularity is not None:
         return None
-    for layers in range(max(1, shape.cpu_offloading_num_layers + 1), shape.num_layers):
-        if fits(estimate(shape.with_changes(cpu_offloading_num_layers=layers)), budget):
-            return layers
-    return shape.num_layers - 1 if shape.num_layers > 1 else None
+    # The fewest layers that fit, else the most (all but one): halving, since each layer more offloaded keeps
+    # one layer's activations less (memory/activations.py) and nothing else changes with the count.
+    low, high = max(1, shape.cpu_offloading_num_layers + 1), shape.num_layers - 1
+    if high < 1:
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if fits(estimate(shape.with_changes(cpu_offloading_num_layers=middle)), budget):
+            high = middle
+        else:
+            low = middle + 1
+    return min(low, high)  # (low > high: every layer but one is already offloaded)

@@ -113,7 +113,8 @@ PIPELINE = "model.pipeline_model_parallel_size"
 
 
 def _doubled_pipeline(store: ConfigStore) -> int:
-    return int(number(store.value(PIPELINE)) or 1) * 2
+    stages = number(store.value(PIPELINE))
+    return int(stages if stages and math.isfinite(stages) else 1) * 2
 
 
 def _gpus_hold_doubled_pipeline(store: ConfigStore) -> bool:

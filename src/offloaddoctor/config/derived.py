@@ -82,6 +82,9 @@ def add_derived_values(store: ConfigStore) -> None:
 
 
 SUGGESTED = "suggested."  # the namespace of fix-template values
+# A fix value is searched for by counting down from the run's own count: past this many (a mistyped VPP of
+# 10**12, a world of 10**15 GPUs) the count is a typo, not a run, and no value is suggested.
+SEARCHED_COUNT_LIMIT = 1 << 20
 
 
 def fix_values(store: ConfigStore) -> dict[str, Any]:
@@ -198,7 +201,7 @@ def _first_given(store: ConfigStore, keys: tuple[str, ...]) -> Resolved | None:
 def _count(resolved: Resolved | None) -> int | None:
     """A positive whole number of ranks, else None (unset, null, a word, 0, a fraction)."""
     value = number(resolved.value) if resolved is not None else None
-    return int(value) if value and value > 0 and value == int(value) else None
+    return int(value) if value and math.isfinite(value) and value > 0 and value == int(value) else None
 
 
 def _run_world_size(store: ConfigStore) -> None:
@@ -275,9 +278,12 @@ def _suggested_virtual_pipeline_size(store: ConfigStore):
     )
     if layers and not current and chunk:
         current = layers // chunk
-    if not layers or not current:
+    if not layers or not current or not math.isfinite(layers * current):
         return _UNKNOWN
-    divisors = [d for d in range(int(current), 1, -1) if int(layers) % d == 0]
+    top = min(int(current), abs(int(layers))) if int(layers) else int(current)  # no divisor is larger
+    if top > SEARCHED_COUNT_LIMIT:
+        return _UNKNOWN
+    divisors = [d for d in range(top, 1, -1) if int(layers) % d == 0]
     return divisors[0] if divisors else None
 
 
@@ -291,4 +297,6 @@ def _suggested_expert_parallel_size(store: ConfigStore) -> int | None:
     if not world or not current or not tensor_pipeline or world % tensor_pipeline:
         return None
     room = world // tensor_pipeline
-    return next(d for d in range(current, 0, -1) if room % d == 0 and (not experts or experts % d == 0))
+    if min(current, room) > SEARCHED_COUNT_LIMIT:
+        return None
+    return next(d for d in range(min(current, room), 0, -1) if room % d == 0 and (not experts or experts % d == 0))

@@ -20,41 +20,53 @@ from offloaddoctor.memory.parameters import StageParameters
 from offloaddoctor.memory.shape import RunShape
 
 
+# Tensor sizes as runs: (block, times) is the block's tensors `times` times over (a layer's, once per layer), so
+# that walking them costs the same for 32 layers as for a mistyped 10**12.
+Runs = list[tuple[tuple[int, ...], int]]
+
+
 def offloaded_share(shape: RunShape, params: StageParameters) -> float:
     """The share of this GPU's optimizer parameters updated on the CPU (0 without optimizer offloading)."""
     if shape.optimizer_shards > 1:
         return shape.gpu_offload_fraction
-    return _share(shape, params, _tensors_in_offload_order(shape, params))
+    weights, flat = _tensor_groups(shape, params)
+    return _share(shape, params, weights + flat)
 
 
 def first_build_offloaded_share(shape: RunShape, params: StageParameters) -> float:
     """The same for the HybridDeviceOptimizer Megatron builds first (memory/model.py `_uncollected_first_build`):
     it gets the model's own parameters, unsharded, in the model's order (`_get_param_groups`)."""
     weights, flat = _tensor_groups(shape, params)
-    return _share(shape, params, weights[::-1] + flat[::-1])
+    return _share(shape, params, _reversed(weights) + _reversed(flat))
 
 
-def _share(shape: RunShape, params: StageParameters, tensors: list[int]) -> float:
+def _reversed(runs: Runs) -> Runs:
+    return [(block[::-1], times) for block, times in reversed(runs)]
+
+
+def _share(shape: RunShape, params: StageParameters, runs: Runs) -> float:
     fraction = shape.gpu_offload_fraction
     if fraction in (0.0, 1.0) or shape.num_experts:
         return fraction
-    total = sum(tensors)
+    total = sum(sum(block) * times for block, times in runs)
     if total != params.total:  # a layout this inventory does not know: keep the nominal fraction
         return fraction
     threshold, moved = fraction * total, 0
-    for numel in tensors:
-        if moved >= threshold:
-            break
-        moved += numel
+    for block, times in runs:
+        size = sum(block)
+        if size and times > 2:
+            # Whole blocks that end two blocks short of the threshold all move: counted at once.
+            whole = min(times, max(0, int((threshold - moved) // size) - 2))
+            moved, times = moved + whole * size, times - whole
+        for _ in range(times):
+            for numel in block:
+                if moved >= threshold:
+                    return moved / total
+                moved += numel
     return moved / total
 
 
-def _tensors_in_offload_order(shape: RunShape, params: StageParameters) -> list[int]:
-    weights, flat = _tensor_groups(shape, params)
-    return weights + flat
-
-
-def _tensor_groups(shape: RunShape, params: StageParameters) -> tuple[list[int], list[int]]:
+def _tensor_groups(shape: RunShape, params: StageParameters) -> tuple[Runs, Runs]:
     """(2-D weights, biases and norms), each in the gradient buffer's order (the reverse of the model's)."""
     h, t = shape.hidden_size, shape.tensor_parallel
     q = shape.num_attention_heads * shape.head_dim
@@ -66,24 +78,25 @@ def _tensor_groups(shape: RunShape, params: StageParameters) -> tuple[list[int],
     embedding = shape.padded_vocab_size * h // t
     norm_params = 2 if shape.normalization == "LayerNorm" else 1  # weight (+ bias) of each norm
 
-    weights: list[int] = []  # 2-D, weight decay: in the buffer's order
+    weights: Runs = []  # 2-D, weight decay: in the buffer's order
     if last and (not shape.tied_embeddings or shape.pipeline_parallel > 1):
-        weights.append(embedding)
-    for _ in range(params.layers):
-        weights += [f * h // t, h * f * glu // t, h * (q + kv) // t, q * h // t]
+        weights.append(((embedding,), 1))
+    weights.append(((f * h // t, h * f * glu // t, h * (q + kv) // t, q * h // t), params.layers))
     if first and shape.learned_position_embeddings:
-        weights.append((shape.max_position_embeddings or shape.seq_length) * h)
+        weights.append((((shape.max_position_embeddings or shape.seq_length) * h,), 1))
     if first:
-        weights.append(embedding)
+        weights.append(((embedding,), 1))
 
-    flat: list[int] = []  # biases and norms, no weight decay
+    flat: Runs = []  # biases and norms, no weight decay
     if last:
-        flat += [h] * norm_params
-    for _ in range(params.layers):
-        flat += [h] * (1 if bias else 0)  # fc2 bias (replicated)
-        flat += [f * glu // t] * (1 if bias else 0)  # fc1 bias
-        flat += [h] * norm_params  # pre-MLP norm
-        flat += [(q + kv) // t] * (1 if bias else 0)  # QKV bias
-        flat += [h] * (1 if bias else 0)  # projection bias
-        flat += [h] * norm_params  # input norm
+        flat.append(((h,) * norm_params, 1))
+    layer: tuple[int, ...] = (
+        *[h] * (1 if bias else 0),  # fc2 bias (replicated)
+        *[f * glu // t] * (1 if bias else 0),  # fc1 bias
+        *[h] * norm_params,  # pre-MLP norm
+        *[(q + kv) // t] * (1 if bias else 0),  # QKV bias
+        *[h] * (1 if bias else 0),  # projection bias
+        *[h] * norm_params,  # input norm
+    )
+    flat.append((layer, params.layers))
     return weights, flat

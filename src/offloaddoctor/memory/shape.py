@@ -411,9 +411,9 @@ def _data_parallel(reader: _Reader, model_parallel: int, world_size: int | None)
     # The run's GPUs as config/derived.py reads them (world_size; a data-parallel size given with --set or without
     # a world size, x TP x PP x CP; the launch command's processes): Megatron derives DP from them, so a DP a log
     # printed is stale once --set changes TP, PP or CP.
-    gpus = number(reader.value("parallel.run_world_size"))
+    gpus = reader.integer("parallel.run_world_size", None)
     if gpus:
-        return _divide_world(int(gpus), model_parallel, "the run's GPUs")
+        return _divide_world(gpus, model_parallel, "the run's GPUs")
     reader.assume(
         "data-parallel size 1: no world size found (torchrun --nproc-per-node/--nnodes, Slurm "
         "--ntasks, world_size); pass --world-size N"
