@@ -26,11 +26,12 @@ FOUR_HUNDRED_DIGITS = "1" + "0" * 400
 
 @pytest.mark.parametrize("vpp", ["1000000000000", "1000000000000000000"])
 def test_check_suggests_the_largest_dividing_vpp_whatever_the_mistyped_one(vpp):
-    result = RUNNER.invoke(
-        app,
-        ["check", "--set", "model.num_layers=8", "--set", "model.pipeline_model_parallel_size=2", "--set",
-         f"model.virtual_pipeline_model_parallel_size={vpp}"],
-    )  # fmt: skip
+    settings = [
+        "model.num_layers=8",
+        "model.pipeline_model_parallel_size=2",
+        f"model.virtual_pipeline_model_parallel_size={vpp}",
+    ]
+    result = RUNNER.invoke(app, ["check", *(arg for setting in settings for arg in ("--set", setting))])
     assert result.exit_code == 1, result.output
     assert "model.virtual_pipeline_model_parallel_size=4" in result.output  # 4 layers a stage: VPP 4 divides them
 
