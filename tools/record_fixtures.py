@@ -218,6 +218,31 @@ CASES = [
         note=VPP_NOTE,
     ),
     Case(
+        "vpp-layer-divisibility-even-split",
+        "get_num_layers_to_build(config, vp_stage=0)",
+        "AssertionError: num_layers_per_pipeline_rank 20             should be divisible by vp_size 12",
+        {
+            "num_layers": 40,
+            "pipeline_model_parallel_size": 2,
+            "world_size": 2,
+            "virtual_pipeline_model_parallel_size": 12,
+        },
+        sig="vpp-layer-divisibility",
+        ranks=2,
+        setup=(
+            "parallel_state.initialize_model_parallel(pipeline_model_parallel_size=2)",
+            "from megatron.core.transformer.transformer_block import get_num_layers_to_build",
+            f"config = {tc(num_layers=40, pipeline_model_parallel_size=2, pipeline_dtype=Code('torch.bfloat16'), virtual_pipeline_model_parallel_size=12)}",
+        ),
+        interleave="blocks",
+        note=(
+            "An even split passes TransformerConfig (see the uneven cases) and fails when the model is built: "
+            "`get_num_layers_to_build` asserts, its f-string's line continuation keeping 13 spaces before "
+            "`should`. Megatron-Bridge PR #5893 met it at 40 layers, PP 2, VP 12 "
+            "(https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/5893); the same shape here."
+        ),
+    ),
+    Case(
         "nccl-ub-expandable-segments",
         call("DistributedDataParallelConfig", nccl_ub=True),
         "ValueError: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True is currently not supported "

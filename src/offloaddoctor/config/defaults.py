@@ -17,6 +17,8 @@ MCORE_VERSION = "0.19.0"
 DEFAULTS: dict[str, tuple[object, str]] = {
     "model.cpu_offloading": (False, "TransformerConfig"),
     "model.cpu_offloading_num_layers": (0, "TransformerConfig"),
+    "model.cpu_offloading_activations": (True, "ModelParallelConfig"),
+    "model.cpu_offloading_weights": (False, "ModelParallelConfig"),
     "model.fine_grained_activation_offloading": (False, "TransformerConfig"),
     "model.tensor_model_parallel_size": (1, "ModelParallelConfig"),
     "model.sequence_parallel": (False, "ModelParallelConfig"),

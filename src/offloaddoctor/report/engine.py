@@ -26,6 +26,7 @@ from offloaddoctor.scanning import (
     compute_run_facts,
     keep_evidence,
     lead_with_expandable_segments,
+    one_allocation_over_the_gpu,
     says_only_that_a_rank_failed,
     shortfall_bytes,
 )
@@ -94,6 +95,7 @@ def build_report(
     if advise is not None:
         advise(ordered, store, scan.parameters, catalog)
     lead_with_expandable_segments(ordered, store.value("allocator.expandable_segments"))
+    one_allocation_over_the_gpu(ordered)
     if not _megatron_run(scan, store):
         _drop_megatron_fix_lines(ordered)
     dialect = print_fixes(ordered, store)

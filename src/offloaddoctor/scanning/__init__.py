@@ -11,7 +11,12 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
     from offloaddoctor.scanning.evidence import Aggregate, Evidence, keep_evidence
     from offloaddoctor.scanning.fact_parsers import FACT_PARSERS
     from offloaddoctor.scanning.failure_lines import says_only_that_a_rank_failed
-    from offloaddoctor.scanning.oom import fragmentation_verdict, lead_with_expandable_segments, shortfall_bytes
+    from offloaddoctor.scanning.oom import (
+        fragmentation_verdict,
+        lead_with_expandable_segments,
+        one_allocation_over_the_gpu,
+        shortfall_bytes,
+    )
     from offloaddoctor.scanning.parallel import scan_sources
     from offloaddoctor.scanning.ranks import format_ranks
     from offloaddoctor.scanning.run_facts import RunFacts, apply_baseline, compute_run_facts
@@ -28,6 +33,7 @@ _HOMES = {
     "says_only_that_a_rank_failed": "failure_lines",
     "fragmentation_verdict": "oom",
     "lead_with_expandable_segments": "oom",
+    "one_allocation_over_the_gpu": "oom",
     "shortfall_bytes": "oom",
     "scan_sources": "parallel",
     "format_ranks": "ranks",
@@ -59,6 +65,7 @@ __all__ = [
     "fragmentation_verdict",
     "keep_evidence",
     "lead_with_expandable_segments",
+    "one_allocation_over_the_gpu",
     "says_only_that_a_rank_failed",
     "scan_sources",
     "shortfall_bytes",

@@ -157,3 +157,21 @@ def lead_with_expandable_segments(findings, expandable_segments_on) -> None:
                 if note[1:2].islower():  # "The numbers say ..." reads on after a comma; "PP 2 ..." keeps its case
                     note = note[0].lower() + note[1:]
                 finding.fix_note = f"{FIRST_EXPANDABLE_SEGMENTS} If the OOM stays, {note}"
+
+
+def one_allocation_over_the_gpu(findings) -> None:
+    """An OOM whose single request is larger than all the memory the process may use (EasyEdit#563: 355.43 GiB
+    on an 80 GB card) is a tensor's shape, not the run's memory budget: no sharding of the optimizer, offloading,
+    recompute or allocator setting makes one allocation that size fit, so none is offered."""
+    for finding in findings:
+        requested, capacity = finding.facts.get("requested_bytes"), usable_capacity(finding.facts)
+        if not requested or not capacity or requested <= capacity:
+            continue
+        finding.overrides = []
+        finding.fix_note_replaces_summary = True
+        finding.fix_note = (
+            f"One allocation of {format_bytes(requested)} is larger than all the memory the process may use "
+            f"({format_bytes(capacity)}): no sharding, offloading, recompute or allocator setting makes it fit. "
+            "Find the tensor in the traceback's last frames and the setting that sizes it (sequence length or "
+            "max_position_embeddings, vocabulary, micro-batch size): a tensor this large is usually a shape mistake."
+        )
