@@ -1,11 +1,15 @@
 """Real pastes from public threads that the report got wrong or missed (each fixture's SOURCE.md names its
 thread): a VPP that does not divide an even split, caught only when the model is built; activation offloading
-with nothing selected to offload; one allocation larger than the whole GPU."""
+with nothing selected to offload; one allocation larger than the whole GPU; watchdog lines whose only rank is
+the one their message names."""
 
 from __future__ import annotations
 
+import pytest
+
 from offloaddoctor.api import diagnose, diagnose_text
 from offloaddoctor.cli import app
+from offloaddoctor.logs.normalize import rank_in_message
 
 from tests.conftest import FIXTURES, RUNNER
 
@@ -47,3 +51,67 @@ def test_an_allocation_within_the_gpu_keeps_its_fixes():
     text = (FIXTURES / "excerpt-oom-larger-than-gpu" / "job.log").read_text().replace("355.43 GiB", "35.43 GiB")
     [finding] = diagnose_text(text).findings
     assert "larger than all the memory" not in finding.fix_note
+
+
+def test_the_ranks_of_watchdog_lines_without_a_launcher_prefix_are_the_ones_their_messages_name():
+    report = diagnose([str(FIXTURES / "excerpt-nccl-watchdog-message-ranks" / "job.log")])
+    [finding] = report.findings
+    assert sorted({e.rank for e in finding.evidence}) == [2, 3, 4, 6]
+
+
+@pytest.mark.parametrize(
+    ("line", "rank"),
+    [
+        ("[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout", 2),
+        ("  what():  [PG 1 Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog", 5),
+        ("[PG ID 0 PG GUID 0(default_pg) Rank 7] Process group watchdog thread terminated", 7),
+        ("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)", None),
+        ("[Ranks 3] not a rank", None),
+    ],
+)
+def test_the_rank_a_message_names_as_its_own(line, rank):
+    assert rank_in_message(line) == rank
+
+
+def test_a_launcher_prefix_still_wins_over_the_rank_in_the_message():
+    [finding] = diagnose_text(
+        "[rank1]:[E1122 10:51:25 ProcessGroupNCCL.cpp:632] [Rank 7] Watchdog caught collective operation timeout: x"
+    ).findings
+    assert [e.rank for e in finding.evidence] == [1]
+
+
+def test_another_ranks_frames_after_an_exception_do_not_take_the_failure_line():
+    report = diagnose([str(FIXTURES / "excerpt-interleaved-frames-other-rank" / "job.log")])
+    assert report.findings == []
+    assert report.unmatched is not None
+    assert (report.unmatched.rank, report.unmatched.text) == (
+        15,
+        "AssertionError: num_layers should be divisible by pipeline_model_parallel_size",
+    )
+
+
+def test_the_same_ranks_frames_after_its_error_line_still_do():
+    text = "\n".join(
+        [
+            "[rank3]: RuntimeError: first failure",
+            '[rank3]:   File "/workspace/train.py", line 12, in step',
+            "[rank3]:     raise ValueError(bad_shape)",
+        ]
+    )
+    assert diagnose_text(text).unmatched.text == "raise ValueError(bad_shape)"
+
+
+# The head of https://github.com/NVIDIA/Megatron-LM/issues/935 as pasted: c10's C++ frames, then the NCCL error.
+C10_FRAMES_THEN_NCCL = """\
+frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x99 (0x7fe76ab98969 in /usr/local/lib/python3.10/dist-packages/torch/lib/libc10.so)
+frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, 1000l> > >) + 0x1e1 (0x7fe705ea04e1 in /usr/local/lib/python3.10/dist-packages/torch/lib/libtorch_cuda.so)
+frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x222 (0x7fe705ea81a2 in /usr/local/lib/python3.10/dist-packages/torch/lib/libtorch_cuda.so)
+
+terminate called after throwing an instance of 'c10::DistBackendError'
+"""
+
+
+def test_a_c10_stack_frame_is_no_failure_line():
+    report = diagnose_text(C10_FRAMES_THEN_NCCL)
+    assert [f.signature.id for f in report.findings] == ["nccl-collective-failure"]
+    assert report.unmatched is None  # before: `frame #0: c10::Error::Error(…)` was "the most likely cause"

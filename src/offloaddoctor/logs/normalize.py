@@ -25,6 +25,17 @@ _DECORATION = lazy_compile(_TORCHRUN + r"|(?P<slurm>\d{1,6}): |" + _TIMESTAMP)
 _TORCHRUN_THEN_TIMESTAMP = lazy_compile(_TORCHRUN + r"(?:\s*(?P<timestamp>" + _TIMESTAMP + "))?")
 
 
+# The rank c10d names inside its own messages: `[Rank 5] Watchdog caught …`, `[PG ID 0 PG GUID 0(default_pg) Rank 5]`.
+_MESSAGE_RANK = lazy_compile(r"\[(?:PG\b[^\]]{0,80}\s)?Rank\s+(\d{1,6})\]")
+
+
+def rank_in_message(text: str) -> int | None:
+    """The rank a message names as its own, for a line whose launcher added no prefix (a log of one rank's
+    output, or a paste without it): PyTorch's process-group messages say which rank printed them."""
+    found = _MESSAGE_RANK.search(text) if "Rank" in text else None
+    return int(found.group(1)) if found else None
+
+
 def strip_terminal_codes(text: str) -> str:
     """Drop ANSI/OSC escapes and other control characters; keep the last redraw of a `\\r` line."""
     if text.isprintable():  # the common line, in one C pass: `\r`, ESC and every control are not printable

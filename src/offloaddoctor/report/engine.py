@@ -359,10 +359,14 @@ def _override_value(value: Any) -> str:
 
 
 def _later(error_line: Evidence | None, source_line: Evidence | None) -> Evidence | None:
-    """An error line, unless a pasted frame's statement (no traceback header) comes after it in the same log."""
+    """An error line, unless a pasted frame's statement (no traceback header) comes after it in the same log and
+    from the same rank: another rank's frames interleaved after it (bionemo-recipes#784) end no failure of theirs."""
     if source_line is None:
         return error_line
-    if error_line is None or (error_line.path == source_line.path and (source_line.line or 0) > (error_line.line or 0)):
+    if error_line is None:
+        return source_line
+    other_rank = None not in (error_line.rank, source_line.rank) and error_line.rank != source_line.rank
+    if error_line.path == source_line.path and (source_line.line or 0) > (error_line.line or 0) and not other_rank:
         return source_line
     return error_line
 

@@ -31,6 +31,7 @@ from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, pass_literals
+from offloaddoctor.logs.normalize import rank_in_message
 from offloaddoctor.logs.sources import LogSource
 from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
 from offloaddoctor.metrics.iteration_lines import IterationMetrics, has_steady_state, iteration_found, speed_record
@@ -79,9 +80,10 @@ _ERROR_LITERALS = (
     "exited with code",
     *FAILURE_LINE_LITERALS,
 )
-# NCCL's `Last error:` only introduces the line after it, which is the one to show.
+# NCCL's `Last error:` only introduces the line after it, which is the one to show. `Error::` is C++'s scope, not
+# an error: a c10 stack frame (`frame #0: c10::Error::Error(c10::SourceLocation, …)`) is no failure line.
 _ERROR_LINE = lazy_compile(
-    r"\b[\w.]*(?:Error|Exception)\b:|\bERROR\b|(?<!Last )\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]|"
+    r"\b[\w.]*(?:Error|Exception)\b:(?!:)|\bERROR\b|(?<!Last )\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]|"
     + FAILURE_LINE_PATTERN
 )
 _EXCEPTION_LINE = lazy_compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)(?::|$)")
@@ -430,10 +432,14 @@ class FailureMatcher(LineHandler):
                     continue
             if facts is None:
                 continue
+            if rank is None:
+                rank = rank_in_message(text)
             matched = True
             self.aggregates.get(matcher.id, facts).add(Evidence(path, number, rank, text.strip()))
         if not matched and _ERROR_LINE.search(text):
-            self.result.last_error_line = Evidence(path, number, rank, text.strip())
+            self.result.last_error_line = Evidence(
+                path, number, rank if rank is not None else rank_in_message(text), text.strip()
+            )
 
     def exception(self, line: Line, text: str) -> None:
         """The exception line that ends a traceback (`text`: without the traceback's own indent)."""
