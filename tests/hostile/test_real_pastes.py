@@ -115,3 +115,9 @@ def test_a_c10_stack_frame_is_no_failure_line():
     report = diagnose_text(C10_FRAMES_THEN_NCCL)
     assert [f.signature.id for f in report.findings] == ["nccl-collective-failure"]
     assert report.unmatched is None  # before: `frame #0: c10::Error::Error(…)` was "the most likely cause"
+
+
+def test_cublas_failing_to_allocate_its_handle_is_the_out_of_memory_it_is():
+    report = diagnose([str(FIXTURES / "excerpt-oom-nccl-cublas" / "job.log")])
+    assert [f.signature.id for f in report.findings] == ["oom-capacity"]
+    assert report.unmatched is None  # before: the CUBLAS_STATUS_ALLOC_FAILED line, "explained by no signature"
