@@ -712,6 +712,18 @@ RUN_ENV["n51-llama5b-t22-mbs1-cap"] = H100_CAP
 # the 0.87B GPT at 32,768 tokens (n16) at a 60 GiB target, ahead of micro-batch 4 -> 2 (n19, 1.04x): as printed.
 RUNS["n53-gpt1b-f005-gc-advised"] = (1, 0, f"{dense_cost()} {OFFLOAD} 0.05 {GC}")
 
+# Why t22's offloading cost more than the 0.47B GPT's curve scaled to its tokens (1.85x at 0.15 against 1.50x):
+# torchrun sets OMP_NUM_THREADS=1 for every process when it starts more than one ("Setting OMP_NUM_THREADS
+# environment variable for each process to be 1 in default"), so the CPU's Adam step ran on one core per rank,
+# where the one-GPU curve's ran on all of them. The same runs with the threads a rank may use (32 cores, 2 ranks),
+# twelve iterations each, against the uncapped base n52.
+OMP_16 = {"OMP_NUM_THREADS": "16"}
+RUNS["n54-llama5b-t22-f015-gc-h200"] = (2, 0, f"{T22} {OFFLOAD} 0.15 {GC} {TWELVE}")
+RUNS["n55-llama5b-t22-f015-gc-omp16-h200"] = (2, 0, f"{T22} {OFFLOAD} 0.15 {GC} {TWELVE}")
+RUNS["n56-llama5b-t22-f050-gc-h200"] = (2, 0, f"{T22} {OFFLOAD} 0.5 {GC} {TWELVE}")
+RUNS["n57-llama5b-t22-f050-gc-omp16-h200"] = (2, 0, f"{T22} {OFFLOAD} 0.5 {GC} {TWELVE}")
+RUN_ENV["n55-llama5b-t22-f015-gc-omp16-h200"] = OMP_16
+RUN_ENV["n57-llama5b-t22-f050-gc-omp16-h200"] = OMP_16
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
