@@ -358,3 +358,46 @@ def test_t21s_oom_is_told_the_higher_fraction_first_which_ran_and_added_what_the
     measured = third_step_ms("t21-llama3b-pp2-vpp3-mbs4-4") / third_step_ms("t21-llama3b-pp2-vpp3-mbs4-3")
     assert measured == pytest.approx(added, abs=0.01)
     assert third_step_ms("t21-llama3b-pp2-vpp3-mbs4-4-cap", advice) > 0  # ran under the cap
+
+
+T22_BASE = "n52-llama5b-t22-base-h200"
+# (fraction, torchrun's one OpenMP thread a rank, 16 threads a rank: 32 cores over two ranks)
+T22_THREADS = ((0.15, "n54-llama5b-t22-f015-gc-h200", "n55-llama5b-t22-f015-gc-omp16-h200"),
+               (0.5, "n56-llama5b-t22-f050-gc-h200", "n57-llama5b-t22-f050-gc-omp16-h200"))  # fmt: skip
+
+
+@pytest.mark.parametrize(("fraction", "one_thread", "sixteen"), T22_THREADS)
+def test_at_dp_2_offloading_costs_what_the_cpu_threads_a_rank_allow(fraction, one_thread, sixteen):
+    """t22's offloading under torchrun's OMP_NUM_THREADS=1 (its banner in the log) against the same run with 16
+    threads a rank: 1.89x -> 1.34x at 0.15, 3.73x -> 2.13x at 0.5, twelve iterations each on two H200. The scaled
+    curve the advice quotes lies between, as its text says: over by up to 26 % with the threads set, under by up to
+    28 % with torchrun's one."""
+    slow, fast = ratio(one_thread, T22_BASE), ratio(sixteen, T22_BASE)
+    assert slow > 1.35 * fast
+    quoted = measured_slowdown(fraction, 8192)
+    assert fast < quoted < 1.27 * fast
+    assert 0.71 * slow < quoted < slow
+    assert "Setting OMP_NUM_THREADS environment variable for each process to be 1" in _log(one_thread)
+    assert "Setting OMP_NUM_THREADS" not in _log(sixteen) and "OMP_NUM_THREADS=16" in LAUNCH[sixteen]
+
+
+def test_the_one_thread_banner_with_offloading_is_a_warning_whose_fix_ran_as_printed():
+    """n54's log gets the warning, with the export that n55 ran (32 cores over two GPUs: 16); n55 has no banner,
+    and n52, the same banner without offloading, no finding."""
+    from offloaddoctor.api import diagnose
+
+    [finding] = diagnose([str(CALIBRATION / "n54-llama5b-t22-f015-gc-h200.log.gz")]).findings
+    assert (finding.signature.id, finding.config.verdict) == ("optimizer-offload-one-omp-thread", "confirmed")
+    assert finding.overrides == ["export OMP_NUM_THREADS=$(( $(nproc) / $(nvidia-smi -L | wc -l) ))"]
+    for quiet in ("n55-llama5b-t22-f015-gc-omp16-h200", T22_BASE):
+        assert not diagnose([str(CALIBRATION / f"{quiet}.log.gz")]).findings
+
+
+def test_offloading_advised_to_a_multi_gpu_run_sets_the_threads_unless_the_run_did():
+    two_gpus = estimate_run([str(CALIBRATION / f"{T22_BASE}.log.gz")], target="60GiB")
+    [offloading] = [c for c in two_gpus.suggestions if c.overrides[0] == "optimizer.optimizer_cpu_offload=True"]
+    assert offloading.overrides[-1] == "env.OMP_NUM_THREADS=$(( $(nproc) / $(nvidia-smi -L | wc -l) ))"
+    told = estimate_run([str(CALIBRATION / f"{T22_BASE}.log.gz")], target="60GiB", overrides=["env.OMP_NUM_THREADS=16"])
+    assert told.suggestions and all("env.OMP_NUM_THREADS" not in " ".join(c.overrides) for c in told.suggestions)
+    one_gpu = estimate_run([str(CALIBRATION / "n16-gpt1b-base.log.gz")], target="20GiB")
+    assert one_gpu.suggestions and all("env.OMP_NUM_THREADS" not in " ".join(c.overrides) for c in one_gpu.suggestions)

@@ -24,7 +24,14 @@ def test_suggestions_are_not_config_keys():
     )
     store = store_of(optimizer__optimizer_offload_fraction=0.3)
     assert store.resolve("optimizer.suggested_offload_fraction") is None
-    assert fix_values(store) == {"suggested.offload_fraction": 0.5}
+    assert fix_values(store) == {
+        "suggested.offload_fraction": 0.5,
+        "suggested.omp_threads": "$(( $(nproc) / $(nvidia-smi -L | wc -l) ))",  # one rank a GPU: none said
+    }
+
+
+def test_the_omp_threads_a_rank_come_from_the_launch_commands_processes_per_node():
+    assert fix_values(store_of(nproc_per_node=4))["suggested.omp_threads"] == "$(( $(nproc) / 4 ))"
 
 
 def test_the_vpp_fix_line_is_filled_from_the_suggestion():

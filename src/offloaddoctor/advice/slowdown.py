@@ -40,8 +40,10 @@ def measured_slowdown(fraction: float, tokens_per_rank: int | None = None) -> fl
     1.72x, 2.36x, 2.67x) and at 8,192 (n33/n30, twelve iterations: 2.54x at 0.4, scaled 2.34x); a 3B Llama at PP 2,
     131,072 tokens (t21: 1.23x at 0.65 and 1.27x at 0.8, scaled 1.15x and 1.20x, the guide's 3.2x and 3.6x). Past
     0.5 over on g1 by up to 37 % (4.25x-5.07x at 0.6-0.75, scaled 5.40x-6.96x). At DP 2 (t22, a 5B Llama, 8,192
-    tokens a rank) under by up to a fifth: 1.23x at 0.05 and 1.85x at 0.15, scaled 1.17x and 1.50x (by the global
-    batch's tokens, which the distributed optimizer's sharding argues for, 1.08x and 1.25x). Otherwise, and for a
+    tokens a rank, twelve iterations on two H200) it depends on the CPU threads a rank has: with torchrun's default
+    of one (it sets OMP_NUM_THREADS=1 when it starts several processes) 1.89x at 0.15 and 3.73x at 0.5, under the
+    scaled 1.50x and 2.68x (n54, n56 / n52); with the host's 32 cores over its two ranks, as the advice sets them,
+    1.34x and 2.13x, over by 12 % and 26 % (n55, n57). The one-GPU curve's run had every core. Otherwise, and for a
     MoE, the guide's Qwen3-30B-A3B curve."""
     if not tokens_per_rank:
         return _interpolate(GUIDE_MODEL, fraction)
@@ -53,7 +55,8 @@ def expected_slowdown(fraction: float, moe: bool = False, tokens_per_rank: int |
         return (
             f"~{measured_slowdown(fraction, tokens_per_rank):.1f}x (a 0.47B GPT's curve on an H100, scaled from its "
             f"{SMALL_MODEL_TOKENS:,} tokens a step to this run's {tokens_per_rank:,} a data-parallel rank; on runs of "
-            f"4,096-131,072 tokens within 16 % to fraction 0.5 and over by up to 37 % past it, a fifth under at DP 2) "
+            f"4,096-131,072 tokens within 16 % to fraction 0.5 and over by up to 37 % past it; at DP 2 over by "
+            f"12-26 % with OMP_NUM_THREADS at the host's cores over its ranks, under by up to 28 % with torchrun's 1) "
             f"at fraction {fraction:g}"
         )
     if not moe:

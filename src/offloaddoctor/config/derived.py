@@ -99,7 +99,15 @@ def fix_values(store: ConfigStore) -> dict[str, Any]:
     expert_parallel = _suggested_expert_parallel_size(store)
     if expert_parallel is not None:
         values[SUGGESTED + "expert_model_parallel_size"] = expert_parallel
+    values[SUGGESTED + "omp_threads"] = _suggested_omp_threads(store)
     return values
+
+
+def _suggested_omp_threads(store: ConfigStore) -> str:
+    """OpenMP threads a rank may use, as the shell works it out on the node: its cores over its ranks (the
+    launch command's processes per node, else one rank a GPU)."""
+    per_node = _count(_first_given(store, PROCESSES_PER_NODE_KEYS))
+    return f"$(( $(nproc) / {per_node or '$(nvidia-smi -L | wc -l)'} ))"
 
 
 def _derived(key: str, value, *given: Resolved | None, note: str = "") -> Resolved:

@@ -100,6 +100,7 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("env.PYTORCH_CUDA_ALLOC_CONF", "PyTorch caching-allocator settings"),
     KnownKey("env.PYTORCH_ALLOC_CONF", "PyTorch allocator settings (newer name)"),
     KnownKey("env.NCCL_GRAPH_REGISTER", "NCCL buffer registration under CUDA graphs"),
+    KnownKey("env.OMP_NUM_THREADS", "OpenMP threads a process (torchrun sets 1 when it starts several)"),
     KnownKey(
         "runtime.megatron_bridge_version", "megatron-bridge version, from a pip list / pip freeze line in the log"
     ),

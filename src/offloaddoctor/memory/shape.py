@@ -93,6 +93,7 @@ class RunShape(NamedTuple):
     optimizer_offload_fraction: float = 0.0
     offload_optimizer_states: bool = False
     manual_gc: bool = False  # Megatron-LM --manual-gc / Bridge train.manual_gc: gc.collect() before training
+    omp_threads_set: bool = False  # OMP_NUM_THREADS given: torchrun keeps it (its default is 1 a process)
     expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as far as the config says
     transformer_impl: str | None = None  # "local" or "transformer_engine"; None when the config does not say
     master_param_bytes: int = 4
@@ -289,6 +290,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         optimizer_offload_fraction=reader.real("optimizer.optimizer_offload_fraction", 0.0),
         offload_optimizer_states=bool(reader.flag("optimizer.offload_optimizer_states")),
         manual_gc=bool(reader.flag("train.manual_gc")),
+        omp_threads_set=reader.value("env.OMP_NUM_THREADS") is not None,
         expandable_segments=bool(reader.flag("allocator.expandable_segments")),
         transformer_impl=impl,
         master_param_bytes=_dtype_bytes(reader.value("optimizer.main_params_dtype"), 4),

@@ -67,12 +67,12 @@ def build_report(
     if baseline is not None:
         apply_baseline(run, baseline.summary)
     findings: dict[str, Finding] = {}
-    unclaimed: list[Evidence] = []  # lines a signature matched but whose condition did not hold
+    unclaimed: list[Evidence] = []  # error lines a signature matched but whose condition did not hold
     for aggregate in scan.aggregates:
         signature = _winner(catalog, aggregate, store, run)
         if signature is not None:
             _merge(findings, signature, aggregate, store, run)
-        elif aggregate.evidence:
+        elif aggregate.evidence and _reads_as_error(catalog, aggregate.matcher_id):
             unclaimed.append(aggregate.evidence[-1])
     for signature in catalog.signatures:
         if signature.id in findings:
@@ -225,6 +225,13 @@ def config_lookup(store: ConfigStore, facts: dict):
         return resolved.value
 
     return lookup
+
+
+def _reads_as_error(catalog: Catalog, matcher_id: str) -> bool:
+    """A warning's line whose condition did not hold is no failure: torchrun's OMP_NUM_THREADS banner, printed by
+    every multi-GPU run, matters only with optimizer offloading on (optimizer-offload-one-omp-thread)."""
+    signature = catalog.get(matcher_id)
+    return signature is None or signature.severity == "error"
 
 
 def _winner(catalog: Catalog, aggregate: Aggregate, store: ConfigStore, run: RunFacts) -> Signature | None:
