@@ -724,6 +724,13 @@ RUNS["n56-llama5b-t22-f050-gc-h200"] = (2, 0, f"{T22} {OFFLOAD} 0.5 {GC} {TWELVE
 RUNS["n57-llama5b-t22-f050-gc-omp16-h200"] = (2, 0, f"{T22} {OFFLOAD} 0.5 {GC} {TWELVE}")
 RUN_ENV["n55-llama5b-t22-f015-gc-omp16-h200"] = OMP_16
 RUN_ENV["n57-llama5b-t22-f050-gc-omp16-h200"] = OMP_16
+# The same on four GPUs and another model (t18's 3.35B GPT at DP 4, 4,096 tokens a rank, offloading 0.5): the
+# threads the advice's export gives there (64 cores over 4 GPUs: 16), against torchrun's one and no offloading.
+GPT_3B_DP4 = f"{shape(16, 4096, 32, 2048, 1, 32000, gbs=8)} --ffn-hidden-size 16384 --bf16 {DISTOPT} {TWELVE}"
+RUNS["n58-gpt3b-dp4-base-h200"] = (4, 0, GPT_3B_DP4)
+RUNS["n59-gpt3b-dp4-f050-gc-h200"] = (4, 0, f"{GPT_3B_DP4} {OFFLOAD} 0.5 {GC}")
+RUNS["n60-gpt3b-dp4-f050-gc-omp16-h200"] = (4, 0, f"{GPT_3B_DP4} {OFFLOAD} 0.5 {GC}")
+RUN_ENV["n60-gpt3b-dp4-f050-gc-omp16-h200"] = OMP_16
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
