@@ -361,22 +361,26 @@ def test_t21s_oom_is_told_the_higher_fraction_first_which_ran_and_added_what_the
 
 
 T22_BASE = "n52-llama5b-t22-base-h200"
-# (fraction, torchrun's one OpenMP thread a rank, 16 threads a rank: 32 cores over two ranks)
-T22_THREADS = ((0.15, "n54-llama5b-t22-f015-gc-h200", "n55-llama5b-t22-f015-gc-omp16-h200"),
-               (0.5, "n56-llama5b-t22-f050-gc-h200", "n57-llama5b-t22-f050-gc-omp16-h200"))  # fmt: skip
+# (fraction, tokens a rank, no offloading, torchrun's one OpenMP thread a rank, 16 threads a rank: the host's cores
+# over its GPUs, as the advice's export gives them: 32 over 2, 64 over 4)
+THREADS = (
+    (0.15, 8192, T22_BASE, "n54-llama5b-t22-f015-gc-h200", "n55-llama5b-t22-f015-gc-omp16-h200"),
+    (0.5, 8192, T22_BASE, "n56-llama5b-t22-f050-gc-h200", "n57-llama5b-t22-f050-gc-omp16-h200"),
+    (0.5, 4096, "n58-gpt3b-dp4-base-h200", "n59-gpt3b-dp4-f050-gc-h200", "n60-gpt3b-dp4-f050-gc-omp16-h200"),
+)
 
 
-@pytest.mark.parametrize(("fraction", "one_thread", "sixteen"), T22_THREADS)
-def test_at_dp_2_offloading_costs_what_the_cpu_threads_a_rank_allow(fraction, one_thread, sixteen):
-    """t22's offloading under torchrun's OMP_NUM_THREADS=1 (its banner in the log) against the same run with 16
-    threads a rank: 1.89x -> 1.34x at 0.15, 3.73x -> 2.13x at 0.5, twelve iterations each on two H200. The scaled
-    curve the advice quotes lies between, as its text says: over by up to 26 % with the threads set, under by up to
-    28 % with torchrun's one."""
-    slow, fast = ratio(one_thread, T22_BASE), ratio(sixteen, T22_BASE)
+@pytest.mark.parametrize(("fraction", "tokens", "base", "one_thread", "sixteen"), THREADS)
+def test_at_dp_2_and_4_offloading_costs_what_the_cpu_threads_a_rank_allow(fraction, tokens, base, one_thread, sixteen):
+    """Offloading under torchrun's OMP_NUM_THREADS=1 (its banner in the log) against the same run with 16 threads a
+    rank, twelve iterations each: t22 at DP 2 1.89x -> 1.34x at 0.15, 3.73x -> 2.13x at 0.5; t18's 3.35B GPT at DP 4
+    4.39x -> 2.81x at 0.5. The scaled curve the advice quotes is over with the threads set, by up to 55 % (the
+    distributed optimizer's sharding, unmodelled), and from 28 % under to 1 % over with torchrun's one."""
+    slow, fast = ratio(one_thread, base), ratio(sixteen, base)
     assert slow > 1.35 * fast
-    quoted = measured_slowdown(fraction, 8192)
-    assert fast < quoted < 1.27 * fast
-    assert 0.71 * slow < quoted < slow
+    quoted = measured_slowdown(fraction, tokens)
+    assert fast < quoted < 1.56 * fast
+    assert 0.71 * slow < quoted < 1.01 * slow
     assert "Setting OMP_NUM_THREADS environment variable for each process to be 1" in _log(one_thread)
     assert "Setting OMP_NUM_THREADS" not in _log(sixteen) and "OMP_NUM_THREADS=16" in LAUNCH[sixteen]
 
@@ -391,6 +395,12 @@ def test_the_one_thread_banner_with_offloading_is_a_warning_whose_fix_ran_as_pri
     assert finding.overrides == ["export OMP_NUM_THREADS=$(( $(nproc) / $(nvidia-smi -L | wc -l) ))"]
     for quiet in ("n55-llama5b-t22-f015-gc-omp16-h200", T22_BASE):
         assert not diagnose([str(CALIBRATION / f"{quiet}.log.gz")]).findings
+    # where the offloading is also slow enough to be a finding of its own, the free change leads (n59 -> n60: -36 %)
+    report = diagnose([str(CALIBRATION / "n59-gpt3b-dp4-f050-gc-h200.log.gz")])
+    assert [f.signature.id for f in report.findings] == [
+        "optimizer-offload-one-omp-thread",
+        "optimizer-offload-slowdown",
+    ]
 
 
 def test_offloading_advised_to_a_multi_gpu_run_sets_the_threads_unless_the_run_did():

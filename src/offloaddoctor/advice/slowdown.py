@@ -43,8 +43,11 @@ def measured_slowdown(fraction: float, tokens_per_rank: int | None = None) -> fl
     tokens a rank, twelve iterations on two H200) it depends on the CPU threads a rank has: with torchrun's default
     of one (it sets OMP_NUM_THREADS=1 when it starts several processes) 1.89x at 0.15 and 3.73x at 0.5, under the
     scaled 1.50x and 2.68x (n54, n56 / n52); with the host's 32 cores over its two ranks, as the advice sets them,
-    1.34x and 2.13x, over by 12 % and 26 % (n55, n57). The one-GPU curve's run had every core. Otherwise, and for a
-    MoE, the guide's Qwen3-30B-A3B curve."""
+    1.34x and 2.13x, over by 12 % and 26 % (n55, n57). At DP 4 (t18's 3.35B GPT, 4,096 tokens a rank, four H200)
+    4.39x at 0.5 with one thread, 2.81x with 16 a rank, scaled 4.36x: over by 55 % (n59, n60 / n58). The one-GPU
+    curve's run had every core, and each of several ranks steps only its shard of the offloaded state (the
+    distributed optimizer), which the curve does not model: an upper figure where the threads are set. Otherwise,
+    and for a MoE, the guide's Qwen3-30B-A3B curve."""
     if not tokens_per_rank:
         return _interpolate(GUIDE_MODEL, fraction)
     return 1 + (_interpolate(SMALL_MODEL, fraction) - 1) * SMALL_MODEL_TOKENS / tokens_per_rank
@@ -55,8 +58,8 @@ def expected_slowdown(fraction: float, moe: bool = False, tokens_per_rank: int |
         return (
             f"~{measured_slowdown(fraction, tokens_per_rank):.1f}x (a 0.47B GPT's curve on an H100, scaled from its "
             f"{SMALL_MODEL_TOKENS:,} tokens a step to this run's {tokens_per_rank:,} a data-parallel rank; on runs of "
-            f"4,096-131,072 tokens within 16 % to fraction 0.5 and over by up to 37 % past it; at DP 2 over by "
-            f"12-26 % with OMP_NUM_THREADS at the host's cores over its ranks, under by up to 28 % with torchrun's 1) "
+            f"4,096-131,072 tokens within 16 % to fraction 0.5 and over by up to 37 % past it; at DP 2-4 over by "
+            f"12-55 % with OMP_NUM_THREADS at the host's cores over its ranks, up to 28 % under with torchrun's 1) "
             f"at fraction {fraction:g}"
         )
     if not moe:
