@@ -35,7 +35,7 @@ MANUAL_GC = ("train.manual_gc=True", "train.manual_gc_interval=100")
 # torchrun gives each of several processes one OpenMP thread, and the offloaded Adam step runs on them: with the
 # host's cores over its ranks, t22's offloading stepped 1.34x at 0.15 and 2.13x at 0.5 instead of 1.89x and 3.73x
 # (fixtures/memory-calibration n54-n57, signatures/optimizer-offload-one-omp-thread.yaml).
-OMP_THREADS_A_RANK = "env.OMP_NUM_THREADS=$(( $(nproc) / $(nvidia-smi -L | wc -l) ))"
+OMP_THREADS_A_RANK = f"env.OMP_NUM_THREADS={derived.omp_threads_a_rank()}"
 
 
 class Suggestion(NamedTuple):

@@ -104,9 +104,12 @@ def fix_values(store: ConfigStore) -> dict[str, Any]:
 
 
 def _suggested_omp_threads(store: ConfigStore) -> str:
+    return omp_threads_a_rank(_count(_first_given(store, PROCESSES_PER_NODE_KEYS)))
+
+
+def omp_threads_a_rank(per_node: int | None = None) -> str:
     """OpenMP threads a rank may use, as the shell works it out on the node: its cores over its ranks (the
-    launch command's processes per node, else one rank a GPU)."""
-    per_node = _count(_first_given(store, PROCESSES_PER_NODE_KEYS))
+    launch command's processes per node where known, else one rank a GPU)."""
     return f"$(( $(nproc) / {per_node or '$(nvidia-smi -L | wc -l)'} ))"
 
 
@@ -288,10 +291,12 @@ def _suggested_virtual_pipeline_size(store: ConfigStore):
         current = layers // chunk
     if not layers or not current or not math.isfinite(layers * current):
         return _UNKNOWN
-    top = min(int(current), abs(int(layers))) if int(layers) else int(current)  # no divisor is larger
+    whole, top = int(layers), int(current)
+    if whole:
+        top = min(top, abs(whole))  # no divisor is larger
     if top > SEARCHED_COUNT_LIMIT:
         return _UNKNOWN
-    divisors = [d for d in range(top, 1, -1) if int(layers) % d == 0]
+    divisors = [d for d in range(top, 1, -1) if whole % d == 0]
     return divisors[0] if divisors else None
 
 
