@@ -7,6 +7,8 @@ import os
 import shutil
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from offloaddoctor import api
 from offloaddoctor.cli import app
@@ -137,3 +139,47 @@ def _config_modules():
     import offloaddoctor.config as config
 
     return [importlib.import_module(f"offloaddoctor.config.{m.name}") for m in pkgutil.iter_modules(config.__path__)]
+
+
+def _listed_as_before(directory, recursive):
+    """The listing as it was (os.walk, Path objects sorted, a stat per file): what one scandir walk must equal."""
+    from pathlib import Path
+
+    if recursive:
+        walked = (Path(root, name) for root, _, files in os.walk(directory) for name in files)
+    else:
+        walked = (Path(directory, name) for name in os.listdir(directory))
+    return [str(p) for p in sorted(p for p in walked if p.is_file() and sources.is_log_name(p.name))]
+
+
+_NAMES = st.sampled_from(["a", "a-c", "a.c", "b", "A", "a0", "x.log", "x.log.gz", "y.txt", "z.yaml", "r-1.out"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    tree=st.lists(
+        st.tuples(st.lists(_NAMES, max_size=3), _NAMES, st.sampled_from(["file", "dir", "link"])), max_size=12
+    )
+)
+@example(tree=[(["a"], "x.log", "file"), (["a-c"], "x.log", "file"), (["a.c"], "y.txt", "file")])
+def test_one_scandir_walk_lists_what_os_walk_and_sorted_paths_listed(tmp_path_factory, tree):
+    """Same files, same order (`a/x.log` before `a-c/x.log`, as Path sorts), symbolic links to files kept and to
+    directories not followed, whether or not recursive."""
+    root = tmp_path_factory.mktemp("tree")
+    for parents, name, kind in tree:
+        where = root.joinpath(*parents)
+        if where.exists() and not where.is_dir() or (where / name).exists() or (where / name).is_symlink():
+            continue
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+        except OSError:  # under a file, or a link that loops
+            continue
+        if kind == "file":
+            (where / name).write_text("x\n")
+        elif kind == "dir":
+            (where / name).mkdir()
+        else:
+            (where / name).symlink_to(root / "a" if name.startswith("a") else root / "x.log")
+    for recursive in (False, True):
+        listed = [path for path, _ in sources._listed_logs(root, recursive, [])]
+        assert listed == _listed_as_before(root, recursive)

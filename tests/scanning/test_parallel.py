@@ -220,9 +220,12 @@ def test_a_listing_whose_inode_numbers_are_made_up_still_reads_every_file(tmp_pa
 
     for rank in range(4):
         (tmp_path / f"rank{rank}.log").write_text(f"[rank{rank}]: hello\n")
-    listed = sources._listed_logs_with_inodes
-    monkeypatch.setattr(sources, "_listed_logs_with_inodes", lambda d: [(p, (0, 1)) for p, _ in listed(d)])
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "rank4.log").write_text("[rank4]: hello\n")
+    listed = sources._listed_logs
+    monkeypatch.setattr(sources, "_listed_logs", lambda *args: [(p, (0, 1)) for p, _ in listed(*args)])
     assert len(resolve_sources([str(tmp_path)])) == 4
+    assert len(resolve_sources([str(tmp_path)], recursive=True)) == 5
 
 
 def _scan_with_a_fresh_handler_set_per_source(sources):

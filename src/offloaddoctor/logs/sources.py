@@ -99,23 +99,16 @@ def resolve_sources(paths: Sequence[str], recursive: bool = False, notes: list[s
             continue
         path = Path(raw)
         if path.is_dir():
-            if recursive:
-                found = [
-                    str(p)
-                    for p in sorted(p for p in _entries_below(path, notes) if p.is_file() and is_log_name(p.name))
-                ]
-                found = _inside(path, found, notes)
-            else:
-                listed = _listed_logs_with_inodes(path)
-                linked = [name for name, identity in listed if identity is None]
-                if linked:
-                    kept = set(_inside(path, linked, notes))
-                    listed = [(name, identity) for name, identity in listed if identity is not None or name in kept]
-                if listed and len(paths) == 1:
-                    # One directory and nothing else: its entries tell files apart by their inode numbers,
-                    # with no stat each (200,000 rank logs); symbolic links within it are still followed.
-                    return _unique([(name, True) for name, _ in listed], [inode for _, inode in listed])
-                found = [name for name, _ in listed]
+            listed = _listed_logs(path, recursive, notes)
+            linked = [name for name, identity in listed if identity is None]
+            if linked:
+                kept = set(_inside(path, linked, notes))
+                listed = [(name, identity) for name, identity in listed if identity is not None or name in kept]
+            if listed and len(paths) == 1:
+                # One directory and nothing else: its entries tell files apart by their inode numbers,
+                # with no stat each (200,000 rank logs); symbolic links within it are still followed.
+                return _unique([(name, True) for name, _ in listed], [inode for _, inode in listed])
+            found = [name for name, _ in listed]
             if not found:
                 where = " or below it" if recursive else " (--recursive looks in subdirectories)"
                 raise UserError(
@@ -295,25 +288,53 @@ def first_not_text(sources: Sequence[LogSource]) -> UserError | None:
     return first
 
 
-def _listed_logs_with_inodes(directory: Path) -> list[tuple[str, object]]:
-    """The log files directly in `directory`, sorted (one scandir, no stat per entry), each with its
-    identity from the listing itself: (the directory's device, inode) for a regular file, None for a
-    symbolic link (it may lead anywhere: a stat must tell)."""
+def _listed_logs(directory: Path, recursive: bool, notes: list[str]) -> list[tuple[str, object]]:
+    """The log files in `directory` (with `recursive`, below it too; symlinked directories are not followed),
+    sorted as paths, each with its identity from the listing itself (no stat per file: 200,000 rank logs):
+    (its directory's device, inode) for a regular file, None for a symbolic link (it may lead anywhere: a stat
+    must tell). A subdirectory that cannot be listed is skipped with a note in `notes` (one that vanished while
+    we walk, a job still writing or logs being rotated, silently); the directory named itself must be listable."""
+    found: list[tuple[str, object]] = []
     try:
-        device = os.stat(directory).st_dev
-        with os.scandir(directory) as scan:
-            entries = sorted(
-                (
-                    (e.name, None if e.is_symlink() else (device, e.inode()))
-                    for e in scan
-                    if is_log_name(e.name) and _is_file(e)
-                ),
-                key=lambda entry: entry[0],
-            )
+        listings = [_listing(str(directory))]
     except OSError as exc:
         raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
-    prefix = os.path.join(str(directory), "")
-    return [(prefix + name, identity) for name, identity in entries]
+    # Depth first, each directory's entries by name: the order of sorted paths (`a/x.log` before `a-c/x.log`).
+    while listings:
+        device, prefix, entries = listings[-1]
+        for entry in entries:
+            if recursive and _is_dir(entry):
+                if entry.is_symlink():
+                    continue
+                try:
+                    listings.append(_listing(prefix + entry.name))
+                    break  # its files come before this directory's next entries
+                except OSError as exc:
+                    if not isinstance(exc, FileNotFoundError):
+                        notes.append(f"{prefix}{entry.name}: cannot list the directory: {exc.strerror or exc}; skipped")
+            elif is_log_name(entry.name) and _is_file(entry):
+                found.append((prefix + entry.name, None if entry.is_symlink() else (device, entry.inode())))
+        else:
+            listings.pop()
+    return found
+
+
+def _listing(directory: str) -> tuple[int, str, Iterator[os.DirEntry]]:
+    """A directory's device, the prefix of its entries' paths, its entries by name."""
+    device = os.stat(directory).st_dev
+    with os.scandir(directory) as scan:
+        return device, os.path.join(directory, ""), iter(sorted(scan, key=_name))
+
+
+def _name(entry: os.DirEntry) -> str:
+    return entry.name
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _is_file(entry: os.DirEntry) -> bool:
@@ -322,22 +343,6 @@ def _is_file(entry: os.DirEntry) -> bool:
         return entry.is_file()
     except OSError:
         return False
-
-
-def _entries_below(directory: Path, notes: list[str]) -> Iterator[Path]:
-    """Every file below the directory (symlinked directories are not followed). A subdirectory that cannot be
-    listed is skipped with a note in `notes` (one that vanished while we walk, a job still writing or logs
-    being rotated, silently); the directory named itself must be listable."""
-
-    def skip_unless_top(exc: OSError) -> None:
-        if exc.filename == os.fspath(directory):
-            raise UserError(f"{directory}: cannot list the directory: {exc.strerror or exc}")
-        if not isinstance(exc, FileNotFoundError):
-            notes.append(f"{exc.filename}: cannot list the directory: {exc.strerror or exc}; skipped")
-
-    for root, _subdirectories, files in os.walk(directory, onerror=skip_unless_top):
-        for name in files:
-            yield Path(root, name)
 
 
 def read_errors() -> tuple[type[BaseException], ...]:
