@@ -732,6 +732,26 @@ RUNS["n59-gpt3b-dp4-f050-gc-h200"] = (4, 0, f"{GPT_3B_DP4} {OFFLOAD} 0.5 {GC}")
 RUNS["n60-gpt3b-dp4-f050-gc-omp16-h200"] = (4, 0, f"{GPT_3B_DP4} {OFFLOAD} 0.5 {GC}")
 RUN_ENV["n60-gpt3b-dp4-f050-gc-omp16-h200"] = OMP_16
 
+# Offloading's cost with the optimizer state sharded over DP 2 and 4 (advice/slowdown.py SHARDED_FIXED_SHARE, fitted
+# on n55, n57, n60), held out: the 3.35B GPT at DP 2 (8,192 tokens a rank), t22's 5B Llama at DP 4 (4,096), the
+# 3.35B GPT at DP 4 at another fraction, each against its own base on the same machine, 16 threads a rank (the
+# advice's export on a 64-core, 4-GPU host). Predicted before they ran (measured_slowdown as committed with them):
+# n62 1.69x, n64 2.05x, n66 1.87x.
+GPT_3B_DP2 = GPT_3B_DP4  # the same arguments on two GPUs
+T22_DP4 = f"{T22} {TWELVE}"
+RUNS["n61-gpt3b-dp2-base-h200"] = (2, 0, GPT_3B_DP2)
+RUNS["n62-gpt3b-dp2-f030-gc-omp16-h200"] = (2, 0, f"{GPT_3B_DP2} {OFFLOAD} 0.3 {GC}")
+RUNS["n63-llama5b-t22-dp4-base-h200"] = (4, 0, T22_DP4)
+RUNS["n64-llama5b-t22-dp4-f030-gc-omp16-h200"] = (4, 0, f"{T22_DP4} {OFFLOAD} 0.3 {GC}")
+RUNS["n65-gpt3b-dp4-base-again-h200"] = (4, 0, GPT_3B_DP4)
+RUNS["n66-gpt3b-dp4-f025-gc-omp16-h200"] = (4, 0, f"{GPT_3B_DP4} {OFFLOAD} 0.25 {GC}")
+for _name in (
+    "n62-gpt3b-dp2-f030-gc-omp16-h200",
+    "n64-llama5b-t22-dp4-f030-gc-omp16-h200",
+    "n66-gpt3b-dp4-f025-gc-omp16-h200",
+):
+    RUN_ENV[_name] = OMP_16
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
@@ -799,7 +819,10 @@ def run_in_lanes(
 ) -> list[str]:
     """Each run (name -> GPUs, arguments, extra environment) alone on its own GPUs, as many side by side as the
     machine's GPUs allow, in the order given. A run still going at the deadline or after `run_timeout` seconds
-    is killed; none starts within `leave_s` of the deadline. Returns a line per run."""
+    is killed; none starts within `leave_s` of the deadline. With SERIAL=1 in the environment one run at a time
+    (timed runs: side by side they would share the host's cores, which offloading's CPU Adam runs on). Returns a
+    line per run."""
+    serial = os.environ.get("SERIAL") == "1"
     total = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
     free, pending, results = list(range(total)), list(runs), []
     running: dict[str, tuple[subprocess.Popen, float, list[int]]] = {}
@@ -820,7 +843,7 @@ def run_in_lanes(
             if gpus > total or deadline - time.time() < leave_s:
                 pending.remove(name)
                 results.append(f"{name} not run")
-            elif gpus <= len(free):
+            elif gpus <= len(free) and not (serial and running):
                 pending.remove(name)
                 devices, free = free[:gpus], free[gpus:]
                 port += 1

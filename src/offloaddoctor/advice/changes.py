@@ -361,9 +361,9 @@ def _tensor_cost(change: Change) -> Cost:
 
 def _offloading_cost(change: Change) -> Cost:
     fraction, moe, now = change.fraction or 0.0, bool(change.shape.num_experts), change.offloaded_now
-    tokens = None if moe else change.shape.tokens_per_rank
-    more = measured_slowdown(fraction, tokens) / measured_slowdown(now, tokens)
-    text = f"step time {expected_slowdown(fraction, moe, tokens)}"
+    tokens, shards = None if moe else change.shape.tokens_per_rank, change.shape.optimizer_shards
+    more = measured_slowdown(fraction, tokens, shards) / measured_slowdown(now, tokens, shards)
+    text = f"step time {expected_slowdown(fraction, moe, tokens, shards)}"
     if now > 0:  # the run pays its own fraction's cost already: what the change adds is the ratio of the two
         curve = "the scaled curve" if tokens else "the guide's curve"
         text += f"; ~{more:.2f}x the run's step time at {now:g} now ({curve})"

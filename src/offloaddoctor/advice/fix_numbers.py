@@ -202,8 +202,8 @@ def oom_advice(
     advice[NEEDED_FRACTION] = fraction
     advice["offload_fraction_needed"] = _needed_fraction_fact(fraction, store)
     if fraction <= 1.0:
-        tokens = shape.tokens_per_rank if shape else None
-        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), tokens)
+        tokens, shards = (shape.tokens_per_rank, shape.optimizer_shards) if shape else (None, 1)
+        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), tokens, shards)
     return advice
 
 
@@ -338,8 +338,8 @@ def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
     advice: dict[str, Any] = {}
     if fraction is not None and 0 < fraction <= 1:
         shape = _memory_shape(store)  # the tokens a data-parallel rank steps over, as `estimate` reads them
-        tokens = shape.tokens_per_rank if shape else None
-        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), tokens)
+        tokens, shards = (shape.tokens_per_rank, shape.optimizer_shards) if shape else (None, 1)
+        advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), tokens, shards)
     overlap = store.value("optimizer.overlap_cpu_optimizer_d2h_h2d")
     if overlap is not None:
         advice["overlap_cpu_optimizer_d2h_h2d"] = boolean(overlap)

@@ -31,36 +31,45 @@ GUIDE_TENSOR_PARALLEL_TO_8 = 1 / (1 - 0.284)
 SMALL_MODEL_TOKENS = 32_768
 
 
-def measured_slowdown(fraction: float, tokens_per_rank: int | None = None) -> float:
+# The share of optimizer offloading's added step time that stays when the distributed optimizer shards the offloaded
+# state over more ranks (the rest shrinks with a rank's shard): least squares over t22's 5B Llama at DP 2 (n55,
+# n57 against n52) and t18's 3.35B GPT at DP 4 (n60 against n58), 16 OpenMP threads a rank, two and four H200.
+SHARDED_FIXED_SHARE = 0.36
+
+
+def measured_slowdown(fraction: float, tokens_per_rank: int | None = None, optimizer_shards: int = 1) -> float:
     """Iteration-time ratio at an offload fraction, for ordering changes. A dense run whose tokens a step are known:
     the 0.47B GPT's curve, its excess over 1 scaled by 32,768 / the tokens a data-parallel rank steps over (the
-    CPU's Adam grows with the offloaded parameters, the GPU's step with the parameters times the tokens). Held on
-    runs not used to make it (last of three iterations unless said), all at DP 1: the 3.35B GPT at 4,096 tokens
+    CPU's Adam grows with the offloaded parameters, the GPU's step with the parameters times the tokens), and by
+    SHARDED_FIXED_SHARE + the rest / the ranks the distributed optimizer shards the state over. Held on runs not
+    used to make it (last of three iterations unless said), all at DP 1: the 3.35B GPT at 4,096 tokens
     (fixtures/offload-sweep g1: 2.34x at 0.2, 3.8x at 0.4, 4.5x at 0.5; scaled 2.34x, 3.69x, 4.36x; the guide's
     1.72x, 2.36x, 2.67x) and at 8,192 (n33/n30, twelve iterations: 2.54x at 0.4, scaled 2.34x); a 3B Llama at PP 2,
     131,072 tokens (t21: 1.23x at 0.65 and 1.27x at 0.8, scaled 1.15x and 1.20x, the guide's 3.2x and 3.6x). Past
-    0.5 over on g1 by up to 37 % (4.25x-5.07x at 0.6-0.75, scaled 5.40x-6.96x). At DP 2 (t22, a 5B Llama, 8,192
-    tokens a rank, twelve iterations on two H200) it depends on the CPU threads a rank has: with torchrun's default
-    of one (it sets OMP_NUM_THREADS=1 when it starts several processes) 1.89x at 0.15 and 3.73x at 0.5, under the
-    scaled 1.50x and 2.68x (n54, n56 / n52); with the host's 32 cores over its two ranks, as the advice sets them,
-    1.34x and 2.13x, over by 12 % and 26 % (n55, n57). At DP 4 (t18's 3.35B GPT, 4,096 tokens a rank, four H200)
-    4.39x at 0.5 with one thread, 2.81x with 16 a rank, scaled 4.36x: over by 55 % (n59, n60 / n58). The one-GPU
-    curve's run had every core, and each of several ranks steps only its shard of the offloaded state (the
-    distributed optimizer), which the curve does not model: an upper figure where the threads are set. Otherwise,
-    and for a MoE, the guide's Qwen3-30B-A3B curve."""
+    0.5 over on g1 by up to 37 % (4.25x-5.07x at 0.6-0.75, scaled 5.40x-6.96x). Sharded, twelve iterations, with
+    the host's cores over its GPUs as OpenMP threads a rank (16), as the advice sets them: t22 (a 5B Llama, 8,192
+    tokens a rank, DP 2, two H200) 1.34x at 0.15 and 2.13x at 0.5 (n55, n57 / n52), t18's 3.35B GPT (4,096 tokens a
+    rank, DP 4, four H200) 2.81x at 0.5 (n60 / n58): 1.34x, 2.14x, 2.75x with the shards (the points the share was
+    fitted on), 1.50x, 2.68x, 4.36x without. With torchrun's default of one thread a rank (it sets
+    OMP_NUM_THREADS=1 when it starts several processes) the same runs took 1.89x, 3.73x, 4.39x (n54, n56, n59).
+    Otherwise, and for a MoE, the guide's Qwen3-30B-A3B curve."""
     if not tokens_per_rank:
         return _interpolate(GUIDE_MODEL, fraction)
-    return 1 + (_interpolate(SMALL_MODEL, fraction) - 1) * SMALL_MODEL_TOKENS / tokens_per_rank
+    excess = (_interpolate(SMALL_MODEL, fraction) - 1) * SMALL_MODEL_TOKENS / tokens_per_rank
+    return 1 + excess * (SHARDED_FIXED_SHARE + (1 - SHARDED_FIXED_SHARE) / max(1, optimizer_shards))
 
 
-def expected_slowdown(fraction: float, moe: bool = False, tokens_per_rank: int | None = None) -> str:
+def expected_slowdown(
+    fraction: float, moe: bool = False, tokens_per_rank: int | None = None, optimizer_shards: int = 1
+) -> str:
     if not moe and tokens_per_rank:
+        shards = f" and to the optimizer state's {optimizer_shards} shards" if optimizer_shards > 1 else ""
         return (
-            f"~{measured_slowdown(fraction, tokens_per_rank):.1f}x (a 0.47B GPT's curve on an H100, scaled from its "
-            f"{SMALL_MODEL_TOKENS:,} tokens a step to this run's {tokens_per_rank:,} a data-parallel rank; on runs of "
-            f"4,096-131,072 tokens within 16 % to fraction 0.5 and over by up to 37 % past it; at DP 2-4 over by "
-            f"12-55 % with OMP_NUM_THREADS at the host's cores over its ranks, up to 28 % under with torchrun's 1) "
-            f"at fraction {fraction:g}"
+            f"~{measured_slowdown(fraction, tokens_per_rank, optimizer_shards):.1f}x (a 0.47B GPT's curve on an H100, "
+            f"scaled from its {SMALL_MODEL_TOKENS:,} tokens a step to this run's {tokens_per_rank:,} a data-parallel "
+            f"rank{shards}; on runs of 4,096-131,072 tokens within 16 % to fraction 0.5 and over by up to 37 % past "
+            f"it; at DP 2-4 within 3 % of the runs its shards were fitted on with OMP_NUM_THREADS at the host's cores "
+            f"over its GPUs, 41-74 % more with torchrun's 1) at fraction {fraction:g}"
         )
     if not moe:
         small, large = _interpolate(SMALL_MODEL, fraction), _interpolate(GUIDE_MODEL, fraction)
