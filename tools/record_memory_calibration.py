@@ -762,6 +762,19 @@ for _name in (
 ):
     RUN_ENV[_name] = OMP_16
 
+# The sharded quote moved offloading 0.05 (~1.17x) ahead of PP 1 -> 2 (~1.25x) and full recompute (1.31x) in
+# n65's estimate at a 60 GiB target: the three as printed, against the base again, on one machine (16 threads a
+# rank is what the printed export gives on a 64-core, 4-GPU host).
+RUNS["n73-gpt3b-dp4-base-third"] = (4, 0, GPT_3B_DP4)
+RUNS["n74-gpt3b-dp4-f005-gc-omp16-advised"] = (4, 0, f"{GPT_3B_DP4} {OFFLOAD} 0.05 {GC}")
+RUNS["n75-gpt3b-dp4-pp2-advised"] = (4, 0, f"{GPT_3B_DP4} --pipeline-model-parallel-size 2")
+RUNS["n76-gpt3b-dp4-full-recompute-advised"] = (
+    4,
+    0,
+    f"{GPT_3B_DP4} --recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+)
+RUN_ENV["n74-gpt3b-dp4-f005-gc-omp16-advised"] = OMP_16
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
