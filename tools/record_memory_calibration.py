@@ -762,18 +762,18 @@ for _name in (
 ):
     RUN_ENV[_name] = OMP_16
 
-# The sharded quote moved offloading 0.05 (~1.17x) ahead of PP 1 -> 2 (~1.25x) and full recompute (1.31x) in
-# n65's estimate at a 60 GiB target: the three as printed, against the base again, on one machine (16 threads a
-# rank is what the printed export gives on a 64-core, 4-GPU host).
-RUNS["n73-gpt3b-dp4-base-third"] = (4, 0, GPT_3B_DP4)
-RUNS["n74-gpt3b-dp4-f005-gc-omp16-advised"] = (4, 0, f"{GPT_3B_DP4} {OFFLOAD} 0.05 {GC}")
-RUNS["n75-gpt3b-dp4-pp2-advised"] = (4, 0, f"{GPT_3B_DP4} --pipeline-model-parallel-size 2")
-RUNS["n76-gpt3b-dp4-full-recompute-advised"] = (
-    4,
+# The sharded quote moved offloading ahead of full recompute in the 3.35B GPT's estimate at DP 2 and a 60 GiB target
+# (n70: offloading 0.1 ~1.23x, full recompute 1.31x): the two as printed, against the base again, on one machine
+# (the printed export gives 16 threads a rank on a 32-core, 2-GPU host). Planned for four GPUs first (n65's
+# estimate), which were no longer lent.
+RUNS["n73-gpt3b-dp2-base-third"] = (2, 0, GPT_3B_DP2)
+RUNS["n74-gpt3b-dp2-f010-gc-omp16-advised"] = (2, 0, f"{GPT_3B_DP2} {OFFLOAD} 0.1 {GC}")
+RUNS["n75-gpt3b-dp2-full-recompute-advised"] = (
+    2,
     0,
-    f"{GPT_3B_DP4} --recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+    f"{GPT_3B_DP2} --recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
 )
-RUN_ENV["n74-gpt3b-dp4-f005-gc-omp16-advised"] = OMP_16
+RUN_ENV["n74-gpt3b-dp2-f010-gc-omp16-advised"] = OMP_16
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
