@@ -765,15 +765,15 @@ for _name in (
 # The sharded quote moved offloading ahead of full recompute in the 3.35B GPT's estimate at DP 2 and a 60 GiB target
 # (n70: offloading 0.1 ~1.23x, full recompute 1.31x): the two as printed, against the base again, on one machine
 # (the printed export gives 16 threads a rank on a 32-core, 2-GPU host). Planned for four GPUs first (n65's
-# estimate), which were no longer lent.
-RUNS["n73-gpt3b-dp2-base-third"] = (2, 0, GPT_3B_DP2)
-RUNS["n74-gpt3b-dp2-f010-gc-omp16-advised"] = (2, 0, f"{GPT_3B_DP2} {OFFLOAD} 0.1 {GC}")
-RUNS["n75-gpt3b-dp2-full-recompute-advised"] = (
+# estimate), which were no longer lent; asked for two H100, they ran on two H200.
+RUNS["n73-gpt3b-dp2-base-third-h200"] = (2, 0, GPT_3B_DP2)
+RUNS["n74-gpt3b-dp2-f010-gc-omp16-advised-h200"] = (2, 0, f"{GPT_3B_DP2} {OFFLOAD} 0.1 {GC}")
+RUNS["n75-gpt3b-dp2-full-recompute-advised-h200"] = (
     2,
     0,
     f"{GPT_3B_DP2} --recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
 )
-RUN_ENV["n74-gpt3b-dp2-f010-gc-omp16-advised"] = OMP_16
+RUN_ENV["n74-gpt3b-dp2-f010-gc-omp16-advised-h200"] = OMP_16
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.

@@ -431,6 +431,23 @@ def test_the_threads_change_holds_on_an_h100_host(one_thread, sixteen, base):
     assert not diagnose([str(CALIBRATION / f"{sixteen}.log.gz")]).findings
 
 
+def test_offloading_moved_ahead_of_full_recompute_stepped_within_a_tie_of_it_not_ahead():
+    """The sharded quote put offloading 0.1 (~1.23x) ahead of full recompute (1.31x) in n70's estimate at 60 GiB. Both
+    ran as printed on two H200, against the base again: 1.30x and 1.26x. Offloading was 6 % over its quote's low side
+    and full recompute 4 % under its own: the order did not hold, by 3 % (recorded as measured, not tuned away)."""
+    report = estimate_run([str(CALIBRATION / "n70-gpt3b-dp2-base-again.log.gz")], target="60GiB")
+    changes = [c.change for c in report.suggestions]
+    offloading = next(i for i, c in enumerate(changes) if c.startswith("optimizer offloading at fraction 0.1"))
+    assert offloading < changes.index("full recompute (uniform, one layer per chunk)")
+    base = "n73-gpt3b-dp2-base-third-h200"
+    offloaded, recomputed = (
+        ratio("n74-gpt3b-dp2-f010-gc-omp16-advised-h200", base),
+        ratio("n75-gpt3b-dp2-full-recompute-advised-h200", base),
+    )
+    assert recomputed < offloaded < 1.05 * recomputed
+    assert measured_slowdown(0.1, 8192, 2) == pytest.approx(offloaded, rel=0.07)
+
+
 def test_the_one_thread_banner_with_offloading_is_a_warning_whose_fix_ran_as_printed():
     """n54's log gets the warning, with the export that n55 ran (32 cores over two GPUs: 16); n55 has no banner,
     and n52, the same banner without offloading, no finding."""

@@ -53,7 +53,8 @@ def measured_slowdown(fraction: float, tokens_per_rank: int | None = None, optim
     fitted on), 1.50x, 2.68x, 4.36x without. Held out (planned with the share as committed, four H100 of a
     64-core host, each against its own base): the 3.35B GPT at DP 2 and 0.3 1.60x and 1.53x (n62, n72; quoted
     1.69x), t22 at DP 4 and 0.3 1.82x and 1.77x (n64, n69; quoted 2.05x), the 3.35B GPT at DP 4 and 0.25 1.89x (n66;
-    quoted 1.87x): from 1 % under to 16 % over, where the unsharded curve was over by 25-71 %. With torchrun's
+    quoted 1.87x): from 1 % under to 16 % over, where the unsharded curve was over by 25-71 %; on two H200 the
+    3.35B GPT at DP 2 and 0.1, as `estimate` printed it, 1.30x (n74 / n73; quoted 1.23x): 6 % under. With torchrun's
     default of one thread a rank (it sets OMP_NUM_THREADS=1 when it starts several processes) the runs took 1.89x,
     3.73x, 4.39x (n54, n56, n59), 2.26x and 2.01x (n68, n71): 1.1-1.7x the quote. Otherwise, and for a MoE, the
     guide's Qwen3-30B-A3B curve."""
@@ -72,7 +73,7 @@ def expected_slowdown(
             f"~{measured_slowdown(fraction, tokens_per_rank, optimizer_shards):.1f}x (a 0.47B GPT's curve on an H100, "
             f"scaled from its {SMALL_MODEL_TOKENS:,} tokens a step to this run's {tokens_per_rank:,} a data-parallel "
             f"rank{shards}; on runs of 4,096-131,072 tokens within 16 % to fraction 0.5 and over by up to 37 % past "
-            f"it; at DP 2-4, with OMP_NUM_THREADS at the host's cores over its GPUs, from 1 % under to 16 % over on "
+            f"it; at DP 2-4, with OMP_NUM_THREADS at the host's cores over its GPUs, from 6 % under to 16 % over on "
             f"runs it was not fitted on, and 1.1-1.7x that with torchrun's 1) at fraction {fraction:g}"
         )
     if not moe:
