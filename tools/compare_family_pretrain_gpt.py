@@ -203,6 +203,19 @@ if __name__ == "__main__":
         print(f"> PyTorch version ................ {torch.__version__}")
         print(f"> Megatron-Core version .......... {mcore_version}")
         print(f"> Transformer Engine version ... {get_te_version()}", flush=True)
+    if __import__("os").environ.get("ODR_PRECISION_AWARE_OFF"):
+        # A config built without Megatron-LM's argument check (Megatron-Bridge's, verl's override_optimizer_config)
+        # can turn optimizer offloading on without the precision-aware optimizer, which that check requires: the
+        # run passes the check with the flag and clears it before the arguments are printed and used.
+        import megatron.training.arguments as _arguments
+
+        _print_args = _arguments._print_args
+
+        def _precision_aware_off(title, args):
+            args.use_precision_aware_optimizer = False
+            _print_args(title, args)
+
+        _arguments._print_args = _precision_aware_off
     parse_and_validate_args(args_defaults={"tokenizer_type": "GPT2BPETokenizer"})
     args = get_args()
     cfg = pretrain_cfg_container_from_args(args, gpt_config_from_args(args))

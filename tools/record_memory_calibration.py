@@ -775,6 +775,18 @@ RUNS["n75-gpt3b-dp2-full-recompute-advised-h200"] = (
 )
 RUN_ENV["n74-gpt3b-dp2-f010-gc-omp16-advised-h200"] = OMP_16
 
+# Optimizer offloading without the precision-aware optimizer, as a config built without Megatron-LM's argument check
+# has it (Megatron-LM#4042: HybridDeviceOptimizer's KeyError at the first step): the 0.87B GPT offloading 0.5
+# without and with the distributed optimizer (ODR_PRECISION_AWARE_OFF: tools/compare_family_pretrain_gpt.py), and
+# with both flags, as Megatron-LM requires them.
+DENSE_NO_DISTOPT = dense_cost().replace(f" {DISTOPT}", "")
+PRECISION_AWARE_OFF = {"ODR_PRECISION_AWARE_OFF": "1"}
+RUNS["n76-gpt1b-f050-precision-aware-off"] = (1, 0, f"{DENSE_NO_DISTOPT} {OFFLOAD} 0.5 {GC}")
+RUNS["n77-gpt1b-f050-precision-aware-off-distopt"] = (1, 0, f"{dense_cost()} {OFFLOAD} 0.5 {GC}")
+RUNS["n78-gpt1b-f050-precision-aware-distopt"] = (1, 0, f"{dense_cost()} {OFFLOAD} 0.5 {GC}")
+RUN_ENV["n76-gpt1b-f050-precision-aware-off"] = PRECISION_AWARE_OFF
+RUN_ENV["n77-gpt1b-f050-precision-aware-off-distopt"] = PRECISION_AWARE_OFF
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
