@@ -121,3 +121,28 @@ def test_cublas_failing_to_allocate_its_handle_is_the_out_of_memory_it_is():
     report = diagnose([str(FIXTURES / "excerpt-oom-nccl-cublas" / "job.log")])
     assert [f.signature.id for f in report.findings] == ["oom-capacity"]
     assert report.unmatched is None  # before: the CUBLAS_STATUS_ALLOC_FAILED line, "explained by no signature"
+
+
+def test_hybrid_device_optimizers_keyerror_pasted_without_its_header_is_named():
+    """Megatron-LM#4042's paste: two frames of hybrid_optimizer.py and the KeyError, no traceback header, no config."""
+    [finding] = diagnose([str(FIXTURES / "excerpt-hdo-keyerror" / "job.log")]).findings
+    assert (finding.signature.id, finding.config.verdict) == ("optimizer-offload-hdo-keyerror", "unknown")
+
+
+def test_the_recorded_keyerror_is_confirmed_and_its_fix_is_the_run_that_trained():
+    """n76 (one H100, offloading 0.5 in bf16 without the distributed or precision-aware optimizer) stopped at its first
+    step on the KeyError; the fix printed is the pair of flags n78 ran with, and trained. n77 (the distributed
+    optimizer alone) trained too, which is why the verdict turns on that key."""
+    calibration = FIXTURES / "memory-calibration"
+    report = diagnose([str(calibration / "refused" / "n76-gpt1b-f050-precision-aware-off.log.gz")])
+    first = report.findings[0]
+    assert (first.signature.id, first.config.verdict) == ("optimizer-offload-hdo-keyerror", "confirmed")
+    assert first.overrides == ["--use-distributed-optimizer", "--use-precision-aware-optimizer"]
+    launches = {
+        row.split("\t")[0]: row.split("\t")[-1] for row in (calibration / "runs.tsv").read_text().splitlines()[1:]
+    }
+    fixed = launches["n78-gpt1b-f050-precision-aware-distopt"]
+    assert all(flag in fixed for flag in first.overrides) and "ODR_PRECISION_AWARE_OFF" not in fixed
+    assert "ODR_PRECISION_AWARE_OFF=1" in launches["n77-gpt1b-f050-precision-aware-off-distopt"]
+    for trained in ("n77-gpt1b-f050-precision-aware-off-distopt", "n78-gpt1b-f050-precision-aware-distopt"):
+        assert not diagnose([str(calibration / f"{trained}.log.gz")]).findings
