@@ -787,6 +787,15 @@ RUNS["n78-gpt1b-f050-precision-aware-distopt"] = (1, 0, f"{dense_cost()} {OFFLOA
 RUN_ENV["n76-gpt1b-f050-precision-aware-off"] = PRECISION_AWARE_OFF
 RUN_ENV["n77-gpt1b-f050-precision-aware-off-distopt"] = PRECISION_AWARE_OFF
 
+# One allocation larger than the whole GPU (the "larger than the GPU" OOM finding, from EasyEdit#563's figures until
+# now): the local implementation's attention scores of 16 sequences of 16,384 tokens and 16 heads are one 128 GiB
+# tensor. Expected: out of memory in the first forward, asking for more than the card's total capacity.
+RUNS["n79-gpt-s16k-mbs16-one-allocation-over-the-gpu"] = (
+    1,
+    0,
+    f"{shape(2, 2048, 16, 16384, 16, 32000)} --bf16 {DISTOPT}",
+)
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
