@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
         lead_with_expandable_segments,
         one_allocation_over_the_gpu,
         shortfall_bytes,
+        usable_capacity,
     )
     from offloaddoctor.scanning.parallel import scan_sources
     from offloaddoctor.scanning.ranks import format_ranks
@@ -35,6 +36,7 @@ _HOMES = {
     "lead_with_expandable_segments": "oom",
     "one_allocation_over_the_gpu": "oom",
     "shortfall_bytes": "oom",
+    "usable_capacity": "oom",
     "scan_sources": "parallel",
     "format_ranks": "ranks",
     "RunFacts": "run_facts",
@@ -69,6 +71,7 @@ __all__ = [
     "says_only_that_a_rank_failed",
     "scan_sources",
     "shortfall_bytes",
+    "usable_capacity",
 ]
 
 
