@@ -800,6 +800,11 @@ RUNS["n79-gpt-s16k-mbs16-one-allocation-over-the-gpu"] = (
 # whole step is micro-batch 16 -> 1 (same global batch): run as printed.
 RUNS["n80-gpt-s16k-mbs1-advised"] = (1, 0, f"{shape(2, 2048, 16, 16384, 1, 32000, gbs=32)} --bf16 {DISTOPT}")
 
+# n80 ran out of memory in its first backward (8 GiB asked; 55.83 GiB allocated, 14.41 GiB reserved but unallocated):
+# `diagnose` calls it fragmentation and leads with expandable segments: run as printed.
+RUNS["n81-gpt-s16k-mbs1-expandable-advised"] = RUNS["n80-gpt-s16k-mbs1-advised"]
+RUN_ENV["n81-gpt-s16k-mbs1-expandable-advised"] = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
