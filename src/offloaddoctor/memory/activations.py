@@ -190,10 +190,11 @@ def stored_layers(shape: RunShape, layers: int, one: LayerActivations) -> tuple[
             transient = one.core_attention + one.attention_backward
             how = f"selective recompute of the attention core: {one.linear / MIB:,.1f} MiB a layer kept"
             return layers * one.linear, transient, how
-        return layers * one.total, 0.0, "selective recompute outside the attention core"
+        return layers * one.total, one.attention_backward, "selective recompute outside the attention core"
     offloaded = min(shape.cpu_offloading_num_layers, max(0, layers - 1))
     if offloaded:
         # Offloaded layers leave the GPU; one layer's worth is in flight to or from the host.
         how = f"{offloaded} layers' activations offloaded to the CPU ({layers - offloaded + 1} layers' kept, one in flight)"
-        return (layers - offloaded + 1) * one.total, 0.0, how
-    return layers * one.total, 0.0, "every layer's activations kept"
+        return (layers - offloaded + 1) * one.total, one.attention_backward, how
+    # The gradient of a layer's attention scores exists during its backward, after the logits are freed (n81).
+    return layers * one.total, one.attention_backward, "every layer's activations kept"
