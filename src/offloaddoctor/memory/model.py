@@ -305,7 +305,12 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
     if transient > logits:
         logits_counted, activations = 0.0, kept + extras + transient
         routed += routed_transient
-        recomputed = f"; + {transient / MIB:,.1f} MiB recomputed during one layer's or chunk's backward"
+        recomputed = (
+            f"; + {transient / MIB:,.1f} MiB recomputed during one layer's or chunk's backward"
+            if shape.recompute_granularity == "full"
+            or (shape.recompute_granularity == "selective" and "core_attn" in shape.recompute_modules)
+            else f"; + {transient / MIB:,.1f} MiB the attention scores' gradient during a layer's backward"
+        )
     else:
         logits_counted, activations = logits, kept + extras
     formula = (
