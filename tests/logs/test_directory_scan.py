@@ -168,7 +168,7 @@ def test_one_scandir_walk_lists_what_os_walk_and_sorted_paths_listed(tmp_path_fa
     root = tmp_path_factory.mktemp("tree")
     for parents, name, kind in tree:
         where = root.joinpath(*parents)
-        if where.exists() and not where.is_dir() or (where / name).exists() or (where / name).is_symlink():
+        if (where.exists() and not where.is_dir()) or (where / name).exists() or (where / name).is_symlink():
             continue
         try:
             where.mkdir(parents=True, exist_ok=True)
