@@ -805,6 +805,14 @@ RUNS["n80-gpt-s16k-mbs1-advised"] = (1, 0, f"{shape(2, 2048, 16, 16384, 1, 32000
 RUNS["n81-gpt-s16k-mbs1-expandable-advised"] = RUNS["n80-gpt-s16k-mbs1-advised"]
 RUN_ENV["n81-gpt-s16k-mbs1-expandable-advised"] = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 
+# The score gradient counted for every run with unfused attention (after n81), held out at other shapes: sequence
+# 8,192 with 32 heads, and 12,288 with hidden 4,096, each with expandable segments (n80's lesson).
+EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+RUNS["n82-gpt-s8k-h32-expandable"] = (1, 0, f"{shape(2, 2048, 32, 8192, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
+RUNS["n83-gpt-s12k-h4096-expandable"] = (1, 0, f"{shape(2, 4096, 16, 12288, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
+RUN_ENV["n82-gpt-s8k-h32-expandable"] = EXPANDABLE
+RUN_ENV["n83-gpt-s12k-h4096-expandable"] = EXPANDABLE
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
