@@ -152,10 +152,15 @@ def test_one_gpu_moe_runs_within_one_and_a_half_percent(run):
 # recorded for HybridDeviceOptimizer's KeyError, n76): 1,716 MiB over the model (-4.0 %), about the fp32 main
 # parameters of the GPU-resident half, which the model, written for offloading as Megatron-LM allows it, leaves out.
 # n81 (sequence 16,384, unfused attention, 8 GiB score tensors) was 13.3 % over the model as planned: the score
-# gradient during a layer's backward was counted only with recompute; counted always, it is 5.5 % over.
+# gradient during a layer's backward was counted only with recompute; counted always, it is 5.5 % over. Held out of
+# that change, n82 (sequence 8,192, 32 heads) and n83 (12,288, hidden 4,096) are 5.3 % and 3.2 % over (12.7 % and
+# 8.0 % without it).
 OUTSIDE_THREE_PERCENT = {
     "n77-gpt1b-f050-precision-aware-off-distopt": (0.035, 0.045),
     "n81-gpt-s16k-mbs1-expandable-advised": (0.05, 0.06),
+    # held out of that change at other shapes: still under, by a third to a half of one score tensor
+    "n82-gpt-s8k-h32-expandable": (0.05, 0.06),
+    "n83-gpt-s12k-h4096-expandable": (0.03, 0.035),
 }
 
 
