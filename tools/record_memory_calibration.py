@@ -824,6 +824,17 @@ RUNS["n85-gpt-s10k-h20-expandable"] = (1, 0, f"{shape(2, 2560, 20, 10240, 1, 320
 RUN_ENV["n84-gpt-s8k-h32-no-attention-dropout-expandable"] = EXPANDABLE
 RUN_ENV["n85-gpt-s10k-h20-expandable"] = EXPANDABLE
 
+# The attention core's backward as counted after n84 (6 B a score without attention dropout, 3 B with it), held out:
+# no dropout at sequence 6,144 with 24 heads and three layers, and dropout at 12,288 with hidden 2,048.
+RUNS["n86-gpt-s6k-h24-no-dropout-expandable"] = (
+    1,
+    0,
+    f"{shape(3, 3072, 24, 6144, 1, 32000, gbs=4)} --bf16 {DISTOPT} --attention-dropout 0 --hidden-dropout 0",
+)
+RUNS["n87-gpt-s12k-h16-expandable"] = (1, 0, f"{shape(2, 2048, 16, 12288, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
+RUN_ENV["n86-gpt-s6k-h24-no-dropout-expandable"] = EXPANDABLE
+RUN_ENV["n87-gpt-s12k-h16-expandable"] = EXPANDABLE
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70

@@ -21,7 +21,10 @@ class LayerActivations(NamedTuple):
     linear: float  # inputs of norms, linear layers and activation functions, dropout masks
     core_attention: float  # attention scores, softmax, attention dropout (zero with flash attention)
     layer_input: float  # what full recompute keeps of a layer: its input
-    attention_backward: float = 0.0  # gradient of the attention scores, while a layer's backward runs
+    attention_backward: float = 0.0  # gradient of the attention scores, while a recomputed layer's backward runs
+    # The unfused attention core's backward without recompute: the score-sized gradients of the context matmul,
+    # the softmax and the mask (6 B a score), less the dropout's mask and output (3 B), freed before them.
+    core_backward: float = 0.0
 
     @property
     def total(self) -> float:
@@ -63,7 +66,8 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
         core = scores * (2 + (3 if shape.attention_dropout > 0 else 0))  # softmax out; mask + dropout out
         if shape.heads_kv < shape.num_attention_heads:  # unfused attention repeats grouped K/V to every head
             core += sb * 2 * (2 * q) / t
-        return LayerActivations(replicated + sharded, core, 2 * sb * h / sp, 2 * scores)
+        backward = scores * (6 - (3 if shape.attention_dropout > 0 else 0))
+        return LayerActivations(replicated + sharded, core, 2 * sb * h / sp, 2 * scores, backward)
     return LayerActivations(replicated + sharded, core, 2 * sb * h / sp)
 
 
@@ -190,11 +194,11 @@ def stored_layers(shape: RunShape, layers: int, one: LayerActivations) -> tuple[
             transient = one.core_attention + one.attention_backward
             how = f"selective recompute of the attention core: {one.linear / MIB:,.1f} MiB a layer kept"
             return layers * one.linear, transient, how
-        return layers * one.total, one.attention_backward, "selective recompute outside the attention core"
+        return layers * one.total, one.core_backward, "selective recompute outside the attention core"
     offloaded = min(shape.cpu_offloading_num_layers, max(0, layers - 1))
     if offloaded:
         # Offloaded layers leave the GPU; one layer's worth is in flight to or from the host.
         how = f"{offloaded} layers' activations offloaded to the CPU ({layers - offloaded + 1} layers' kept, one in flight)"
-        return (layers - offloaded + 1) * one.total, one.attention_backward, how
-    # The gradient of a layer's attention scores exists during its backward, after the logits are freed (n81).
-    return layers * one.total, one.attention_backward, "every layer's activations kept"
+        return (layers - offloaded + 1) * one.total, one.core_backward, how
+    # A layer's attention-core gradients exist during its backward, after the logits are freed (n81-n85, n06).
+    return layers * one.total, one.core_backward, "every layer's activations kept"

@@ -309,7 +309,7 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
             f"; + {transient / MIB:,.1f} MiB recomputed during one layer's or chunk's backward"
             if shape.recompute_granularity == "full"
             or (shape.recompute_granularity == "selective" and "core_attn" in shape.recompute_modules)
-            else f"; + {transient / MIB:,.1f} MiB the attention scores' gradient during a layer's backward"
+            else f"; + {transient / MIB:,.1f} MiB of attention-score gradients during a layer's backward"
         )
     else:
         logits_counted, activations = logits, kept + extras
