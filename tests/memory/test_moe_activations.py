@@ -151,16 +151,16 @@ def test_one_gpu_moe_runs_within_one_and_a_half_percent(run):
 # n77 offloads with the distributed optimizer but without the precision-aware one (a config Megatron-LM refuses;
 # recorded for HybridDeviceOptimizer's KeyError, n76): 1,716 MiB over the model (-4.0 %), about the fp32 main
 # parameters of the GPU-resident half, which the model, written for offloading as Megatron-LM allows it, leaves out.
-# n81 (sequence 16,384, unfused attention, 8 GiB score tensors) was 13.3 % over the model as planned: the score
-# gradient during a layer's backward was counted only with recompute; counted always, it is 5.5 % over. Held out of
-# that change, n82 (sequence 8,192, 32 heads) and n83 (12,288, hidden 4,096) are 5.3 % and 3.2 % over (12.7 % and
-# 8.0 % without it).
-OUTSIDE_THREE_PERCENT = {
-    "n77-gpt1b-f050-precision-aware-off-distopt": (0.035, 0.045),
-    "n81-gpt-s16k-mbs1-expandable-advised": (0.05, 0.06),
-    # held out of that change at other shapes: still under, by a third to a half of one score tensor
+OUTSIDE_THREE_PERCENT = {"n77-gpt1b-f050-precision-aware-off-distopt": (0.035, 0.045)}
+# Runs the model was mended on after they were planned (how far over the model each was as planned): the unfused
+# attention core's backward at long sequences, counted first as one score gradient (n81), then as the score-sized
+# gradients less what dropout frees (n84). Within 3 % now; n86 and n87 were planned with the mended model.
+MENDED_AFTER_PLANNING = {
+    "n81-gpt-s16k-mbs1-expandable-advised": (0.13, 0.14),
     "n82-gpt-s8k-h32-expandable": (0.05, 0.06),
     "n83-gpt-s12k-h4096-expandable": (0.03, 0.035),
+    "n84-gpt-s8k-h32-no-attention-dropout-expandable": (0.27, 0.28),
+    "n85-gpt-s10k-h20-expandable": (0.04, 0.05),
 }
 
 
@@ -185,7 +185,10 @@ def test_moe_hold_outs_within_three_percent_as_planned(run):
         below = max(allowed, imbalance)
     if estimate.shape.moe_expert_capacity_factor is not None and not estimate.shape.padded_to_capacity:
         below = estimate.most_loaded.routed_bytes / 2**20  # the tokens over capacity dropped: at most the share
-    for predicted in (planned, now):
+    if run in MENDED_AFTER_PLANNING:
+        low, high = MENDED_AFTER_PLANNING[run]
+        assert low * measured < measured - planned < high * measured
+    for predicted in (now,) if run in MENDED_AFTER_PLANNING else (planned, now):
         above = max(allowed, (predicted + imbalance) * (1 + MODEL_UNDERESTIMATE) - predicted) if imbalance else allowed
         assert -below <= measured - predicted <= above
 
@@ -196,7 +199,7 @@ def test_the_runs_outside_three_percent_are_as_far_out_as_said(run):
     measured = _max_allocated(CALIBRATION / f"{run}.log.gz")
     now = estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate.peak_allocated_bytes / 2**20
     assert low * measured < measured - now < high * measured
-    assert "ODR_PRECISION_AWARE_OFF=1" in LAUNCH_ALL[run] or "expandable_segments:True" in LAUNCH_ALL[run]
+    assert "ODR_PRECISION_AWARE_OFF=1" in LAUNCH_ALL[run]
 
 
 LAUNCH_ALL = {row.split("\t")[0]: row.split("\t")[4] for row in (CALIBRATION / "runs.tsv").read_text().splitlines()[1:]}
