@@ -465,3 +465,16 @@ def test_the_activations_line_adds_up_to_its_figure(path):
     for extra in re.findall(r"; \+ ([\d,.]+) MiB", line.formula):
         total += _mib(extra)
     assert total == pytest.approx(line.bytes / 2**20, abs=0.1 * int(found["n"]) + 0.2)
+
+
+def test_logits_a_larger_backward_transient_replaces_are_not_said_to_be_on_another_stage():
+    """One GPU, so the logits are on its only stage: where the attention core's backward outweighs them (n82, sequence
+    8,192), they are freed before it and counted as 0, and their line says why; a pipeline's first stage has none."""
+    from offloaddoctor.api import estimate as estimate_log
+
+    folder = Path(__file__).resolve().parents[2] / "fixtures" / "memory-calibration"
+    one_gpu = estimate_log([str(folder / "n82-gpt-s8k-h32-expandable.log.gz")]).estimate.most_loaded
+    [logits] = [c for c in one_gpu.components if c.name == "logits"]
+    assert logits.bytes == 0 and logits.formula.startswith("freed before a layer's backward")
+    first_stage = estimate_log([str(folder / "n14-pp2-mbs1-s4096.log.gz")]).estimate.most_loaded
+    assert [c.formula for c in first_stage.components if c.name == "logits"] == ["not on this pipeline stage"]

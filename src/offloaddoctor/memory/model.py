@@ -221,7 +221,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         phase = "forward/backward"
         other = Component("other", resident, resident_formula)
         act = Component("activations", activations, activation_formula)
-        logit = Component("logits", logits, _logits_formula(shape) if logits else "not on this pipeline stage")
+        logit = Component("logits", logits, _logits_formula(shape) if logits else _no_logits(last))
         state = state_forward
     else:
         phase = "optimizer step"
@@ -331,6 +331,12 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
 def _capacity_words(shape: RunShape) -> str:
     how = "padded to" if shape.padded_to_capacity else "at most"
     return f"routed tokens {how} x {shape.routed_token_share:g} (capacity factor {shape.moe_expert_capacity_factor:g})"
+
+
+def _no_logits(last: bool) -> str:
+    if last:  # _activations counted the larger backward transient instead
+        return "freed before a layer's backward, whose larger transient the activations count"
+    return "not on this pipeline stage"
 
 
 def _logits_formula(shape: RunShape) -> str:
