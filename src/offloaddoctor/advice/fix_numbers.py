@@ -21,7 +21,7 @@ from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.advice.slowdown import expected_slowdown
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts
-from offloaddoctor.scanning import usable_capacity
+from offloaddoctor.scanning import larger_than_the_gpu
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -199,10 +199,9 @@ def oom_advice(
         ),
         **model,
     }
-    capacity = usable_capacity(facts)
-    if capacity and requested > capacity:
-        # One allocation larger than the GPU (scanning/oom.py one_allocation_over_the_gpu): no offloading or
-        # recompute makes it fit, so neither is quoted; a change that shrinks the tensor (micro-batch) is kept.
+    if larger_than_the_gpu(facts):
+        # No offloading or recompute makes one allocation larger than the GPU fit, so neither is quoted; a change
+        # that shrinks the tensor (micro-batch) is kept.
         if any("offload" in line or "recompute" in line for line in advice.get(CHEAPEST_OVERRIDES, ())):
             del advice["cheapest_change_that_fits"], advice[CHEAPEST_OVERRIDES]
         advice.pop("offload_fraction_needed_with_manual_gc", None)

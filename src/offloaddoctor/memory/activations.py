@@ -167,9 +167,13 @@ def in_flight_words(shape: RunShape, stage: int, layers: int) -> str:
     return f"{in_flight:g} micro-batch{'es' if in_flight != 1 else ''} in flight"
 
 
-def stored_layers(shape: RunShape, layers: int, one: LayerActivations) -> tuple[float, float, str]:
-    """For `layers` layers of a stage and one micro-batch: (bytes kept from forward to backward, bytes a
-    recomputed chunk needs during its backward, which never coexist with the logits), and how."""
+RECOMPUTED = "recomputed during one layer's or chunk's backward"
+GRADIENTS = "of attention-score gradients during a layer's backward"
+
+
+def stored_layers(shape: RunShape, layers: int, one: LayerActivations) -> tuple[float, float, str, str]:
+    """For `layers` layers of a stage and one micro-batch: (bytes kept from forward to backward, bytes one layer's
+    or chunk's backward adds, which never coexist with the logits), how, and what those added bytes are."""
     granularity = shape.recompute_granularity
     if granularity == "full":
         chunk = min(layers, max(1, shape.recompute_num_layers or 1))
@@ -180,25 +184,25 @@ def stored_layers(shape: RunShape, layers: int, one: LayerActivations) -> tuple[
                 f"full recompute of {chunk} of {layers} layers (block): their {chunk} inputs of "
                 f"{one.layer_input / MIB:,.1f} MiB kept, the other layers' whole"
             )
-            return kept, one.total + one.attention_backward, how
+            return kept, one.total + one.attention_backward, how, RECOMPUTED
         checkpoints = math.ceil(layers / chunk)
         transient = chunk * one.total + one.attention_backward
         how = (
             f"full recompute in chunks of {chunk} layers: {checkpoints} chunk inputs of {one.layer_input / MIB:,.1f} "
             "MiB kept"
         )
-        return checkpoints * one.layer_input, transient, how
+        return checkpoints * one.layer_input, transient, how, RECOMPUTED
     if granularity == "selective":
         if "core_attn" in shape.recompute_modules:
             # The recomputed attention core and its gradient exist during one layer's backward.
             transient = one.core_attention + one.attention_backward
             how = f"selective recompute of the attention core: {one.linear / MIB:,.1f} MiB a layer kept"
-            return layers * one.linear, transient, how
-        return layers * one.total, one.core_backward, "selective recompute outside the attention core"
+            return layers * one.linear, transient, how, RECOMPUTED
+        return layers * one.total, one.core_backward, "selective recompute outside the attention core", GRADIENTS
     offloaded = min(shape.cpu_offloading_num_layers, max(0, layers - 1))
     if offloaded:
         # Offloaded layers leave the GPU; one layer's worth is in flight to or from the host.
         how = f"{offloaded} layers' activations offloaded to the CPU ({layers - offloaded + 1} layers' kept, one in flight)"
-        return (layers - offloaded + 1) * one.total, one.core_backward, how
+        return (layers - offloaded + 1) * one.total, one.core_backward, how, GRADIENTS
     # A layer's attention-core gradients exist during its backward, after the logits are freed (n81-n85, n06).
-    return layers * one.total, one.core_backward, "every layer's activations kept"
+    return layers * one.total, one.core_backward, "every layer's activations kept", GRADIENTS

@@ -289,8 +289,8 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
     h = shape.hidden_size
     in_flight = micro_batches_in_flight(shape, params.stage)
     one = layer_activations(shape, routed_experts=bool(shape.num_experts))
-    kept, transient, how = stored_layers(shape, params.layers, one)
-    routed_kept, routed_transient, _ = stored_layers(shape, params.layers, routed_activations(shape))
+    kept, transient, how, transient_is = stored_layers(shape, params.layers, one)
+    routed_kept, routed_transient, _, _ = stored_layers(shape, params.layers, routed_activations(shape))
     kept *= in_flight
     routed = routed_kept * in_flight
     extras = 0.0
@@ -300,17 +300,12 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
     if last:
         extras += cal.LAST_STAGE_BYTES_PER_TOKEN_HIDDEN * sb * h
         logits = cal.LOGITS_BYTES_PER_ELEMENT * sb * shape.padded_vocab_size / shape.tensor_parallel
-    # A chunk recomputed in backward runs after the logits are freed: the larger of the two counts.
+    # What a layer's or chunk's backward adds comes after the logits are freed: the larger of the two counts.
     recomputed = ""
     if transient > logits:
         logits_counted, activations = 0.0, kept + extras + transient
         routed += routed_transient
-        recomputed = (
-            f"; + {transient / MIB:,.1f} MiB recomputed during one layer's or chunk's backward"
-            if shape.recompute_granularity == "full"
-            or (shape.recompute_granularity == "selective" and "core_attn" in shape.recompute_modules)
-            else f"; + {transient / MIB:,.1f} MiB of attention-score gradients during a layer's backward"
-        )
+        recomputed = f"; + {transient / MIB:,.1f} MiB {transient_is}"
     else:
         logits_counted, activations = logits, kept + extras
     formula = (

@@ -13,10 +13,10 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
     from offloaddoctor.scanning.failure_lines import says_only_that_a_rank_failed
     from offloaddoctor.scanning.oom import (
         fragmentation_verdict,
+        larger_than_the_gpu,
         lead_with_expandable_segments,
         one_allocation_over_the_gpu,
         shortfall_bytes,
-        usable_capacity,
     )
     from offloaddoctor.scanning.parallel import scan_sources
     from offloaddoctor.scanning.ranks import format_ranks
@@ -33,10 +33,10 @@ _HOMES = {
     "FACT_PARSERS": "fact_parsers",
     "says_only_that_a_rank_failed": "failure_lines",
     "fragmentation_verdict": "oom",
+    "larger_than_the_gpu": "oom",
     "lead_with_expandable_segments": "oom",
     "one_allocation_over_the_gpu": "oom",
     "shortfall_bytes": "oom",
-    "usable_capacity": "oom",
     "scan_sources": "parallel",
     "format_ranks": "ranks",
     "RunFacts": "run_facts",
@@ -66,12 +66,12 @@ __all__ = [
     "format_ranks",
     "fragmentation_verdict",
     "keep_evidence",
+    "larger_than_the_gpu",
     "lead_with_expandable_segments",
     "one_allocation_over_the_gpu",
     "says_only_that_a_rank_failed",
     "scan_sources",
     "shortfall_bytes",
-    "usable_capacity",
 ]
 
 

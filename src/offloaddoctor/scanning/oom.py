@@ -159,14 +159,20 @@ def lead_with_expandable_segments(findings, expandable_segments_on) -> None:
                 finding.fix_note = f"{FIRST_EXPANDABLE_SEGMENTS} If the OOM stays, {note}"
 
 
-def one_allocation_over_the_gpu(findings) -> None:
+def larger_than_the_gpu(facts: dict) -> bool:
     """An OOM whose single request is larger than all the memory the process may use (EasyEdit#563: 355.43 GiB
-    on an 80 GB card) is a tensor's shape, not the run's memory budget: no sharding of the optimizer, offloading,
-    recompute or allocator setting makes one allocation that size fit, so none is offered."""
+    on an 80 GB card; n79: 128 GiB on 79 GiB): a tensor's shape, not the run's memory budget."""
+    requested, capacity = facts.get("requested_bytes"), usable_capacity(facts)
+    return bool(requested and capacity and requested > capacity)
+
+
+def one_allocation_over_the_gpu(findings) -> None:
+    """No sharding of the optimizer, offloading, recompute or allocator setting makes one allocation larger than the
+    GPU fit (larger_than_the_gpu), so none is offered."""
     for finding in findings:
-        requested, capacity = finding.facts.get("requested_bytes"), usable_capacity(finding.facts)
-        if not requested or not capacity or requested <= capacity:
+        if not larger_than_the_gpu(finding.facts):
             continue
+        requested, capacity = finding.facts["requested_bytes"], usable_capacity(finding.facts)
         finding.overrides = []
         finding.fix_note_replaces_summary = True
         finding.fix_note = (
