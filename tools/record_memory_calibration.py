@@ -835,6 +835,21 @@ RUNS["n87-gpt-s12k-h16-expandable"] = (1, 0, f"{shape(2, 2048, 16, 12288, 1, 320
 RUN_ENV["n86-gpt-s6k-h24-no-dropout-expandable"] = EXPANDABLE
 RUN_ENV["n87-gpt-s12k-h16-expandable"] = EXPANDABLE
 
+# The score tensors' fragmentation without expandable segments (memory/calibration.py FRAGMENTED_SCORE_TENSORS: "fits"
+# allows 1.5 of them over the peak, between n80, which ran out of memory, and t21-4-cap, which ran), planned before
+# recording on an H100, none with expandable segments unless named so. "Fits" near the edge: n88 (5,760 MiB score
+# tensors, 1,001 MiB to spare), n90 (4,096 MiB, 266 to spare), n91 (7,776 MiB, 2,300 to spare); n89, n88 with
+# expandable segments (the setting's step time). "Tight" only by the allowance: n92 (7,840 MiB tensors; the x 1.06
+# slack alone leaves 6.3 GB), and n93, n92 as its estimate advises (expandable segments).
+RUNS["n88-gpt-s12k-h20-l3-fits"] = (1, 0, f"{shape(3, 2560, 20, 12288, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
+RUNS["n89-gpt-s12k-h20-l3-expandable"] = RUNS["n88-gpt-s12k-h20-l3-fits"]
+RUN_ENV["n89-gpt-s12k-h20-l3-expandable"] = EXPANDABLE
+RUNS["n90-gpt-s8k-h32-l5-fits"] = (1, 0, f"{shape(5, 2048, 32, 8192, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
+RUNS["n91-gpt-s18k-h12-l2-fits"] = (1, 0, f"{shape(2, 1536, 12, 18432, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
+RUNS["n92-gpt-s14k-h20-l2-tight"] = (1, 0, f"{shape(2, 2560, 20, 14336, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
+RUNS["n93-gpt-s14k-h20-l2-expandable-advised"] = RUNS["n92-gpt-s14k-h20-l2-tight"]
+RUN_ENV["n93-gpt-s14k-h20-l2-expandable-advised"] = EXPANDABLE
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70

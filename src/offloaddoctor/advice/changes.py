@@ -26,7 +26,7 @@ from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigValue
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate
-from offloaddoctor.memory.fit import fits
+from offloaddoctor.memory.fit import fits, fits_only_with_expandable_segments, fragmentation_allowance
 
 # Megatron's manual garbage collection: gc.collect() before training frees the HybridDeviceOptimizer that
 # optimizer offloading builds first and replaces (memory/model.py _uncollected_first_build); the interval keeps
@@ -36,6 +36,10 @@ MANUAL_GC = ("train.manual_gc=True", "train.manual_gc_interval=100")
 # host's cores over its ranks, t22's offloading stepped 1.34x at 0.15 and 2.13x at 0.5 instead of 1.89x and 3.73x
 # (fixtures/memory-calibration n54-n57, signatures/optimizer-offload-one-omp-thread.yaml).
 OMP_THREADS_A_RANK = f"env.OMP_NUM_THREADS={derived.omp_threads_a_rank()}"
+EXPANDABLE_SEGMENTS = "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+# Whether a re-estimated run fits the budget: `fits` as configured, or `_fits_as_advised`, which credits
+# expandable segments where the score tensors need them (and `_candidates` then adds the setting to the change).
+Fitting = Callable[[MemoryEstimate, float], bool]
 
 
 class Suggestion(NamedTuple):
@@ -57,15 +61,26 @@ def suggest(
     values: Sequence[ConfigValue],
     catalog: Catalog | None,
     current: MemoryEstimate | None = None,
+    expandable_segments: bool = True,
 ) -> list[Suggestion]:
     """Every single change that fits (cheapest first); when none fits alone, the ones that help most. A change that
-    leaves the peak where it is (recompute where the optimizer step sets the peak: e52) is never offered. `current`
-    is the shape's estimate where the caller has it."""
-    peak = (current or estimate(shape)).peak_allocated_bytes
+    leaves the peak where it is (recompute where the optimizer step sets the peak: e52) is never offered, unless it
+    makes the run fit (expandable segments). `current` is the shape's estimate where the caller has it.
+    `expandable_segments`: the setting may be advised, alone or added to a change that fits only with it (False
+    where it was advised already and these are the changes for an OOM that stays)."""
+    now = current or estimate(shape)
+    peak, fits_now = now.peak_allocated_bytes, fits(now, budget)
+    found = _candidates(shape, budget, _fits_as_advised if expandable_segments else fits)
     candidates = [
-        c for c in _candidates(shape, budget) if c.peak_allocated_bytes < peak and _allowed(c, values, catalog)
+        c
+        for c in found
+        if (c.peak_allocated_bytes < peak or (c.fits and not fits_now)) and _allowed(c, values, catalog)
     ]
     fitting = sorted((c for c in candidates if c.fits), key=lambda c: (c.cost_rank, c.peak_allocated_bytes))
+    if any(c.overrides == (EXPANDABLE_SEGMENTS,) for c in fitting):  # enough alone: a change it was added to is not
+        fitting = [
+            c for c in fitting if c.overrides == (EXPANDABLE_SEGMENTS,) or EXPANDABLE_SEGMENTS not in c.overrides
+        ]
     if fitting:
         return fitting
     return sorted(candidates, key=lambda c: c.peak_allocated_bytes)[:4]
@@ -95,10 +110,10 @@ class Change(NamedTuple):
     offloaded_now: float = 0.0  # the fraction the run offloads already: offloading's cost is from there
 
 
-def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
+def _candidates(shape: RunShape, budget: float, fitting: Fitting) -> list[Suggestion]:
     out: list[Suggestion] = []
     for propose, cost in CHANGES:
-        found = propose(shape, budget)
+        found = propose(shape, budget, fitting)
         if found is None or not found.shape.expert_grid_divides_world:
             continue
         if _lingers(found.shape):
@@ -109,8 +124,20 @@ def _candidates(shape: RunShape, budget: float) -> list[Suggestion]:
             )
         paid = cost(found) if callable(cost) else cost
         result = estimate(found.shape)
+        if not fits(result, budget) and fitting(result, budget):
+            found = found._replace(
+                change=f"{found.change}, with expandable segments",
+                overrides=found.overrides + (EXPANDABLE_SEGMENTS,),
+                shape=found.shape.with_changes(expandable_segments=True),
+            )
+            result = result._replace(shape=found.shape)
         out.append(Suggestion(found.change, found.overrides, result, fits(result, budget), paid.text, paid.rank))
     return out
+
+
+def _fits_as_advised(result: MemoryEstimate, budget: float) -> bool:
+    """Fits, with expandable segments added where the score tensors need them (as `_candidates` adds them)."""
+    return fits(result, budget) or fits_only_with_expandable_segments(result, budget)
 
 
 def _lingers(shape: RunShape) -> bool:
@@ -118,7 +145,7 @@ def _lingers(shape: RunShape) -> bool:
     return shape.optimizer_cpu_offload and not shape.manual_gc and shape.gpu_offload_fraction < 1
 
 
-def manual_gc_change(shape: RunShape, budget: float = 0.0) -> Change | None:
+def manual_gc_change(shape: RunShape, budget: float = 0.0, fitting: Fitting = fits) -> Change | None:
     """The change that frees optimizer offloading's first build before training, where it lingers."""
     if not _lingers(shape):
         return None
@@ -129,7 +156,20 @@ def manual_gc_change(shape: RunShape, budget: float = 0.0) -> Change | None:
     )
 
 
-def _distributed_optimizer(shape: RunShape, budget: float) -> Change | None:
+def _expandable_segments(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
+    """Where the unfused attention's score tensors fragmenting the allocator's cache are all that stops the run
+    fitting (memory/fit.py)."""
+    now = estimate(shape)
+    if not fragmentation_allowance(shape) or fits(now, budget) or not fitting(now, budget):
+        return None
+    return Change(
+        "expandable segments in PyTorch's allocator (a freed score tensor's memory serves a larger request)",
+        (EXPANDABLE_SEGMENTS,),
+        shape.with_changes(expandable_segments=True),
+    )
+
+
+def _distributed_optimizer(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
     shards = shape.data_parallel * shape.context_parallel
     if shape.distributed_optimizer or shards <= 1:
         return None
@@ -140,7 +180,7 @@ def _distributed_optimizer(shape: RunShape, budget: float) -> Change | None:
     )
 
 
-def _selective_recompute(shape: RunShape, budget: float) -> Change | None:
+def _selective_recompute(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
     if shape.recompute_granularity is not None:
         return None
     return Change(
@@ -150,7 +190,7 @@ def _selective_recompute(shape: RunShape, budget: float) -> Change | None:
     )
 
 
-def _smaller_micro_batch(shape: RunShape, budget: float) -> Change | None:
+def _smaller_micro_batch(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
     """The largest micro-batch of at most half the run's that fits, else the smallest. With the global batch known,
     only sizes that divide it over the data-parallel ranks: Megatron asserts "global batch size (348) is not
     divisible by micro batch size (43) times data parallel size (4)" (num_microbatches_calculator.py)."""
@@ -161,7 +201,7 @@ def _smaller_micro_batch(shape: RunShape, budget: float) -> Change | None:
         sizes = [shape.micro_batch_size >> k for k in range(1, shape.micro_batch_size.bit_length())]
     for micro in sizes:
         new = shape.with_changes(micro_batch_size=micro)
-        if fits(estimate(new), budget) or micro == sizes[-1]:
+        if fitting(estimate(new), budget) or micro == sizes[-1]:
             return Change(
                 f"micro-batch size {shape.micro_batch_size} -> {micro} (same global batch, more micro-batches)",
                 (f"train.micro_batch_size={micro}",),
@@ -170,7 +210,7 @@ def _smaller_micro_batch(shape: RunShape, budget: float) -> Change | None:
     return None
 
 
-def _double_pipeline(shape: RunShape, budget: float) -> Change | None:
+def _double_pipeline(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
     layers, p, dp = shape.num_layers, shape.pipeline_parallel, shape.data_parallel
     if dp % 2 or layers % (2 * p):
         return None
@@ -181,8 +221,8 @@ def _double_pipeline(shape: RunShape, budget: float) -> Change | None:
     )
 
 
-def _optimizer_offloading(shape: RunShape, budget: float) -> Change | None:
-    fraction = _smallest_fraction(shape, budget, _offloaded)
+def _optimizer_offloading(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
+    fraction = _smallest_fraction(shape, budget, _offloaded, fitting)
     if fraction is None:
         return None
     overrides = [
@@ -205,7 +245,7 @@ def _optimizer_offloading(shape: RunShape, budget: float) -> Change | None:
     )
 
 
-def _full_recompute(shape: RunShape, budget: float) -> Change | None:
+def _full_recompute(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
     if shape.recompute_granularity == "full":
         return None
     return Change(
@@ -215,10 +255,10 @@ def _full_recompute(shape: RunShape, budget: float) -> Change | None:
     )
 
 
-def _activation_offloading(shape: RunShape, budget: float) -> Change | None:
+def _activation_offloading(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
     # Megatron's activation offloading runs inside Transformer Engine's offload context: without TE it is
     # rejected at start-up (transformer_block.py: "CPU Offloading is enabled when TE is not present").
-    layers = _smallest_offload(shape, budget) if shape.transformer_impl == "transformer_engine" else None
+    layers = _smallest_offload(shape, budget, fitting) if shape.transformer_impl == "transformer_engine" else None
     if not layers:
         return None
     return Change(
@@ -228,7 +268,7 @@ def _activation_offloading(shape: RunShape, budget: float) -> Change | None:
     )
 
 
-def _transformer_engine(shape: RunShape, budget: float) -> Change | None:
+def _transformer_engine(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
     # The local implementation materialises the attention scores (O(s^2) a layer) and cannot offload activations;
     # Transformer Engine's fused attention never materialises them, and its FusedAdam takes no step temporary.
     if shape.transformer_impl != "local":
@@ -240,7 +280,7 @@ def _transformer_engine(shape: RunShape, budget: float) -> Change | None:
     )
 
 
-def _double_tensor(shape: RunShape, budget: float) -> Change | None:
+def _double_tensor(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
     t, dp = shape.tensor_parallel, shape.data_parallel
     if dp % 2 or shape.num_attention_heads % (2 * t) or shape.heads_kv % (2 * t) or 2 * t > 8:
         return None
@@ -259,7 +299,7 @@ def _double_tensor(shape: RunShape, budget: float) -> Change | None:
     return Change(f"tensor parallel {t} -> {2 * t} (data parallel {dp} -> {dp // 2})", overrides, changed)
 
 
-def _double_expert(shape: RunShape, budget: float) -> Change | None:
+def _double_expert(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
     """Each rank holds half the experts: their weights, gradients and optimizer state halve, and a rank's share
     of routed tokens varies more (memory/calibration.py routed_imbalance). The world stays the same, so the expert
     grid must still divide it (`_candidates`)."""
@@ -395,7 +435,7 @@ def _expert_cost(change: Change) -> Cost:
 
 # Every change the advice weighs, in the order it is weighed (ties in cost keep this order): the condition and
 # the change (a function of the run's shape and the budget, None where it does not apply), and what it costs.
-CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable[[Change], Cost]], ...] = (
+CHANGES: tuple[tuple[Callable[[RunShape, float, Fitting], Change | None], Cost | Callable[[Change], Cost]], ...] = (
     (
         manual_gc_change,
         Cost(
@@ -403,6 +443,10 @@ CHANGES: tuple[tuple[Callable[[RunShape, float], Change | None], Cost | Callable
             0.0,
             "measured: n16/n20",
         ),
+    ),
+    (
+        _expandable_segments,
+        Cost("~1.0x: the memory-tuning guide measured 0.8 % less throughput", 0.8, "the memory-tuning guide"),
     ),
     (_distributed_optimizer, Cost("~1-2 % (the memory-tuning guide)", 1.5, "the memory-tuning guide")),
     (_selective_recompute, _selective_cost),
@@ -457,25 +501,28 @@ def smallest_offload_fraction(shape: RunShape, budget: float, manual_gc: bool) -
     current = shape.optimizer_offload_fraction if shape.optimizer_cpu_offload else None
     if manual_gc and not shape.manual_gc and current is not None and fits(estimate(_offloaded(shape, current)), budget):
         return current  # collecting the first build is enough: no more offloading needed
-    fraction = _smallest_fraction(shape, budget, offloaded)
+    fraction = _smallest_fraction(shape, budget, offloaded, fits)
     if fraction is None or not fits(estimate(offloaded(shape, fraction)), budget):
         return None
     return fraction
 
 
 def _smallest_fraction(
-    shape: RunShape, budget: float, offloaded: Callable[[RunShape, float], RunShape]
+    shape: RunShape,
+    budget: float,
+    offloaded: Callable[[RunShape, float], RunShape],
+    fitting: Callable[[MemoryEstimate, float], bool],
 ) -> float | None:
     start = shape.gpu_offload_fraction
     size = derived.OFFLOAD_FRACTION_STEP
     for step in range(1, round(1 / size) + 1):
         fraction = round(step * size, 2)
-        if fraction > start and fits(estimate(offloaded(shape, fraction)), budget):
+        if fraction > start and fitting(estimate(offloaded(shape, fraction)), budget):
             return fraction
     return 1.0 if start < 1.0 else None
 
 
-def _smallest_offload(shape: RunShape, budget: float) -> int | None:
+def _smallest_offload(shape: RunShape, budget: float, fitting: Fitting = fits) -> int | None:
     if shape.pipeline_parallel > 1 or shape.recompute_granularity is not None:
         return None
     # The fewest layers that fit, else the most (all but one): halving, since each layer more offloaded keeps
@@ -485,7 +532,7 @@ def _smallest_offload(shape: RunShape, budget: float) -> int | None:
         return None
     while low < high:
         middle = (low + high) // 2
-        if fits(estimate(shape.with_changes(cpu_offloading_num_layers=middle)), budget):
+        if fitting(estimate(shape.with_changes(cpu_offloading_num_layers=middle)), budget):
             high = middle
         else:
             low = middle + 1

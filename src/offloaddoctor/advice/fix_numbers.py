@@ -170,7 +170,7 @@ def oom_advice(
         # TIGHT: only the worst case is short (the best case fits), so the figure is an upper bound.
         tight = fit is not None and fit.status == TIGHT
         model["whole_step_shortfall_at_most_bytes" if tight else "whole_step_shortfall_bytes"] = int(whole_run)
-        change = _cheapest_change(shape, result, fit, store, catalog)
+        change = _cheapest_change(shape, result, fit, store, catalog, facts)
         if change:
             model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
         # Offloading frees more than the state it moves (its optimizer takes no step temporary), and a first
@@ -285,7 +285,12 @@ def _modelled_fraction(shape: RunShape | None, fit, manual_gc: bool) -> float | 
 
 
 def _cheapest_change(
-    shape: RunShape | None, result: MemoryEstimate | None, fit, store: ConfigStore, catalog: Catalog | None
+    shape: RunShape | None,
+    result: MemoryEstimate | None,
+    fit,
+    store: ConfigStore,
+    catalog: Catalog | None,
+    facts: dict[str, Any],
 ) -> tuple[str, list[str]] | None:
     """The memory model's cheapest single change that fits this GPU (the same advice as `estimate`)."""
     from offloaddoctor.advice.changes import suggest
@@ -294,7 +299,11 @@ def _cheapest_change(
     if shape is None or fit is None:
         return None
     budget = budget_for(fit.limit_bytes, shape.world_size > 1)
-    fitting = [s for s in suggest(shape, budget, store.all_values(), catalog, result) if s.fits]
+    # A fragmentation finding's fix leads with expandable segments; the changes that follow are for an OOM that
+    # stays with them, so they are not credited with the setting (e31 -> e33 ran with it; e69, the change, ran).
+    advised_already = facts.get("fragmentation_suspected") is True
+    options = suggest(shape, budget, store.all_values(), catalog, result, expandable_segments=not advised_already)
+    fitting = [s for s in options if s.fits]
     if not fitting:
         return None
     return f"{fitting[0].change}; cost: {fitting[0].cost}", list(fitting[0].overrides)

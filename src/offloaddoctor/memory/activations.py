@@ -35,6 +35,11 @@ def tokens_per_rank(shape: RunShape) -> float:
     return shape.seq_length / shape.context_parallel * shape.micro_batch_size
 
 
+def score_elements(shape: RunShape) -> float:
+    """Elements of one layer's attention-score tensor with the unfused attention: heads/TP x b x s/CP x s."""
+    return shape.num_attention_heads / shape.tensor_parallel * tokens_per_rank(shape) * shape.seq_length
+
+
 def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerActivations:
     t = shape.tensor_parallel
     sb = tokens_per_rank(shape)
@@ -61,8 +66,7 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
     if shape.flash_attention:
         core = 4 * shape.num_attention_heads * sb / t  # fp32 softmax statistics only
     else:
-        heads = shape.num_attention_heads / t
-        scores = heads * shape.micro_batch_size * (shape.seq_length / shape.context_parallel) * shape.seq_length
+        scores = score_elements(shape)
         core = scores * (2 + (3 if shape.attention_dropout > 0 else 0))  # softmax out; mask + dropout out
         if shape.heads_kv < shape.num_attention_heads:  # unfused attention repeats grouped K/V to every head
             core += sb * 2 * (2 * q) / t

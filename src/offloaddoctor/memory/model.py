@@ -18,6 +18,7 @@ from offloaddoctor.memory.activations import (
     layer_activations,
     micro_batches_in_flight,
     routed_activations,
+    score_elements,
     stored_layers,
     tokens_per_rank,
 )
@@ -171,16 +172,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     resident = float(cal.RESIDENT_OVERHEAD_BYTES)
     resident_formula = f"{cal.RESIDENT_OVERHEAD_BYTES // MIB} MiB workspaces and buffers"
     if not shape.flash_attention:
-        scores = (
-            2
-            * shape.num_attention_heads
-            / shape.tensor_parallel
-            * shape.micro_batch_size
-            * (shape.seq_length / shape.context_parallel)
-            * shape.seq_length
-            * cal.LOCAL_ATTENTION_RESIDENT_SCORES
-        )
-        resident += scores
+        resident += 2 * score_elements(shape) * cal.LOCAL_ATTENTION_RESIDENT_SCORES
         resident_formula += " + one unfused attention-score tensor kept between iterations"
 
     activations, logits, activation_formula, routed = _activations(shape, params, first, last)
