@@ -150,9 +150,10 @@ def test_the_recorded_keyerror_is_confirmed_and_its_fix_is_the_run_that_trained(
 
 def test_a_recorded_allocation_larger_than_the_gpu_quotes_no_offloading_or_recompute_and_its_advice_as_it_ran():
     """n79 (one H100): 128.00 GiB asked of 79.18 GiB. No memory setting, no offload fraction or its slowdown, no
-    recompute or activation offloading as the way on; the cheapest change that fits the step stays (micro-batch
-    16 -> 1). Run as printed (n80) it ran out of memory in its first backward, on fragmentation: the report says so and
-    leads with expandable segments, which n81 ran with, and trained."""
+    recompute or activation offloading as the way on; the cheapest change that fits the step stays: micro-batch
+    16 -> 1, with expandable segments. Without them (n80) it ran out of memory in its first backward, on
+    fragmentation: that report says so and leads with expandable segments; with them (n81, the change as printed now)
+    it trained."""
     recorded = FIXTURES / "memory-calibration"
     [finding] = diagnose(
         [str(recorded / "out-of-memory" / "n79-gpt-s16k-mbs16-one-allocation-over-the-gpu.log.gz")]
@@ -162,7 +163,9 @@ def test_a_recorded_allocation_larger_than_the_gpu_quotes_no_offloading_or_recom
     assert not {"offload_fraction_needed", "expected_slowdown"} & set(finding.facts)
     assert not any("recompute" in str(value) for key, value in finding.facts.items() if key != "largest_component")
     assert "of attention-score gradients during a layer's backward" in finding.facts["largest_component"]
-    assert finding.facts["cheapest_change_that_fits"].startswith("micro-batch size 16 -> 1")
+    assert finding.facts["cheapest_change_that_fits"].startswith(
+        "micro-batch size 16 -> 1 (same global batch, more micro-batches), with expandable segments;"
+    )
     [then] = diagnose([str(recorded / "out-of-memory" / "n80-gpt-s16k-mbs1-advised.log.gz")]).findings
     assert then.signature.id == "oom-fragmentation"
     assert then.overrides[0] == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"

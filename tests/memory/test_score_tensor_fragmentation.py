@@ -1,0 +1,82 @@
+"""The unfused attention's score tensors and the allocator's fragmentation without expandable segments
+(memory/calibration.py FRAGMENTED_SCORE_TENSORS), against the runs recorded for it on one H100 (n80-n81, n88-n93:
+planned in benchmarks/moe_plan.json before they ran)."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import pytest
+
+from offloaddoctor.memory.calibration import FRAGMENTED_SCORE_TENSORS
+from offloaddoctor.memory.fit import FITS, TIGHT, fragmentation_allowance
+from tests.conftest import estimate_run
+
+CALIBRATION = Path(__file__).resolve().parents[2] / "fixtures" / "memory-calibration"
+# Each run's launch command, less the rendezvous port (each run has its own).
+LAUNCHES = {
+    row.split("\t")[0]: re.sub(r"--master-port \d+ ", "", row.split("\t")[-1])
+    for table in (CALIBRATION / "runs.tsv", CALIBRATION / "out-of-memory" / "runs.tsv")
+    for row in table.read_text().splitlines()[1:]
+}
+EXPANDABLE = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+
+
+def _on_an_h100(run: str):
+    folder = CALIBRATION / "out-of-memory" if run.startswith("n80") else CALIBRATION
+    return estimate_run([str(folder / f"{run}.log.gz")], gpu="H100-80GB")
+
+
+def _trained(run: str) -> bool:
+    with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
+        return "(after 3 iterations) memory (MB)" in log.read()
+
+
+# Without expandable segments, each run's verdict on an H100 and what it did there.
+RECORDED = {
+    "n88-gpt-s12k-h20-l3-fits": FITS,  # 5,760 MiB score tensors, 1,001 MiB to spare: ran
+    "n90-gpt-s8k-h32-l5-fits": FITS,  # 4,096 MiB, 266 MiB to spare: ran
+    "n91-gpt-s18k-h12-l2-fits": FITS,  # 7,776 MiB, 2,300 MiB to spare: ran
+    "n92-gpt-s14k-h20-l2-tight": TIGHT,  # 7,840 MiB: ran all the same (the allowance is above what it needed)
+}
+
+
+@pytest.mark.parametrize(("run", "status"), sorted(RECORDED.items()))
+def test_each_run_planned_near_an_h100s_limit_got_the_verdict_it_was_planned_with_and_trained(run, status):
+    report = _on_an_h100(run)
+    assert report.verdict.status == status
+    assert fragmentation_allowance(report.estimate.shape) == pytest.approx(
+        FRAGMENTED_SCORE_TENSORS * 2 * report.estimate.shape.num_attention_heads * report.estimate.shape.seq_length**2
+    )
+    assert EXPANDABLE not in LAUNCHES[run] and _trained(run)
+
+
+def test_the_run_that_ran_out_of_memory_where_the_slack_alone_said_fits_is_tight_and_is_told_the_setting_it_ran_with():
+    """n80: 8,192 MiB score tensors, out of memory with 14.41 GiB reserved but unallocated. The x 1.06 slack alone
+    left 5,093 MiB to spare; the allowance makes it tight, its first change is expandable segments alone, and with
+    them (n81, its launch as printed) it trained."""
+    report = _on_an_h100("n80-gpt-s16k-mbs1-advised")
+    assert report.verdict.status == TIGHT
+    assert report.verdict.fragmentation_bytes == FRAGMENTED_SCORE_TENSORS * 8192 * 2**20
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True makes it fit" in report.verdict.sentence()
+    first = report.suggestions[0]
+    assert (first.overrides, first.fits) == (("env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",), True)
+    assert LAUNCHES["n81-gpt-s16k-mbs1-expandable-advised"] == f"{EXPANDABLE} {LAUNCHES['n80-gpt-s16k-mbs1-advised']}"
+    assert _trained("n81-gpt-s16k-mbs1-expandable-advised")
+
+
+def test_a_tight_run_is_told_expandable_segments_first_which_ran_as_printed():
+    report = _on_an_h100("n92-gpt-s14k-h20-l2-tight")
+    assert report.suggestions[0].overrides == ("env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",)
+    advised = "n93-gpt-s14k-h20-l2-expandable-advised"
+    assert LAUNCHES[advised] == f"{EXPANDABLE} {LAUNCHES['n92-gpt-s14k-h20-l2-tight']}" and _trained(advised)
+
+
+def test_where_the_setting_alone_makes_the_run_fit_no_other_change_carries_it():
+    """n80's other changes (recompute, Transformer Engine) are offered as they are: the setting comes first, alone.
+    Where a change fits only with it (n79's micro-batch 16 -> 1: tests/hostile/test_real_pastes.py), it carries it."""
+    first, *others = _on_an_h100("n80-gpt-s16k-mbs1-advised").suggestions
+    assert first.overrides == ("env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",) and others
+    assert all("env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" not in s.overrides for s in others)
