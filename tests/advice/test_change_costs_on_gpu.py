@@ -155,6 +155,23 @@ def test_the_dense_changes_cost_what_their_runs_stepped():
     assert "fused attention" in fused.text and fused.rank < _cost_of("_smaller_micro_batch").rank
 
 
+def test_expandable_segments_cost_what_their_runs_stepped_and_come_first():
+    """Fourteen iterations with and without PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True on one H100: 7,840 MiB
+    score tensors (n94/n95) and the 0.87B GPT (n96/n97) stepped 1.00x. Ranked before every other change; the
+    setting is offered only where it alone makes a run fit (tests/memory/test_score_tensor_fragmentation.py)."""
+    pairs = [
+        ("n95-gpt-s14k-h20-l2-expandable", "n94-gpt-s14k-h20-l2-base"),
+        ("n97-gpt1b-expandable", "n96-gpt1b-base-again"),
+    ]
+    for with_it, without in pairs:
+        assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in LAUNCH[with_it]
+        assert "PYTORCH_CUDA_ALLOC_CONF" not in LAUNCH[without]
+        assert round(ratio(with_it, without), 2) == 1.00
+    cost = _cost_of("_expandable_segments")
+    assert cost.text.startswith("measured 1.00x step time") and cost.source == "measured: n94/n95, n96/n97"
+    assert 0 < cost.rank < min(c.rank for _, c in CHANGES if not callable(c) and c is not cost and c.rank > 0)
+
+
 def test_with_the_optimizer_offloaded_selective_recompute_steps_ahead_of_a_smaller_micro_batch():
     """The CPU's step sets an offloading run's pace: on the 3.35B GPT at fraction 0.4 selective recompute cost 1.01x
     on an H200 (n35/n33) and stepped ahead of micro-batch 1 there (n34) and on an H100 (n27 against n26, the first
