@@ -75,8 +75,10 @@ SQUEEZED_SLACK = 1.01
 # allocator cannot hand a freed block to a larger request: n80 (8,192 MiB score tensors) ran out of memory asking
 # for one with 14.41 GiB reserved but unallocated, where x 1.06 over its peak allowed 4.0 GiB and "fits" had 5.1 GB
 # to spare. "Fits" allows this many score tensors over the peak (x 1.025 for the model's error) where that is more
-# than the slack: above 1.13 n80 is not "fits"; below 1.67 t21-4-cap (3,072 MiB tensors, offloading 0.8 under an
-# H100's limit), which ran, is. With expandable segments n81 (n80 as advised) ran.
+# than the slack: from 1.36 up, "fits" is not said of n80 on any card (its request would have been served with
+# 70.24 GiB reserved + the 8 GiB asked, 1.36 score tensors over its peak x 1.025); below 1.67 t21-4-cap (3,072 MiB
+# tensors, offloading 0.8 under an H100's limit), which ran, is "fits". With expandable segments n81 (n80 as
+# advised) ran.
 FRAGMENTED_SCORE_TENSORS = 1.5
 # "Fits" also allows for the model being low. Near an 80 GB limit x 1.025 is ~1.9 GB, more than the largest
 # absolute underestimate of any dense run recorded (1,358 MiB: t21-llama3b-pp2-vpp3-mbs4-4, -1.9 %; 1,550 MiB
