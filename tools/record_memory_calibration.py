@@ -865,6 +865,12 @@ RUNS["n96-gpt1b-base-again"] = (1, 0, dense_cost())
 RUNS["n97-gpt1b-expandable"] = (1, 0, dense_cost())
 RUN_ENV["n97-gpt1b-expandable"] = EXPANDABLE
 
+# The allowance on n80's own pattern (two layers, 16 heads, sequence 16,384: 8,192 MiB score tensors), hidden 1,024:
+# "fits" with 358 MiB to spare at 1.5 tensors (n98; expected to run), and n80 again as it was (n99: is its
+# out-of-memory repeatable?).
+RUNS["n98-gpt-s16k-h1024-mbs1-fits"] = (1, 0, f"{shape(2, 1024, 16, 16384, 1, 32000, gbs=32)} --bf16 {DISTOPT}")
+RUNS["n99-gpt-s16k-mbs1-again"] = RUNS["n80-gpt-s16k-mbs1-advised"]
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
