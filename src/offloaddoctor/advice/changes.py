@@ -516,7 +516,7 @@ def _smallest_fraction(
     shape: RunShape,
     budget: float,
     offloaded: Callable[[RunShape, float], RunShape],
-    fitting: Callable[[MemoryEstimate, float], bool],
+    fitting: Fitting,
 ) -> float | None:
     start = shape.gpu_offload_fraction
     size = derived.OFFLOAD_FRACTION_STEP

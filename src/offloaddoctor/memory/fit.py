@@ -1,12 +1,13 @@
 """Will the run fit? A verdict on what PyTorch's allocator must reserve, not on the peak alone.
 
 Three answers, each with the figures behind it:
-- **fits**: the peak, with every uncertain term counted and the allocator's usual slack on top, is within
+- **fits**: the peak, with every uncertain term counted and the allocator's usual slack on top (or, with the
+  unfused attention and no expandable segments, its score tensors' fragmentation where that is more), is within
   what PyTorch may reserve on the GPU;
 - **does not fit**: even the best case (uncertain terms gone, the allocator's cache squeezed) is over it;
 - **tight**: in between. The reasons say which term decides it and the change that settles it: the first
   optimizer build that only Python's garbage collector frees (`--manual-gc` frees it for sure), or the
-  allocator's slack (fragmentation: `expandable_segments` may be needed).
+  allocator's slack (fragmentation: `expandable_segments` may be needed, and are where the score tensors decide).
 """
 
 from __future__ import annotations
