@@ -150,7 +150,7 @@ def verdict_within(result: MemoryEstimate, limit: float, fragmentation: bool = T
             reasons.append(
                 f"its {fragments / cal.FRAGMENTED_SCORE_TENSORS / MIB:,.0f} MiB attention-score tensors fragment "
                 "the allocator's cache without expandable segments (a run with 8,192 MiB ones ran out of memory with "
-                f"1.8 of them reserved but unallocated); the peak x {1 + error:g} x {slack:g} fits: "
+                f"1.8 of them reserved but unallocated, in one of two tries); the peak x {1 + error:g} x {slack:g} fits: "
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True makes it fit"
             )
         elif moe and not uncollected:
