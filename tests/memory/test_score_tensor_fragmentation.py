@@ -84,3 +84,15 @@ def test_where_the_setting_alone_makes_the_run_fit_no_other_change_carries_it():
     first, *others = _on_an_h100("n80-gpt-s16k-mbs1-advised").suggestions
     assert first.overrides == ("env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",) and others
     assert all("env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" not in s.overrides for s in others)
+
+
+def test_a_verdict_that_turns_on_the_setting_says_when_the_inputs_do_not_show_it():
+    """A log does not print the job's environment: n93 ran with expandable segments, its log alone reads as
+    without them (tight, with a note saying so), and told them it fits."""
+    log = str(CALIBRATION / "n93-gpt-s14k-h20-l2-expandable-advised.log.gz")
+    unknown = estimate_run([log], gpu="H100-80GB")
+    assert unknown.verdict.status == TIGHT
+    assert any(note.startswith("PYTORCH_CUDA_ALLOC_CONF is not in the inputs") for note in unknown.notes)
+    told = estimate_run([log], gpu="H100-80GB", overrides=["env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"])
+    assert told.verdict.status == FITS and not any("PYTORCH_CUDA_ALLOC_CONF" in note for note in told.notes)
+    assert not any("PYTORCH_CUDA_ALLOC_CONF" in note for note in _on_an_h100("n88-gpt-s12k-h20-l3-fits").notes)

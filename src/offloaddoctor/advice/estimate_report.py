@@ -70,6 +70,13 @@ def build_estimate(
     budget = report.budget_bytes
     if budget is not None and (target is not None or not report.fits):
         report.suggestions = suggest(shape, budget, values, catalog, report.estimate)
+    if _turns_on_expandable_segments(report) and store.value("allocator.expandable_segments") is None:
+        # A log does not print the job's environment: the verdict turns on a setting the inputs do not show.
+        report.notes.append(
+            "PYTORCH_CUDA_ALLOC_CONF is not in the inputs: expandable segments are taken as off, and the verdict "
+            "turns on them (give the launch script that exports it, or --set "
+            "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True if the job had them)"
+        )
     if shape.optimizer_cpu_offload and 0 < shape.optimizer_offload_fraction < 1:
         report.notes.append(
             "optimizer offloading moves whole parameter tensors in order until the fraction is reached: the "
@@ -77,6 +84,15 @@ def build_estimate(
             "vocabulary the peak was 7.9 % lower than estimated, fixtures/offload-sweep a-llama4b-gqa-f050-2)"
         )
     return report
+
+
+def _turns_on_expandable_segments(report: EstimateReport) -> bool:
+    """The verdict would differ with expandable segments (the score tensors' fragmentation decides it)."""
+    verdict, budget = report.verdict, report.budget_bytes
+    if verdict is None or budget is None or not verdict.fragmentation_bytes:
+        return False
+    expandable = report.estimate.shape.with_changes(expandable_segments=True)
+    return fit_verdict(report.estimate._replace(shape=expandable), budget).status != verdict.status
 
 
 def mib(value: float) -> float:
