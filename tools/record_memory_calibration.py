@@ -871,6 +871,12 @@ RUN_ENV["n97-gpt1b-expandable"] = EXPANDABLE
 RUNS["n98-gpt-s16k-h1024-mbs1-fits"] = (1, 0, f"{shape(2, 1024, 16, 16384, 1, 32000, gbs=32)} --bf16 {DISTOPT}")
 RUNS["n99-gpt-s16k-mbs1-again"] = RUNS["n80-gpt-s16k-mbs1-advised"]
 
+# Expert parallelism on H100s (every EP run so far was on H200s): e19's model at EP 2 on two H100, the largest
+# micro-batch the verdict calls "fits" (43, 631 MiB to spare with the router's imbalance and the MoE slack; expected
+# to run) and the smallest it calls "does not fit" (56: even the best case 735 MiB over; expected out of memory).
+RUNS["e71-moe8-ep2-top2-mbs43-fits"] = (2, 0, moe_ep2_top2(43))
+RUNS["e72-moe8-ep2-top2-mbs56-does-not-fit"] = (2, 0, moe_ep2_top2(56))
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
