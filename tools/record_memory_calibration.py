@@ -876,6 +876,12 @@ RUNS["n99-gpt-s16k-mbs1-again"] = RUNS["n80-gpt-s16k-mbs1-advised"]
 # to run) and the smallest it calls "does not fit" (56: even the best case 735 MiB over; expected out of memory).
 RUNS["e71-moe8-ep2-top2-mbs43-fits"] = (2, 0, moe_ep2_top2(43))
 RUNS["e72-moe8-ep2-top2-mbs56-does-not-fit"] = (2, 0, moe_ep2_top2(56))
+# Asked for two H100, e71 and e72 ran on two H200 (both trained, uncapped): the same two under the H100's limit
+# (ODR_CAP_MIB, as n50/n51), e73 expected to run, e74 out of memory.
+RUNS["e73-moe8-ep2-top2-mbs43-fits-cap"] = RUNS["e71-moe8-ep2-top2-mbs43-fits"]
+RUNS["e74-moe8-ep2-top2-mbs56-does-not-fit-cap"] = RUNS["e72-moe8-ep2-top2-mbs56-does-not-fit"]
+RUN_ENV["e73-moe8-ep2-top2-mbs43-fits-cap"] = H100_CAP
+RUN_ENV["e74-moe8-ep2-top2-mbs56-does-not-fit-cap"] = H100_CAP
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
