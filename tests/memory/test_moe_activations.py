@@ -619,6 +619,11 @@ def test_padded_to_capacity_an_ep_run_fits_where_the_dropless_one_ran_out_of_mem
     assert 1.08 < reserved / measured < 1.09 and reserved < report.verdict.limit_bytes
 
 
+def _trained(run: str) -> bool:
+    with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
+        return "(after 3 iterations) memory (MB)" in log.read()
+
+
 def test_under_an_h100s_limit_the_largest_ep_micro_batch_called_fitting_ran_and_the_smallest_called_not_ran_out():
     """Expert parallelism 2, e19's model, planned for two H100 (benchmarks/moe_plan.json): micro-batch 43, "fits" with
     631 MiB to spare, and 56, "does not fit". Two H200 came: uncapped both trained (e71, e72: rank 0 0.3 % and 1.1 %
@@ -627,11 +632,10 @@ def test_under_an_h100s_limit_the_largest_ep_micro_batch_called_fitting_ran_and_
     fits, fails = "e73-moe8-ep2-top2-mbs43-fits-cap", "e74-moe8-ep2-top2-mbs56-does-not-fit-cap"
     assert (PLAN[fits]["verdict"], PLAN[fails]["verdict"]) == ("fits", "does not fit")
     for uncapped in ("e71-moe8-ep2-top2-mbs43-fits", "e72-moe8-ep2-top2-mbs56-does-not-fit"):
-        assert "ODR_CAP_MIB" not in LAUNCH_ALL[uncapped]
-        assert "(after 3 iterations) memory (MB)" in gzip.open(CALIBRATION / f"{uncapped}.log.gz", "rt").read()
+        assert "ODR_CAP_MIB" not in LAUNCH_ALL[uncapped] and _trained(uncapped)
     cap_mib = 77178
     assert _max_allocated(CALIBRATION / "e72-moe8-ep2-top2-mbs56-does-not-fit.log.gz") > cap_mib
     assert LAUNCH_ALL[fits].startswith(f"ODR_CAP_MIB={cap_mib} ")
-    assert "(after 3 iterations) memory (MB)" in gzip.open(CALIBRATION / f"{fits}.log.gz", "rt").read()
+    assert _trained(fits)
     with gzip.open(CALIBRATION / "out-of-memory" / f"{fails}.log.gz", "rt") as log:
         assert len(re.findall(r"OutOfMemoryError: CUDA out of memory.*GiB allowed", log.read())) == 2  # both ranks
