@@ -882,6 +882,9 @@ RUNS["e73-moe8-ep2-top2-mbs43-fits-cap"] = RUNS["e71-moe8-ep2-top2-mbs43-fits"]
 RUNS["e74-moe8-ep2-top2-mbs56-does-not-fit-cap"] = RUNS["e72-moe8-ep2-top2-mbs56-does-not-fit"]
 RUN_ENV["e73-moe8-ep2-top2-mbs43-fits-cap"] = H100_CAP
 RUN_ENV["e74-moe8-ep2-top2-mbs56-does-not-fit-cap"] = H100_CAP
+# The same two on real H100s, where they come (e75 expected to run, e76 out of memory).
+RUNS["e75-moe8-ep2-top2-mbs43-fits"] = RUNS["e71-moe8-ep2-top2-mbs43-fits"]
+RUNS["e76-moe8-ep2-top2-mbs56-does-not-fit"] = RUNS["e72-moe8-ep2-top2-mbs56-does-not-fit"]
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
