@@ -28,7 +28,9 @@ DEST = ROOT / "fixtures" / "memory-calibration"
 REWRITES = [((os.environ.get("SITE") or "/tmp/site").rstrip("/") + "/", "/usr/local/lib/python3.12/dist-packages/")]
 HELD_OUT = "hnet"  # name prefixes recorded after the model was frozen: "e" MoE, "t" the issue-25 multi-GPU set
 FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
-OUT_OF_MEMORY = re.compile(r"torch\.OutOfMemoryError: CUDA out of memory")
+# PyTorch's allocator, or NCCL's own allocation once PyTorch's cache has taken the GPU (e76: "Failed to CUDA calloc
+# async 4 bytes" in an all_reduce after the first step).
+OUT_OF_MEMORY = re.compile(r"torch\.OutOfMemoryError: CUDA out of memory|Failed to CUDA calloc")
 REFUSED = re.compile(r"^\[rank\d+\]: \w+Error: ", re.MULTILINE)
 
 

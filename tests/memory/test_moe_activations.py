@@ -639,3 +639,31 @@ def test_under_an_h100s_limit_the_largest_ep_micro_batch_called_fitting_ran_and_
     assert _trained(fits)
     with gzip.open(CALIBRATION / "out-of-memory" / f"{fails}.log.gz", "rt") as log:
         assert len(re.findall(r"OutOfMemoryError: CUDA out of memory.*GiB allowed", log.read())) == 2  # both ranks
+
+
+def test_on_real_h100s_the_fitting_ep_micro_batch_ran_and_the_other_ran_out_inside_nccl_which_diagnose_names():
+    """e75 and e76 (e71 and e72 on two real H100): 43 ran; 56 died in its first step's logging, where NCCL could not
+    allocate 4 bytes ("Failed to CUDA calloc async 4 bytes", NCCL 2.28 inside the DistBackendError) once PyTorch's
+    cache held the GPU (nvidia-smi 81,068 of 81,559 MiB). `diagnose` calls it an out-of-memory ahead of the NCCL
+    failure, with the model's peak and the `estimate` command for the GPU's verdict, which is "does not fit" with
+    micro-batch 56 -> 28 first (below the 43 that ran)."""
+    same = [
+        re.sub(r"--master-port \d+ ", "", LAUNCH_ALL[run])
+        for run in ("e75-moe8-ep2-top2-mbs43-fits", "e71-moe8-ep2-top2-mbs43-fits")
+    ]
+    assert same[0] == same[1]
+    assert _trained("e75-moe8-ep2-top2-mbs43-fits")
+    failed = CALIBRATION / "out-of-memory" / "e76-moe8-ep2-top2-mbs56-does-not-fit.log.gz"
+    first, *others = diagnose([str(failed)]).findings
+    assert first.id == "oom-capacity" and [f.id for f in others] == ["nccl-collective-failure"]
+    assert {e.text for e in first.evidence} == {
+        "Failed to CUDA calloc async 24 bytes",
+        "Failed to CUDA calloc async 4 bytes",
+    }
+    assert first.facts["fit_verdict"].startswith(
+        f"this message does not give the GPU's size: `offloaddoctor estimate {failed} --gpu NAME`"
+    )
+    assert first.facts["estimated_peak_allocated_bytes"] > 75 * 2**30
+    report = estimate_run([str(failed)], gpu="H100-80GB")
+    assert report.verdict.status == "does not fit"
+    assert report.suggestions[0].overrides == ("train.micro_batch_size=28",)

@@ -12,6 +12,8 @@ curves: a 0.47B GPT on one H100 (fixtures/compare-family) and Qwen3-30B-A3B from
 
 from __future__ import annotations
 
+import shlex
+
 import math
 
 from offloaddoctor.report import CONFIRMED, Finding, model_printed_by_log
@@ -44,6 +46,9 @@ def add_advice(
             _use_needed_fraction(finding, store)
             _use_cheapest_change(finding)
             _doubt_the_verdict(finding, store)
+        elif "allocator_figures" in finding.facts:  # an OOM without the allocator's figures (NCCL's, cuBLAS's)
+            log = finding.evidence[0].path if finding.evidence else None
+            finding.facts.update(unsized_oom_advice(store, log))
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
 
@@ -213,6 +218,21 @@ def oom_advice(
         tokens, shards = (shape.tokens_per_rank, shape.optimizer_shards) if shape else (None, 1)
         advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), tokens, shards)
     return advice
+
+
+def unsized_oom_advice(store: ConfigStore, log: str | None = None) -> dict[str, Any]:
+    """An OOM whose message gives no figures (NCCL's or cuBLAS's own allocation, the CUDA runtime's error) names no
+    GPU size: the memory model's peak for the run's config, and how to get the verdict for the GPU it ran on (e76:
+    NCCL's "Failed to CUDA calloc async 4 bytes" on two H100, where `estimate --gpu H100-80GB` says it does not fit)."""
+    shape = _memory_shape(store)
+    if shape is None:
+        return {}
+    named = shlex.quote(log) if log and not log.startswith("<") else "LOG"  # "<stdin>": no file to name
+    return {
+        **estimate_facts(_estimate(shape)),
+        "fit_verdict": f"this message does not give the GPU's size: `offloaddoctor estimate {named} --gpu NAME` (or "
+        "--gpu-memory SIZE) gives the verdict and the cheapest change that fits",
+    }
 
 
 def _is_moe(store: ConfigStore) -> bool:
