@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import gzip
 import re
+import shlex
 
 import pytest
 from hypothesis import given, settings
@@ -212,3 +214,23 @@ def _small_shape():
     from tests.conftest import estimate_run
 
     return estimate_run([str(FIXTURES / "memory-calibration" / "n16-gpt1b-base.log.gz")]).estimate.shape
+
+
+def test_an_oom_without_the_allocators_figures_names_the_estimate_command_for_its_own_log(tmp_path):
+    """NCCL's allocation failure gives no GPU size: the model's peak, and `estimate` on the very log (quoted so it
+    pastes), or LOG where the log came on standard input."""
+    recorded = FIXTURES / "memory-calibration" / "out-of-memory" / "e76-moe8-ep2-top2-mbs56-does-not-fit.log.gz"
+    copy = tmp_path / "a run's log.gz"
+    copy.write_bytes(recorded.read_bytes())
+    [finding] = [f for f in diagnose([str(copy)]).findings if f.id == "oom-capacity"]
+    assert f"`offloaddoctor estimate {shlex.quote(str(copy))} --gpu NAME`" in finding.facts["fit_verdict"]
+    from offloaddoctor.advice.fix_numbers import unsized_oom_advice
+    from offloaddoctor.config.loading import build_store
+
+    assert unsized_oom_advice(build_store([])) == {}  # no config to estimate from: nothing claimed
+
+
+def test_an_oom_without_figures_read_from_standard_input_names_log_in_the_estimate_command():
+    recorded = FIXTURES / "memory-calibration" / "out-of-memory" / "e76-moe8-ep2-top2-mbs56-does-not-fit.log.gz"
+    result = RUNNER.invoke(app, ["diagnose", "-", "--format", "json"], input=gzip.decompress(recorded.read_bytes()))
+    assert "`offloaddoctor estimate LOG --gpu NAME`" in result.output
