@@ -787,51 +787,53 @@ RUNS["n78-gpt1b-f050-precision-aware-distopt"] = (1, 0, f"{dense_cost()} {OFFLOA
 RUN_ENV["n76-gpt1b-f050-precision-aware-off"] = PRECISION_AWARE_OFF
 RUN_ENV["n77-gpt1b-f050-precision-aware-off-distopt"] = PRECISION_AWARE_OFF
 
+
+def unfused_gpt(layers, hidden, heads, seq, mbs=1, gbs=4, extra=""):
+    """One GPU, the local (unfused) attention at a long sequence: the runs whose score tensors decide."""
+    return (1, 0, f"{shape(layers, hidden, heads, seq, mbs, 32000, gbs=gbs)} --bf16 {DISTOPT}{extra}")
+
+
+def again_with(name, run, env):
+    """`run` (another run's launch) recorded again under `name` with `env` exported."""
+    RUNS[name] = RUNS[run]
+    RUN_ENV[name] = env
+
+
+EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+
 # One allocation larger than the whole GPU (the "larger than the GPU" OOM finding, from EasyEdit#563's figures until
 # now): the local implementation's attention scores of 16 sequences of 16,384 tokens and 16 heads are one 128 GiB
 # tensor. Expected: out of memory in the first forward, asking for more than the card's total capacity.
-RUNS["n79-gpt-s16k-mbs16-one-allocation-over-the-gpu"] = (
-    1,
-    0,
-    f"{shape(2, 2048, 16, 16384, 16, 32000)} --bf16 {DISTOPT}",
-)
+RUNS["n79-gpt-s16k-mbs16-one-allocation-over-the-gpu"] = unfused_gpt(2, 2048, 16, 16384, 16, gbs=32)
 
 # n79's report: the one 128 GiB allocation is no memory setting's to fix; its numbers' cheapest change that fits the
 # whole step is micro-batch 16 -> 1 (same global batch): run as printed.
-RUNS["n80-gpt-s16k-mbs1-advised"] = (1, 0, f"{shape(2, 2048, 16, 16384, 1, 32000, gbs=32)} --bf16 {DISTOPT}")
+RUNS["n80-gpt-s16k-mbs1-advised"] = unfused_gpt(2, 2048, 16, 16384, 1, gbs=32)
 
 # n80 ran out of memory in its first backward (8 GiB asked; 55.83 GiB allocated, 14.41 GiB reserved but unallocated):
 # `diagnose` calls it fragmentation and leads with expandable segments: run as printed.
-RUNS["n81-gpt-s16k-mbs1-expandable-advised"] = RUNS["n80-gpt-s16k-mbs1-advised"]
-RUN_ENV["n81-gpt-s16k-mbs1-expandable-advised"] = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+again_with("n81-gpt-s16k-mbs1-expandable-advised", "n80-gpt-s16k-mbs1-advised", EXPANDABLE)
 
 # The score gradient counted for every run with unfused attention (after n81), held out at other shapes: sequence
 # 8,192 with 32 heads, and 12,288 with hidden 4,096, each with expandable segments (n80's lesson).
-EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
-RUNS["n82-gpt-s8k-h32-expandable"] = (1, 0, f"{shape(2, 2048, 32, 8192, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
-RUNS["n83-gpt-s12k-h4096-expandable"] = (1, 0, f"{shape(2, 4096, 16, 12288, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
+RUNS["n82-gpt-s8k-h32-expandable"] = unfused_gpt(2, 2048, 32, 8192)
+RUNS["n83-gpt-s12k-h4096-expandable"] = unfused_gpt(2, 4096, 16, 12288)
 RUN_ENV["n82-gpt-s8k-h32-expandable"] = EXPANDABLE
 RUN_ENV["n83-gpt-s12k-h4096-expandable"] = EXPANDABLE
 
 # What is still missing at long sequences (n81, n82: ~0.94 B per score element over the model, n83: 0.65): n82 without
 # attention dropout (does the excess go with the dropout's backward?), and another shape (sequence 10,240, 20 heads).
-RUNS["n84-gpt-s8k-h32-no-attention-dropout-expandable"] = (
-    1,
-    0,
-    f"{shape(2, 2048, 32, 8192, 1, 32000, gbs=4)} --bf16 {DISTOPT} --attention-dropout 0",
-)
-RUNS["n85-gpt-s10k-h20-expandable"] = (1, 0, f"{shape(2, 2560, 20, 10240, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
+RUNS["n84-gpt-s8k-h32-no-attention-dropout-expandable"] = unfused_gpt(2, 2048, 32, 8192, extra=" --attention-dropout 0")
+RUNS["n85-gpt-s10k-h20-expandable"] = unfused_gpt(2, 2560, 20, 10240)
 RUN_ENV["n84-gpt-s8k-h32-no-attention-dropout-expandable"] = EXPANDABLE
 RUN_ENV["n85-gpt-s10k-h20-expandable"] = EXPANDABLE
 
 # The attention core's backward as counted after n84 (6 B a score without attention dropout, 3 B with it), held out:
 # no dropout at sequence 6,144 with 24 heads and three layers, and dropout at 12,288 with hidden 2,048.
-RUNS["n86-gpt-s6k-h24-no-dropout-expandable"] = (
-    1,
-    0,
-    f"{shape(3, 3072, 24, 6144, 1, 32000, gbs=4)} --bf16 {DISTOPT} --attention-dropout 0 --hidden-dropout 0",
+RUNS["n86-gpt-s6k-h24-no-dropout-expandable"] = unfused_gpt(
+    3, 3072, 24, 6144, extra=" --attention-dropout 0 --hidden-dropout 0"
 )
-RUNS["n87-gpt-s12k-h16-expandable"] = (1, 0, f"{shape(2, 2048, 16, 12288, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
+RUNS["n87-gpt-s12k-h16-expandable"] = unfused_gpt(2, 2048, 16, 12288)
 RUN_ENV["n86-gpt-s6k-h24-no-dropout-expandable"] = EXPANDABLE
 RUN_ENV["n87-gpt-s12k-h16-expandable"] = EXPANDABLE
 
@@ -841,26 +843,19 @@ RUN_ENV["n87-gpt-s12k-h16-expandable"] = EXPANDABLE
 # tensors, 1,001 MiB to spare), n90 (4,096 MiB, 266 to spare), n91 (7,776 MiB, 2,300 to spare); n89, n88 with
 # expandable segments (the setting's step time). "Tight" only by the allowance: n92 (7,840 MiB tensors; the x 1.06
 # slack alone leaves 6.3 GB), and n93, n92 as its estimate advises (expandable segments).
-RUNS["n88-gpt-s12k-h20-l3-fits"] = (1, 0, f"{shape(3, 2560, 20, 12288, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
-RUNS["n89-gpt-s12k-h20-l3-expandable"] = RUNS["n88-gpt-s12k-h20-l3-fits"]
-RUN_ENV["n89-gpt-s12k-h20-l3-expandable"] = EXPANDABLE
-RUNS["n90-gpt-s8k-h32-l5-fits"] = (1, 0, f"{shape(5, 2048, 32, 8192, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
-RUNS["n91-gpt-s18k-h12-l2-fits"] = (1, 0, f"{shape(2, 1536, 12, 18432, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
-RUNS["n92-gpt-s14k-h20-l2-tight"] = (1, 0, f"{shape(2, 2560, 20, 14336, 1, 32000, gbs=4)} --bf16 {DISTOPT}")
-RUNS["n93-gpt-s14k-h20-l2-expandable-advised"] = RUNS["n92-gpt-s14k-h20-l2-tight"]
-RUN_ENV["n93-gpt-s14k-h20-l2-expandable-advised"] = EXPANDABLE
+RUNS["n88-gpt-s12k-h20-l3-fits"] = unfused_gpt(3, 2560, 20, 12288)
+again_with("n89-gpt-s12k-h20-l3-expandable", "n88-gpt-s12k-h20-l3-fits", EXPANDABLE)
+RUNS["n90-gpt-s8k-h32-l5-fits"] = unfused_gpt(5, 2048, 32, 8192)
+RUNS["n91-gpt-s18k-h12-l2-fits"] = unfused_gpt(2, 1536, 12, 18432)
+RUNS["n92-gpt-s14k-h20-l2-tight"] = unfused_gpt(2, 2560, 20, 14336)
+again_with("n93-gpt-s14k-h20-l2-expandable-advised", "n92-gpt-s14k-h20-l2-tight", EXPANDABLE)
 
 # What expandable segments cost, the first change the advice now gives a run that only the score tensors'
 # fragmentation keeps from fitting (quoted from the memory-tuning guide: 0.8 % less throughput). Fourteen
 # iterations each, one after the other on one H100: n92's shape (n94) and with the setting (n95), and n16's 0.87B
 # GPT (n96) and with it (n97). Expected: within 2 % of 1.00x at both.
-RUNS["n94-gpt-s14k-h20-l2-base"] = (
-    1,
-    0,
-    f"{shape(2, 2560, 20, 14336, 1, 32000, gbs=4)} --bf16 {DISTOPT} --train-iters 14",
-)
-RUNS["n95-gpt-s14k-h20-l2-expandable"] = RUNS["n94-gpt-s14k-h20-l2-base"]
-RUN_ENV["n95-gpt-s14k-h20-l2-expandable"] = EXPANDABLE
+RUNS["n94-gpt-s14k-h20-l2-base"] = unfused_gpt(2, 2560, 20, 14336, extra=" --train-iters 14")
+again_with("n95-gpt-s14k-h20-l2-expandable", "n94-gpt-s14k-h20-l2-base", EXPANDABLE)
 RUNS["n96-gpt1b-base-again"] = (1, 0, dense_cost())
 RUNS["n97-gpt1b-expandable"] = (1, 0, dense_cost())
 RUN_ENV["n97-gpt1b-expandable"] = EXPANDABLE
@@ -868,7 +863,7 @@ RUN_ENV["n97-gpt1b-expandable"] = EXPANDABLE
 # The allowance on n80's own pattern (two layers, 16 heads, sequence 16,384: 8,192 MiB score tensors), hidden 1,024:
 # "fits" with 358 MiB to spare at 1.5 tensors (n98; expected to run), and n80 again as it was (n99: is its
 # out-of-memory repeatable?).
-RUNS["n98-gpt-s16k-h1024-mbs1-fits"] = (1, 0, f"{shape(2, 1024, 16, 16384, 1, 32000, gbs=32)} --bf16 {DISTOPT}")
+RUNS["n98-gpt-s16k-h1024-mbs1-fits"] = unfused_gpt(2, 1024, 16, 16384, 1, gbs=32)
 RUNS["n99-gpt-s16k-mbs1-again"] = RUNS["n80-gpt-s16k-mbs1-advised"]
 
 # Expert parallelism on H100s (every EP run so far was on H200s): e19's model at EP 2 on two H100, the largest
@@ -878,10 +873,8 @@ RUNS["e71-moe8-ep2-top2-mbs43-fits"] = (2, 0, moe_ep2_top2(43))
 RUNS["e72-moe8-ep2-top2-mbs56-does-not-fit"] = (2, 0, moe_ep2_top2(56))
 # Asked for two H100, e71 and e72 ran on two H200 (both trained, uncapped): the same two under the H100's limit
 # (ODR_CAP_MIB, as n50/n51), e73 expected to run, e74 out of memory.
-RUNS["e73-moe8-ep2-top2-mbs43-fits-cap"] = RUNS["e71-moe8-ep2-top2-mbs43-fits"]
-RUNS["e74-moe8-ep2-top2-mbs56-does-not-fit-cap"] = RUNS["e72-moe8-ep2-top2-mbs56-does-not-fit"]
-RUN_ENV["e73-moe8-ep2-top2-mbs43-fits-cap"] = H100_CAP
-RUN_ENV["e74-moe8-ep2-top2-mbs56-does-not-fit-cap"] = H100_CAP
+again_with("e73-moe8-ep2-top2-mbs43-fits-cap", "e71-moe8-ep2-top2-mbs43-fits", H100_CAP)
+again_with("e74-moe8-ep2-top2-mbs56-does-not-fit-cap", "e72-moe8-ep2-top2-mbs56-does-not-fit", H100_CAP)
 # The same two on real H100s, where they come (e75 expected to run, e76 out of memory).
 RUNS["e75-moe8-ep2-top2-mbs43-fits"] = RUNS["e71-moe8-ep2-top2-mbs43-fits"]
 RUNS["e76-moe8-ep2-top2-mbs56-does-not-fit"] = RUNS["e72-moe8-ep2-top2-mbs56-does-not-fit"]
