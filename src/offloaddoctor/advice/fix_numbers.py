@@ -12,9 +12,8 @@ curves: a 0.47B GPT on one H100 (fixtures/compare-family) and Qwen3-30B-A3B from
 
 from __future__ import annotations
 
-import shlex
-
 import math
+import shlex
 
 from offloaddoctor.report import CONFIRMED, Finding, model_printed_by_log
 from offloaddoctor.byte_units import GIB, MIB
@@ -175,7 +174,10 @@ def oom_advice(
         # TIGHT: only the worst case is short (the best case fits), so the figure is an upper bound.
         tight = fit is not None and fit.status == TIGHT
         model["whole_step_shortfall_at_most_bytes" if tight else "whole_step_shortfall_bytes"] = int(whole_run)
-        change = _cheapest_change(shape, result, fit, store, catalog, facts)
+        # A fragmentation finding's fix leads with expandable segments; the changes that follow are for an OOM that
+        # stays with them, so they get no credit for the setting (e31 -> e33 ran with it; e69, the change, ran).
+        credit = facts.get("fragmentation_suspected") is not True
+        change = _cheapest_change(shape, result, fit, store, catalog, credit)
         if change:
             model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
         # Offloading frees more than the state it moves (its optimizer takes no step temporary), and a first
@@ -310,19 +312,17 @@ def _cheapest_change(
     fit,
     store: ConfigStore,
     catalog: Catalog | None,
-    facts: dict[str, Any],
+    expandable_segments: bool,
 ) -> tuple[str, list[str]] | None:
-    """The memory model's cheapest single change that fits this GPU (the same advice as `estimate`)."""
+    """The memory model's cheapest single change that fits this GPU (the same advice as `estimate`);
+    `expandable_segments`: as `suggest` takes it."""
     from offloaddoctor.advice.changes import suggest
     from offloaddoctor.memory.fit import budget_for
 
     if shape is None or fit is None:
         return None
     budget = budget_for(fit.limit_bytes, shape.world_size > 1)
-    # A fragmentation finding's fix leads with expandable segments; the changes that follow are for an OOM that
-    # stays with them, so they are not credited with the setting (e31 -> e33 ran with it; e69, the change, ran).
-    advised_already = facts.get("fragmentation_suspected") is True
-    options = suggest(shape, budget, store.all_values(), catalog, result, expandable_segments=not advised_already)
+    options = suggest(shape, budget, store.all_values(), catalog, result, expandable_segments)
     fitting = [s for s in options if s.fits]
     if not fitting:
         return None
