@@ -799,8 +799,6 @@ def again_with(name, run, env):
     RUN_ENV[name] = env
 
 
-EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
-
 # One allocation larger than the whole GPU (the "larger than the GPU" OOM finding, from EasyEdit#563's figures until
 # now): the local implementation's attention scores of 16 sequences of 16,384 tokens and 16 heads are one 128 GiB
 # tensor. Expected: out of memory in the first forward, asking for more than the card's total capacity.
@@ -1049,3 +1047,12 @@ def main():
 
 if __name__ == "__main__":
     main()
+# e74/e76 (micro-batch 56, "does not fit" on an H100 by the model, even the best case 735 MiB over; e72's rank 0
+# peaked at 77,967 MiB allocated uncapped) ran out of memory, and e74's rank 0 with its request covered by
+# reserved-but-unallocated memory: is that fragmentation? With expandable segments (e77; e77-cap on H200s under the
+# H100's limit): expected out of memory again (capacity). The cheapest change `diagnose` prints for e74/e76,
+# micro-batch 56 -> 28 (e78, e78-cap): expected to run.
+again_with("e77-moe8-ep2-top2-mbs56-expandable", "e72-moe8-ep2-top2-mbs56-does-not-fit", EXPANDABLE)
+again_with("e77-moe8-ep2-top2-mbs56-expandable-cap", "e72-moe8-ep2-top2-mbs56-does-not-fit", {**H100_CAP, **EXPANDABLE})
+RUNS["e78-moe8-ep2-top2-mbs28-advised"] = (2, 0, moe_ep2_top2(28, 112))
+again_with("e78-moe8-ep2-top2-mbs28-advised-cap", "e78-moe8-ep2-top2-mbs28-advised", H100_CAP)
