@@ -876,6 +876,15 @@ again_with("e74-moe8-ep2-top2-mbs56-does-not-fit-cap", "e72-moe8-ep2-top2-mbs56-
 # The same two on real H100s, where they come (e75 expected to run, e76 out of memory).
 RUNS["e75-moe8-ep2-top2-mbs43-fits"] = RUNS["e71-moe8-ep2-top2-mbs43-fits"]
 RUNS["e76-moe8-ep2-top2-mbs56-does-not-fit"] = RUNS["e72-moe8-ep2-top2-mbs56-does-not-fit"]
+# e74/e76 (micro-batch 56, "does not fit" on an H100 by the model, even the best case 735 MiB over; e72's rank 0
+# peaked at 77,967 MiB allocated uncapped) ran out of memory, and e74's rank 0 with its request covered by
+# reserved-but-unallocated memory: is that fragmentation? With expandable segments (e77; e77-cap on H200s under the
+# H100's limit): expected out of memory again (capacity). The cheapest change `diagnose` prints for e74/e76,
+# micro-batch 56 -> 28 (e78, e78-cap): expected to run.
+again_with("e77-moe8-ep2-top2-mbs56-expandable", "e72-moe8-ep2-top2-mbs56-does-not-fit", EXPANDABLE)
+again_with("e77-moe8-ep2-top2-mbs56-expandable-cap", "e72-moe8-ep2-top2-mbs56-does-not-fit", {**H100_CAP, **EXPANDABLE})
+RUNS["e78-moe8-ep2-top2-mbs28-advised"] = (2, 0, moe_ep2_top2(28, 112))
+again_with("e78-moe8-ep2-top2-mbs28-advised-cap", "e78-moe8-ep2-top2-mbs28-advised", H100_CAP)
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
@@ -1047,12 +1056,3 @@ def main():
 
 if __name__ == "__main__":
     main()
-# e74/e76 (micro-batch 56, "does not fit" on an H100 by the model, even the best case 735 MiB over; e72's rank 0
-# peaked at 77,967 MiB allocated uncapped) ran out of memory, and e74's rank 0 with its request covered by
-# reserved-but-unallocated memory: is that fragmentation? With expandable segments (e77; e77-cap on H200s under the
-# H100's limit): expected out of memory again (capacity). The cheapest change `diagnose` prints for e74/e76,
-# micro-batch 56 -> 28 (e78, e78-cap): expected to run.
-again_with("e77-moe8-ep2-top2-mbs56-expandable", "e72-moe8-ep2-top2-mbs56-does-not-fit", EXPANDABLE)
-again_with("e77-moe8-ep2-top2-mbs56-expandable-cap", "e72-moe8-ep2-top2-mbs56-does-not-fit", {**H100_CAP, **EXPANDABLE})
-RUNS["e78-moe8-ep2-top2-mbs28-advised"] = (2, 0, moe_ep2_top2(28, 112))
-again_with("e78-moe8-ep2-top2-mbs28-advised-cap", "e78-moe8-ep2-top2-mbs28-advised", H100_CAP)
