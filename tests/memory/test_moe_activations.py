@@ -667,3 +667,27 @@ def test_on_real_h100s_the_fitting_ep_micro_batch_ran_and_the_other_ran_out_insi
     report = estimate_run([str(failed)], gpu="H100-80GB")
     assert report.verdict.status == "does not fit"
     assert report.suggestions[0].overrides == ("train.micro_batch_size=28",)
+
+
+def test_a_covered_request_in_a_step_the_model_finds_short_even_at_best_is_capacity_and_its_fix_ran():
+    """e74's rank 0 asked for 6.84 GiB with 7.43 GiB free within the limit or reserved-but-unallocated: the message
+    alone says fragmentation. The memory model's whole step, even in its best case, is 734 MiB over what an H100
+    lets PyTorch reserve (e72's rank 0 peaked 789 MiB over it uncapped), and with expandable segments the run ran
+    out of memory again (e77, under the same limit on two H200). So `diagnose` calls both ranks capacity, and the
+    fix it prints, micro-batch 56 -> 28, ran (e78, same limit: 40,887 MiB allocated at most)."""
+    failed = diagnose([str(CALIBRATION / "out-of-memory" / "e74-moe8-ep2-top2-mbs56-does-not-fit-cap.log.gz")])
+    (finding,) = failed.findings
+    assert finding.id == "oom-capacity" and finding.ranks == [0, 1]
+    assert "≥ request 6.84 GiB, but the memory model's whole step is" in finding.facts["fragmentation_arithmetic"]
+    assert finding.overrides == ["--micro-batch-size 28"]
+    stopped = (CALIBRATION / "out-of-memory" / "runs.tsv").read_text().splitlines()[1:]
+    launch = {row.split("\t")[0]: re.sub(r"--master-port \d+ ", "", row.split("\t")[2]) for row in stopped}
+    again = "e77-moe8-ep2-top2-mbs56-expandable-cap"
+    assert launch[again] == launch["e74-moe8-ep2-top2-mbs56-does-not-fit-cap"].replace(
+        "ODR_CAP_MIB=77178 ", "ODR_CAP_MIB=77178 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+    )
+    with gzip.open(CALIBRATION / "out-of-memory" / f"{again}.log.gz", "rt") as log:
+        assert "OutOfMemoryError: CUDA out of memory" in log.read()
+    advised = "e78-moe8-ep2-top2-mbs28-advised-cap"
+    assert "--micro-batch-size 28 " in LAUNCH_ALL[advised] and "--global-batch-size 112 " in LAUNCH_ALL[advised]
+    assert LAUNCH_ALL[advised].startswith("ODR_CAP_MIB=77178 ") and _trained(advised)

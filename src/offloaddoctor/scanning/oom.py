@@ -109,10 +109,11 @@ def fragmentation_verdict(
 ) -> tuple[bool, str] | None:
     """THE rule (docs/oom.md): fragmentation when reserved-but-unallocated memory is not zero and, with the
     usable free memory, covers the request; otherwise capacity. The failed request is only the first that did
-    not fit: when the run's config is known and the memory model says the whole step is short, even in its best
-    case, by more than free + reserved-unallocated (`whole_step_short`), no allocator setting can make it fit
-    → capacity. `first_build_bytes`: the part of that shortfall that is optimizer offloading's first build,
-    which only Python's garbage collector frees (memory/model.py), for the wording. Returns (fragmentation?, its
+    not fit: when the run's config is known and the memory model says the whole step is short even in its best
+    case (`whole_step_short` > 0: the peak with the cache squeezed is over the limit), no allocator setting can
+    make it fit → capacity (e74's covered request: with expandable segments, e77, it ran out of memory again).
+    `first_build_bytes`: the part of that shortfall that is optimizer offloading's first build, which only
+    Python's garbage collector frees (memory/model.py), for the wording. Returns (fragmentation?, its
     arithmetic), or None when the message lacks the request or the reserved-unallocated figure."""
     slack, requested = facts.get("reserved_unallocated_bytes"), facts.get("requested_bytes")
     if slack is None or requested is None:
@@ -122,7 +123,7 @@ def fragmentation_verdict(
     covered = free + slack
     fragmentation = slack > 0 and covered >= requested
     sums = f"{free_label} {format_bytes(free)} + reserved-unallocated {format_bytes(slack)} = {format_bytes(covered)}"
-    if fragmentation and whole_step_short is not None and whole_step_short > covered:
+    if fragmentation and whole_step_short:
         case = (
             f"with the optimizer's first build still allocated ({format_bytes(first_build_bytes)}, freed only by "
             "Python's garbage collector; --manual-gc frees it)"
@@ -130,8 +131,8 @@ def fragmentation_verdict(
             else "even in its best case"
         )
         why = (
-            f"but the memory model's whole step is {format_bytes(whole_step_short)} short {case}, "
-            "more than that: the GPU does not have the bytes for the step → capacity"
+            f"but the memory model's whole step is {format_bytes(whole_step_short)} short {case}: "
+            "no allocator setting gives the step the bytes → capacity"
         )
         return False, f"{sums} ≥ request {format_bytes(requested)}, {why}"
     if fragmentation:
