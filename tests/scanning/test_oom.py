@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from offloaddoctor.scanning.oom import fragmentation_verdict, parse_oom, usable_free
 from offloaddoctor.scanning.units import format_bytes, parse_quantity
+from tests.conftest import FIXTURES
 
 GIB, MIB = 1024**3, 1024**2
 TORCH_211_FRAGMENTATION = (
@@ -190,6 +191,24 @@ def test_the_rule_is_the_sum_of_usable_free_and_slack(requested, free, slack, al
         assert fragmentation_verdict({**facts, "reserved_unallocated_bytes": slack + 1})[0] is True
         assert fragmentation_verdict({**facts, "free_bytes": free + GIB})[0] is True
     assert ("→ fragmentation" in arithmetic) is fragmentation
+    # what the run's config says only ever turns fragmentation into capacity (docs/oom.md, conditions 3 and 4)
+    assert fragmentation_verdict(facts, expandable_segments_on=True)[0] is False
+    assert fragmentation_verdict(facts, whole_step_short=1.0)[0] is False
+    assert fragmentation_verdict(facts, whole_step_short=0.0) == (fragmentation, arithmetic)
+
+
+def test_a_covered_request_with_expandable_segments_on_is_capacity_in_the_numbers_as_in_the_finding():
+    """fixtures/oom-capacity-expandable: 42.90 GiB reserved-unallocated covered the 4 GiB asked, and the launcher's
+    environment had expandable segments on. The finding was capacity (condition 3) while its Numbers said
+    "fragmentation suspected: yes ... → fragmentation"; they now say what the finding says."""
+    from offloaddoctor.api import diagnose
+
+    (finding,) = diagnose([str(FIXTURES / "oom-capacity-expandable" / "job.log")]).findings
+    assert finding.id == "oom-capacity" and finding.facts["fragmentation_suspected"] is False
+    assert finding.facts["fragmentation_arithmetic"].endswith(
+        "≥ request 4.00 GiB, but expandable segments were on (the allocator maps its memory where a request needs "
+        "it, no contiguous block to miss) → capacity"
+    )
 
 
 def test_missing_figures_decide_nothing():

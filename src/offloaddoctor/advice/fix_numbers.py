@@ -330,11 +330,18 @@ def _cheapest_change(
 
 
 def weigh_whole_step(scan, store: ConfigStore) -> None:
-    """Fragmentation or capacity (oom.fragmentation_verdict), with the memory model's whole step when the run's
-    config is known: an OOM whose request was covered is still capacity when the step is far shorter."""
+    """Fragmentation or capacity (oom.fragmentation_verdict) with what the run's config says: an OOM whose
+    request was covered is still capacity with expandable segments on, or when the memory model's whole step is
+    short even in its best case."""
     from offloaddoctor.scanning import fragmentation_verdict
 
     suspects = [a for a in scan.aggregates if a.facts.get("fragmentation_suspected") is True]
+    if suspects and store.value("allocator.expandable_segments") is True:
+        for aggregate in suspects:
+            verdict = fragmentation_verdict(aggregate.facts, expandable_segments_on=True)
+            if verdict is not None:
+                aggregate.facts["fragmentation_suspected"], aggregate.facts["fragmentation_arithmetic"] = verdict
+        return
     shape = _memory_shape(store) if suspects else None
     if shape is None:
         return

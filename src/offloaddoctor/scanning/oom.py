@@ -105,7 +105,10 @@ def shortfall_bytes(facts: dict) -> float:
 
 
 def fragmentation_verdict(
-    facts: dict, whole_step_short: float | None = None, first_build_bytes: float = 0.0
+    facts: dict,
+    whole_step_short: float | None = None,
+    first_build_bytes: float = 0.0,
+    expandable_segments_on: bool = False,
 ) -> tuple[bool, str] | None:
     """THE rule (docs/oom.md): fragmentation when reserved-but-unallocated memory is not zero and, with the
     usable free memory, covers the request; otherwise capacity. The failed request is only the first that did
@@ -113,7 +116,8 @@ def fragmentation_verdict(
     case (`whole_step_short` > 0: the peak with the cache squeezed is over the limit), no allocator setting can
     make it fit → capacity (e74's covered request: with expandable segments, e77, it ran out of memory again).
     `first_build_bytes`: the part of that shortfall that is optimizer offloading's first build, which only
-    Python's garbage collector frees (memory/model.py), for the wording. Returns (fragmentation?, its
+    Python's garbage collector frees (memory/model.py), for the wording. `expandable_segments_on`: the run's
+    config says so; the allocator then maps memory where a request needs it, no block to miss → capacity. Returns (fragmentation?, its
     arithmetic), or None when the message lacks the request or the reserved-unallocated figure."""
     slack, requested = facts.get("reserved_unallocated_bytes"), facts.get("requested_bytes")
     if slack is None or requested is None:
@@ -123,6 +127,12 @@ def fragmentation_verdict(
     covered = free + slack
     fragmentation = slack > 0 and covered >= requested
     sums = f"{free_label} {format_bytes(free)} + reserved-unallocated {format_bytes(slack)} = {format_bytes(covered)}"
+    if fragmentation and expandable_segments_on:
+        why = (
+            "but expandable segments were on (the allocator maps its memory where a request needs it, no "
+            "contiguous block to miss) → capacity"
+        )
+        return False, f"{sums} ≥ request {format_bytes(requested)}, {why}"
     if fragmentation and whole_step_short:
         case = (
             f"with the optimizer's first build still allocated ({format_bytes(first_build_bytes)}, freed only by "
