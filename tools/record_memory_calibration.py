@@ -885,6 +885,12 @@ again_with("e77-moe8-ep2-top2-mbs56-expandable", "e72-moe8-ep2-top2-mbs56-does-n
 again_with("e77-moe8-ep2-top2-mbs56-expandable-cap", "e72-moe8-ep2-top2-mbs56-does-not-fit", {**H100_CAP, **EXPANDABLE})
 RUNS["e78-moe8-ep2-top2-mbs28-advised"] = (2, 0, moe_ep2_top2(28, 112))
 again_with("e78-moe8-ep2-top2-mbs28-advised-cap", "e78-moe8-ep2-top2-mbs28-advised", H100_CAP)
+# A MoE run's allocator slack (x 1.15 assumed, calibration.MOE_FIT_SLACK) falls to a dense run's with expandable
+# segments, and the advice now offers the setting where that alone makes the run fit: e10 (micro-batch 12 on one
+# H100, "tight") leads with it. e10 again, fourteen iterations (e79), and as advised (e80: "fits"; expected to
+# run within the 78,216 MiB PyTorch may reserve): what the setting costs a MoE run's step, and its verdict.
+RUNS["e79-moe8-top4-mbs12-base"] = (1, 0, f"{RUNS['e10-moe8-top4-mbs12'][2]} --train-iters 14")
+again_with("e80-moe8-top4-mbs12-expandable-advised", "e79-moe8-top4-mbs12-base", EXPANDABLE)
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
