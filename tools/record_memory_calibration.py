@@ -891,6 +891,10 @@ again_with("e78-moe8-ep2-top2-mbs28-advised-cap", "e78-moe8-ep2-top2-mbs28-advis
 # run within the 78,216 MiB PyTorch may reserve): what the setting costs a MoE run's step, and its verdict.
 RUNS["e79-moe8-top4-mbs12-base"] = (1, 0, f"{RUNS['e10-moe8-top4-mbs12'][2]} --train-iters 14")
 again_with("e80-moe8-top4-mbs12-expandable-advised", "e79-moe8-top4-mbs12-base", EXPANDABLE)
+# With that credit e46's third change (two H200, 80 experts, EP 1) is offloading 0.05 with expandable segments, where
+# it was 0.15 (e49, which ran): as printed, with the host's cores over its GPUs as OpenMP threads (e81; "fits").
+RUNS["e81-moe80-ep1-offload005-expandable-advised-h200"] = (2, 0, f"{moe_heavy(80)} {OFFLOAD} 0.05 {GC}")
+RUN_ENV["e81-moe80-ep1-offload005-expandable-advised-h200"] = {**OMP_16, **EXPANDABLE}
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
