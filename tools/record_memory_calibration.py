@@ -895,6 +895,16 @@ again_with("e80-moe8-top4-mbs12-expandable-advised", "e79-moe8-top4-mbs12-base",
 # it was 0.15 (e49, which ran): as printed, with the host's cores over its GPUs as OpenMP threads (e81; "fits").
 RUNS["e81-moe80-ep1-offload005-expandable-advised-h200"] = (2, 0, f"{moe_heavy(80)} {OFFLOAD} 0.05 {GC}")
 RUN_ENV["e81-moe80-ep1-offload005-expandable-advised-h200"] = {**OMP_16, **EXPANDABLE}
+# And e19's first change on an H100 (it was micro-batch 94 -> 2): 94 -> 47 with expandable segments, twelve
+# iterations as e67 (47 on an H200 without them: its router drifted to 70,430 MiB, 7.7 % over the balanced
+# model, reserving 76,542). Expected to run under the H100's limit (e82 on two H100; e82-cap on H200s).
+RUNS["e82-moe8-ep2-top2-mbs47-expandable-advised"] = (2, 0, RUNS["e67-moe8-ep2-top2-mbs47-advised-h200"][2])
+RUN_ENV["e82-moe8-ep2-top2-mbs47-expandable-advised"] = EXPANDABLE
+again_with(
+    "e82-moe8-ep2-top2-mbs47-expandable-advised-cap",
+    "e82-moe8-ep2-top2-mbs47-expandable-advised",
+    {**H100_CAP, **EXPANDABLE},
+)
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
