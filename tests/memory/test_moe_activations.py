@@ -432,6 +432,59 @@ def test_planned_with_the_moe_allocator_slack_the_largest_fitting_run_and_diagno
             assert "(after 3 iterations) memory (MB)" in log.read()
 
 
+def test_where_the_moe_slack_alone_keeps_a_run_from_fitting_estimate_leads_with_expandable_segments_and_it_ran():
+    """The x 1.15 a MoE run's allocator may reserve over its peak falls to a dense run's x 1.06 with expandable
+    segments (calibration.fit_slack). e10 (micro-batch 12, one H100) is "tight" for that slack alone; its first
+    change is now the setting, which the verdict then calls "fits": run as printed (e80), it reserved 70,122 MiB of
+    the 78,216 PyTorch may on the card, and stepped 1.01x against e10 again (e79). On four H200, e31's estimate
+    leads with it too: e33 (e31 with it, which `diagnose` had advised after e31's OOM) ran."""
+    base, advised = "e79-moe8-top4-mbs12-base", "e80-moe8-top4-mbs12-expandable-advised"
+    assert (PLAN[base]["verdict"], PLAN[advised]["verdict"]) == ("tight", "fits")
+    report = estimate_run([str(CALIBRATION / f"{base}.log.gz")], gpu="H100-80GB")
+    first = report.suggestions[0]
+    assert first.overrides == ("env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",) and first.fits
+    assert "the routed tensors' freed memory" in first.change
+    assert any("the verdict turns on them" in note for note in report.notes)  # a log does not show the variable
+    same = [re.sub(r"--master-port \d+ ", "", LAUNCH_ALL[run]) for run in (advised, base)]
+    assert same[0] == f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True {same[1]}"
+    with gzip.open(CALIBRATION / f"{advised}.log.gz", "rt") as log:
+        reserved = max(float(m) for m in MAX_RESERVED.findall(log.read())) * 2**20
+    assert reserved < report.verdict.limit_bytes and _trained_for(advised, 14)
+    e31 = estimate_run([str(CALIBRATION / "out-of-memory" / "e31-moe16-ep4-top2-mbs87-h200.log.gz")], gpu="H200")
+    assert e31.suggestions[0].overrides == first.overrides
+    assert LAUNCH_ALL["e33-moe16-ep4-top2-mbs87-expandable-h200"].startswith(
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+    )
+
+
+def test_e19s_first_change_on_an_h100_halves_its_micro_batch_with_expandable_segments_and_it_ran_under_the_limit():
+    """e19 (EP 2, micro-batch 94) on an H100: without the setting's credit a MoE run's x 1.15 slack left micro-batch
+    2 as the first change (94's divisors: 47, 2, 1); with it, 47 and expandable segments. Run as printed for twelve
+    iterations under an H100's limit (two H200, ODR_CAP_MIB): e82 ran, its router drifting to 70,373 MiB (as e67, 47
+    without the setting on an H200: 70,430), reserving 70,864 of the 77,178 MiB PyTorch may on the card."""
+    report = estimate_run([str(CALIBRATION / "out-of-memory" / "e19-moe8-ep2-top2-mbs94-h200.log.gz")], gpu="H100-80GB")
+    first = report.suggestions[0]
+    assert first.fits and first.overrides == (
+        "train.micro_batch_size=47",
+        "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    )
+    run = "e82-moe8-ep2-top2-mbs47-expandable-advised-cap"
+    assert PLAN[run]["verdict"] == "fits"
+    launch = re.sub(r"--master-port \d+ ", "", LAUNCH_ALL[run])
+    assert launch.startswith("ODR_CAP_MIB=77178 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ")
+    assert "--micro-batch-size 47 --global-batch-size 188 " in launch
+    with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
+        text = log.read()
+    reserved = max(float(m) for m in MAX_RESERVED.findall(text))
+    assert reserved < 77178 and _trained_for(run, 12)
+    assert _max_allocated(CALIBRATION / f"{run}.log.gz") * 2**20 > 1.07 * first.peak_allocated_bytes  # the drift
+
+
+def _trained_for(run: str, iterations: int) -> bool:
+    with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
+        return f"(after {iterations} iterations) memory (MB)" in log.read()
+
+
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
 def test_an_oom_on_several_ranks_reports_the_figures_of_the_rank_furthest_over(order, tmp_path):
     """e23 ran out of memory on ranks 0 (10.06 GiB free for 11.23) and 1 (4.47 GiB free): the finding's figures,

@@ -13,7 +13,7 @@ from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.memory import MemoryEstimate, estimate, read_shape
-from offloaddoctor.memory.fit import FitVerdict
+from offloaddoctor.memory.fit import FitVerdict, with_expandable_segments
 from offloaddoctor.memory.fit import verdict as fit_verdict
 from offloaddoctor.byte_units import MIB
 
@@ -87,12 +87,11 @@ def build_estimate(
 
 
 def _turns_on_expandable_segments(report: EstimateReport) -> bool:
-    """The verdict would differ with expandable segments (the score tensors' fragmentation decides it)."""
+    """The verdict would differ with expandable segments (the allocator's fragmenting decides it)."""
     verdict, budget = report.verdict, report.budget_bytes
-    if verdict is None or budget is None or not verdict.fragmentation_bytes:
+    if verdict is None or budget is None or report.estimate.shape.expandable_segments:
         return False
-    expandable = report.estimate.shape.with_changes(expandable_segments=True)
-    return fit_verdict(report.estimate._replace(shape=expandable), budget).status != verdict.status
+    return fit_verdict(with_expandable_segments(report.estimate), budget).status != verdict.status
 
 
 def mib(value: float) -> float:

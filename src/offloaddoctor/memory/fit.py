@@ -108,13 +108,17 @@ def fragmentation_allowance(shape: RunShape) -> float:
 
 
 def fits_only_with_expandable_segments(result: MemoryEstimate, budget_bytes: float) -> bool:
-    """Does not fit as configured, only because of the score tensors' fragmentation, which
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True takes away. (The setting also lowers a MoE run's slack,
-    MOE_FIT_SLACK: not credited here, no change advised for it has run.)"""
-    if not fragmentation_allowance(result.shape) or fits(result, budget_bytes):
+    """Does not fit as configured, only because of what the allocator's cache fragmenting costs, which
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True takes away: the unfused attention's score tensors
+    (fragmentation_allowance) or a MoE layer's routed tensors of a new size every step (calibration.fit_slack)."""
+    if result.shape.expandable_segments or fits(result, budget_bytes):
         return False
-    limit = pytorch_limit(budget_bytes, result.shape.world_size > 1)
-    return verdict_within(result, limit, fragmentation=False).fits
+    return fits(with_expandable_segments(result), budget_bytes)
+
+
+def with_expandable_segments(result: MemoryEstimate) -> MemoryEstimate:
+    """The same estimate for the run with expandable segments on: the peak is the same, the verdict's slack not."""
+    return result._replace(shape=result.shape.with_changes(expandable_segments=True))
 
 
 def verdict(result: MemoryEstimate, budget_bytes: float) -> FitVerdict:
@@ -122,9 +126,9 @@ def verdict(result: MemoryEstimate, budget_bytes: float) -> FitVerdict:
     return verdict_within(result, pytorch_limit(budget_bytes, result.shape.world_size > 1))
 
 
-def verdict_within(result: MemoryEstimate, limit: float, fragmentation: bool = True) -> FitVerdict:
+def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
     """The verdict when PyTorch may reserve `limit` bytes (an OOM message's card less the CUDA context, or a
-    per-process memory fraction). `fragmentation`: allow for the score tensors' (fragmentation_allowance)."""
+    per-process memory fraction)."""
     error = cal.MODEL_UNDERESTIMATE
     slack = cal.fit_slack(result.shape)
     margin = (1 + error) * slack  # the model's error and the allocator's slack
@@ -132,7 +136,7 @@ def verdict_within(result: MemoryEstimate, limit: float, fragmentation: bool = T
     imbalanced = result.peak_with_routed_excess_bytes(excess)
     routed_excess = imbalanced - result.peak_allocated_bytes
     slack_only = imbalanced * margin
-    fragments = fragmentation_allowance(result.shape) if fragmentation else 0.0
+    fragments = fragmentation_allowance(result.shape)
     fragmented = imbalanced * (1 + error) + fragments > slack_only
     worst = imbalanced * (1 + error) + fragments if fragmented else slack_only
     collected = result.peak_allocated_if_collected_bytes
