@@ -906,6 +906,26 @@ again_with(
     {**H100_CAP, **EXPANDABLE},
 )
 
+
+# What a micro-batch cut costs beyond halving (the advice quotes 1.04x-1.06x, measured at 4 -> 2 and 2 -> 1, for cuts
+# such as 56 -> 7 or 94 -> 2): one H100, fourteen iterations each, one after the other, each base again on the same
+# machine. e10's MoE at the same global batch (24): 12 (e83), 3 (e84, a quarter), 1 (e85, a twelfth); the 0.87B GPT
+# (n16's) at 4 (n100) and 1 (n101, a quarter).
+def moe_top4_cost(mbs: int) -> tuple:
+    return (
+        1,
+        0,
+        f"{shape(8, 2048, 16, 2048, mbs, 32000, gbs=24)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        "--moe-router-topk 4 --moe-ffn-hidden-size 2048 --train-iters 14",
+    )
+
+
+RUNS["e83-moe8-top4-mbs12-base-again"] = moe_top4_cost(12)
+RUNS["e84-moe8-top4-mbs3"] = moe_top4_cost(3)
+RUNS["e85-moe8-top4-mbs1"] = moe_top4_cost(1)
+RUNS["n100-gpt1b-base-third"] = (1, 0, dense_cost())
+RUNS["n101-gpt1b-mbs1"] = (1, 0, dense_cost(mbs=1))
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
