@@ -10,8 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from offloaddoctor.advice.changes import CHANGES, EXPANDABLE_SEGMENTS, Change, _expert_cost, _selective_cost
+from offloaddoctor.advice.changes import (
+    CHANGES,
+    EXPANDABLE_SEGMENTS,
+    HALVED_MICRO_BATCH,
+    Change,
+    Cost,
+    _expert_cost,
+    _micro_batch_cost,
+    _selective_cost,
+)
 from offloaddoctor.advice.slowdown import (
+    MICRO_BATCH_CUT,
     PARAMETER_BOUND_MOE,
     SELECTIVE_RECOMPUTE_LOCAL,
     expected_slowdown,
@@ -151,17 +161,17 @@ def test_the_dense_changes_cost_what_their_runs_stepped():
         ratio("n31-gpt3b-mbs1-h200", "n30-gpt3b-mbs2-h200"),
         ratio("n34-gpt3b-f040-mbs1-gc-h200", "n33-gpt3b-f040-mbs2-gc-h200"),
     ]
-    assert f"{min(smaller):.2f}x-{max(smaller):.2f}x" in _cost_of("_smaller_micro_batch").text
+    assert f"{min(smaller):.2f}x-{max(smaller):.2f}x" in HALVED_MICRO_BATCH.text
     assert round(ratio("n18-gpt1b-full", "n16-gpt1b-base"), 2) == 1.31 == 1 + _cost_of("_full_recompute").rank / 100
     assert round(ratio("n20-gpt1b-gc", "n16-gpt1b-base"), 2) == 1.00 == 1 + _cost_of("manual_gc_change").rank / 100
     # The ranks: a smaller micro-batch before selective recompute, which comes before full recompute.
     shape = estimate_run([str(CALIBRATION / "n16-gpt1b-base.log.gz")]).estimate.shape
     selective = _selective_cost(Change("", (), shape))
     assert selective.rank == pytest.approx((selective_recompute_slowdown(2048, 2048) - 1) * 100)
-    assert _cost_of("_smaller_micro_batch").rank < selective.rank < _cost_of("_full_recompute").rank
+    assert HALVED_MICRO_BATCH.rank < selective.rank < _cost_of("_full_recompute").rank
     # Transformer Engine's fused attention keeps no scores to recompute: the guide's order, selective first.
     fused = _selective_cost(Change("", (), shape.with_changes(transformer_impl="transformer_engine")))
-    assert "fused attention" in fused.text and fused.rank < _cost_of("_smaller_micro_batch").rank
+    assert "fused attention" in fused.text and fused.rank < HALVED_MICRO_BATCH.rank
 
 
 def test_expandable_segments_cost_what_their_runs_stepped_and_come_first():
@@ -186,6 +196,28 @@ def test_expandable_segments_cost_what_their_runs_stepped_and_come_first():
     assert 0 < cost.rank < min(c.rank for _, c in CHANGES if not callable(c) and c is not cost and c.rank > 0)
 
 
+def test_a_micro_batch_cut_beyond_half_costs_what_its_runs_stepped_and_ranks_so():
+    """Quoted 1.04x-1.06x for any cut (measured at half), a cut to a quarter stepped 1.23x (e10's MoE 12 -> 3) and
+    1.28x (the 0.87B GPT 4 -> 1), to a twelfth 2.63x (the MoE 12 -> 1), each against its base again on the same H100
+    (e83, n100). The cost now follows the cut, so a deep cut ranks behind selective and full recompute."""
+    moe, dense = "e83-moe8-top4-mbs12-base-again", "n100-gpt1b-base-third"
+    assert [round(ratio(run, moe), 2) for run in ("e84-moe8-top4-mbs3", "e85-moe8-top4-mbs1")] == [1.23, 2.63]
+    assert round(ratio("n101-gpt1b-mbs1", dense), 2) == 1.28
+    assert round(ratio(moe, "e79-moe8-top4-mbs12-base"), 2) == 1.01  # the same base on another H100, hours apart
+    assert [p for p in MICRO_BATCH_CUT if p[0] > 2] == [(4.0, (1.23 + 1.28) / 2), (12.0, 2.63)]
+
+    shape = estimate_run([str(CALIBRATION / "n16-gpt1b-base.log.gz")]).estimate.shape
+
+    def cost(before: int, after: int) -> Cost:
+        return _micro_batch_cost(Change("", (), shape, micro_batches=before / after))
+
+    assert cost(94, 47) == HALVED_MICRO_BATCH and cost(87, 29).text.startswith("~1.15x step time: 3 times")
+    assert cost(12, 3).rank == pytest.approx(25.5) and cost(56, 7).text.startswith("~1.94x step time: 8 times")
+    assert cost(94, 2).text.startswith("more than 2.63x step time: 47 times the micro-batches")
+    assert cost(4, 1).rank > _selective_cost(Change("", (), shape)).rank
+    assert cost(12, 1).rank > _cost_of("_full_recompute").rank
+
+
 def test_with_the_optimizer_offloaded_selective_recompute_steps_ahead_of_a_smaller_micro_batch():
     """The CPU's step sets an offloading run's pace: on the 3.35B GPT at fraction 0.4 selective recompute cost 1.01x
     on an H200 (n35/n33) and stepped ahead of micro-batch 1 there (n34) and on an H100 (n27 against n26, the first
@@ -194,7 +226,7 @@ def test_with_the_optimizer_offloaded_selective_recompute_steps_ahead_of_a_small
     assert step_ms("n35-gpt3b-f040-sel-gc-h200") < step_ms("n34-gpt3b-f040-mbs1-gc-h200")
     assert step_ms("n27-gpt3b-f040-sel-gc") < step_ms("n26-gpt3b-f040-mbs1-gc-advised")
     shape = estimate_run([str(CALIBRATION / "n27-gpt3b-f040-sel-gc.log.gz")]).estimate.shape
-    assert _selective_cost(Change("", (), shape)).rank < _cost_of("_smaller_micro_batch").rank
+    assert _selective_cost(Change("", (), shape)).rank < HALVED_MICRO_BATCH.rank
 
 
 def test_where_a_smaller_micro_batch_now_leads_it_stepped_faster_than_the_selective_recompute_it_replaced():

@@ -14,8 +14,10 @@ from typing import NamedTuple
 
 from offloaddoctor.advice.slowdown import (
     GUIDE_TENSOR_PARALLEL_TO_8,
+    MICRO_BATCH_CUT,
     expected_slowdown,
     measured_slowdown,
+    micro_batch_cut_slowdown,
     selective_recompute_slowdown,
     tensor_parallel_slowdown,
 )
@@ -108,6 +110,7 @@ class Change(NamedTuple):
     shape: RunShape
     fraction: float | None = None  # optimizer offloading's, for its cost
     offloaded_now: float = 0.0  # the fraction the run offloads already: offloading's cost is from there
+    micro_batches: float = 1.0  # how many times the micro-batches a step runs, for a smaller micro-batch's cost
 
 
 def _candidates(shape: RunShape, budget: float, fitting: Fitting) -> list[Suggestion]:
@@ -207,6 +210,7 @@ def _smaller_micro_batch(shape: RunShape, budget: float, fitting: Fitting = fits
                 f"micro-batch size {shape.micro_batch_size} -> {micro} (same global batch, more micro-batches)",
                 (f"train.micro_batch_size={micro}",),
                 new,
+                micro_batches=shape.micro_batch_size / micro,
             )
     return None
 
@@ -312,6 +316,31 @@ def _double_expert(shape: RunShape, budget: float, fitting: Fitting = fits) -> C
         (f"model.expert_model_parallel_size={2 * e}",),
         shape.with_changes(expert_model_parallel_size=2 * e),
     )
+
+
+HALVED_MICRO_BATCH = Cost(
+    "measured 1.04x-1.06x step time (micro-batch 4 -> 2 and 2 -> 1, GPTs of hidden 2048 and 4096, H100 and H200)",
+    5.0,
+    "measured: n16/n19, n23/n25, n30/n31, n33/n34",
+)
+
+
+def _micro_batch_cost(change: Change) -> Cost:
+    """Halving is cheap; cutting further is not: each micro-batch's fixed work repeats and small ones leave the
+    GPU idle (slowdown.py MICRO_BATCH_CUT)."""
+    times = change.micro_batches
+    if times <= 2:
+        return HALVED_MICRO_BATCH
+    ratio = micro_batch_cut_slowdown(times)
+    measured = "measured 1.04x-1.06x at half, 1.23x-1.28x at a quarter, 2.63x at a twelfth, one H100"
+    source = "measured: n16/n19, n100/n101, e83/e84, e83/e85"
+    if times > MICRO_BATCH_CUT[-1][0]:
+        return Cost(
+            f"more than {ratio:.2f}x step time: {times:g} times the micro-batches ({measured})",
+            (ratio - 1) * 100,
+            source,
+        )
+    return Cost(f"~{ratio:.2f}x step time: {times:g} times the micro-batches ({measured})", (ratio - 1) * 100, source)
 
 
 def _selective_cost(change: Change) -> Cost:
@@ -458,12 +487,7 @@ CHANGES: tuple[tuple[Callable[[RunShape, float, Fitting], Change | None], Cost |
     (_selective_recompute, _selective_cost),
     (
         _smaller_micro_batch,
-        Cost(
-            "measured 1.04x-1.06x step time (micro-batch 4 -> 2 and 2 -> 1, GPTs of hidden 2048 and 4096, H100 and "
-            "H200)",
-            5.0,
-            "measured: n16/n19, n23/n25, n30/n31, n33/n34",
-        ),
+        _micro_batch_cost,
     ),
     (_double_pipeline, _pipeline_cost),
     (_optimizer_offloading, _offloading_cost),

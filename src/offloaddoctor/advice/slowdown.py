@@ -1,5 +1,5 @@
-"""What offloading the optimizer, and selective recompute, cost in iteration time: measured curves, interpolated
-between their points.
+"""What offloading the optimizer, selective recompute, TP and a smaller micro-batch cost in iteration time: measured
+curves, interpolated between their points.
 Dense runs: a 0.47B GPT on one H100 (fixtures/compare-family) to Qwen3-30B-A3B (the CPU-offloading guide). MoE
 runs: Qwen3-30B-A3B to a MoE whose parameters, not its compute, set the step (fixtures/memory-calibration e52,
 e55, e58: the CPU's Adam over the offloaded share grows with the parameters, the step's compute with the active
@@ -23,6 +23,11 @@ SELECTIVE_RECOMPUTE_LOCAL = ((0.5, 1.13), (1.0, 1.19), (2.0, 1.26))
 # 3.35B GPT on four H200 (n47/n48). To 8: the memory-tuning guide's Llama3 70B, TP 4 -> 8 on 32 H100: -28.4 %
 # TFLOP/s, 1 / (1 - 0.284) in step time.
 TENSOR_PARALLEL_TO_2 = ((2048, 1.16), (4096, 1.03))
+# A smaller micro-batch at the same global batch, by how many times the micro-batches a step runs: (times,
+# iteration-time ratio), median of iterations 4-14. Half: 1.04x-1.06x (n16/n19, n23/n25, n30/n31, n33/n34; H100 and
+# H200); a quarter: 1.23x (e10's MoE 12 -> 3, e83/e84) and 1.28x (the 0.87B GPT 4 -> 1, n100/n101); a twelfth:
+# 2.63x (the MoE 12 -> 1, e83/e85); one H100. Not measured beyond a twelfth.
+MICRO_BATCH_CUT = ((1.0, 1.0), (2.0, 1.05), (4.0, 1.255), (12.0, 2.63))
 TENSOR_PARALLEL_TO_4 = 1.21
 GUIDE_TENSOR_PARALLEL_TO_8 = 1 / (1 - 0.284)
 
@@ -102,6 +107,11 @@ def tensor_parallel_slowdown(degree: int, hidden_size: int) -> float:
     if degree <= 2:
         return _interpolate(TENSOR_PARALLEL_TO_2, hidden_size)
     return TENSOR_PARALLEL_TO_4 if degree == 4 else GUIDE_TENSOR_PARALLEL_TO_8
+
+
+def micro_batch_cut_slowdown(times: float) -> float:
+    """Iteration-time ratio of running `times` as many micro-batches a step (held to a twelfth's beyond it)."""
+    return _interpolate(MICRO_BATCH_CUT, times)
 
 
 def _interpolate(points, x: float) -> float:
