@@ -23,13 +23,13 @@ SELECTIVE_RECOMPUTE_LOCAL = ((0.5, 1.13), (1.0, 1.19), (2.0, 1.26))
 # 3.35B GPT on four H200 (n47/n48). To 8: the memory-tuning guide's Llama3 70B, TP 4 -> 8 on 32 H100: -28.4 %
 # TFLOP/s, 1 / (1 - 0.284) in step time.
 TENSOR_PARALLEL_TO_2 = ((2048, 1.16), (4096, 1.03))
+TENSOR_PARALLEL_TO_4 = 1.21
+GUIDE_TENSOR_PARALLEL_TO_8 = 1 / (1 - 0.284)
 # A smaller micro-batch at the same global batch, by how many times the micro-batches a step runs: (times,
 # iteration-time ratio), median of iterations 4-14. Half: 1.04x-1.06x (n16/n19, n23/n25, n30/n31, n33/n34; H100 and
 # H200); a quarter: 1.23x (e10's MoE 12 -> 3, e83/e84) and 1.28x (the 0.87B GPT 4 -> 1, n100/n101); a twelfth:
 # 2.63x (the MoE 12 -> 1, e83/e85); one H100. Not measured beyond a twelfth.
 MICRO_BATCH_CUT = ((1.0, 1.0), (2.0, 1.05), (4.0, 1.255), (12.0, 2.63))
-TENSOR_PARALLEL_TO_4 = 1.21
-GUIDE_TENSOR_PARALLEL_TO_8 = 1 / (1 - 0.284)
 
 
 # The tokens a step SMALL_MODEL was measured at (fixtures/compare-family: global batch 32 x sequence 1,024).
