@@ -926,6 +926,26 @@ RUNS["e85-moe8-top4-mbs1"] = moe_top4_cost(1)
 RUNS["n100-gpt1b-base-third"] = (1, 0, dense_cost())
 RUNS["n101-gpt1b-mbs1"] = (1, 0, dense_cost(mbs=1))
 
+
+# The order that cost now gives e34 (e10's MoE at micro-batch 11, one H100) at a 60 GiB target: selective recompute
+# (~1.19x), full recompute (1.31x), micro-batch 11 -> 2 (~1.51x, interpolated between a quarter and a twelfth), each
+# as printed, fourteen iterations, after the base (e86).
+def moe_top4_cost11(extra: str = "", mbs: int = 11) -> tuple:
+    return (
+        1,
+        0,
+        f"{shape(8, 2048, 16, 2048, mbs, 32000, gbs=22)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        f"--moe-router-topk 4 --moe-ffn-hidden-size 2048 --train-iters 14{extra}",
+    )
+
+
+RUNS["e86-moe8-top4-mbs11-base"] = moe_top4_cost11()
+RUNS["e87-moe8-top4-mbs11-selective"] = moe_top4_cost11(
+    " --recompute-granularity selective --recompute-modules core_attn"
+)
+RUNS["e88-moe8-top4-mbs11-full"] = moe_top4_cost11(f" {FULL}")
+RUNS["e89-moe8-top4-mbs2"] = moe_top4_cost11(mbs=2)
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
