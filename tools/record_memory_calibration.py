@@ -911,12 +911,13 @@ again_with(
 # such as 56 -> 7 or 94 -> 2): one H100, fourteen iterations each, one after the other, each base again on the same
 # machine. e10's MoE at the same global batch (24): 12 (e83), 3 (e84, a quarter), 1 (e85, a twelfth); the 0.87B GPT
 # (n16's) at 4 (n100) and 1 (n101, a quarter).
-def moe_top4_cost(mbs: int) -> tuple:
+def moe_top4_cost(mbs: int, gbs: int = 24, extra: str = "") -> tuple:
+    """e10's MoE on one GPU, fourteen iterations: the runs that time a change against its base."""
     return (
         1,
         0,
-        f"{shape(8, 2048, 16, 2048, mbs, 32000, gbs=24)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
-        "--moe-router-topk 4 --moe-ffn-hidden-size 2048 --train-iters 14",
+        f"{shape(8, 2048, 16, 2048, mbs, 32000, gbs=gbs)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        f"--moe-router-topk 4 --moe-ffn-hidden-size 2048 --train-iters 14{extra}",
     )
 
 
@@ -930,21 +931,12 @@ RUNS["n101-gpt1b-mbs1"] = (1, 0, dense_cost(mbs=1))
 # The order that cost now gives e34 (e10's MoE at micro-batch 11, one H100) at a 60 GiB target: selective recompute
 # (~1.19x), full recompute (1.31x), micro-batch 11 -> 2 (~1.51x, interpolated between a quarter and a twelfth), each
 # as printed, fourteen iterations, after the base (e86).
-def moe_top4_cost11(extra: str = "", mbs: int = 11) -> tuple:
-    return (
-        1,
-        0,
-        f"{shape(8, 2048, 16, 2048, mbs, 32000, gbs=22)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
-        f"--moe-router-topk 4 --moe-ffn-hidden-size 2048 --train-iters 14{extra}",
-    )
-
-
-RUNS["e86-moe8-top4-mbs11-base"] = moe_top4_cost11()
-RUNS["e87-moe8-top4-mbs11-selective"] = moe_top4_cost11(
-    " --recompute-granularity selective --recompute-modules core_attn"
+RUNS["e86-moe8-top4-mbs11-base"] = moe_top4_cost(11, 22)
+RUNS["e87-moe8-top4-mbs11-selective"] = moe_top4_cost(
+    11, 22, " --recompute-granularity selective --recompute-modules core_attn"
 )
-RUNS["e88-moe8-top4-mbs11-full"] = moe_top4_cost11(f" {FULL}")
-RUNS["e89-moe8-top4-mbs2"] = moe_top4_cost11(mbs=2)
+RUNS["e88-moe8-top4-mbs11-full"] = moe_top4_cost(11, 22, f" {FULL}")
+RUNS["e89-moe8-top4-mbs2"] = moe_top4_cost(2, 22)
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
