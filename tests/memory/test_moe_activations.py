@@ -449,7 +449,7 @@ def test_where_the_moe_slack_alone_keeps_a_run_from_fitting_estimate_leads_with_
     assert same[0] == f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True {same[1]}"
     with gzip.open(CALIBRATION / f"{advised}.log.gz", "rt") as log:
         reserved = max(float(m) for m in MAX_RESERVED.findall(log.read())) * 2**20
-    assert reserved < report.verdict.limit_bytes and _trained_for(advised, 14)
+    assert reserved < report.verdict.limit_bytes and _trained(advised, 14)
     e31 = estimate_run([str(CALIBRATION / "out-of-memory" / "e31-moe16-ep4-top2-mbs87-h200.log.gz")], gpu="H200")
     assert e31.suggestions[0].overrides == first.overrides
     assert LAUNCH_ALL["e33-moe16-ep4-top2-mbs87-expandable-h200"].startswith(
@@ -476,13 +476,8 @@ def test_e19s_first_change_on_an_h100_halves_its_micro_batch_with_expandable_seg
     with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
         text = log.read()
     reserved = max(float(m) for m in MAX_RESERVED.findall(text))
-    assert reserved < 77178 and _trained_for(run, 12)
+    assert reserved < 77178 and _trained(run, 12)
     assert _max_allocated(CALIBRATION / f"{run}.log.gz") * 2**20 > 1.07 * first.peak_allocated_bytes  # the drift
-
-
-def _trained_for(run: str, iterations: int) -> bool:
-    with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
-        return f"(after {iterations} iterations) memory (MB)" in log.read()
 
 
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
@@ -672,9 +667,9 @@ def test_padded_to_capacity_an_ep_run_fits_where_the_dropless_one_ran_out_of_mem
     assert 1.08 < reserved / measured < 1.09 and reserved < report.verdict.limit_bytes
 
 
-def _trained(run: str) -> bool:
+def _trained(run: str, iterations: int = 3) -> bool:
     with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
-        return "(after 3 iterations) memory (MB)" in log.read()
+        return f"(after {iterations} iterations) memory (MB)" in log.read()
 
 
 def test_under_an_h100s_limit_the_largest_ep_micro_batch_called_fitting_ran_and_the_smallest_called_not_ran_out():
