@@ -937,6 +937,10 @@ RUNS["e87-moe8-top4-mbs11-selective"] = moe_top4_cost(
 )
 RUNS["e88-moe8-top4-mbs11-full"] = moe_top4_cost(11, 22, f" {FULL}")
 RUNS["e89-moe8-top4-mbs2"] = moe_top4_cost(2, 22)
+# Held out: the cut's curve on a wider model (n23's 2B GPT, hidden 4096, where 2 -> 1 stepped 1.06x): 4 (n102)
+# -> 1 (n103), a quarter, quoted ~1.26x.
+RUNS["n102-gpt2b-h4096-mbs4"] = (1, 0, wide_cost(mbs=4))
+RUNS["n103-gpt2b-h4096-mbs1-again"] = (1, 0, wide_cost(mbs=1))
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
