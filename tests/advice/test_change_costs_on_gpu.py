@@ -26,6 +26,7 @@ from offloaddoctor.advice.slowdown import (
     SELECTIVE_RECOMPUTE_LOCAL,
     expected_slowdown,
     measured_slowdown,
+    micro_batch_cut_slowdown,
     selective_recompute_slowdown,
     tensor_parallel_slowdown,
 )
@@ -236,6 +237,16 @@ def test_held_out_the_order_a_deep_cut_now_takes_held_on_the_gpu():
     assert [round(ratio(run, base), 2) for run in runs] == [1.16, 1.31, 1.66]
     quoted = next(s.cost for s in report.suggestions if s.overrides == order[2])
     assert quoted.startswith("~1.51x step time: 5.5 times the micro-batches")
+
+
+def test_held_out_on_a_wider_model_a_quarter_cut_cost_less_than_quoted():
+    """n23's 2B GPT (hidden 4096) at micro-batch 4 -> 1, planned before it ran, quoted ~1.25x from the hidden-2048
+    runs: it stepped 1.10x (n102/n103). The curve over-quotes a wide model's cut (each micro-batch keeps more work
+    for the GPU): the cost of a cut depends on the model, which the curve does not model. Over-quoting can list a
+    cheap cut behind a dearer change; it does not put a dear cut first, as the 1.04x-1.06x quote did (e86-e89)."""
+    measured = ratio("n103-gpt2b-h4096-mbs1-again", "n102-gpt2b-h4096-mbs4")
+    assert round(measured, 2) == 1.10 < micro_batch_cut_slowdown(4) - 0.1
+    assert round(ratio("n25-gpt2b-h4096-mbs1", "n23-gpt2b-h4096-base"), 2) == 1.06  # its half, hours before
 
 
 def test_with_the_optimizer_offloaded_selective_recompute_steps_ahead_of_a_smaller_micro_batch():

@@ -332,8 +332,8 @@ def _micro_batch_cost(change: Change) -> Cost:
     if times <= 2:
         return HALVED_MICRO_BATCH
     ratio = micro_batch_cut_slowdown(times)
-    measured = "measured 1.04x-1.06x at half, 1.23x-1.28x at a quarter, 2.63x at a twelfth, one H100"
-    source = "measured: n16/n19, n100/n101, e83/e84, e83/e85"
+    measured = "measured 1.04x-1.06x at half, 1.10x-1.28x at a quarter, 2.63x at a twelfth, one H100"
+    source = "measured: n16/n19, n100/n101, e83/e84, e83/e85 (n102/n103, hidden 4096: 1.10x at a quarter)"
     bound = "more than " if times > MICRO_BATCH_CUT[-1][0] else "~"
     return Cost(
         f"{bound}{ratio:.2f}x step time: {times:g} times the micro-batches ({measured})", (ratio - 1) * 100, source
