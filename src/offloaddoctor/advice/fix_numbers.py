@@ -336,25 +336,21 @@ def weigh_whole_step(scan, store: ConfigStore) -> None:
     from offloaddoctor.scanning import fragmentation_verdict
 
     suspects = [a for a in scan.aggregates if a.facts.get("fragmentation_suspected") is True]
-    if suspects and store.value("allocator.expandable_segments") is True:
-        for aggregate in suspects:
-            verdict = fragmentation_verdict(aggregate.facts, expandable_segments_on=True)
-            if verdict is not None:
-                aggregate.facts["fragmentation_suspected"], aggregate.facts["fragmentation_arithmetic"] = verdict
-        return
-    shape = _memory_shape(store) if suspects else None
-    if shape is None:
-        return
-    result = _estimate(shape)
+    expandable = store.value("allocator.expandable_segments") is True
+    shape = _memory_shape(store) if suspects and not expandable else None
+    result = _estimate(shape) if shape is not None else None
     for aggregate in suspects:
-        fit = _fit_verdict(result, aggregate.facts)
-        if fit is None:
-            continue
-        # With the first optimizer build lingering (offloading without --manual-gc) the step is short by that
-        # much more: an OOM whose model fits only if Python's collector frees it is the build, not the heap.
-        # Recorded: g1-f000 and g2-f040 ran out of memory again with expandable segments on; g2-f040 ran with
-        # --manual-gc (fixtures/offload-sweep).
-        verdict = fragmentation_verdict(aggregate.facts, fit.short_if_never_collected_bytes, fit.uncollected_bytes)
+        if expandable:
+            verdict = fragmentation_verdict(aggregate.facts, expandable_segments_on=True)
+        else:
+            fit = _fit_verdict(result, aggregate.facts) if result is not None else None
+            if fit is None:
+                continue
+            # With the first optimizer build lingering (offloading without --manual-gc) the step is short by that
+            # much more: an OOM whose model fits only if Python's collector frees it is the build, not the heap.
+            # Recorded: g1-f000 and g2-f040 ran out of memory again with expandable segments on; g2-f040 ran with
+            # --manual-gc (fixtures/offload-sweep).
+            verdict = fragmentation_verdict(aggregate.facts, fit.short_if_never_collected_bytes, fit.uncollected_bytes)
         if verdict is not None:
             aggregate.facts["fragmentation_suspected"], aggregate.facts["fragmentation_arithmetic"] = verdict
 

@@ -7,7 +7,7 @@ Three answers, each with the figures behind it:
 - **does not fit**: even the best case (uncertain terms gone, the allocator's cache squeezed) is over it;
 - **tight**: in between. The reasons say which term decides it and the change that settles it: the first
   optimizer build that only Python's garbage collector frees (`--manual-gc` frees it for sure), or the
-  allocator's slack (fragmentation: `expandable_segments` may be needed, and are where the score tensors decide).
+  allocator's slack (fragmentation: `expandable_segments` may be needed, and are where fragmenting alone decides).
 """
 
 from __future__ import annotations
@@ -137,8 +137,9 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
     routed_excess = imbalanced - result.peak_allocated_bytes
     slack_only = imbalanced * margin
     fragments = fragmentation_allowance(result.shape)
-    fragmented = imbalanced * (1 + error) + fragments > slack_only
-    worst = imbalanced * (1 + error) + fragments if fragmented else slack_only
+    with_fragments = imbalanced * (1 + error) + fragments
+    fragmented = with_fragments > slack_only
+    worst = max(with_fragments, slack_only)
     collected = result.peak_allocated_if_collected_bytes
     best = collected * cal.SQUEEZED_SLACK
     uncollected = result.peak_allocated_bytes - collected
@@ -154,8 +155,8 @@ def verdict_within(result: MemoryEstimate, limit: float) -> FitVerdict:
             reasons.append(
                 f"its {fragments / cal.FRAGMENTED_SCORE_TENSORS / MIB:,.0f} MiB attention-score tensors fragment "
                 "the allocator's cache without expandable segments (a run with 8,192 MiB ones ran out of memory with "
-                f"1.8 of them reserved but unallocated, in one of two tries); the peak x {1 + error:g} x {slack:g} fits: "
-                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True makes it fit"
+                "1.8 of them reserved but unallocated, in one of two tries); the peak "
+                f"x {1 + error:g} x {slack:g} fits: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True makes it fit"
             )
         elif moe and not uncollected:
             if result.peak_allocated_bytes * (1 + error) * cal.FIT_SLACK <= limit:

@@ -117,8 +117,9 @@ def fragmentation_verdict(
     make it fit → capacity (e74's covered request: with expandable segments, e77, it ran out of memory again).
     `first_build_bytes`: the part of that shortfall that is optimizer offloading's first build, which only
     Python's garbage collector frees (memory/model.py), for the wording. `expandable_segments_on`: the run's
-    config says so; the allocator then maps memory where a request needs it, no block to miss → capacity. Returns (fragmentation?, its
-    arithmetic), or None when the message lacks the request or the reserved-unallocated figure."""
+    config says so; the allocator then maps memory where a request needs it, no block to miss → capacity.
+    Returns (fragmentation?, its arithmetic), or None when the message lacks the request or the
+    reserved-unallocated figure."""
     slack, requested = facts.get("reserved_unallocated_bytes"), facts.get("requested_bytes")
     if slack is None or requested is None:
         return None
