@@ -885,11 +885,23 @@ again_with("e77-moe8-ep2-top2-mbs56-expandable", "e72-moe8-ep2-top2-mbs56-does-n
 again_with("e77-moe8-ep2-top2-mbs56-expandable-cap", "e72-moe8-ep2-top2-mbs56-does-not-fit", {**H100_CAP, **EXPANDABLE})
 RUNS["e78-moe8-ep2-top2-mbs28-advised"] = (2, 0, moe_ep2_top2(28, 112))
 again_with("e78-moe8-ep2-top2-mbs28-advised-cap", "e78-moe8-ep2-top2-mbs28-advised", H100_CAP)
+
+
 # A MoE run's allocator slack (x 1.15 assumed, calibration.MOE_FIT_SLACK) falls to a dense run's with expandable
 # segments, and the advice now offers the setting where that alone makes the run fit: e10 (micro-batch 12 on one
 # H100, "tight") leads with it. e10 again, fourteen iterations (e79), and as advised (e80: "fits"; expected to
 # run within the 78,216 MiB PyTorch may reserve): what the setting costs a MoE run's step, and its verdict.
-RUNS["e79-moe8-top4-mbs12-base"] = (1, 0, f"{RUNS['e10-moe8-top4-mbs12'][2]} --train-iters 14")
+def moe_top4_cost(mbs: int, gbs: int = 24, extra: str = "") -> tuple:
+    """e10's MoE on one GPU, fourteen iterations: the runs that time a change against its base."""
+    return (
+        1,
+        0,
+        f"{shape(8, 2048, 16, 2048, mbs, 32000, gbs=gbs)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
+        f"--moe-router-topk 4 --moe-ffn-hidden-size 2048 --train-iters 14{extra}",
+    )
+
+
+RUNS["e79-moe8-top4-mbs12-base"] = moe_top4_cost(12)
 again_with("e80-moe8-top4-mbs12-expandable-advised", "e79-moe8-top4-mbs12-base", EXPANDABLE)
 # With that credit e46's third change (two H200, 80 experts, EP 1) is offloading 0.05 with expandable segments, where
 # it was 0.15 (e49, which ran): as printed, with the host's cores over its GPUs as OpenMP threads (e81; "fits").
@@ -911,17 +923,7 @@ again_with(
 # such as 56 -> 7 or 94 -> 2): one H100, fourteen iterations each, one after the other, each base again on the same
 # machine. e10's MoE at the same global batch (24): 12 (e83), 3 (e84, a quarter), 1 (e85, a twelfth); the 0.87B GPT
 # (n16's) at 4 (n100) and 1 (n101, a quarter).
-def moe_top4_cost(mbs: int, gbs: int = 24, extra: str = "") -> tuple:
-    """e10's MoE on one GPU, fourteen iterations: the runs that time a change against its base."""
-    return (
-        1,
-        0,
-        f"{shape(8, 2048, 16, 2048, mbs, 32000, gbs=gbs)} --bf16 {DISTOPT} --disable-bias-linear --num-experts 8 "
-        f"--moe-router-topk 4 --moe-ffn-hidden-size 2048 --train-iters 14{extra}",
-    )
-
-
-RUNS["e83-moe8-top4-mbs12-base-again"] = moe_top4_cost(12)
+RUNS["e83-moe8-top4-mbs12-base-again"] = RUNS["e79-moe8-top4-mbs12-base"]
 RUNS["e84-moe8-top4-mbs3"] = moe_top4_cost(3)
 RUNS["e85-moe8-top4-mbs1"] = moe_top4_cost(1)
 RUNS["n100-gpt1b-base-third"] = (1, 0, dense_cost())
