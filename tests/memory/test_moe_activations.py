@@ -19,6 +19,7 @@ from offloaddoctor.memory.activations import layer_activations, router_bytes, ro
 from offloaddoctor.memory import read_shape
 
 from tests.conftest import estimate_run
+from tests.memory.recorded import LAUNCHES, trained
 
 # each recorded run estimated once for the tests here and in test_memory_model.py (conftest.estimate_run)
 pytestmark = pytest.mark.xdist_group("memory-calibration")
@@ -445,11 +446,10 @@ def test_where_the_moe_slack_alone_keeps_a_run_from_fitting_estimate_leads_with_
     assert first.overrides == ("env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",) and first.fits
     assert "the routed tensors' freed memory" in first.change
     assert any("the verdict turns on them" in note for note in report.notes)  # a log does not show the variable
-    same = [re.sub(r"--master-port \d+ ", "", LAUNCH_ALL[run]) for run in (advised, base)]
-    assert same[0] == f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True {same[1]}"
+    assert LAUNCHES[advised] == f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True {LAUNCHES[base]}"
     with gzip.open(CALIBRATION / f"{advised}.log.gz", "rt") as log:
         reserved = max(float(m) for m in MAX_RESERVED.findall(log.read())) * 2**20
-    assert reserved < report.verdict.limit_bytes and _trained(advised, 14)
+    assert reserved < report.verdict.limit_bytes and trained(advised, 14)
     e31 = estimate_run([str(CALIBRATION / "out-of-memory" / "e31-moe16-ep4-top2-mbs87-h200.log.gz")], gpu="H200")
     assert e31.suggestions[0].overrides == first.overrides
     assert LAUNCH_ALL["e33-moe16-ep4-top2-mbs87-expandable-h200"].startswith(
@@ -470,13 +470,13 @@ def test_e19s_first_change_on_an_h100_halves_its_micro_batch_with_expandable_seg
     )
     run = "e82-moe8-ep2-top2-mbs47-expandable-advised-cap"
     assert PLAN[run]["verdict"] == "fits"
-    launch = re.sub(r"--master-port \d+ ", "", LAUNCH_ALL[run])
+    launch = LAUNCHES[run]
     assert launch.startswith("ODR_CAP_MIB=77178 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ")
     assert "--micro-batch-size 47 --global-batch-size 188 " in launch
     with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
         text = log.read()
     reserved = max(float(m) for m in MAX_RESERVED.findall(text))
-    assert reserved < 77178 and _trained(run, 12)
+    assert reserved < 77178 and trained(run, 12)
     assert _max_allocated(CALIBRATION / f"{run}.log.gz") * 2**20 > 1.07 * first.peak_allocated_bytes  # the drift
 
 
@@ -667,11 +667,6 @@ def test_padded_to_capacity_an_ep_run_fits_where_the_dropless_one_ran_out_of_mem
     assert 1.08 < reserved / measured < 1.09 and reserved < report.verdict.limit_bytes
 
 
-def _trained(run: str, iterations: int = 3) -> bool:
-    with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
-        return f"(after {iterations} iterations) memory (MB)" in log.read()
-
-
 def test_under_an_h100s_limit_the_largest_ep_micro_batch_called_fitting_ran_and_the_smallest_called_not_ran_out():
     """Expert parallelism 2, e19's model, planned for two H100 (benchmarks/moe_plan.json): micro-batch 43, "fits" with
     631 MiB to spare, and 56, "does not fit". Two H200 came: uncapped both trained (e71, e72: rank 0 0.3 % and 1.1 %
@@ -680,11 +675,11 @@ def test_under_an_h100s_limit_the_largest_ep_micro_batch_called_fitting_ran_and_
     fits, fails = "e73-moe8-ep2-top2-mbs43-fits-cap", "e74-moe8-ep2-top2-mbs56-does-not-fit-cap"
     assert (PLAN[fits]["verdict"], PLAN[fails]["verdict"]) == ("fits", "does not fit")
     for uncapped in ("e71-moe8-ep2-top2-mbs43-fits", "e72-moe8-ep2-top2-mbs56-does-not-fit"):
-        assert "ODR_CAP_MIB" not in LAUNCH_ALL[uncapped] and _trained(uncapped)
+        assert "ODR_CAP_MIB" not in LAUNCH_ALL[uncapped] and trained(uncapped)
     cap_mib = 77178
     assert _max_allocated(CALIBRATION / "e72-moe8-ep2-top2-mbs56-does-not-fit.log.gz") > cap_mib
     assert LAUNCH_ALL[fits].startswith(f"ODR_CAP_MIB={cap_mib} ")
-    assert _trained(fits)
+    assert trained(fits)
     with gzip.open(CALIBRATION / "out-of-memory" / f"{fails}.log.gz", "rt") as log:
         assert len(re.findall(r"OutOfMemoryError: CUDA out of memory.*GiB allowed", log.read())) == 2  # both ranks
 
@@ -695,12 +690,8 @@ def test_on_real_h100s_the_fitting_ep_micro_batch_ran_and_the_other_ran_out_insi
     cache held the GPU (nvidia-smi 81,068 of 81,559 MiB). `diagnose` calls it an out-of-memory ahead of the NCCL
     failure, with the model's peak and the `estimate` command for the GPU's verdict, which is "does not fit" with
     micro-batch 56 -> 28 first (below the 43 that ran)."""
-    same = [
-        re.sub(r"--master-port \d+ ", "", LAUNCH_ALL[run])
-        for run in ("e75-moe8-ep2-top2-mbs43-fits", "e71-moe8-ep2-top2-mbs43-fits")
-    ]
-    assert same[0] == same[1]
-    assert _trained("e75-moe8-ep2-top2-mbs43-fits")
+    assert LAUNCHES["e75-moe8-ep2-top2-mbs43-fits"] == LAUNCHES["e71-moe8-ep2-top2-mbs43-fits"]
+    assert trained("e75-moe8-ep2-top2-mbs43-fits")
     failed = CALIBRATION / "out-of-memory" / "e76-moe8-ep2-top2-mbs56-does-not-fit.log.gz"
     first, *others = diagnose([str(failed)]).findings
     assert first.id == "oom-capacity" and [f.id for f in others] == ["nccl-collective-failure"]
@@ -728,14 +719,12 @@ def test_a_covered_request_in_a_step_the_model_finds_short_even_at_best_is_capac
     assert finding.id == "oom-capacity" and finding.ranks == [0, 1]
     assert "≥ request 6.84 GiB, but the memory model's whole step is" in finding.facts["fragmentation_arithmetic"]
     assert finding.overrides == ["--micro-batch-size 28"]
-    stopped = (CALIBRATION / "out-of-memory" / "runs.tsv").read_text().splitlines()[1:]
-    launch = {row.split("\t")[0]: re.sub(r"--master-port \d+ ", "", row.split("\t")[2]) for row in stopped}
     again = "e77-moe8-ep2-top2-mbs56-expandable-cap"
-    assert launch[again] == launch["e74-moe8-ep2-top2-mbs56-does-not-fit-cap"].replace(
+    assert LAUNCHES[again] == LAUNCHES["e74-moe8-ep2-top2-mbs56-does-not-fit-cap"].replace(
         "ODR_CAP_MIB=77178 ", "ODR_CAP_MIB=77178 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
     )
     with gzip.open(CALIBRATION / "out-of-memory" / f"{again}.log.gz", "rt") as log:
         assert "OutOfMemoryError: CUDA out of memory" in log.read()
     advised = "e78-moe8-ep2-top2-mbs28-advised-cap"
     assert "--micro-batch-size 28 " in LAUNCH_ALL[advised] and "--global-batch-size 112 " in LAUNCH_ALL[advised]
-    assert LAUNCH_ALL[advised].startswith("ODR_CAP_MIB=77178 ") and _trained(advised)
+    assert LAUNCH_ALL[advised].startswith("ODR_CAP_MIB=77178 ") and trained(advised)

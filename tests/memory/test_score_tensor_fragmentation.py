@@ -4,34 +4,20 @@ planned in benchmarks/moe_plan.json before they ran)."""
 
 from __future__ import annotations
 
-import gzip
-import re
-from pathlib import Path
 
 import pytest
 
 from offloaddoctor.memory.calibration import FRAGMENTED_SCORE_TENSORS
 from offloaddoctor.memory.fit import FITS, TIGHT, fragmentation_allowance
 from tests.conftest import estimate_run
+from tests.memory.recorded import CALIBRATION, LAUNCHES, trained
 
-CALIBRATION = Path(__file__).resolve().parents[2] / "fixtures" / "memory-calibration"
-# Each run's launch command, less the rendezvous port (each run has its own).
-LAUNCHES = {
-    row.split("\t")[0]: re.sub(r"--master-port \d+ ", "", row.split("\t")[-1])
-    for table in (CALIBRATION / "runs.tsv", CALIBRATION / "out-of-memory" / "runs.tsv")
-    for row in table.read_text().splitlines()[1:]
-}
 EXPANDABLE = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 
 
 def _on_an_h100(run: str):
     folder = CALIBRATION / "out-of-memory" if run.startswith("n80") else CALIBRATION
     return estimate_run([str(folder / f"{run}.log.gz")], gpu="H100-80GB")
-
-
-def _trained(run: str) -> bool:
-    with gzip.open(CALIBRATION / f"{run}.log.gz", "rt") as log:
-        return "(after 3 iterations) memory (MB)" in log.read()
 
 
 # Without expandable segments, each run's verdict on an H100 and what it did there.
@@ -46,13 +32,13 @@ RECORDED = {
 
 
 @pytest.mark.parametrize(("run", "status"), sorted(RECORDED.items()))
-def test_each_run_planned_near_an_h100s_limit_got_the_verdict_it_was_planned_with_and_trained(run, status):
+def test_each_run_planned_near_an_h100s_limit_got_the_verdict_it_was_planned_with_andtrained(run, status):
     report = _on_an_h100(run)
     assert report.verdict.status == status
     assert fragmentation_allowance(report.estimate.shape) == pytest.approx(
         FRAGMENTED_SCORE_TENSORS * 2 * report.estimate.shape.num_attention_heads * report.estimate.shape.seq_length**2
     )
-    assert EXPANDABLE not in LAUNCHES[run] and _trained(run)
+    assert EXPANDABLE not in LAUNCHES[run] and trained(run)
 
 
 def test_the_run_that_ran_out_of_memory_where_the_slack_alone_said_fits_is_tight_and_is_told_the_setting_it_ran_with():
@@ -67,7 +53,7 @@ def test_the_run_that_ran_out_of_memory_where_the_slack_alone_said_fits_is_tight
     first = report.suggestions[0]
     assert (first.overrides, first.fits) == (("env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",), True)
     assert LAUNCHES["n81-gpt-s16k-mbs1-expandable-advised"] == f"{EXPANDABLE} {LAUNCHES['n80-gpt-s16k-mbs1-advised']}"
-    assert _trained("n81-gpt-s16k-mbs1-expandable-advised")
+    assert trained("n81-gpt-s16k-mbs1-expandable-advised")
     assert LAUNCHES["n99-gpt-s16k-mbs1-again"] == LAUNCHES["n80-gpt-s16k-mbs1-advised"]
 
 
@@ -75,7 +61,7 @@ def test_a_tight_run_is_told_expandable_segments_first_which_ran_as_printed():
     report = _on_an_h100("n92-gpt-s14k-h20-l2-tight")
     assert report.suggestions[0].overrides == ("env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",)
     advised = "n93-gpt-s14k-h20-l2-expandable-advised"
-    assert LAUNCHES[advised] == f"{EXPANDABLE} {LAUNCHES['n92-gpt-s14k-h20-l2-tight']}" and _trained(advised)
+    assert LAUNCHES[advised] == f"{EXPANDABLE} {LAUNCHES['n92-gpt-s14k-h20-l2-tight']}" and trained(advised)
 
 
 def test_where_the_setting_alone_makes_the_run_fit_no_other_change_carries_it():
