@@ -944,6 +944,30 @@ RUNS["e89-moe8-top4-mbs2"] = moe_top4_cost(2, 22)
 RUNS["n102-gpt2b-h4096-mbs4"] = (1, 0, wide_cost(mbs=4))
 RUNS["n103-gpt2b-h4096-mbs1-again"] = (1, 0, wide_cost(mbs=1))
 
+# Optimizer offloading with fp32 model parameters (Megatron-LM#6212, fixed on main by NVIDIA/Megatron-LM#6982, not in
+# the 0.19.2 release): the distributed optimizer's shard of an fp32 parameter is a view of it, not a leaf, and
+# HybridDeviceOptimizer hands it to torch.optim.Optimizer. n16's 0.87B GPT without --bf16, offloading 0.5 (n104) and
+# 1.0 (n105: every shard is copied to the host, but the optimizer's own constructor sees the views first), both
+# expected to be refused with "ValueError: can't optimize a non-leaf Tensor"; n104 with --bf16, the fix as printed
+# (n106, expected to train). Then resuming an offloaded run from its checkpoint (NovaSky-AI/SkyRL#1403: a KeyError in
+# HybridDeviceOptimizer._update_fp32_params_by_new_state on load): n78's launch saving at iteration 4 (n107), resumed
+# to 8 (n108); the same with --dist-ckpt-optim-fully-reshardable (n109, n110). Outcome not predicted.
+FP32_DENSE = dense_cost().replace(" --bf16", "")
+RUNS["n104-gpt1b-fp32-f050"] = (1, 0, f"{FP32_DENSE} {OFFLOAD} 0.5 {GC}")
+RUNS["n105-gpt1b-fp32-f100"] = (1, 0, f"{FP32_DENSE} {OFFLOAD} 1.0 {GC}")
+RUNS["n106-gpt1b-fp32-f050-bf16-advised"] = (1, 0, f"{FP32_DENSE} {OFFLOAD} 0.5 {GC} --bf16")
+SAVED = "--train-iters 4 --save /tmp/odr-ckpt-{0} --save-interval 4"
+RESUMED = "--train-iters 8 --load /tmp/odr-ckpt-{0}"
+RESHARDABLE = " --dist-ckpt-optim-fully-reshardable"
+RUNS["n107-gpt1b-f050-save"] = (1, 0, f"{dense_cost()} {OFFLOAD} 0.5 {GC} {SAVED.format('a')}")
+RUNS["n108-gpt1b-f050-resume"] = (1, 0, f"{dense_cost()} {OFFLOAD} 0.5 {GC} {RESUMED.format('a')}")
+RUNS["n109-gpt1b-f050-save-reshardable"] = (1, 0, f"{dense_cost()} {OFFLOAD} 0.5 {GC} {SAVED.format('b')}{RESHARDABLE}")
+RUNS["n110-gpt1b-f050-resume-reshardable"] = (
+    1,
+    0,
+    f"{dense_cost()} {OFFLOAD} 0.5 {GC} {RESUMED.format('b')}{RESHARDABLE}",
+)
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
