@@ -5,6 +5,8 @@ the one their message names."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from offloaddoctor.api import diagnose, diagnose_text
@@ -12,6 +14,7 @@ from offloaddoctor.cli import app
 from offloaddoctor.logs.normalize import rank_in_message
 
 from tests.conftest import FIXTURES, RUNNER
+from tests.memory.recorded import trained
 
 
 def test_the_build_time_vpp_assert_is_the_vpp_finding_with_the_vpp_that_divides():
@@ -144,8 +147,31 @@ def test_the_recorded_keyerror_is_confirmed_and_its_fix_is_the_run_that_trained(
     fixed = launches["n78-gpt1b-f050-precision-aware-distopt"]
     assert all(flag in fixed for flag in first.overrides) and "ODR_PRECISION_AWARE_OFF" not in fixed
     assert "ODR_PRECISION_AWARE_OFF=1" in launches["n77-gpt1b-f050-precision-aware-off-distopt"]
-    for trained in ("n77-gpt1b-f050-precision-aware-off-distopt", "n78-gpt1b-f050-precision-aware-distopt"):
-        assert not diagnose([str(calibration / f"{trained}.log.gz")]).findings
+    for run in ("n77-gpt1b-f050-precision-aware-off-distopt", "n78-gpt1b-f050-precision-aware-distopt"):
+        assert not diagnose([str(calibration / f"{run}.log.gz")]).findings
+
+
+def test_an_fp32_model_offloading_its_optimizer_is_told_to_train_in_bf16_and_that_launch_trained():
+    """n104 and n105 (one H100, n16's GPT without --bf16, offloading 0.5 and 1.0) were refused at the optimizer's build
+    with torch's "can't optimize a non-leaf Tensor" (Megatron-LM#6212); the fix printed is --bf16, and n104's launch
+    with it (n106) trained. The same line without the config's precision, or from a bf16 model, is the fp32-parameter
+    signature's, whose fix is a Megatron-Core with the upstream fix, not --bf16."""
+    calibration = FIXTURES / "memory-calibration"
+    launches = {
+        row.split("\t")[0]: re.sub(r"--master-port \d+ ", "", row.split("\t")[-1])
+        for table in ("runs.tsv", "refused/runs.tsv")
+        for row in (calibration / table).read_text().splitlines()[1:]
+    }
+    for refused in ("n104-gpt1b-fp32-f050", "n105-gpt1b-fp32-f100"):
+        [finding] = diagnose([str(calibration / "refused" / f"{refused}.log.gz")]).findings
+        assert (finding.signature.id, finding.config.verdict) == ("optimizer-offload-fp32-model", "confirmed")
+        assert finding.overrides == ["--bf16"]
+    advised = "n106-gpt1b-fp32-f050-bf16-advised"
+    assert launches[advised].split() == [*launches["n104-gpt1b-fp32-f050"].split(), "--bf16"]
+    assert trained(advised, iterations=14) and not diagnose([str(calibration / f"{advised}.log.gz")]).findings
+    [unknown_precision] = diagnose_text("[rank0]: ValueError: can't optimize a non-leaf Tensor\n").findings
+    assert unknown_precision.signature.id == "optimizer-offload-fp32-params"
+    assert "--bf16" not in unknown_precision.overrides and "#6982" in unknown_precision.signature.fix.summary
 
 
 def test_a_recorded_allocation_larger_than_the_gpu_quotes_no_offloading_or_recompute_and_its_advice_as_it_ran():

@@ -42,8 +42,12 @@ _KEY_OF_NEGATED = {flag: key for key, flag in _NEGATED.items()}
 _ALSO_REMOVE = {"model.recompute_granularity": ("--recompute-activations",)}
 # Settings Megatron-LM has no flag for (megatron-core dataclass fields the launch script cannot reach).
 _NO_FLAG = {"optimizer.decoupled_weight_decay": "OptimizerConfig"}
-# Bridge keeps one setting in two sections: an override must set both.
-_BRIDGE_TWINS = {"optimizer.use_distributed_optimizer": ("ddp.use_distributed_optimizer",)}
+# Bridge keeps one setting in two sections: an override must set both (bf16: with the precision-aware optimizer its
+# config check, _validate_mixed_precision_consistency, asserts optimizer.bf16 when model.bf16 is set).
+_BRIDGE_TWINS = {
+    "optimizer.use_distributed_optimizer": ("ddp.use_distributed_optimizer",),
+    "model.bf16": ("optimizer.bf16",),
+}
 _REMOVE, _SET = "remove ", "set "
 _FROM_LAUNCH = " from the launch command"
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
