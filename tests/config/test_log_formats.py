@@ -203,6 +203,41 @@ def test_a_raise_in_an_earlier_frame_is_not_the_failure():
     assert diagnose_text(text).unmatched is None
 
 
+def test_an_exception_that_names_only_its_class_is_shown_with_the_assert_that_raised_it():
+    """n108 (one H100: an offloaded run resumed from its checkpoint) stopped on `assert len(steps) == 1`, which Python
+    reports as a bare `AssertionError`: the failure line says which assert, in which file and function."""
+    report = diagnose([str(FIXTURES / "memory-calibration" / "refused" / "n108-gpt1b-f050-resume.log.gz")])
+    assert (report.unmatched.line, report.unmatched.rank) == (1117, 0)
+    assert report.unmatched.text == (
+        "AssertionError, raised by `assert len(steps) == 1` "
+        "(megatron/core/optimizer/distrib_optimizer.py:839, in state_dict)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("frames", "exception", "shown"),
+    [
+        # the raise a bare class came from, without a path ending in site- or dist-packages
+        (
+            ['  File "train.py", line 7, in step', "    raise RuntimeError"],
+            "RuntimeError",
+            "RuntimeError, raised by `raise RuntimeError` (train.py:7, in step)",
+        ),
+        # a message says what failed: nothing added
+        (['  File "a.py", line 2, in f', "    assert x == 1, 'x'"], "AssertionError: x", "AssertionError: x"),
+        # the last frame raised nothing itself (a C extension did): nothing to add
+        (
+            ['  File "a.py", line 2, in f', "    assert ok", '  File "b.py", line 5, in g', "    torch.ops.x()"],
+            "RuntimeError",
+            "RuntimeError",
+        ),
+    ],
+)
+def test_a_bare_exception_line_gains_only_the_statement_of_its_own_frame(frames, exception, shown):
+    text = "\n".join(["Traceback (most recent call last):", *frames, exception])
+    assert diagnose_text(text).unmatched.text == shown
+
+
 def test_a_cut_traceback_loses_to_a_complete_one_after_it():
     text = "\n".join(
         [

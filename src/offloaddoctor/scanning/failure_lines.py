@@ -32,6 +32,8 @@ _FRAME_HEADER = lazy_compile(r'", line \d{1,9}, in [\w<>.]+\s*$')
 # `torch.multiprocessing.spawn.ProcessRaisedException:` with nothing after the colon: the message follows.
 _BARE_EXCEPTION = lazy_compile(r"^\s*[A-Za-z_][\w.]{0,200}(?:Error|Exception)\s*:\s*$")
 _EXIT_STATUS = lazy_compile(r"^\s*exitcode  : -?\d+ \(pid")
+_FRAME_PARTS = lazy_compile(r'File "(?P<path>[^"]{1,1000})", line (?P<line>\d{1,9}), in (?P<function>[\w<>.]+)')
+_CLASS_ALONE = lazy_compile(r"^\s*[A-Za-z_][\w.]{0,200}(?:Error|Exception)\s*$")
 
 
 def says_only_that_a_rank_failed(text: str) -> bool:
@@ -41,6 +43,21 @@ def says_only_that_a_rank_failed(text: str) -> bool:
 
 def is_frame_header(body: str) -> bool:
     return body.lstrip().startswith('File "')
+
+
+def raised_by(header: str | None, statement: str) -> str:
+    """A frame's `raise`/`assert` line and where it stands, for an exception line that names only its class
+    (`assert len(steps) == 1` fails as a bare `AssertionError`): `assert … (megatron/core/x.py:839, in f)`."""
+    found = _FRAME_PARTS.search(header or "")
+    if found is None:
+        return f"`{statement}`"
+    path = found["path"].rpartition("-packages/")[2]
+    return f"`{statement}` ({path}:{found['line']}, in {found['function']})"
+
+
+def names_only_its_class(text: str) -> bool:
+    """An exception line with neither a message nor the colon one follows (Python prints `AssertionError`)."""
+    return _CLASS_ALONE.match(text) is not None
 
 
 def raising_statement(body: str) -> str | None:

@@ -25,6 +25,8 @@ from offloaddoctor.scanning.failure_lines import (
     is_frame_header,
     is_pasted_frame_header,
     message_follows,
+    names_only_its_class,
+    raised_by,
     raising_statement,
 )
 from offloaddoctor.catalog.model import Catalog, MatchSpec
@@ -131,11 +133,12 @@ class TracebackTracker(LineHandler):
     literals = (TRACEBACK,)
 
     def __init__(self, on_exception, on_cut):
-        self.on_exception = on_exception  # (Line, exception text) -> None
+        self.on_exception = on_exception  # (Line, exception text, its raising statement or None) -> None
         self.on_cut = on_cut  # (Evidence) -> None
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
         self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
+        self._frame_header: dict[int | None, str] = {}  # rank -> the last frame header it printed
 
     def feed(self, line: Line) -> bool:
         awaiting = self.awaiting
@@ -150,6 +153,7 @@ class TracebackTracker(LineHandler):
             # torchrun's root-cause block indents the whole traceback: `  traceback : Traceback (most …`
             self._indent[line.rank] = len(text) - len(text.lstrip())
             self._raising_frame.pop(line.rank, None)
+            self._frame_header.pop(line.rank, None)
             return True
         return False
 
@@ -168,6 +172,7 @@ class TracebackTracker(LineHandler):
         self.awaiting.clear()
         self._indent.clear()
         self._raising_frame.clear()
+        self._frame_header.clear()
 
     def _frame_or_end(self, line: Line) -> bool:
         """True while the line is a frame of the open traceback, or the exception line that ends it."""
@@ -184,17 +189,21 @@ class TracebackTracker(LineHandler):
                 self._raising_frame[rank] = Evidence(line.path, line.number, rank, statement)
             elif is_frame_header(body):
                 self._raising_frame.pop(rank, None)
+                self._frame_header[rank] = body
             return True
         if _EXCEPTION_LINE.match(body):
             del self.awaiting[rank]
-            self._raising_frame.pop(rank, None)
-            self.on_exception(line, body)
+            frame = self._raising_frame.pop(rank, None)
+            header = self._frame_header.pop(rank, None)
+            raising = raised_by(header, frame.text) if frame is not None and names_only_its_class(body) else None
+            self.on_exception(line, body, raising)
             return True
         return False
 
     def _close_cut(self, rank: int | None) -> None:
         """A pasted traceback that stops at its last frame: the `raise`/`assert` there is the failure."""
         frame = self._raising_frame.pop(rank, None)
+        self._frame_header.pop(rank, None)
         if frame is not None:
             self.on_cut(frame)
 
@@ -441,9 +450,11 @@ class FailureMatcher(LineHandler):
                 path, number, rank if rank is not None else rank_in_message(text), text.strip()
             )
 
-    def exception(self, line: Line, text: str) -> None:
-        """The exception line that ends a traceback (`text`: without the traceback's own indent)."""
-        self.result.remember_exception(Evidence(line.path, line.number, line.rank, text.strip()))
+    def exception(self, line: Line, text: str, raising: str | None = None) -> None:
+        """The exception line that ends a traceback (`text`: without the traceback's own indent); `raising`: the
+        frame statement that raised it, shown beside a line that names only its class (matched without it)."""
+        shown = f"{text.strip()}, raised by {raising}" if raising else text.strip()
+        self.result.remember_exception(Evidence(line.path, line.number, line.rank, shown))
         self.match(line.path, line.number, line.rank, text)
 
     def _user_search(self, matcher: Matcher, path: str, number: int, text: str) -> dict | Literal[False] | None:
