@@ -968,6 +968,11 @@ RUNS["n110-gpt1b-f050-resume-reshardable"] = (
     f"{dense_cost()} {OFFLOAD} 0.5 {GC} {RESUMED.format('b')}{RESHARDABLE}",
 )
 
+# The memory model on a model trained in fp32 (activations 4 bytes an element, the logits without a copy), planned
+# before they ran: n16's 0.87B GPT without --bf16 at micro-batch 2 (n111) and 4 (n112), one H100, three iterations.
+RUNS["n111-gpt1b-fp32-mbs2"] = (1, 0, dense_cost(mbs=2).replace(" --bf16", "").replace(" --train-iters 14", ""))
+RUNS["n112-gpt1b-fp32-mbs4"] = (1, 0, dense_cost(mbs=4).replace(" --bf16", "").replace(" --train-iters 14", ""))
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70

@@ -3,7 +3,7 @@
 The per-layer terms follow Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
 Models" (the formula behind Megatron's own estimate), written out tensor by tensor so that GQA, SwiGLU,
 dropout, sequence/context parallelism, unfused attention scores and recompute each change the term they
-change. Bytes assume 16-bit activations (bf16/fp16); dropout masks are one byte per element.
+change. Activations take 2 bytes an element in bf16/fp16 and 4 in fp32 (`activation_bytes`); dropout masks one.
 """
 
 from __future__ import annotations
@@ -31,6 +31,11 @@ class LayerActivations(NamedTuple):
         return self.linear + self.core_attention
 
 
+def activation_bytes(shape: RunShape) -> int:
+    """Bytes of an activation element: a model trained in fp32 (neither bf16 nor fp16) computes in fp32."""
+    return 4 if shape.precision == "fp32" else 2
+
+
 def tokens_per_rank(shape: RunShape) -> float:
     return shape.seq_length / shape.context_parallel * shape.micro_batch_size
 
@@ -44,35 +49,37 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
     t = shape.tensor_parallel
     sb = tokens_per_rank(shape)
     h = shape.hidden_size
+    a = activation_bytes(shape)
     sp = t if shape.sequence_parallel else 1  # what SP shards: the tensors TP keeps whole
     hidden_mask = 1 if shape.hidden_dropout > 0 else 0
     q = shape.num_attention_heads * shape.head_dim
     kv = 2 * shape.heads_kv * shape.head_dim
-    replicated = sb * h * (2 + 2 + hidden_mask) / sp  # attention norm input, QKV input, dropout mask
-    replicated += sb * h * (2 + 2 + hidden_mask) / sp  # MLP norm input, fc1 input, dropout mask
-    sharded = sb * (2 * q + 2 * kv + 2 * q) / t  # Q, K and V, projection input
+    replicated = sb * h * (a + a + hidden_mask) / sp  # attention norm input, QKV input, dropout mask
+    replicated += sb * h * (a + a + hidden_mask) / sp  # MLP norm input, fc1 input, dropout mask
+    sharded = sb * (a * q + a * kv + a * q) / t  # Q, K and V, projection input
     if shape.rotary_position_embeddings:  # rotated Q and K are new tensors; V, a view, keeps the QKV output alive
-        sharded += sb * (2 * q + kv) / t
+        sharded += sb * (a * q + a * kv / 2) / t
     glu = 2 if shape.gated_linear_unit else 1
     if shape.num_experts and routed_experts:
         sharded += routed_expert_bytes(shape) / t
         replicated += router_bytes(shape) / sp
         if shape.moe_shared_expert_intermediate_size:
-            sharded += sb * (2 * shape.moe_shared_expert_intermediate_size * (glu + 1)) / t
+            sharded += sb * (a * shape.moe_shared_expert_intermediate_size * (glu + 1)) / t
     else:
-        sharded += sb * (2 * shape.ffn * glu + 2 * shape.ffn) / t  # fc1 output, fc2 input
+        sharded += sb * (a * shape.ffn * glu + a * shape.ffn) / t  # fc1 output, fc2 input
         if shape.gated_linear_unit and not shape.bias_activation_fusion:
-            sharded += sb * _unfused_glu_outputs(shape.ffn) / t
+            sharded += sb * _unfused_glu_outputs(shape.ffn, a) / t
     if shape.flash_attention:
         core = 4 * shape.num_attention_heads * sb / t  # fp32 softmax statistics only
     else:
         scores = score_elements(shape)
-        core = scores * (2 + (3 if shape.attention_dropout > 0 else 0))  # softmax out; mask + dropout out
+        dropout = 1 + a if shape.attention_dropout > 0 else 0  # its mask and output
+        core = scores * (a + dropout)  # softmax out; mask + dropout out
         if shape.heads_kv < shape.num_attention_heads:  # unfused attention repeats grouped K/V to every head
-            core += sb * 2 * (2 * q) / t
-        backward = scores * (6 - (3 if shape.attention_dropout > 0 else 0))
-        return LayerActivations(replicated + sharded, core, 2 * sb * h / sp, 2 * scores, backward)
-    return LayerActivations(replicated + sharded, core, 2 * sb * h / sp)
+            core += sb * a * (2 * q) / t
+        backward = scores * (3 * a - dropout)
+        return LayerActivations(replicated + sharded, core, a * sb * h / sp, a * scores, backward)
+    return LayerActivations(replicated + sharded, core, a * sb * h / sp)
 
 
 def routed_activations(shape: RunShape) -> LayerActivations:
@@ -108,22 +115,23 @@ def routed_expert_bytes(shape: RunShape) -> float:
     """
     f = shape.moe_ffn_hidden_size or shape.ffn
     t = shape.tensor_parallel
+    a = activation_bytes(shape)
     glu = 2 if shape.gated_linear_unit else 1
     if not shape.gated_linear_unit:
-        activation_outputs = 2 * f
+        activation_outputs = a * f
     elif shape.bias_activation_fusion:
         activation_outputs = 0
     else:
-        activation_outputs = _unfused_glu_outputs(f) + 2 * f
-    per_token = 2 * shape.hidden_size * t + 2 * f * glu + activation_outputs + 2 * f + (8 + 2) * t
+        activation_outputs = _unfused_glu_outputs(f, a) + a * f
+    per_token = a * shape.hidden_size * t + a * f * glu + activation_outputs + a * f + (8 + a) * t
     return tokens_per_rank(shape) * shape.moe_router_topk * shape.routed_token_share * per_token
 
 
-def _unfused_glu_outputs(f: int) -> int:
+def _unfused_glu_outputs(f: int, a: int) -> int:
     """Bytes per token an unfused gated activation keeps besides fc1's output and fc2's input (mlp.py MLP.forward
     `glu`, megatron-core 0.19.0): the activation's output and `x_linear + glu_linear_offset` (a new tensor even
     when the offset is 0), both kept by their product. Counted on CPU (tools/count_moe_saved_tensors.py)."""
-    return 2 * f + 2 * f
+    return a * f + a * f
 
 
 def router_bytes(shape: RunShape) -> float:
@@ -137,7 +145,7 @@ def router_bytes(shape: RunShape) -> float:
     experts = shape.num_experts or 0
     topk = shape.moe_router_topk
     softmax = 4 * (experts if shape.moe_router_pre_softmax else topk)
-    dispatch = 8 * experts if shape.moe_token_dispatcher_type == "alltoall" else (2 + 1) * experts
+    dispatch = 8 * experts if shape.moe_token_dispatcher_type == "alltoall" else (activation_bytes(shape) + 1) * experts
     return tokens_per_rank(shape) * (8 * topk + softmax + dispatch)
 
 

@@ -26,6 +26,8 @@ LOCAL_ATTENTION_RESIDENT_SCORES = 1
 # Logits and loss on the last stage: bytes per logit element (s x b x vocab/TP). 2 for the bf16 logits
 # plus 4 for the fp32 copy the cross entropy keeps (c05 vs compare-family baseline: vocab 128k vs 32k).
 LOGITS_BYTES_PER_ELEMENT = 6
+# A model trained in fp32: its fp32 logits only (cross_entropy.py shifts and exponentiates them in place).
+FP32_LOGITS_BYTES_PER_ELEMENT = 4
 
 # Per token x hidden, around the transformer layers: the embedding output and its dropout mask on the
 # first stage (per micro-batch in flight), the final norm on the last stage (PP=1 runs: 5.6; m02-pp2's

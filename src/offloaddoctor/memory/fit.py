@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory import calibration as cal
-from offloaddoctor.memory.activations import score_elements
+from offloaddoctor.memory.activations import activation_bytes, score_elements
 from offloaddoctor.memory.model import MemoryEstimate
 from offloaddoctor.memory.shape import RunShape
 
@@ -104,7 +104,7 @@ def fragmentation_allowance(shape: RunShape) -> float:
     (calibration.FRAGMENTED_SCORE_TENSORS); nothing with flash attention or expandable segments."""
     if shape.flash_attention or shape.expandable_segments:
         return 0.0
-    return cal.FRAGMENTED_SCORE_TENSORS * 2 * score_elements(shape)
+    return cal.FRAGMENTED_SCORE_TENSORS * activation_bytes(shape) * score_elements(shape)
 
 
 def fits_only_with_expandable_segments(result: MemoryEstimate, budget_bytes: float) -> bool:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.memory import calibration as cal
 from offloaddoctor.memory.activations import (
+    activation_bytes,
     in_flight_words,
     layer_activations,
     micro_batches_in_flight,
@@ -172,7 +173,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     resident = float(cal.RESIDENT_OVERHEAD_BYTES)
     resident_formula = f"{cal.RESIDENT_OVERHEAD_BYTES // MIB} MiB workspaces and buffers"
     if not shape.flash_attention:
-        resident += 2 * score_elements(shape) * cal.LOCAL_ATTENTION_RESIDENT_SCORES
+        resident += activation_bytes(shape) * score_elements(shape) * cal.LOCAL_ATTENTION_RESIDENT_SCORES
         resident_formula += " + one unfused attention-score tensor kept between iterations"
 
     activations, logits, activation_formula, routed = _activations(shape, params, first, last)
@@ -286,12 +287,13 @@ def _activations(shape: RunShape, params: StageParameters, first: bool, last: bo
     kept *= in_flight
     routed = routed_kept * in_flight
     extras = 0.0
+    wide = activation_bytes(shape) / 2  # the stages' own tensors were measured in 16 bits
     if first:
-        extras += cal.FIRST_STAGE_BYTES_PER_TOKEN_HIDDEN * sb * h * in_flight
+        extras += cal.FIRST_STAGE_BYTES_PER_TOKEN_HIDDEN * wide * sb * h * in_flight
     logits = 0.0
     if last:
-        extras += cal.LAST_STAGE_BYTES_PER_TOKEN_HIDDEN * sb * h
-        logits = cal.LOGITS_BYTES_PER_ELEMENT * sb * shape.padded_vocab_size / shape.tensor_parallel
+        extras += cal.LAST_STAGE_BYTES_PER_TOKEN_HIDDEN * wide * sb * h
+        logits = _logits_bytes(shape) * sb * shape.padded_vocab_size / shape.tensor_parallel
     # What a layer's or chunk's backward adds comes after the logits are freed: the larger of the two counts.
     recomputed = ""
     if transient > logits:
@@ -326,10 +328,17 @@ def _no_logits(last: bool) -> str:
     return "not on this pipeline stage"
 
 
+def _logits_bytes(shape: RunShape) -> int:
+    """In fp32 the cross entropy's `.float()` is the logits themselves, shifted and exponentiated in place
+    (megatron-core tensor_parallel/cross_entropy.py): no copy beside them."""
+    return cal.FP32_LOGITS_BYTES_PER_ELEMENT if shape.precision == "fp32" else cal.LOGITS_BYTES_PER_ELEMENT
+
+
 def _logits_formula(shape: RunShape) -> str:
+    kept = "fp32 logits, the loss computed in place" if shape.precision == "fp32" else "16-bit logits + fp32 loss copy"
     return (
-        f"{cal.LOGITS_BYTES_PER_ELEMENT} B x {tokens_per_rank(shape):,.0f} tokens x "
-        f"{shape.padded_vocab_size:,}/{shape.tensor_parallel} vocabulary (16-bit logits + fp32 loss copy)"
+        f"{_logits_bytes(shape)} B x {tokens_per_rank(shape):,.0f} tokens x "
+        f"{shape.padded_vocab_size:,}/{shape.tensor_parallel} vocabulary ({kept})"
     )
 
 

@@ -11,6 +11,7 @@ import math
 from typing import NamedTuple
 
 from offloaddoctor.coerce import boolean, is_none, number
+from offloaddoctor.config.dialect import MEGATRON_LM, dialect_of
 from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.errors import UserError
@@ -402,6 +403,12 @@ def _precision(reader: _Reader) -> str:
     if reader.flag("model.bf16") or "bf16" in mixed or "fp8" in mixed:
         return "bf16"
     if reader.flag("model.bf16") is False and reader.flag("model.fp16") is False:
+        return "fp32"
+    if dialect_of(reader.store) == MEGATRON_LM:  # its --bf16 and --fp16 are switches, off unless given
+        reader.assume(
+            "precision: fp32, Megatron-LM's default: the launch command has neither --bf16 nor --fp16 (pass --set "
+            "model.bf16=true if another file adds one)"
+        )
         return "fp32"
     reader.assume("precision: bf16 mixed precision (no bf16/fp16 setting found)")
     return "bf16"
