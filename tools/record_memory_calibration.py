@@ -968,10 +968,34 @@ RUNS["n110-gpt1b-f050-resume-reshardable"] = (
     f"{dense_cost()} {OFFLOAD} 0.5 {GC} {RESUMED.format('b')}{RESHARDABLE}",
 )
 
+
 # The memory model on a model trained in fp32 (activations 4 bytes an element, the logits without a copy), planned
 # before they ran: n16's 0.87B GPT without --bf16 at micro-batch 2 (n111) and 4 (n112), one H100, three iterations.
-RUNS["n111-gpt1b-fp32-mbs2"] = (1, 0, dense_cost(mbs=2).replace(" --bf16", "").replace(" --train-iters 14", ""))
-RUNS["n112-gpt1b-fp32-mbs4"] = (1, 0, dense_cost(mbs=4).replace(" --bf16", "").replace(" --train-iters 14", ""))
+def fp32_dense(mbs: int, gbs: int = 16) -> tuple:
+    """n16's GPT trained in fp32 (no --bf16), three iterations."""
+    return (1, 0, dense_cost(mbs=mbs, gbs=gbs).replace(" --bf16", "").replace(" --train-iters 14", ""))
+
+
+RUNS["n111-gpt1b-fp32-mbs2"] = fp32_dense(2)
+RUNS["n112-gpt1b-fp32-mbs4"] = fp32_dense(4)
+# At micro-batch 5 of 20 the estimate says "does not fit" an H100 (n113, expected out of memory); its first change,
+# now the largest smaller micro-batch that fits rather than at most half, 5 -> 4 (n114, expected to run).
+RUNS["n113-gpt1b-fp32-mbs5"] = fp32_dense(5, 20)
+RUNS["n114-gpt1b-fp32-mbs4-gbs20-advised"] = fp32_dense(4, 20)
+# The same rule's other first changes, as printed: e10 at a 60 GiB target, micro-batch 12 -> 8 with expandable
+# segments (was 12 -> 6), under the limit PyTorch may reserve of it (58,097 MiB: e90); e37 (capacity factor 2, padded)
+# on an H100, 12 -> 8 (was 12 -> 6, which ran as e70: e91). Both expected to run.
+RUNS["e90-moe8-top4-mbs8-expandable-cap60-advised"] = (
+    1,
+    0,
+    RUNS["e10-moe8-top4-mbs12"][2].replace("--micro-batch-size 12", "--micro-batch-size 8"),
+)
+RUN_ENV["e90-moe8-top4-mbs8-expandable-cap60-advised"] = {"ODR_CAP_MIB": "58097", **EXPANDABLE}
+RUNS["e91-moe8-top4-cf2-pad-mbs8-advised"] = (
+    1,
+    0,
+    RUNS["e37-moe8-top4-cf2-pad-mbs12"][2].replace("--micro-batch-size 12", "--micro-batch-size 8"),
+)
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.

@@ -192,20 +192,27 @@ def test_a_smaller_micro_batch_divides_the_global_batch_over_the_data_parallel_r
     data_parallel, micro_batches, micro_batch, budget_gib
 ):
     """Megatron asserts that the global batch divides into micro-batch x DP (num_microbatches_calculator.py): e31's
-    87 -> 43 at global batch 348 over DP 4 would have been refused; 29 ran (e69)."""
+    87 -> 43 at global batch 348 over DP 4 would have been refused; 29 ran (e69). Of the sizes that divide it, the
+    largest that fits (the fewest extra micro-batches, the cheapest cut), else the smallest."""
     from offloaddoctor.advice.changes import _smaller_micro_batch
+    from offloaddoctor.memory import estimate
+    from offloaddoctor.memory.fit import fits
 
     base = _small_shape().with_changes(
         data_parallel=data_parallel,
         micro_batch_size=micro_batch,
         global_batch_size=micro_batch * data_parallel * micro_batches,
     )
-    change = _smaller_micro_batch(base, budget_gib * 2**30)
+    budget = budget_gib * 2**30
+    change = _smaller_micro_batch(base, budget)
     assert change is not None
     smaller = change.shape.micro_batch_size
-    assert smaller <= micro_batch // 2
+    assert smaller < micro_batch
     assert base.global_batch_size % (smaller * data_parallel) == 0
     assert change.overrides == (f"train.micro_batch_size={smaller}",)
+    dividing = [m for m in range(smaller + 1, micro_batch) if (micro_batch * micro_batches) % m == 0]
+    assert not any(fits(estimate(base.with_changes(micro_batch_size=m)), budget) for m in dividing)
+    assert fits(estimate(change.shape), budget) or smaller == 1  # when none fits: the smallest
 
 
 @functools.cache

@@ -195,12 +195,13 @@ def _selective_recompute(shape: RunShape, budget: float, fitting: Fitting = fits
 
 
 def _smaller_micro_batch(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
-    """The largest micro-batch of at most half the run's that fits, else the smallest. With the global batch known,
-    only sizes that divide it over the data-parallel ranks: Megatron asserts "global batch size (348) is not
-    divisible by micro batch size (43) times data parallel size (4)" (num_microbatches_calculator.py)."""
+    """The largest smaller micro-batch that fits, else the smallest: the fewest extra micro-batches, the cheapest cut
+    (slowdown.py MICRO_BATCH_CUT). With the global batch known, only sizes that divide it over the data-parallel
+    ranks: Megatron asserts "global batch size (348) is not divisible by micro batch size (43) times data parallel
+    size (4)" (num_microbatches_calculator.py); without it, halvings."""
     per_rank, rest = divmod(shape.global_batch_size or 0, shape.data_parallel)
     if per_rank and not rest:
-        sizes = [m for m in range(min(shape.micro_batch_size // 2, per_rank), 0, -1) if per_rank % m == 0]
+        sizes = [m for m in range(min(shape.micro_batch_size - 1, per_rank), 0, -1) if per_rank % m == 0]
     else:
         sizes = [shape.micro_batch_size >> k for k in range(1, shape.micro_batch_size.bit_length())]
     for micro in sizes:
