@@ -330,7 +330,12 @@ def _micro_batch_cost(change: Change) -> Cost:
     """Halving is cheap; cutting further is not: each micro-batch's fixed work repeats and small ones leave the
     GPU idle (slowdown.py MICRO_BATCH_CUT)."""
     times = change.micro_batches
-    if times <= 2:
+    if times < 2:  # not measured below half: no more than half costs, ranked as half
+        return HALVED_MICRO_BATCH._replace(
+            text=f"at most the 1.04x-1.06x step time measured at half: {times:g} times the micro-batches "
+            + HALVED_MICRO_BATCH.text.partition("step time ")[2]
+        )
+    if times == 2:
         return HALVED_MICRO_BATCH
     ratio = micro_batch_cut_slowdown(times)
     measured = "measured 1.04x-1.06x at half, 1.10x-1.28x at a quarter, 2.63x at a twelfth, one H100"
