@@ -219,6 +219,23 @@ def test_a_micro_batch_cut_beyond_half_costs_what_its_runs_stepped_and_ranks_so(
     assert cost(12, 1).rank > _cost_of("_full_recompute").rank
 
 
+def test_a_cut_to_less_than_half_costs_what_its_runs_stepped_and_ranks_ahead_of_half():
+    """Since the advice cuts to the largest micro-batch that fits, it often cuts to less than half (e37's and e10's
+    12 -> 8, n113's 5 -> 4). Quoted "at most half's 1.04x-1.06x" before these ran (planned, one H100, fourteen
+    iterations, each base again on the same machine): the 0.87B GPT 4 -> 3 at global batch 24 stepped 1.019x
+    (n115/n116), the MoE 12 -> 8 1.024x (e92/e93)."""
+    measured = [
+        ratio("n116-gpt1b-gbs24-mbs3", "n115-gpt1b-gbs24-mbs4"),
+        ratio("e93-moe8-top4-mbs8", "e92-moe8-top4-mbs12-base-third"),
+    ]
+    assert [round(r, 3) for r in measured] == [1.019, 1.024] and max(measured) < 1.04
+    assert [p for p in MICRO_BATCH_CUT if 1 < p[0] < 2] == [(4 / 3, 1.019), (1.5, 1.024)]
+    shape = estimate_run([str(CALIBRATION / "n16-gpt1b-base.log.gz")]).estimate.shape
+    three_halves = _micro_batch_cost(Change("", (), shape, micro_batches=12 / 8))
+    assert three_halves.text.startswith("~1.02x step time: 1.5 times the micro-batches (measured 1.02x at 4/3 and 3/2")
+    assert three_halves.rank < HALVED_MICRO_BATCH.rank
+
+
 def test_held_out_the_order_a_deep_cut_now_takes_held_on_the_gpu():
     """e34 (e10's MoE at micro-batch 11, one H100) at a 60 GiB target: selective recompute first (~1.19x), full
     recompute (1.31x), micro-batch 11 -> 2 (~1.51x, between the quarter and the twelfth measured), planned before
