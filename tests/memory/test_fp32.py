@@ -91,3 +91,21 @@ def test_a_bridge_override_without_precision_still_assumes_bf16():
     )
     assert report.estimate.shape.precision == "bf16"
     assert "precision: bf16 mixed precision (no bf16/fp16 setting found)" in report.estimate.shape.assumptions
+
+
+def test_a_launcher_whose_flags_are_only_torchruns_says_nothing_of_precision(tmp_path):
+    """A Bridge launch (`torchrun … run_recipe.py --config-file …`): flags, but none of Megatron-LM's model flags, so
+    the missing --bf16 means nothing; the model comes from overrides and bf16 is assumed, as before."""
+    launch = tmp_path / "train.sh"
+    launch.write_text("torchrun --nproc-per-node 8 --nnodes 1 run_recipe.py --config-file recipe.yaml\n")
+    shape = [
+        "model.num_layers=2",
+        "model.hidden_size=256",
+        "model.num_attention_heads=4",
+        "model.seq_length=128",
+        "train.micro_batch_size=1",
+        "model.vocab_size=1000",
+    ]
+    report = estimate([str(launch)], overrides=shape)
+    assert report.estimate.shape.precision == "bf16"
+    assert "precision: bf16 mixed precision (no bf16/fp16 setting found)" in report.estimate.shape.assumptions

@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from typing import Any
 
-    from offloaddoctor.config.values import ConfigStore
+    from offloaddoctor.config.values import ConfigStore, Resolved
 
     Change = tuple[str, Any]
 
@@ -189,7 +189,12 @@ def dialect_of(values: ConfigStore | Iterable[ConfigValue]) -> str:
     return BRIDGE
 
 
-def _dialect_of_value(value: ConfigValue) -> str:
+def set_by_megatron_flags(value: ConfigValue | Resolved) -> bool:
+    """Whether a value came from Megatron-LM's own arguments: a launch command's flags or the arguments block."""
+    return _dialect_of_value(value) == MEGATRON_LM
+
+
+def _dialect_of_value(value: ConfigValue | Resolved) -> str:
     detail = value.source.detail
     if detail in ("arguments block", "command line"):
         return MEGATRON_LM

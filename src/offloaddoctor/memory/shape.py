@@ -11,7 +11,7 @@ import math
 from typing import NamedTuple
 
 from offloaddoctor.coerce import boolean, is_none, number
-from offloaddoctor.config.dialect import MEGATRON_LM, dialect_of
+from offloaddoctor.config.dialect import set_by_megatron_flags
 from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.errors import UserError
@@ -404,7 +404,8 @@ def _precision(reader: _Reader) -> str:
         return "bf16"
     if reader.flag("model.bf16") is False and reader.flag("model.fp16") is False:
         return "fp32"
-    if dialect_of(reader.store) == MEGATRON_LM:  # its --bf16 and --fp16 are switches, off unless given
+    layers = reader.store.resolve("model.num_layers")
+    if layers is not None and set_by_megatron_flags(layers):  # the model from Megatron-LM's flags: --bf16 a switch
         reader.assume(
             "precision: fp32, Megatron-LM's default: the launch command has neither --bf16 nor --fp16 (pass --set "
             "model.bf16=true if another file adds one)"
