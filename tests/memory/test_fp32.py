@@ -22,6 +22,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION = FIXTURES / "memory-calibration"
 PLAN = json.loads((ROOT / "benchmarks" / "moe_plan.json").read_text())
 MAX_ALLOCATED = re.compile(r"max allocated: ([\d.]+)")
+# A model given as Bridge overrides, with no precision: what a YAML or --set leaves to the recipe.
+SMALL_MODEL = [
+    "model.num_layers=2",
+    "model.hidden_size=256",
+    "model.num_attention_heads=4",
+    "model.seq_length=128",
+    "train.micro_batch_size=1",
+    "model.vocab_size=1000",
+]
 
 
 def _max_allocated(run: str) -> float:
@@ -78,17 +87,7 @@ def test_a_megatron_launch_command_without_a_precision_switch_is_fp32(tmp_path, 
 
 
 def test_a_bridge_override_without_precision_still_assumes_bf16():
-    report = estimate(
-        [],
-        overrides=[
-            "model.num_layers=2",
-            "model.hidden_size=256",
-            "model.num_attention_heads=4",
-            "model.seq_length=128",
-            "train.micro_batch_size=1",
-            "model.vocab_size=1000",
-        ],
-    )
+    report = estimate([], overrides=SMALL_MODEL)
     assert report.estimate.shape.precision == "bf16"
     assert "precision: bf16 mixed precision (no bf16/fp16 setting found)" in report.estimate.shape.assumptions
 
@@ -98,14 +97,6 @@ def test_a_launcher_whose_flags_are_only_torchruns_says_nothing_of_precision(tmp
     the missing --bf16 means nothing; the model comes from overrides and bf16 is assumed, as before."""
     launch = tmp_path / "train.sh"
     launch.write_text("torchrun --nproc-per-node 8 --nnodes 1 run_recipe.py --config-file recipe.yaml\n")
-    shape = [
-        "model.num_layers=2",
-        "model.hidden_size=256",
-        "model.num_attention_heads=4",
-        "model.seq_length=128",
-        "train.micro_batch_size=1",
-        "model.vocab_size=1000",
-    ]
-    report = estimate([str(launch)], overrides=shape)
+    report = estimate([str(launch)], overrides=SMALL_MODEL)
     assert report.estimate.shape.precision == "bf16"
     assert "precision: bf16 mixed precision (no bf16/fp16 setting found)" in report.estimate.shape.assumptions
