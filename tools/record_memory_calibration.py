@@ -1006,6 +1006,14 @@ RUNS["e93-moe8-top4-mbs8"] = moe_top4_cost(8)
 RUNS["n115-gpt1b-gbs24-mbs4"] = (1, 0, dense_cost(mbs=4, gbs=24))
 RUNS["n116-gpt1b-gbs24-mbs3"] = (1, 0, dense_cost(mbs=3, gbs=24))
 
+# Optimizer offloading in fp16 (dynamic loss scaling, the precision-aware optimizer's fp32 master weights): n16's GPT
+# with --fp16 offloading 0.5 (n117), three iterations; outcome not predicted, memory planned.
+RUNS["n117-gpt1b-fp16-f050"] = (
+    1,
+    0,
+    f"{dense_cost().replace(' --bf16', ' ' + FP16).replace(' --train-iters 14', '')} {OFFLOAD} 0.5 {GC}",
+)
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
