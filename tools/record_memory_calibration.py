@@ -1014,6 +1014,14 @@ RUNS["n117-gpt1b-fp16-f050"] = (
     f"{dense_cost().replace(' --bf16', ' ' + FP16).replace(' --train-iters 14', '')} {OFFLOAD} 0.5 {GC}",
 )
 
+# n117 stopped at its first step on `assert param.decoupled_grad.dtype in [torch.float32, torch.bfloat16]`
+# (clip_grads.py): the precision-aware optimizer's fp16 gradients. In bf16, the fix the signature prints (n118:
+# --fp16 removed, --bf16 added), and with gradient clipping off (n119: --clip-grad 0.0, the assert's only caller
+# skipped). Both expected to train.
+N117 = RUNS["n117-gpt1b-fp16-f050"][2]
+RUNS["n118-gpt1b-fp16-f050-bf16-advised"] = (1, 0, f"{N117.replace(' --fp16', '')} --bf16")
+RUNS["n119-gpt1b-fp16-f050-no-clip"] = (1, 0, f"{N117} --clip-grad 0.0")
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
