@@ -1021,6 +1021,9 @@ RUNS["n117-gpt1b-fp16-f050"] = (
 N117 = RUNS["n117-gpt1b-fp16-f050"][2]
 RUNS["n118-gpt1b-fp16-f050-bf16-advised"] = (1, 0, f"{N117.replace(' --fp16', '')} --bf16")
 RUNS["n119-gpt1b-fp16-f050-no-clip"] = (1, 0, f"{N117} --clip-grad 0.0")
+# The decoupled gradient is the DDP gradient buffer's shard: fp16 in fp16, where Megatron-LM leaves
+# --accumulate-allreduce-grads-in-fp32 off (it turns it on for bf16). n117 with it (n120): expected to train, in fp16.
+RUNS["n120-gpt1b-fp16-f050-grads-fp32"] = (1, 0, f"{N117} --accumulate-allreduce-grads-in-fp32")
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
