@@ -238,6 +238,21 @@ def test_a_bare_exception_line_gains_only_the_statement_of_its_own_frame(frames,
     assert diagnose_text(text).unmatched.text == shown
 
 
+def test_a_signature_knows_a_bare_assertion_error_by_the_assert_that_raised_it():
+    """The source line sits inside the traceback, where signatures are not matched line by line: the exception line,
+    shown with its frame's assert, is what they are matched on."""
+    text = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.12/site-packages/megatron/core/optimizer/clip_grads.py", line 169, in clip',
+            "    assert param.decoupled_grad.dtype in [torch.float32, torch.bfloat16]",
+            "AssertionError",
+        ]
+    )
+    report = diagnose_text(text)
+    assert [f.id for f in report.findings] == ["precision-aware-fp16-gradients"] and report.unmatched is None
+
+
 def test_a_cut_traceback_loses_to_a_complete_one_after_it():
     text = "\n".join(
         [

@@ -174,6 +174,28 @@ def test_an_fp32_model_offloading_its_optimizer_is_told_to_train_in_bf16_and_tha
     assert "--bf16" not in unknown_precision.overrides and "#6982" in unknown_precision.signature.fix.summary
 
 
+def test_an_fp16_run_offloading_its_optimizer_is_told_to_accumulate_gradients_in_fp32_and_that_launch_trained():
+    """n117 (one H100, n16's GPT in fp16 offloading 0.5) stopped at its first step on a bare AssertionError raised by
+    clip_grads.py's `assert param.decoupled_grad.dtype in [torch.float32, torch.bfloat16]`: the signature knows it by
+    that assert, the config confirms it, and the fix printed, --accumulate-allreduce-grads-in-fp32, is n120's launch,
+    which trained in fp16 (as n118 in bf16 and n119 without clipping did)."""
+    calibration = FIXTURES / "memory-calibration"
+    [finding] = diagnose([str(calibration / "refused" / "n117-gpt1b-fp16-f050.log.gz")]).findings
+    assert (finding.signature.id, finding.config.verdict) == ("precision-aware-fp16-gradients", "confirmed")
+    assert finding.overrides == ["--accumulate-allreduce-grads-in-fp32"]
+    assert finding.evidence[0].text.startswith("AssertionError, raised by `assert param.decoupled_grad.dtype in")
+    launches = {
+        row.split("\t")[0]: re.sub(r"--master-port \d+ ", "", row.split("\t")[-1])
+        for table in ("runs.tsv", "refused/runs.tsv")
+        for row in (calibration / table).read_text().splitlines()[1:]
+    }
+    failed = launches["n117-gpt1b-fp16-f050"]
+    assert "--fp16" in failed.split() and "--clip-grad" not in failed
+    assert launches["n120-gpt1b-fp16-f050-grads-fp32"] == f"{failed} --accumulate-allreduce-grads-in-fp32"
+    for run in ("n118-gpt1b-fp16-f050-bf16-advised", "n119-gpt1b-fp16-f050-no-clip", "n120-gpt1b-fp16-f050-grads-fp32"):
+        assert trained(run) and not diagnose([str(calibration / f"{run}.log.gz")]).findings
+
+
 def test_a_recorded_allocation_larger_than_the_gpu_quotes_no_offloading_or_recompute_and_its_advice_as_it_ran():
     """n79 (one H100): 128.00 GiB asked of 79.18 GiB. No memory setting, no offload fraction or its slowdown, no
     recompute or activation offloading as the way on; the cheapest change that fits the step stays: micro-batch

@@ -152,7 +152,15 @@ def test_one_gpu_moe_runs_within_one_and_a_half_percent(run):
 # n77 offloads with the distributed optimizer but without the precision-aware one (a config Megatron-LM refuses;
 # recorded for HybridDeviceOptimizer's KeyError, n76): 1,716 MiB over the model (-4.0 %), about the fp32 main
 # parameters of the GPU-resident half, which the model, written for offloading as Megatron-LM allows it, leaves out.
-OUTSIDE_THREE_PERCENT = {"n77-gpt1b-f050-precision-aware-off-distopt": (0.035, 0.045)}
+# n119 offloads half in fp16 (gradient clipping off, which fp16 with the precision-aware optimizer needs, or fp32
+# gradients: precision-aware-fp16-gradients): 1,630 MiB over the model (-4.0 %), about the fp32 copies
+# HybridDeviceOptimizer makes of the GPU-resident half's fp16 gradients (`grad.to(fp32_param.dtype)`: 0.5 x 875 M x 4
+# B = 1,669 MiB; in bf16 the gradients are fp32 already). Not modelled: one run, of a setup that fails by default.
+# (low, high) of the run's share over the model, and what in its launch command puts it there.
+OUTSIDE_THREE_PERCENT = {
+    "n77-gpt1b-f050-precision-aware-off-distopt": (0.035, 0.045, "ODR_PRECISION_AWARE_OFF=1"),
+    "n119-gpt1b-fp16-f050-no-clip": (0.035, 0.045, "--fp16"),
+}
 # Runs the model was mended on after they were planned (how far over the model each was as planned): the unfused
 # attention core's backward at long sequences, counted first as one score gradient (n81), then as the score-sized
 # gradients less what dropout frees (n84). Within 3 % now; n86 and n87 were planned with the mended model.
@@ -196,11 +204,11 @@ def test_moe_hold_outs_within_three_percent_as_planned(run):
 
 @pytest.mark.parametrize("run", sorted(OUTSIDE_THREE_PERCENT))
 def test_the_runs_outside_three_percent_are_as_far_out_as_said(run):
-    low, high = OUTSIDE_THREE_PERCENT[run]
+    low, high, cause = OUTSIDE_THREE_PERCENT[run]
     measured = _max_allocated(CALIBRATION / f"{run}.log.gz")
     now = estimate_run([str(CALIBRATION / f"{run}.log.gz")]).estimate.peak_allocated_bytes / 2**20
     assert low * measured < measured - now < high * measured
-    assert "ODR_PRECISION_AWARE_OFF=1" in LAUNCH_ALL[run]
+    assert cause in LAUNCH_ALL[run]
 
 
 LAUNCH_ALL = {row.split("\t")[0]: row.split("\t")[4] for row in (CALIBRATION / "runs.tsv").read_text().splitlines()[1:]}

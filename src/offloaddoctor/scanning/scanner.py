@@ -452,10 +452,11 @@ class FailureMatcher(LineHandler):
 
     def exception(self, line: Line, text: str, raising: str | None = None) -> None:
         """The exception line that ends a traceback (`text`: without the traceback's own indent); `raising`: the
-        frame statement that raised it, shown beside a line that names only its class (matched without it)."""
+        frame statement that raised it, beside a line that names only its class, shown and matched with it (a
+        bare `AssertionError` is known by its `assert`)."""
         shown = f"{text.strip()}, raised by {raising}" if raising else text.strip()
         self.result.remember_exception(Evidence(line.path, line.number, line.rank, shown))
-        self.match(line.path, line.number, line.rank, text)
+        self.match(line.path, line.number, line.rank, shown if raising else text)
 
     def _user_search(self, matcher: Matcher, path: str, number: int, text: str) -> dict | Literal[False] | None:
         """A user pattern's search, timed: its time is taken from the shared budget whether it gives up or not.
