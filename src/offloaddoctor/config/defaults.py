@@ -41,6 +41,7 @@ DEFAULTS: dict[str, tuple[object, str]] = {
     "optimizer.use_distributed_optimizer": (False, "OptimizerConfig"),
     "optimizer.decoupled_weight_decay": (True, "OptimizerConfig"),
     "optimizer.use_precision_aware_optimizer": (False, "OptimizerConfig"),
+    "optimizer.clip_grad": (1.0, "OptimizerConfig"),
     "optimizer.overlap_cpu_optimizer_d2h_h2d": (False, "OptimizerConfig"),
     "optimizer.offload_optimizer_states": (False, "Megatron-LM PR 2811"),
     "ddp.nccl_ub": (False, "DistributedDataParallelConfig"),

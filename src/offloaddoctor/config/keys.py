@@ -88,6 +88,7 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("optimizer.overlap_cpu_optimizer_d2h_h2d", "overlap optimizer D2H/H2D copies with compute", kind="bool"),
     KnownKey("optimizer.use_torch_optimizer_for_cpu_offload", "torch.optim for the CPU part", kind="bool"),
     KnownKey("optimizer.use_precision_aware_optimizer", "precision-aware optimizer", kind="bool"),
+    KnownKey("optimizer.clip_grad", "gradient clipping by the global norm (0: off)", kind="number"),
     KnownKey(
         "optimizer.use_distributed_optimizer",
         "distributed optimizer (shards optimizer state over DP)",
