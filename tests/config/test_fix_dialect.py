@@ -400,3 +400,13 @@ def test_a_fix_does_not_repeat_what_the_run_already_sets():
         overrides=["optimizer.overlap_cpu_optimizer_d2h_h2d=False"],
     ).findings[0]
     assert "optimizer.overlap_cpu_optimizer_d2h_h2d=True" in off.overrides
+
+
+def test_bf16_for_bridge_is_its_mixed_precision_recipe_which_an_override_of_model_bf16_would_lose():
+    """Bridge's `mixed_precision` recipe sets bf16 in the model, optimizer and DDP configs at start-up, over what an
+    override set there (training/mixed_precision.py `update_config_with_precision_overrides`, Bridge 0.3.1); and
+    with the precision-aware optimizer its config check wants optimizer.bf16 beside model.bf16. Megatron-LM's flag
+    is the switch itself."""
+    assert render_changes([("model.bf16", True)], BRIDGE) == ["mixed_precision=bf16_mixed"]
+    assert render_changes([("model.bf16", True)], MEGATRON_LM) == ["--bf16"]
+    assert render_changes([("model.bf16", False)], BRIDGE) == ["model.bf16=False"]

@@ -42,12 +42,11 @@ _KEY_OF_NEGATED = {flag: key for key, flag in _NEGATED.items()}
 _ALSO_REMOVE = {"model.recompute_granularity": ("--recompute-activations",)}
 # Settings Megatron-LM has no flag for (megatron-core dataclass fields the launch script cannot reach).
 _NO_FLAG = {"optimizer.decoupled_weight_decay": "OptimizerConfig"}
-# Bridge keeps one setting in two sections: an override must set both (bf16: with the precision-aware optimizer its
-# config check, _validate_mixed_precision_consistency, asserts optimizer.bf16 when model.bf16 is set).
-_BRIDGE_TWINS = {
-    "optimizer.use_distributed_optimizer": ("ddp.use_distributed_optimizer",),
-    "model.bf16": ("optimizer.bf16",),
-}
+# Bridge keeps one setting in two sections: an override must set both.
+_BRIDGE_TWINS = {"optimizer.use_distributed_optimizer": ("ddp.use_distributed_optimizer",)}
+# Settings Bridge takes from a recipe instead: its `mixed_precision` sets bf16 in the model, optimizer and DDP
+# configs at start-up and overwrites what an override set there (training/mixed_precision.py, Bridge 0.3.1).
+_BRIDGE_RECIPES = {"model.bf16": (True, "mixed_precision=bf16_mixed")}
 _REMOVE, _SET = "remove ", "set "
 _FROM_LAUNCH = " from the launch command"
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
@@ -73,6 +72,8 @@ def render_changes(changes: Iterable[Change], dialect: str, together_with: Itera
             rendered = [f"unset {name}"] if value is None else [f"export {name}={_value_text(value)}"]
         elif dialect == MEGATRON_LM:
             rendered = _megatron_lines(key, value, keys)
+        elif key in _BRIDGE_RECIPES and value is _BRIDGE_RECIPES[key][0]:
+            rendered = [_BRIDGE_RECIPES[key][1]]
         else:
             rendered = [f"{twin}={_value_text(value)}" for twin in (key, *_BRIDGE_TWINS.get(key, ()))]
         lines += [line for line in rendered if line not in lines]
