@@ -402,11 +402,28 @@ def test_a_fix_does_not_repeat_what_the_run_already_sets():
     assert "optimizer.overlap_cpu_optimizer_d2h_h2d=True" in off.overrides
 
 
-def test_bf16_for_bridge_is_its_mixed_precision_recipe_which_an_override_of_model_bf16_would_lose():
-    """Bridge's `mixed_precision` recipe sets bf16 in the model, optimizer and DDP configs at start-up, over what an
-    override set there (training/mixed_precision.py `update_config_with_precision_overrides`, Bridge 0.3.1); and
-    with the precision-aware optimizer its config check wants optimizer.bf16 beside model.bf16. Megatron-LM's flag
-    is the switch itself."""
+BRIDGE_PRECISION = dict(
+    line.split(": ", 1)
+    for line in (FIXTURES / "bridge-0.3.1" / "precision-fixes.txt").read_text().splitlines()
+    if line.strip()
+)
+
+
+def test_the_precision_fixes_print_for_bridge_what_its_config_classes_keep():
+    """Run through Bridge 0.3.1's config classes (fixtures/bridge-0.3.1/precision-fixes.txt): its `mixed_precision`
+    recipe sets the precision in the model, optimizer and DDP configs at start-up, over what an override set there.
+    An fp32 model given model.bf16=True alone is refused with the precision-aware optimizer; the bf16 recipe gives
+    bf16 with fp32 gradients. Under fp16_mixed an override of ddp.grad_reduce_in_fp32 is lost and the recipe's own
+    field holds. Megatron-LM's flags are the switches themselves."""
     assert render_changes([("model.bf16", True)], BRIDGE) == ["mixed_precision=bf16_mixed"]
+    assert BRIDGE_PRECISION["fp32 model + model.bf16=True alone (printed at first)"].startswith("refused: ")
+    kept = BRIDGE_PRECISION["fp32 model + mixed_precision=bf16_mixed (printed)"]
+    assert "model.bf16=True" in kept and "optimizer.bf16=True" in kept and "ddp.grad_reduce_in_fp32=True" in kept
+    fp32_gradients = [("ddp.grad_reduce_in_fp32", True)]
+    assert render_changes(fp32_gradients, BRIDGE) == ["mixed_precision.grad_reduce_in_fp32=True"]
+    lost = BRIDGE_PRECISION["fp16 recipe + ddp.grad_reduce_in_fp32=True (printed until this check)"]
+    held = BRIDGE_PRECISION["fp16 recipe + mixed_precision.grad_reduce_in_fp32=True (printed)"]
+    assert lost.endswith("ddp.grad_reduce_in_fp32=False") and held.endswith("ddp.grad_reduce_in_fp32=True")
     assert render_changes([("model.bf16", True)], MEGATRON_LM) == ["--bf16"]
+    assert render_changes(fp32_gradients, MEGATRON_LM) == ["--accumulate-allreduce-grads-in-fp32"]
     assert render_changes([("model.bf16", False)], BRIDGE) == ["model.bf16=False"]

@@ -44,9 +44,14 @@ _ALSO_REMOVE = {"model.recompute_granularity": ("--recompute-activations",)}
 _NO_FLAG = {"optimizer.decoupled_weight_decay": "OptimizerConfig"}
 # Bridge keeps one setting in two sections: an override must set both.
 _BRIDGE_TWINS = {"optimizer.use_distributed_optimizer": ("ddp.use_distributed_optimizer",)}
-# Settings Bridge takes from a recipe instead: its `mixed_precision` sets bf16 in the model, optimizer and DDP
-# configs at start-up and overwrites what an override set there (training/mixed_precision.py, Bridge 0.3.1).
-_BRIDGE_RECIPES = {"model.bf16": (True, "mixed_precision=bf16_mixed")}
+# Settings Bridge takes from its `mixed_precision` recipe, which sets them in the model, optimizer and DDP configs at
+# start-up over what an override set there: bf16 is the bf16 recipe (model.bf16 alone is refused with the
+# precision-aware optimizer), fp32 gradients the recipe's own field (ddp.grad_reduce_in_fp32 is lost under
+# fp16_mixed). Run through Bridge 0.3.1's config classes: fixtures/bridge-0.3.1/precision-fixes.txt.
+_BRIDGE_RECIPES = {
+    "model.bf16": (True, "mixed_precision=bf16_mixed"),
+    "ddp.grad_reduce_in_fp32": (True, "mixed_precision.grad_reduce_in_fp32=True"),
+}
 _REMOVE, _SET = "remove ", "set "
 _FROM_LAUNCH = " from the launch command"
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
