@@ -424,6 +424,9 @@ def test_the_precision_fixes_print_for_bridge_what_its_config_classes_keep():
     lost = BRIDGE_PRECISION["fp16 recipe + ddp.grad_reduce_in_fp32=True (printed until this check)"]
     held = BRIDGE_PRECISION["fp16 recipe + mixed_precision.grad_reduce_in_fp32=True (printed)"]
     assert lost.endswith("ddp.grad_reduce_in_fp32=False") and held.endswith("ddp.grad_reduce_in_fp32=True")
+    without = BRIDGE_PRECISION["fp16 without a recipe + ddp.grad_reduce_in_fp32=True (the summary's other case)"]
+    assert without.endswith("ddp.grad_reduce_in_fp32=True")
+    assert render_changes(fp32_gradients, BRIDGE, recipe=False) == ["ddp.grad_reduce_in_fp32=True"]
     assert render_changes([("model.bf16", True)], MEGATRON_LM) == ["--bf16"]
     assert render_changes(fp32_gradients, MEGATRON_LM) == ["--accumulate-allreduce-grads-in-fp32"]
     assert render_changes([("model.bf16", False)], BRIDGE) == ["model.bf16=False"]

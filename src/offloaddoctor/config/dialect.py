@@ -45,13 +45,12 @@ _NO_FLAG = {"optimizer.decoupled_weight_decay": "OptimizerConfig"}
 # Bridge keeps one setting in two sections: an override must set both.
 _BRIDGE_TWINS = {"optimizer.use_distributed_optimizer": ("ddp.use_distributed_optimizer",)}
 # Settings Bridge takes from its `mixed_precision` recipe, which sets them in the model, optimizer and DDP configs at
-# start-up over what an override set there: bf16 is the bf16 recipe (model.bf16 alone is refused with the
-# precision-aware optimizer), fp32 gradients the recipe's own field (ddp.grad_reduce_in_fp32 is lost under
-# fp16_mixed). Run through Bridge 0.3.1's config classes: fixtures/bridge-0.3.1/precision-fixes.txt.
-_BRIDGE_RECIPES = {
-    "model.bf16": (True, "mixed_precision=bf16_mixed"),
-    "ddp.grad_reduce_in_fp32": (True, "mixed_precision.grad_reduce_in_fp32=True"),
-}
+# start-up over what an override set there: bf16 is the bf16 recipe, with or without one before (model.bf16 alone is
+# refused with the precision-aware optimizer); fp32 gradients are the recipe's own field where a recipe is set
+# (ddp.grad_reduce_in_fp32 is lost under fp16_mixed, and holds without one). Run through Bridge 0.3.1's config
+# classes: fixtures/bridge-0.3.1/precision-fixes.txt.
+_BRIDGE_BF16 = "mixed_precision=bf16_mixed"
+_BRIDGE_RECIPE_FIELDS = {"ddp.grad_reduce_in_fp32": "mixed_precision.grad_reduce_in_fp32"}
 _REMOVE, _SET = "remove ", "set "
 _FROM_LAUNCH = " from the launch command"
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
@@ -64,10 +63,13 @@ def flag_of(key: str) -> str:
     return "--" + key.partition(".")[2].replace("_", "-") if "." in key else "--" + key.replace("_", "-")
 
 
-def render_changes(changes: Iterable[Change], dialect: str, together_with: Iterable[str] = ()) -> list[str]:
+def render_changes(
+    changes: Iterable[Change], dialect: str, together_with: Iterable[str] = (), recipe: bool = True
+) -> list[str]:
     """One printed line per change (a few take two, a few none), in `dialect` (MEGATRON_LM or BRIDGE).
     The environment is `export NAME=value` (`unset NAME` for None) in every dialect. `together_with`: keys
-    the same fix changes on other lines (Megatron-LM's layer count already turns activation offloading on)."""
+    the same fix changes on other lines (Megatron-LM's layer count already turns activation offloading on).
+    `recipe`: whether a Bridge config may set `mixed_precision` (False where it is known to be null)."""
     changes = list(changes)
     keys = {key for key, _ in changes} | set(together_with)
     lines: list[str] = []
@@ -77,8 +79,10 @@ def render_changes(changes: Iterable[Change], dialect: str, together_with: Itera
             rendered = [f"unset {name}"] if value is None else [f"export {name}={_value_text(value)}"]
         elif dialect == MEGATRON_LM:
             rendered = _megatron_lines(key, value, keys)
-        elif key in _BRIDGE_RECIPES and value is _BRIDGE_RECIPES[key][0]:
-            rendered = [_BRIDGE_RECIPES[key][1]]
+        elif key == "model.bf16" and value is True:
+            rendered = [_BRIDGE_BF16]
+        elif recipe and key in _BRIDGE_RECIPE_FIELDS:
+            rendered = [f"{_BRIDGE_RECIPE_FIELDS[key]}={_value_text(value)}"]
         else:
             rendered = [f"{twin}={_value_text(value)}" for twin in (key, *_BRIDGE_TWINS.get(key, ()))]
         lines += [line for line in rendered if line not in lines]

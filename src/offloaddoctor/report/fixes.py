@@ -22,7 +22,7 @@ from offloaddoctor.config.derived import (
 )
 from offloaddoctor.config.dialect import dialect_of, parse_fix_line, render_changes
 from offloaddoctor.config.keys import VALUE_KINDS
-from offloaddoctor.coerce import number
+from offloaddoctor.coerce import is_none, number
 from offloaddoctor.config.values import ConfigStore, format_value, same_value
 
 TYPE_CHECKING = False
@@ -54,6 +54,8 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
     """Resolve the findings' changes into one consistent set and print each finding's fix in the dialect of
     the run's config (config/dialect.py). Returns the dialect."""
     dialect = dialect_of(store)
+    recipe = store.resolve("mixed_precision")  # Bridge's precision recipe: null says there is none
+    has_recipe = recipe is None or not is_none(recipe.value)
     # each line's changes, or the line itself when it is not a change (free text stays in place)
     items = {
         id(f): [
@@ -70,7 +72,7 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
         finding.changes = [change for item in items[id(finding)] if not isinstance(item, str) for change in item]
         keys = {key for key, _ in finding.changes}
         for item in items[id(finding)]:
-            lines = [item] if isinstance(item, str) else render_changes(item, dialect, keys)
+            lines = [item] if isinstance(item, str) else render_changes(item, dialect, keys, has_recipe)
             out += [line for line in lines if line not in out]
         finding.overrides = out
     return dialect
