@@ -5,7 +5,6 @@ the one their message names."""
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
@@ -14,7 +13,7 @@ from offloaddoctor.cli import app
 from offloaddoctor.logs.normalize import rank_in_message
 
 from tests.conftest import FIXTURES, RUNNER
-from tests.memory.recorded import trained
+from tests.memory.recorded import LAUNCHES, trained
 
 
 def test_the_build_time_vpp_assert_is_the_vpp_finding_with_the_vpp_that_divides():
@@ -141,12 +140,9 @@ def test_the_recorded_keyerror_is_confirmed_and_its_fix_is_the_run_that_trained(
     first = report.findings[0]
     assert (first.signature.id, first.config.verdict) == ("optimizer-offload-hdo-keyerror", "confirmed")
     assert first.overrides == ["--use-distributed-optimizer", "--use-precision-aware-optimizer"]
-    launches = {
-        row.split("\t")[0]: row.split("\t")[-1] for row in (calibration / "runs.tsv").read_text().splitlines()[1:]
-    }
-    fixed = launches["n78-gpt1b-f050-precision-aware-distopt"]
+    fixed = LAUNCHES["n78-gpt1b-f050-precision-aware-distopt"]
     assert all(flag in fixed for flag in first.overrides) and "ODR_PRECISION_AWARE_OFF" not in fixed
-    assert "ODR_PRECISION_AWARE_OFF=1" in launches["n77-gpt1b-f050-precision-aware-off-distopt"]
+    assert "ODR_PRECISION_AWARE_OFF=1" in LAUNCHES["n77-gpt1b-f050-precision-aware-off-distopt"]
     for run in ("n77-gpt1b-f050-precision-aware-off-distopt", "n78-gpt1b-f050-precision-aware-distopt"):
         assert not diagnose([str(calibration / f"{run}.log.gz")]).findings
 
@@ -157,17 +153,12 @@ def test_an_fp32_model_offloading_its_optimizer_is_told_to_train_in_bf16_and_tha
     with it (n106) trained. The same line without the config's precision, or from a bf16 model, is the fp32-parameter
     signature's, whose fix is a Megatron-Core with the upstream fix, not --bf16."""
     calibration = FIXTURES / "memory-calibration"
-    launches = {
-        row.split("\t")[0]: re.sub(r"--master-port \d+ ", "", row.split("\t")[-1])
-        for table in ("runs.tsv", "refused/runs.tsv")
-        for row in (calibration / table).read_text().splitlines()[1:]
-    }
     for refused in ("n104-gpt1b-fp32-f050", "n105-gpt1b-fp32-f100"):
         [finding] = diagnose([str(calibration / "refused" / f"{refused}.log.gz")]).findings
         assert (finding.signature.id, finding.config.verdict) == ("optimizer-offload-fp32-model", "confirmed")
         assert finding.overrides == ["--bf16"]
     advised = "n106-gpt1b-fp32-f050-bf16-advised"
-    assert launches[advised].split() == [*launches["n104-gpt1b-fp32-f050"].split(), "--bf16"]
+    assert LAUNCHES[advised].split() == [*LAUNCHES["n104-gpt1b-fp32-f050"].split(), "--bf16"]
     assert trained(advised, iterations=14) and not diagnose([str(calibration / f"{advised}.log.gz")]).findings
     [unknown_precision] = diagnose_text("[rank0]: ValueError: can't optimize a non-leaf Tensor\n").findings
     assert unknown_precision.signature.id == "optimizer-offload-fp32-params"
@@ -184,14 +175,9 @@ def test_an_fp16_run_offloading_its_optimizer_is_told_to_accumulate_gradients_in
     assert (finding.signature.id, finding.config.verdict) == ("precision-aware-fp16-gradients", "confirmed")
     assert finding.overrides == ["--accumulate-allreduce-grads-in-fp32"]
     assert finding.evidence[0].text.startswith("AssertionError, raised by `assert param.decoupled_grad.dtype in")
-    launches = {
-        row.split("\t")[0]: re.sub(r"--master-port \d+ ", "", row.split("\t")[-1])
-        for table in ("runs.tsv", "refused/runs.tsv")
-        for row in (calibration / table).read_text().splitlines()[1:]
-    }
-    failed = launches["n117-gpt1b-fp16-f050"]
+    failed = LAUNCHES["n117-gpt1b-fp16-f050"]
     assert "--fp16" in failed.split() and "--clip-grad" not in failed
-    assert launches["n120-gpt1b-fp16-f050-grads-fp32"] == f"{failed} --accumulate-allreduce-grads-in-fp32"
+    assert LAUNCHES["n120-gpt1b-fp16-f050-grads-fp32"] == f"{failed} --accumulate-allreduce-grads-in-fp32"
     for run in ("n118-gpt1b-fp16-f050-bf16-advised", "n119-gpt1b-fp16-f050-no-clip", "n120-gpt1b-fp16-f050-grads-fp32"):
         assert trained(run) and not diagnose([str(calibration / f"{run}.log.gz")]).findings
 
@@ -217,8 +203,7 @@ def test_a_recorded_allocation_larger_than_the_gpu_quotes_no_offloading_or_recom
     [then] = diagnose([str(recorded / "out-of-memory" / "n80-gpt-s16k-mbs1-advised.log.gz")]).findings
     assert then.signature.id == "oom-fragmentation"
     assert then.overrides[0] == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
-    launches = {row.split("\t")[0]: row.split("\t")[-1] for row in (recorded / "runs.tsv").read_text().splitlines()[1:]}
-    assert launches["n81-gpt-s16k-mbs1-expandable-advised"].startswith(
+    assert LAUNCHES["n81-gpt-s16k-mbs1-expandable-advised"].startswith(
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
     )
     assert not diagnose([str(recorded / "n81-gpt-s16k-mbs1-expandable-advised.log.gz")]).findings

@@ -7,10 +7,15 @@ import re
 from pathlib import Path
 
 CALIBRATION = Path(__file__).resolve().parents[2] / "fixtures" / "memory-calibration"
-# Each run's launch command, less the rendezvous port (each run has its own), those that trained and those that stopped.
+# Each run's launch command, less the rendezvous port (each run has its own): those that trained, ran out of memory or
+# were refused.
 LAUNCHES = {
     row.split("\t")[0]: re.sub(r"--master-port \d+ ", "", row.split("\t")[-1])
-    for table in (CALIBRATION / "runs.tsv", CALIBRATION / "out-of-memory" / "runs.tsv")
+    for table in (
+        CALIBRATION / "runs.tsv",
+        CALIBRATION / "out-of-memory" / "runs.tsv",
+        CALIBRATION / "refused" / "runs.tsv",
+    )
     for row in table.read_text().splitlines()[1:]
 }
 
