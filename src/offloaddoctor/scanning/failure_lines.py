@@ -30,10 +30,11 @@ _RAISING = ("raise ", "assert ", "assert(")
 SOURCE_LINE_LITERALS = ("raise ", "assert ", '", line ')
 _FRAME_HEADER = lazy_compile(r'", line \d{1,9}, in [\w<>.]+\s*$')
 # `torch.multiprocessing.spawn.ProcessRaisedException:` with nothing after the colon: the message follows.
-_BARE_EXCEPTION = lazy_compile(r"^\s*[A-Za-z_][\w.]{0,200}(?:Error|Exception)\s*:\s*$")
+_EXCEPTION_CLASS = r"^\s*[A-Za-z_][\w.]{0,200}(?:Error|Exception)\s*"
+_BARE_EXCEPTION = lazy_compile(_EXCEPTION_CLASS + r":\s*$")
 _EXIT_STATUS = lazy_compile(r"^\s*exitcode  : -?\d+ \(pid")
 _FRAME_PARTS = lazy_compile(r'File "(?P<path>[^"]{1,1000})", line (?P<line>\d{1,9}), in (?P<function>[\w<>.]+)')
-_CLASS_ALONE = lazy_compile(r"^\s*[A-Za-z_][\w.]{0,200}(?:Error|Exception)\s*$")
+_CLASS_ALONE = lazy_compile(_EXCEPTION_CLASS + "$")
 
 
 def says_only_that_a_rank_failed(text: str) -> bool:

@@ -138,7 +138,7 @@ class TracebackTracker(LineHandler):
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
         self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
-        self._frame_header: dict[int | None, str] = {}  # rank -> the last frame header it printed
+        self._frame_header: dict[int | None, str] = {}  # rank -> the last frame header of its open traceback
 
     def feed(self, line: Line) -> bool:
         awaiting = self.awaiting
@@ -194,7 +194,7 @@ class TracebackTracker(LineHandler):
         if _EXCEPTION_LINE.match(body):
             del self.awaiting[rank]
             frame = self._raising_frame.pop(rank, None)
-            header = self._frame_header.pop(rank, None)
+            header = self._frame_header.get(rank)
             raising = raised_by(header, frame.text) if frame is not None and names_only_its_class(body) else None
             self.on_exception(line, body, raising)
             return True
@@ -203,7 +203,6 @@ class TracebackTracker(LineHandler):
     def _close_cut(self, rank: int | None) -> None:
         """A pasted traceback that stops at its last frame: the `raise`/`assert` there is the failure."""
         frame = self._raising_frame.pop(rank, None)
-        self._frame_header.pop(rank, None)
         if frame is not None:
             self.on_cut(frame)
 
