@@ -1025,6 +1025,29 @@ RUNS["n119-gpt1b-fp16-f050-no-clip"] = (1, 0, f"{N117} --clip-grad 0.0")
 # --accumulate-allreduce-grads-in-fp32 off (it turns it on for bf16). n117 with it (n120): expected to train, in fp16.
 RUNS["n120-gpt1b-fp16-f050-grads-fp32"] = (1, 0, f"{N117} --accumulate-allreduce-grads-in-fp32")
 
+# 16-bit gradients reach the optimizer as fp32 copies (calibration.FP32_GRAD_COPY_BYTES, mended on n119). Held out,
+# planned before they ran. With offloading, HybridDeviceOptimizer keeps the copies of the part on the GPU: bf16 with
+# --grad-reduce-in-bf16 (n121, n78's launch, three iterations) and fp16 at a quarter offloaded (n122, n119's launch).
+# Without it the distributed optimizer's copy lives from the step to zero_grad, seen where the step is the peak: c02's
+# 4-layer GPT with --grad-reduce-in-bf16 (n123), and n04's fp16 GQA with --accumulate-allreduce-grads-in-fp32 (n124:
+# fp32 gradients are not copied; the model counted a copy for every fp16 run before).
+N78_SHORT = RUNS["n78-gpt1b-f050-precision-aware-distopt"][2].replace(" --train-iters 14", "")
+RUNS["n121-gpt1b-f050-grads-bf16"] = (1, 0, f"{N78_SHORT} --grad-reduce-in-bf16")
+RUNS["n122-gpt1b-fp16-f025-no-clip"] = (1, 0, f"{N117.replace(f'{OFFLOAD} 0.5', f'{OFFLOAD} 0.25')} --clip-grad 0.0")
+RUNS["n123-h4096-l4-grads-bf16"] = (1, 0, f"{RUNS['c02-h4096-l4'][2]} --grad-reduce-in-bf16")
+RUNS["n124-fp16-gqa-grads-fp32"] = (1, 0, f"{RUNS['n04-fp16-gqa'][2]} --accumulate-allreduce-grads-in-fp32")
+# Fine-grained activation offloading without Transformer Engine (Megatron-LM's validate_args refuses it; outcome
+# expected: "Fine-grained activation offloading is only supported with transformer_engine implementation").
+RUNS["n125-gpt1b-fine-grained-local"] = (
+    1,
+    0,
+    f"{dense_cost().replace(' --train-iters 14', '')} --fine-grained-activation-offloading --offload-modules core_attn",
+)
+# Is n108's resume failure (`assert len(steps) == 1`, distrib_optimizer.py, the branch taken without Apex or TE)
+# offloading's? The same save (n126) and resume (n127) without offloading: by the source, expected to fail alike.
+RUNS["n126-gpt1b-save"] = (1, 0, f"{dense_cost()} {GC} {SAVED.format('c')}")
+RUNS["n127-gpt1b-resume"] = (1, 0, f"{dense_cost()} {GC} {RESUMED.format('c')}")
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70

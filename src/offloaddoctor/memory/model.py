@@ -127,7 +127,6 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     first, last = params.stage == 0, params.stage == p - 1
     count = params.total
     weight_bytes = 4 if shape.precision == "fp32" else 2
-    fp16 = shape.precision == "fp16"
     grad_bytes = 4 if shape.grad_reduce_in_fp32 or shape.precision == "fp32" else 2
     master_bytes = 0 if shape.precision == "fp32" else shape.master_param_bytes
     state_bytes = optimizer_state_bytes_per_parameter(shape)
@@ -143,6 +142,13 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     uncollected = _uncollected_first_build(shape, params)
     states += uncollected
     states_forward += uncollected
+    sixteen_bit_grads = grad_bytes == 2
+    # Optimizer offloading is HybridDeviceOptimizer's; the distributed optimizer's own copy is made without it.
+    held_grad_copies = optimizer_params * on_gpu * cal.FP32_GRAD_COPY_BYTES if sixteen_bit_grads else 0.0
+    if not shape.optimizer_cpu_offload:
+        held_grad_copies = 0.0
+    states += held_grad_copies
+    states_forward += held_grad_copies
 
     weights = Component(
         "weights", count * weight_bytes, f"{count:,} parameters x {weight_bytes} B ({_DTYPE_NAMES[weight_bytes]})"
@@ -168,6 +174,12 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
             if uncollected
             else ""
         )
+        + (
+            f"; + {held_grad_copies / MIB:,.0f} MiB: fp32 copies of the 16-bit gradients of the part on the GPU, "
+            "which HybridDeviceOptimizer keeps from the first step on"
+            if held_grad_copies
+            else ""
+        )
     )
 
     resident = float(cal.RESIDENT_OVERHEAD_BYTES)
@@ -185,8 +197,9 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     foreach_adam = not shape.te_fused_adam and not shape.optimizer_cpu_offload
     if foreach_adam:
         step_temporary += optimizer_params * on_gpu * cal.TORCH_ADAM_STEP_TEMPORARY_BYTES
-    if fp16:
-        step_temporary += optimizer_params * cal.FP16_STEP_MAIN_GRAD_BYTES
+    step_grad_copies = sixteen_bit_grads and not shape.optimizer_cpu_offload
+    if step_grad_copies:
+        step_temporary += optimizer_params * cal.FP32_GRAD_COPY_BYTES
     optimizer_step = weights.bytes + grads.bytes + states + step_temporary + resident
 
     set_up = _set_up_bytes(shape, weights.bytes, grads.bytes)
@@ -219,8 +232,8 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     else:
         phase = "optimizer step"
         temp = "torch foreach Adam temporary (4 B/parameter)" if foreach_adam else ""
-        if fp16:
-            temp += (" + " if temp else "") + "fp32 main-gradient copies (4 B/parameter)"
+        if step_grad_copies:
+            temp += (" + " if temp else "") + "fp32 copies of the 16-bit main gradients (4 B/parameter)"
         other = Component("other", resident + step_temporary, f"{resident_formula} + {temp}")
         act = Component(
             "activations",

@@ -232,6 +232,8 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
     tied = reader.flag("model.share_embeddings_and_output_weights")
     untie = reader.flag("untie_embeddings_and_output_weights")
     grad_fp32 = reader.flag("ddp.grad_reduce_in_fp32")
+    if reader.flag("grad_reduce_in_bf16") and precision == "bf16":
+        grad_fp32 = False  # Megatron-LM's --grad-reduce-in-bf16 wins over --accumulate-allreduce-grads-in-fp32
     if grad_fp32 is None:
         grad_fp32 = precision != "fp16"
         reader.assume(
