@@ -51,3 +51,12 @@ def integer(text: str) -> int | None:
 def is_none(value: Any) -> bool:
     """None, or the way YAML, Hydra and Megatron print it (`None`, `null`, `~`, empty)."""
     return value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "~", ""))
+
+
+def names(value: Any) -> tuple[str, ...]:
+    """A list of names as a config gives it (a YAML list, Hydra's `[a,b]`, Megatron's printed `['a', 'b']`, one
+    name): each name once, in order; () for an empty or unset list."""
+    if is_none(value):
+        return ()
+    items = value if isinstance(value, (list, tuple)) else str(value).strip().strip("[]").split(",")
+    return tuple(dict.fromkeys(n for n in (str(item).strip(" '\"") for item in items) if n))

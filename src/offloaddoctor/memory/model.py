@@ -142,11 +142,11 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     uncollected = _uncollected_first_build(shape, params)
     states += uncollected
     states_forward += uncollected
+    # 16-bit gradients: the precision-aware optimizer hands over the buffer's shard, which HybridDeviceOptimizer
+    # (offloading) copies to fp32 for its GPU part; without it the distributed optimizer copies every shard at the step.
     sixteen_bit_grads = grad_bytes == 2
-    # Optimizer offloading is HybridDeviceOptimizer's; the distributed optimizer's own copy is made without it.
-    held_grad_copies = optimizer_params * on_gpu * cal.FP32_GRAD_COPY_BYTES if sixteen_bit_grads else 0.0
-    if not shape.optimizer_cpu_offload:
-        held_grad_copies = 0.0
+    held = sixteen_bit_grads and shape.precision_aware_optimizer and shape.optimizer_cpu_offload
+    held_grad_copies = optimizer_params * on_gpu * cal.FP32_GRAD_COPY_BYTES if held else 0.0
     states += held_grad_copies
     states_forward += held_grad_copies
 
@@ -197,7 +197,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     foreach_adam = not shape.te_fused_adam and not shape.optimizer_cpu_offload
     if foreach_adam:
         step_temporary += optimizer_params * on_gpu * cal.TORCH_ADAM_STEP_TEMPORARY_BYTES
-    step_grad_copies = sixteen_bit_grads and not shape.optimizer_cpu_offload
+    step_grad_copies = sixteen_bit_grads and not shape.precision_aware_optimizer
     if step_grad_copies:
         step_temporary += optimizer_params * cal.FP32_GRAD_COPY_BYTES
     optimizer_step = weights.bytes + grads.bytes + states + step_temporary + resident

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from offloaddoctor.coerce import boolean, is_none, number
+from offloaddoctor.coerce import boolean, is_none, names, number
 from offloaddoctor.config.dialect import set_by_megatron_flags
 from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore
@@ -91,6 +91,8 @@ class RunShape(NamedTuple):
     # Optimizer.
     distributed_optimizer: bool = False
     optimizer_cpu_offload: bool = False
+    # Gradients handed to the optimizer as the DDP buffer's shard (decoupled_grad), not as an fp32 copy.
+    precision_aware_optimizer: bool = False
     optimizer_offload_fraction: float = 0.0
     offload_optimizer_states: bool = False
     manual_gc: bool = False  # Megatron-LM --manual-gc / Bridge train.manual_gc: gc.collect() before training
@@ -290,6 +292,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         te_fused_adam=flash if fused_adam is None else fused_adam,
         distributed_optimizer=distributed,
         optimizer_cpu_offload=bool(reader.flag("optimizer.optimizer_cpu_offload")),
+        precision_aware_optimizer=_precision_aware(reader),
         optimizer_offload_fraction=reader.real("optimizer.optimizer_offload_fraction", 0.0),
         offload_optimizer_states=bool(reader.flag("optimizer.offload_optimizer_states")),
         manual_gc=bool(reader.flag("train.manual_gc")),
@@ -455,12 +458,15 @@ def _none_or_text(value: Any) -> str | None:
     return None if text in ("", "none", "null", "false") else text
 
 
+def _precision_aware(reader: _Reader) -> bool:
+    """Megatron-LM requires the precision-aware optimizer with optimizer offloading (validate_args); megatron-core
+    and Bridge take offloading without it."""
+    given = reader.flag("optimizer.use_precision_aware_optimizer")
+    return bool(reader.flag("optimizer.optimizer_cpu_offload")) if given is None else given
+
+
 def _modules(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ("core_attn",)
-    if isinstance(value, (list, tuple)):
-        return tuple(str(v) for v in value)
-    return tuple(part.strip(" '\"") for part in str(value).strip("[]").split(",") if part.strip(" '\""))
+    return ("core_attn",) if value is None else names(value)
 
 
 def _offloaded_layers(reader: _Reader) -> int:
