@@ -31,7 +31,8 @@ FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
 # PyTorch's allocator, or NCCL's own allocation once PyTorch's cache has taken the GPU (e76: "Failed to CUDA calloc
 # async 4 bytes" in an all_reduce after the first step).
 OUT_OF_MEMORY = re.compile(r"torch\.OutOfMemoryError: CUDA out of memory|Failed to CUDA calloc")
-REFUSED = re.compile(r"^(?:\[rank\d+\]: )?\w+Error(?::| *$)", re.MULTILINE)  # validate_args raises before torch's rank prefix (n125)
+# An exception line, with torch's rank prefix or without (validate_args raises before it is installed: n125).
+REFUSED = re.compile(r"^(?:\[rank\d+\]: )?\w+Error(?::| *$)", re.MULTILINE)
 
 
 def write_fixture_log(raw_log: Path, dest: Path) -> str:

@@ -184,6 +184,21 @@ CASES = {
         },
         "fails": True,
     },
+    # Fine-grained activation offloading: Bridge's own check refuses it without Transformer Engine's implementation.
+    "fine-grained-local": {
+        "set": {
+            "model.transformer_impl": "local",
+            "model.fine_grained_activation_offloading": True,
+            "model.offload_modules": ["core_attn"],
+        },
+        "fails": True,
+    },
+    # ... and megatron-core's, run by validate() through the model's finalize(): no module listed, and attn_proj alone.
+    "fine-grained-no-modules": {"set": {"model.fine_grained_activation_offloading": True}, "fails": True},
+    "fine-grained-attn-proj": {
+        "set": {"model.fine_grained_activation_offloading": True, "model.offload_modules": ["attn_proj"]},
+        "fails": True,
+    },
 }
 
 

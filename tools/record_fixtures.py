@@ -173,6 +173,17 @@ CASES = [
         },
     ),
     Case(
+        "fine-grained-offload-modules",
+        tc(fine_grained_activation_offloading=True),
+        "AssertionError",
+        {"fine_grained_activation_offloading": True, "offload_modules": [], "transformer_impl": "transformer_engine"},
+        note=(
+            "`--fine-grained-activation-offloading` without `--offload-modules`: the list is megatron-core's default, "
+            "empty, and `__post_init__` stops on a bare `assert` (no message: the statement is the traceback's "
+            "line above it)."
+        ),
+    ),
+    Case(
         "cpu-offload-num-layers",
         tc(cpu_offloading=True, cpu_offloading_num_layers=8),
         "ValueError: CPU offloading can be done only for layers less than 8",

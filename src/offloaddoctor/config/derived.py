@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from offloaddoctor.coerce import boolean, number  # shared coercion rules
+from offloaddoctor.coerce import boolean, names, number  # shared coercion rules
 from offloaddoctor.config.values import ConfigStore, Resolved, Source, format_value
 
 TYPE_CHECKING = False
@@ -57,8 +57,19 @@ DERIVED_INPUTS.update(
             *TASKS_KEYS,
         ),
         "parallel.expert_grid_size": _EXPERT_GRID,
+        "model.offload_modules_refused": (
+            "model.fine_grained_activation_offloading",
+            "model.offload_modules",
+            "model.recompute_granularity",
+            "model.recompute_modules",
+        ),
     }
 )
+# The modules fine-grained activation offloading takes (TransformerConfig.__post_init__, megatron-core 0.16.1-0.19.0;
+# fused_group_mlp from 0.19.0, with the Transformer Engine op fuser), and those inside the MoE layer, which 0.19.0
+# refuses to offload while selective recompute takes the whole layer ('moe' in recompute_modules).
+OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
+MOE_OFFLOAD_MODULES = ("expert_fc1", "moe_act", "fused_group_mlp")
 
 
 def inputs_of(keys) -> set[str]:
@@ -79,6 +90,7 @@ def add_derived_values(store: ConfigStore) -> None:
     _virtual_pipeline_from_layers(store)
     _run_world_size(store)
     _expert_grid_size(store)
+    _offload_modules_refused(store)
 
 
 SUGGESTED = "suggested."  # the namespace of fix-template values
@@ -100,6 +112,9 @@ def fix_values(store: ConfigStore) -> dict[str, Any]:
     if expert_parallel is not None:
         values[SUGGESTED + "expert_model_parallel_size"] = expert_parallel
     values[SUGGESTED + "omp_threads"] = _suggested_omp_threads(store)
+    if store.resolve("model.offload_modules_refused") is not None:  # the list is known (or the run's default)
+        modules = store.value("model.offload_modules")
+        values[SUGGESTED + "offload_modules"] = list(offload_modules_taken(names(modules), _recomputes_moe(store)))
     return values
 
 
@@ -313,3 +328,53 @@ def _suggested_expert_parallel_size(store: ConfigStore) -> int | None:
     if min(current, room) > SEARCHED_COUNT_LIMIT:
         return None
     return next(d for d in range(min(current, room), 0, -1) if room % d == 0 and (not experts or experts % d == 0))
+
+
+def _recomputes_moe(store: ConfigStore) -> bool:
+    granularity = store.value("model.recompute_granularity")
+    return granularity == "selective" and "moe" in names(store.value("model.recompute_modules"))
+
+
+def offload_modules_refusal(modules: tuple[str, ...], recompute_moe: bool) -> str:
+    """Why megatron-core refuses this offload_modules list with fine-grained offloading on; "" when it takes it."""
+    if not modules:
+        return "no module listed (megatron-core asserts the list is not empty)"
+    unknown = [m for m in modules if m not in (*OFFLOAD_MODULES, "fused_group_mlp")]
+    if unknown:
+        return f"not a module it offloads: {', '.join(unknown)}"
+    if "attn_proj" in modules and "core_attn" not in modules:
+        return "attn_proj without core_attn (the projection's input is the attention core's output)"
+    inside = [m for m in modules if m in MOE_OFFLOAD_MODULES]
+    if recompute_moe and inside:
+        return f"{', '.join(inside)} offloaded inside the MoE layer that selective recompute takes whole ('moe')"
+    return ""
+
+
+def offload_modules_taken(modules: tuple[str, ...], recompute_moe: bool) -> tuple[str, ...]:
+    """The nearest list megatron-core takes: the names it knows, core_attn before attn_proj, nothing inside a
+    recomputed MoE layer; core_attn alone (every layer has one) where nothing is left."""
+    kept = [m for m in modules if m in OFFLOAD_MODULES or m == "fused_group_mlp"]
+    if recompute_moe:
+        kept = [m for m in kept if m not in MOE_OFFLOAD_MODULES]
+    if "attn_proj" in kept and "core_attn" not in kept:
+        kept.insert(kept.index("attn_proj"), "core_attn")
+    return tuple(kept) or ("core_attn",)
+
+
+def _offload_modules_refused(store: ConfigStore) -> None:
+    """Whether fine-grained offloading's module list is one megatron-core refuses. Where no list is given, a
+    config's run has megatron-core's default (an empty list); a log without one says nothing."""
+    switch = store.resolve("model.fine_grained_activation_offloading")
+    if switch is None or boolean(switch.value) is not True:
+        return
+    given = store.resolve("model.offload_modules")
+    if given is None and switch.origin not in ("config", "set"):
+        return
+    recompute = [store.resolve(k) for k in ("model.recompute_granularity", "model.recompute_modules")]
+    moe = _recomputes_moe(store)
+    why = offload_modules_refusal(names(given.value) if given else (), moe)
+    inputs = [switch, given, *(recompute if moe else [])]
+    note = why or "a list megatron-core takes"
+    if given is None:
+        note += "; offload_modules not set: megatron-core's default, an empty list"
+    store.set_derived(_derived("model.offload_modules_refused", bool(why), *inputs, note=note))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from offloaddoctor.config.keys import VALUE_KINDS, canonical_key, parse_value
+from offloaddoctor.config.keys import LIST_KEYS, VALUE_KINDS, canonical_key, parse_value
 from offloaddoctor.config.values import ConfigValue, format_value
 
 TYPE_CHECKING = False
@@ -157,11 +157,7 @@ def parse_fix_line(line: str) -> list[Change]:
         if not raw:
             return [(key, True)]
         parts = raw.split()
-        given = (
-            [parse_value(key, p) for p in parts]
-            if len(parts) > 1 or key == "model.recompute_modules"
-            else parse_value(key, raw)
-        )
+        given = [parse_value(key, p) for p in parts] if len(parts) > 1 or key in LIST_KEYS else parse_value(key, raw)
         return [(key, given)]
     key, sep, raw = text.partition("=")
     if not sep or not key or " " in key.strip():

@@ -4,10 +4,11 @@ configuration summary (config/bridge_summary.py), the launch command line, envir
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import takewhile
 
 from offloaddoctor.config.bridge_summary import TITLE as BRIDGE_SUMMARY_TITLE
 from offloaddoctor.config.bridge_summary import BridgeSummaryBlock
-from offloaddoctor.config.keys import canonical_key
+from offloaddoctor.config.keys import LIST_KEYS, canonical_key
 from offloaddoctor.config.printed import parse_printed
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.lazy_pattern import lazy_compile
@@ -206,6 +207,9 @@ class LogConfigCollector:
                 name, sep, inline = token.partition("=")
                 if sep:
                     value = parse_printed(inline)
+                elif canonical_key(name) in LIST_KEYS:  # argparse's nargs: every word up to the next flag
+                    words = list(takewhile(_list_word, tokens[index + 1 :]))
+                    value = [parse_printed(w) for w in words] if words else True
                 elif index + 1 < len(tokens) and not tokens[index + 1].startswith("--"):
                     value = parse_printed(tokens[index + 1])
                 else:
@@ -226,6 +230,11 @@ class LogConfigCollector:
         value = ConfigValue(canonical_key(name), value, Source(self.path, line, detail), self.origin)
         self.values.append(value)
         self._by_segment.setdefault(self.segment, []).append(value)
+
+
+def _list_word(token: str) -> bool:
+    """A value of a list flag: not the next flag, a Hydra override or a shell operator (`&&`, `|`, `>log`)."""
+    return not token.startswith(("--", "&", "|", ";", ">", "<", "2>")) and not _HYDRA_OVERRIDE.match(token)
 
 
 class ConfigLines(LineHandler):

@@ -32,6 +32,7 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("model.cpu_offloading_weights", "offload weights", kind="bool"),
     KnownKey("model.cpu_offloading_double_buffering", "double-buffer offloaded layers", kind="bool"),
     KnownKey("model.fine_grained_activation_offloading", "module-level activation offloading", kind="bool"),
+    KnownKey("model.offload_modules", "the modules whose inputs fine-grained activation offloading moves to the CPU"),
     KnownKey("model.num_layers", "transformer layers", ("encoder_num_layers",), kind="int"),
     KnownKey("model.pipeline_model_parallel_size", "pipeline-parallel size (PP)", ("--pp-size",), kind="int"),
     KnownKey(
@@ -102,6 +103,7 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("env.PYTORCH_ALLOC_CONF", "PyTorch allocator settings (newer name)"),
     KnownKey("env.NCCL_GRAPH_REGISTER", "NCCL buffer registration under CUDA graphs"),
     KnownKey("env.OMP_NUM_THREADS", "OpenMP threads a process (torchrun sets 1 when it starts several)"),
+    KnownKey("env.NVTE_CPU_OFFLOAD_V1", "Transformer Engine 2.10+: 1 selects its first CPU-offload implementation"),
     KnownKey(
         "runtime.megatron_bridge_version", "megatron-bridge version, from a pip list / pip freeze line in the log"
     ),
@@ -177,7 +179,14 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey(
         "parallel.expert_grid_size", "expert TP (TP when unset) x EP x PP, which must divide the world", kind="int"
     ),
+    KnownKey(
+        "model.offload_modules_refused",
+        "fine-grained activation offloading's module list is one megatron-core refuses",
+        kind="bool",
+    ),
 )
+# Keys whose value is a list of names: one name after the flag is a list of one.
+LIST_KEYS = frozenset({"model.recompute_modules", "model.offload_modules"})
 
 _BY_CANONICAL = {known.canonical: known for known in KNOWN_KEYS}
 
