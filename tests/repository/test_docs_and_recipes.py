@@ -30,6 +30,14 @@ def test_signature_pages_are_current():
     assert not stale and not extra, f"run: python3 tools/gen_signature_docs.py (stale: {stale + extra})"
 
 
+def test_every_signature_is_in_the_readme_catalogue_and_every_preflight_one_in_checks_table():
+    catalog = load_catalog()
+    readme = (REPO / "README.md").read_text()
+    check_doc = (REPO / "docs" / "check-and-bisect.md").read_text()
+    assert [s.id for s in catalog.signatures if f"`{s.id}`" not in readme] == []
+    assert [s.id for s in catalog.signatures if s.preflight and f"`{s.id}`" not in check_doc] == []
+
+
 def test_github_workflow_shape():
     workflow = yaml.safe_load((RECIPES / "github-actions.yml").read_text())
     steps = workflow["jobs"]["diagnose"]["steps"]
