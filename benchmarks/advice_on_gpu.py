@@ -118,12 +118,14 @@ def apply(args: str, overrides: tuple[str, ...]) -> str:
 
 def estimate_launch(args: str, gpus: int = 1, catalog=None, gpu: str = "H100-80GB", env: dict | None = None):
     """`estimate` on `gpu` of the recordings' launch command (torchrun on `gpus` GPUs) with `args`, after
-    `export`s of `env`."""
+    `export`s of `env`. ODR_PRECISION_AWARE_OFF (the launcher clears --use-precision-aware-optimizer after
+    Megatron-LM's check, before the arguments are printed and used) is said as the run has it."""
+    overrides = ["optimizer.use_precision_aware_optimizer=False"] if (env or {}).get("ODR_PRECISION_AWARE_OFF") else []
     with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
         script.writelines(f"export {name}={value}\n" for name, value in (env or {}).items())
         script.write(f"torchrun --nproc-per-node {gpus} pretrain_gpt.py {COMMON} {args}\n")
         script.flush()
-        return estimate([script.name], gpu=gpu, catalog=catalog or load_catalog())
+        return estimate([script.name], overrides, gpu=gpu, catalog=catalog or load_catalog())
 
 
 def plan(only: list[str]) -> None:

@@ -228,6 +228,7 @@ def _double_pipeline(shape: RunShape, budget: float, fitting: Fitting = fits) ->
 
 
 def _optimizer_offloading(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
+    shape = shape.with_changes(precision_aware_optimizer=True)  # the lines below set it
     fraction = _smallest_fraction(shape, budget, _offloaded, fitting)
     if fraction is None:
         return None
@@ -522,8 +523,14 @@ def _offloaded(shape: RunShape, fraction: float) -> RunShape:
 
 
 def _offloaded_as_configured(shape: RunShape, fraction: float) -> RunShape:
+    """Offloading switched on comes with the precision-aware optimizer (the lines that switch it on set it, as
+    Megatron-LM requires); a run that offloads already keeps its own setting."""
+    aware = shape.precision_aware_optimizer or not shape.optimizer_cpu_offload
     return shape.with_changes(
-        optimizer_cpu_offload=True, optimizer_offload_fraction=fraction, distributed_optimizer=True
+        optimizer_cpu_offload=True,
+        optimizer_offload_fraction=fraction,
+        distributed_optimizer=True,
+        precision_aware_optimizer=aware,
     )
 
 

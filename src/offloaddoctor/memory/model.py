@@ -149,6 +149,12 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     held_grad_copies = optimizer_params * on_gpu * cal.FP32_GRAD_COPY_BYTES if held else 0.0
     states += held_grad_copies
     states_forward += held_grad_copies
+    # Without the precision-aware optimizer HybridDeviceOptimizer is handed the distributed optimizer's fp32 main
+    # parameters: its host copies of the offloaded part leave those on the GPU.
+    left_on_gpu = shape.optimizer_cpu_offload and not shape.precision_aware_optimizer
+    masters_left = optimizer_params * master_bytes * (1 - on_gpu) if left_on_gpu else 0.0
+    states += masters_left
+    states_forward += masters_left
 
     weights = Component(
         "weights", count * weight_bytes, f"{count:,} parameters x {weight_bytes} B ({_DTYPE_NAMES[weight_bytes]})"
@@ -172,6 +178,12 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
             f"; + {uncollected / MIB:,.0f} MiB: fp32 copies held by the HybridDeviceOptimizer Megatron builds "
             "first and replaces, until Python's garbage collector frees them (--manual-gc frees them before training)"
             if uncollected
+            else ""
+        )
+        + (
+            f"; + {masters_left / MIB:,.0f} MiB: the offloaded part's fp32 main parameters, which stay on the GPU "
+            "without the precision-aware optimizer (HybridDeviceOptimizer copies them to the host)"
+            if masters_left
             else ""
         )
         + (

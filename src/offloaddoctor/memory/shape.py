@@ -91,7 +91,8 @@ class RunShape(NamedTuple):
     # Optimizer.
     distributed_optimizer: bool = False
     optimizer_cpu_offload: bool = False
-    # Gradients handed to the optimizer as the DDP buffer's shard (decoupled_grad), not as an fp32 copy.
+    # Gradients handed to the optimizer as the DDP buffer's shard (decoupled_grad), not as an fp32 copy: Megatron-LM
+    # requires it with optimizer offloading (validate_args), megatron-core and Bridge take offloading without it.
     precision_aware_optimizer: bool = False
     optimizer_offload_fraction: float = 0.0
     offload_optimizer_states: bool = False
@@ -292,7 +293,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         te_fused_adam=flash if fused_adam is None else fused_adam,
         distributed_optimizer=distributed,
         optimizer_cpu_offload=bool(reader.flag("optimizer.optimizer_cpu_offload")),
-        precision_aware_optimizer=_precision_aware(reader),
+        precision_aware_optimizer=bool(reader.flag("optimizer.use_precision_aware_optimizer")),
         optimizer_offload_fraction=reader.real("optimizer.optimizer_offload_fraction", 0.0),
         offload_optimizer_states=bool(reader.flag("optimizer.offload_optimizer_states")),
         manual_gc=bool(reader.flag("train.manual_gc")),
@@ -456,13 +457,6 @@ def _none_or_text(value: Any) -> str | None:
         return None
     text = str(value).strip().strip("'\"").lower()
     return None if text in ("", "none", "null", "false") else text
-
-
-def _precision_aware(reader: _Reader) -> bool:
-    """Megatron-LM requires the precision-aware optimizer with optimizer offloading (validate_args); megatron-core
-    and Bridge take offloading without it."""
-    given = reader.flag("optimizer.use_precision_aware_optimizer")
-    return bool(reader.flag("optimizer.optimizer_cpu_offload")) if given is None else given
 
 
 def _modules(value: Any) -> tuple[str, ...]:
