@@ -33,10 +33,10 @@ def _text(path: Path) -> str:
 
 
 def test_every_recorded_run_is_there():
-    assert len(RUNS) == 243
+    assert len(RUNS) == 246
     assert sum(p.name.startswith("h") for p in RUNS) == 12  # held out of calibration
     # recorded after the model was frozen (n15: planned in benchmarks/moe_plan.json)
-    assert sum(p.name.startswith("n") for p in RUNS) == 115
+    assert sum(p.name.startswith("n") for p in RUNS) == 118
     # MoE: e01-e05 before its terms were derived, e06-e66 after (e52-e66: what each advised change costs)
     assert sum(p.name.startswith("e") for p in RUNS) == 70
     assert len(MULTI_GPU) == 30  # issue 25: PP with VPP, DP/TP with partial offload, on 2 and 4 GPUs; advice
@@ -485,3 +485,21 @@ def test_logits_a_larger_backward_transient_replaces_are_not_said_to_be_on_anoth
     assert logits.bytes == 0 and logits.formula.startswith("freed before a layer's backward")
     first_stage = estimate_log([str(folder / "n14-pp2-mbs1-s4096.log.gz")]).estimate.most_loaded
     assert [c.formula for c in first_stage.components if c.name == "logits"] == ["not on this pipeline stage"]
+
+
+def test_clipping_without_apex_or_te_takes_a_temporary_of_the_largest_gradient_at_the_step():
+    """n129 (offloading, so no foreach Adam temporary): the allocator's trace put the peak in local_multi_tensor_scale,
+    a temporary the size of the largest gradient (the embedding's, fp32); none with TE's kernels or clipping off."""
+    from offloaddoctor.memory.parameters import largest_tensor
+
+    offloaded = BASE.with_changes(
+        optimizer_cpu_offload=True, optimizer_offload_fraction=0.5, precision_aware_optimizer=True, te_fused_adam=False
+    )
+
+    def step(shape):
+        return estimate(shape).most_loaded.optimizer_step_bytes
+
+    largest = largest_tensor(offloaded, True, True)
+    assert largest == offloaded.padded_vocab_size * offloaded.hidden_size  # the embedding, one GPU
+    assert step(offloaded) - step(offloaded.with_changes(clip_grad=0.0)) == largest * 4  # fp32 main gradients
+    assert step(offloaded.with_changes(te_fused_adam=True)) == step(offloaded.with_changes(te_fused_adam=True, clip_grad=0))

@@ -24,7 +24,7 @@ from offloaddoctor.memory.activations import (
     tokens_per_rank,
 )
 from offloaddoctor.memory.offload_split import first_build_offloaded_share, offloaded_share
-from offloaddoctor.memory.parameters import StageParameters, stage_parameters
+from offloaddoctor.memory.parameters import StageParameters, largest_tensor, stage_parameters
 from offloaddoctor.memory.shape import RunShape
 
 COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logits", "other")
@@ -203,12 +203,17 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     activations, logits, activation_formula, routed = _activations(shape, params, first, last)
     forward_backward = weights.bytes + grads.bytes + states_forward + activations + logits + resident
 
-    step_temporary = 0.0
     # With optimizer offloading Megatron passes fused=True to the GPU part's torch AdamW (optimizer/__init__.py
     # `optimizer_defaults`): the fused kernel takes no foreach temporary.
     foreach_adam = not shape.te_fused_adam and not shape.optimizer_cpu_offload
-    if foreach_adam:
-        step_temporary += optimizer_params * on_gpu * cal.TORCH_ADAM_STEP_TEMPORARY_BYTES
+    adam_temporary = optimizer_params * on_gpu * cal.TORCH_ADAM_STEP_TEMPORARY_BYTES if foreach_adam else 0.0
+    # Without Apex or TE gradient clipping scales each gradient through a temporary of its size (megatron-core's
+    # local_multi_tensor_scale), before Adam's step: the largest gradient the optimizer is handed (n129's peak).
+    handed_grad_bytes = grad_bytes if shape.precision_aware_optimizer else 4
+    clipping = not shape.te_fused_adam and shape.clip_grad > 0
+    largest = min(largest_tensor(shape, first, last), optimizer_params)
+    clip_temporary = largest * handed_grad_bytes if clipping else 0.0
+    step_temporary = max(adam_temporary, clip_temporary)
     step_grad_copies = sixteen_bit_grads and not shape.precision_aware_optimizer
     if step_grad_copies:
         step_temporary += optimizer_params * cal.FP32_GRAD_COPY_BYTES
@@ -243,7 +248,9 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         state = state_forward
     else:
         phase = "optimizer step"
-        temp = "torch foreach Adam temporary (4 B/parameter)" if foreach_adam else ""
+        temp = "torch foreach Adam temporary (4 B/parameter)" if adam_temporary >= clip_temporary > 0 or foreach_adam else ""
+        if clip_temporary > adam_temporary:
+            temp = f"gradient clipping's temporary of the largest gradient ({clip_temporary / MIB:,.0f} MiB)"
         if step_grad_copies:
             temp += (" + " if temp else "") + "fp32 copies of the 16-bit main gradients (4 B/parameter)"
         other = Component("other", resident + step_temporary, f"{resident_formula} + {temp}")

@@ -96,3 +96,20 @@ def stage_parameters(shape: RunShape) -> list[StageParameters]:
                 dense += embedding  # the output layer (a copy of the word embeddings when tied)
         stages.append(StageParameters(stage, layers, dense, layers * expert))
     return stages
+
+
+def largest_tensor(shape: RunShape, first: bool, last: bool) -> int:
+    """The elements of the largest single parameter on a stage: what a temporary made tensor by tensor is sized by."""
+    h, t = shape.hidden_size, shape.tensor_parallel
+    glu = 2 if shape.gated_linear_unit else 1
+    sizes = [h * (shape.num_attention_heads + 2 * shape.heads_kv) * shape.head_dim // t]  # the fused QKV projection
+    if shape.num_experts:
+        f = shape.moe_ffn_hidden_size or shape.ffn
+        sizes.append(h * f * glu // (shape.expert_tensor_parallel_size or t))
+        if shape.moe_shared_expert_intermediate_size:
+            sizes.append(h * shape.moe_shared_expert_intermediate_size * glu // t)
+    else:
+        sizes.append(h * shape.ffn * glu // t)
+    if first or (last and (not shape.tied_embeddings or shape.pipeline_parallel > 1)):
+        sizes.append(shape.padded_vocab_size * h // t)
+    return max(sizes)

@@ -96,6 +96,7 @@ class RunShape(NamedTuple):
     precision_aware_optimizer: bool = False
     optimizer_offload_fraction: float = 0.0
     offload_optimizer_states: bool = False
+    clip_grad: float = 1.0  # gradient clipping's norm (0: off)
     manual_gc: bool = False  # Megatron-LM --manual-gc / Bridge train.manual_gc: gc.collect() before training
     omp_threads_set: bool = False  # OMP_NUM_THREADS given: torchrun keeps it (its default is 1 a process)
     expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as far as the config says
@@ -296,6 +297,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         precision_aware_optimizer=bool(reader.flag("optimizer.use_precision_aware_optimizer")),
         optimizer_offload_fraction=reader.real("optimizer.optimizer_offload_fraction", 0.0),
         offload_optimizer_states=bool(reader.flag("optimizer.offload_optimizer_states")),
+        clip_grad=reader.real("optimizer.clip_grad", 1.0),
         manual_gc=bool(reader.flag("train.manual_gc")),
         omp_threads_set=reader.value("env.OMP_NUM_THREADS") is not None,
         expandable_segments=bool(reader.flag("allocator.expandable_segments")),
