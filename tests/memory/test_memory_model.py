@@ -502,4 +502,6 @@ def test_clipping_without_apex_or_te_takes_a_temporary_of_the_largest_gradient_a
     largest = largest_tensor(offloaded, True, True)
     assert largest == offloaded.padded_vocab_size * offloaded.hidden_size  # the embedding, one GPU
     assert step(offloaded) - step(offloaded.with_changes(clip_grad=0.0)) == largest * 4  # fp32 main gradients
-    assert step(offloaded.with_changes(te_fused_adam=True)) == step(offloaded.with_changes(te_fused_adam=True, clip_grad=0))
+    assert step(offloaded.with_changes(te_fused_adam=True)) == step(
+        offloaded.with_changes(te_fused_adam=True, clip_grad=0)
+    )

@@ -248,8 +248,10 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         state = state_forward
     else:
         phase = "optimizer step"
-        temp = "torch foreach Adam temporary (4 B/parameter)" if adam_temporary >= clip_temporary > 0 or foreach_adam else ""
-        if clip_temporary > adam_temporary:
+        temp = ""
+        if adam_temporary and adam_temporary >= clip_temporary:
+            temp = "torch foreach Adam temporary (4 B/parameter)"
+        elif clip_temporary:
             temp = f"gradient clipping's temporary of the largest gradient ({clip_temporary / MIB:,.0f} MiB)"
         if step_grad_copies:
             temp += (" + " if temp else "") + "fp32 copies of the 16-bit main gradients (4 B/parameter)"
