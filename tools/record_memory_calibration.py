@@ -1064,6 +1064,21 @@ RUNS["n129-h4096-l4-f050-grads-bf16-precision-aware-off"] = (1, 0, C02_OFFLOAD)
 RUN_ENV["n129-h4096-l4-f050-grads-bf16-precision-aware-off"] = PRECISION_AWARE_OFF
 RUNS["n130-h4096-l4-f050-grads-bf16"] = (1, 0, C02_OFFLOAD)
 
+# The advice's new change for offloading without the precision-aware optimizer (Bridge's and megatron-core's
+# default): benchmarks/advice_runs.json's 6.66B GPT (full recompute, micro-batch 2, offloading all of its optimizer)
+# with 40 layers (8.2B), planned on one H100: without the flag (ODR_PRECISION_AWARE_OFF, as n77) "does not fit" (the
+# offloaded fp32 main parameters stay: 33 GB), expected out of memory; with it, the only change `estimate` offers
+# (`--use-precision-aware-optimizer`, measured 1.18x at n77/n78), "fits", expected to train.
+GPT8B_F100 = (
+    "--num-layers 40 --hidden-size 4096 --ffn-hidden-size 16384 --num-attention-heads 32 --seq-length 2048 "
+    "--max-position-embeddings 2048 --vocab-size 50304 --bf16 --use-distributed-optimizer --micro-batch-size 2 "
+    "--global-batch-size 4 --optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction 1.0 "
+    "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+)
+RUNS["n131-gpt8b-f100-full-precision-aware-off-does-not-fit"] = (1, 0, GPT8B_F100)
+RUN_ENV["n131-gpt8b-f100-full-precision-aware-off-does-not-fit"] = PRECISION_AWARE_OFF
+RUNS["n132-gpt8b-f100-full-precision-aware-advised"] = (1, 0, GPT8B_F100)
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
