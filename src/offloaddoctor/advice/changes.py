@@ -257,7 +257,7 @@ def _precision_aware_optimizer(shape: RunShape, budget: float, fitting: Fitting 
     part's fp32 main parameters on the GPU (memory/model.py); with it they go to the host with the rest."""
     if not shape.optimizer_cpu_offload or shape.precision_aware_optimizer:
         return None
-    overrides = ("optimizer.use_precision_aware_optimizer=True",)
+    overrides: tuple[str, ...] = ("optimizer.use_precision_aware_optimizer=True",)
     if not shape.distributed_optimizer:
         overrides += ("optimizer.use_distributed_optimizer=True",)
     return Change(

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from offloaddoctor.catalog.model import Catalog
     from offloaddoctor.memory import MemoryEstimate, RunShape
 
+_OFFLOADING_KEYS = {"optimizer_cpu_offload", "optimizer_offload_fraction", "use_precision_aware_optimizer"}
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
 NEEDED_FRACTION = "_offload_fraction_needed"  # the number behind the fact's sentence, carried to the fix likewise
 
@@ -50,6 +51,8 @@ def add_advice(
             finding.facts.update(unsized_oom_advice(store, log))
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
+        elif finding.id == "optimizer-offload-host-memory":
+            finding.facts.update(host_memory_advice(store))
 
 
 def _doubt_the_verdict(finding: Finding, store: ConfigStore) -> None:
@@ -222,6 +225,34 @@ def oom_advice(
     return advice
 
 
+def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
+    """What the offloaded optimizer state keeps in host memory, a rank and a node (where the launch says how many
+    ranks a node runs), by the memory model: a lower bound (memory/calibration.py)."""
+    from offloaddoctor.memory import calibration as cal
+
+    shape = _memory_shape(store)
+    if shape is None:
+        return {}
+    per_rank = _estimate(shape).host_bytes
+    if not per_rank:
+        return {}
+    facts: dict[str, Any] = {
+        "host_memory_per_rank_at_least_bytes": int(per_rank),
+        "host_memory_basis": f"{cal.HOST_BYTES_PER_OFFLOADED_PARAMETER} B a parameter offloaded (its fp32 copy, "
+        "Adam's two moments, a pinned gradient), the process's own few GiB besides; measured: a 6.66B GPT offloading "
+        "all of it was killed past 119 GiB resident on a 125 GiB host (fixtures/memory-calibration/host-memory)",
+    }
+    ranks = _count(next((store.value(k) for k in derived.PROCESSES_PER_NODE_KEYS if store.value(k) is not None), None))
+    if ranks and ranks > 1:
+        facts["host_memory_per_node_at_least_bytes"] = int(per_rank * ranks)
+    return facts
+
+
+def _count(value: Any) -> int | None:
+    counted = number(value)
+    return int(counted) if counted is not None and counted == int(counted) and 0 < counted < 1 << 20 else None
+
+
 def unsized_oom_advice(store: ConfigStore, log: str | None = None) -> dict[str, Any]:
     """An OOM whose message gives no figures (NCCL's or cuBLAS's own allocation, the CUDA runtime's error) names no
     GPU size: the memory model's peak for the run's config, and how to get the verdict for the GPU it ran on (e76:
@@ -258,6 +289,12 @@ def _needed_fraction_fact(fraction: float, store: ConfigStore) -> float | str:
         else "add recompute, a smaller micro-batch or activation offloading (the run's GPUs hold no more pipeline "
         "or tensor parallelism)"
     )
+    shape = _memory_shape(store)
+    if shape is not None and shape.optimizer_cpu_offload and not shape.precision_aware_optimizer:
+        more = (
+            "without the precision-aware optimizer offloading leaves the fp32 main parameters on the GPU, which "
+            "--use-precision-aware-optimizer (optimizer.use_precision_aware_optimizer) moves too; or " + more
+        )
     return f"more than 1.0 ({fraction:.2f}): optimizer offloading alone cannot free enough; {more}"
 
 
@@ -326,7 +363,13 @@ def _cheapest_change(
     fitting = [s for s in options if s.fits]
     if not fitting:
         return None
-    return f"{fitting[0].change}; cost: {fitting[0].cost}", list(fitting[0].overrides)
+    from offloaddoctor.memory.model import host_memory_sentence
+
+    # A change to offloading says what the host then keeps (n132: the GPU fitted, the host did not; the run it was
+    # advised for had died on its GPU before its host filled).
+    offloading = any(_OFFLOADING_KEYS.intersection(line.split("=", 1)[0].split(".")) for line in fitting[0].overrides)
+    host = host_memory_sentence(fitting[0].estimate) if offloading else ""
+    return f"{fitting[0].change}; cost: {fitting[0].cost}" + (f"; {host}" if host else ""), list(fitting[0].overrides)
 
 
 def weigh_whole_step(scan, store: ConfigStore) -> None:

@@ -46,6 +46,14 @@ TORCH_ADAM_STEP_TEMPORARY_BYTES = 4
 # without it). fp32 gradients are handed over as they are.
 FP32_GRAD_COPY_BYTES = 4
 
+# Host memory a rank keeps for each parameter whose optimizer state HybridDeviceOptimizer offloads, at least
+# (hybrid_optimizer.py `_get_sub_optimizer_param_groups`, `_set_sub_optimizer_grads`): its fp32 copy, the CPU AdamW's
+# two fp32 moments and a pinned fp32 gradient buffer; the process itself holds ~5 GiB more. Measured on one-GPU hosts
+# of 125 GiB (fixtures/memory-calibration/host-memory): a 0.87B GPT offloading all of it peaked at 18.6 GiB resident;
+# a 6.66B one was killed by the host past 119-121 GiB resident (three tries; 104 GiB by this count), n132's 8.27B
+# too: the real need is higher than this lower bound, by pinned-memory caching the count leaves out.
+HOST_BYTES_PER_OFFLOADED_PARAMETER = 16
+
 # Caching-allocator slack over the peak (max reserved / max allocated): median and range, calibration runs.
 RESERVED_OVER_ALLOCATED = (1.06, 1.03, 1.27)
 

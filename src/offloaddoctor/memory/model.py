@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from offloaddoctor.byte_units import MIB
+from offloaddoctor.byte_units import GIB, MIB
 from offloaddoctor.memory import calibration as cal
 from offloaddoctor.memory.activations import (
     activation_bytes,
@@ -53,6 +53,8 @@ class StageEstimate(NamedTuple):
     # The routed tokens' share of the forward/backward activations: what the router's imbalance across
     # expert-parallel ranks can grow on one rank (memory/calibration.py routed_imbalance).
     routed_bytes: float = 0.0
+    # Host memory the offloaded optimizer state takes on this stage's ranks, each (calibration.py).
+    host_bytes: float = 0.0
 
 
 class MemoryEstimate(NamedTuple):
@@ -67,6 +69,11 @@ class MemoryEstimate(NamedTuple):
     @property
     def peak_allocated_bytes(self) -> float:
         return self.most_loaded.peak_bytes
+
+    @property
+    def host_bytes(self) -> float:
+        """Host memory a rank keeps for its offloaded optimizer state (the most of any pipeline stage)."""
+        return max(s.host_bytes for s in self.stages)
 
     @property
     def peak_allocated_if_collected_bytes(self) -> float:
@@ -277,6 +284,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         peak - max(training - uncollected, set_up),  # the first build is made after the set-up
         state_forward if forward_backward >= optimizer_step else state_step,
         routed,
+        optimizer_params * (1 - on_gpu) * cal.HOST_BYTES_PER_OFFLOADED_PARAMETER,
     )
 
 
@@ -411,4 +419,15 @@ def why_most_loaded(result: MemoryEstimate) -> str:
         f"{runner_up.peak_bytes / MIB:,.0f} MiB): {stage.parameters.layers} layers, "
         f"{in_flight_words(shape, stage.stage, stage.parameters.layers)} ({schedule})"
         + (f", and {' and '.join(holds)}" if holds else "")
+    )
+
+
+def host_memory_sentence(result: MemoryEstimate) -> str:
+    """What optimizer offloading keeps in host memory, as the reports say it; "" without offloading."""
+    if not result.host_bytes:
+        return ""
+    return (
+        f"at least {result.host_bytes / GIB:,.0f} GiB a rank in host memory for the offloaded optimizer state "
+        f"({cal.HOST_BYTES_PER_OFFLOADED_PARAMETER} B a parameter, a lower bound): the node must hold it for each "
+        "of its ranks"
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from offloaddoctor import __version__
 from offloaddoctor.advice import EstimateReport, mib
-from offloaddoctor.byte_units import MIB
+from offloaddoctor.byte_units import GIB, MIB
 from offloaddoctor.config.dialect import dialect_of, render_lines
-from offloaddoctor.memory.model import COMPONENTS, why_most_loaded
+from offloaddoctor.memory.model import COMPONENTS, host_memory_sentence, why_most_loaded
 from offloaddoctor.text_safety import json_document, safe_text as inert
 
 SCHEMA_VERSION = 1
@@ -62,6 +62,9 @@ def render_estimate_text(report: EstimateReport) -> str:
     why = why_most_loaded(est)
     if why:
         lines.append(f"Most loaded     {why}")
+    host = host_memory_sentence(est)
+    if host:
+        lines.append(f"Host memory     {host}")
     if report.capacity:
         lines.append(f"GPU             {report.capacity.bytes / MIB:>10,.0f} MiB  ({inert(report.capacity.source)})")
     if report.target is not None:
@@ -91,9 +94,11 @@ def render_estimate_text(report: EstimateReport) -> str:
             else "No single change makes it fit; the ones that help most:",
         ]
         for number, suggestion in enumerate(report.suggestions, start=1):
+            on_host = suggestion.estimate.host_bytes
             lines.append(
                 f"  {number}. {inert(suggestion.change)}: peak {suggestion.peak_allocated_bytes / MIB:,.0f} MiB"
-                f"{'' if suggestion.fits else ' (still too much)'}; cost: {inert(suggestion.cost)}"
+                f"{'' if suggestion.fits else ' (still too much)'}"
+                f"{f', host memory at least {on_host / GIB:,.0f} GiB a rank' if on_host else ''}; cost: {inert(suggestion.cost)}"
             )
             lines += [f"       {inert(line)}" for line in render_lines(suggestion.overrides, dialect)]
     assumptions = [*shape.assumptions, *report.notes]
@@ -119,6 +124,9 @@ def render_estimate_markdown(report: EstimateReport) -> str:
         "",
         *rows,
     ]
+    host = host_memory_sentence(est)
+    if host:
+        out += ["", f"Host memory: {_md(host)}."]
     if report.suggestions:
         out += ["", "| change | peak MiB | fits | cost | overrides |", "|---|---:|---|---|---|"]
         for s in report.suggestions:
@@ -158,6 +166,7 @@ def estimate_json(report: EstimateReport) -> dict:
         ],
         "reserved_mb": dict(zip(("estimate", "low", "high"), map(mib, est.reserved_bytes))),
         "nvidia_smi_mb": dict(zip(("estimate", "low", "high"), map(mib, est.nvidia_smi_bytes))),
+        "host_offload_mb_at_least": mib(est.host_bytes),
         "gpu_memory_mb": mib(report.capacity.bytes) if report.capacity else None,
         "gpu_source": report.capacity.source if report.capacity else None,
         "target_mb": mib(report.target) if report.target is not None else None,
@@ -174,6 +183,7 @@ def estimate_json(report: EstimateReport) -> dict:
                 "overrides": render_lines(s.overrides, dialect),
                 "peak_allocated_mb": mib(s.peak_allocated_bytes),
                 "nvidia_smi_mb": mib(s.estimate.nvidia_smi_bytes[0]),
+                "host_offload_mb_at_least": mib(s.estimate.host_bytes),
                 "fits": s.fits,
                 "cost": s.cost,
             }

@@ -48,6 +48,9 @@ _LABELS = {
     "largest_component": "largest component",
     "estimate_vs_allocated": "estimate vs the message",
     "cheapest_change_that_fits": "cheapest change that fits",
+    "host_memory_per_rank_at_least_bytes": "host memory a rank keeps for the offloaded optimizer state, at least",
+    "host_memory_per_node_at_least_bytes": "host memory a node's ranks keep, at least",
+    "host_memory_basis": "host memory, from",
 }
 
 

@@ -1,0 +1,51 @@
+"""Optimizer offloading's host memory: the memory model's lower bound (16 B a parameter offloaded), the advice that
+says it, and the SIGKILL a host that cannot hold it leaves (fixtures/memory-calibration n131, n132, host-memory)."""
+
+from __future__ import annotations
+
+import pytest
+
+from offloaddoctor.api import diagnose
+from offloaddoctor.memory import calibration as cal
+from offloaddoctor.memory import estimate
+from offloaddoctor.memory.offload_split import offloaded_share
+
+from tests.conftest import FIXTURES, estimate_run
+from tests.memory.test_memory_model import BASE
+
+OUT_OF_MEMORY = FIXTURES / "memory-calibration" / "out-of-memory"
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.25, 0.5, 1.0])
+def test_the_host_keeps_sixteen_bytes_for_every_parameter_it_offloads(fraction):
+    shape = BASE.with_changes(
+        optimizer_cpu_offload=fraction > 0, optimizer_offload_fraction=fraction, precision_aware_optimizer=True
+    )
+    result = estimate(shape)
+    stage = result.most_loaded
+    offloaded = stage.parameters.total / shape.optimizer_shards * offloaded_share(shape, stage.parameters)
+    assert result.host_bytes == pytest.approx(offloaded * cal.HOST_BYTES_PER_OFFLOADED_PARAMETER, rel=1e-9)
+    assert (result.host_bytes > 0) is (fraction > 0)
+
+
+def test_the_change_advised_for_n131_says_the_host_memory_n132_did_not_have():
+    """n131 (an 8.27B GPT offloading all of it without the precision-aware optimizer) ran out of GPU memory; the
+    change printed, the precision-aware optimizer, fitted the GPU when run (n132) and was killed by its 125 GiB host:
+    the advice says it keeps at least 123 GiB a rank there."""
+    [finding] = diagnose([str(OUT_OF_MEMORY / "n131-gpt8b-f100-full-precision-aware-off-does-not-fit.log.gz")]).findings
+    assert finding.overrides == ["--use-precision-aware-optimizer"]
+    cheapest = finding.facts["cheapest_change_that_fits"]
+    assert cheapest.startswith("the precision-aware optimizer") and "at least 123 GiB a rank in host memory" in cheapest
+    report = estimate_run([str(OUT_OF_MEMORY / "n132-gpt8b-f100-full-precision-aware-advised.log.gz")])
+    assert 123 * 2**30 < report.estimate.host_bytes < 124 * 2**30
+
+
+def test_the_sigkill_of_an_offloading_run_is_its_hosts_memory_with_the_figure():
+    [finding] = diagnose([str(FIXTURES / "optimizer-offload-host-memory" / "job.log")]).findings
+    assert finding.id == "optimizer-offload-host-memory"
+    assert 123 * 2**30 < finding.facts["host_memory_per_rank_at_least_bytes"] < 124 * 2**30
+
+
+def test_a_sigkill_without_offloading_is_left_to_torchruns_summary():
+    report = diagnose([str(FIXTURES / "torchrun-root-cause-signal" / "job.log")])
+    assert not report.findings
