@@ -128,6 +128,7 @@ def test_moe_internal_modules_are_left_out_of_the_suggestion_only_while_the_moe_
         ("--offload-modules core_attn 2>&1 | tee log", ["core_attn"]),
         ("--offload-modules=core_attn", "core_attn"),
         ("--offload-modules core_attn model.num_layers=4", ["core_attn"]),
+        ("--offload-modules --num-layers 4", []),  # the flag with no module: megatron-core's empty list
     ],
 )
 def test_a_launch_lines_list_flag_takes_every_word_up_to_the_next_flag(tmp_path, line, modules):
@@ -139,3 +140,5 @@ def test_a_launch_lines_list_flag_takes_every_word_up_to_the_next_flag(tmp_path,
     values = {v.key: v.value for v in explicit_config([str(script)], [])}
     assert values["model.offload_modules"] == modules
     assert names(values["model.offload_modules"]) == tuple([modules] if isinstance(modules, str) else modules)
+    if not modules:
+        assert offload_modules_refusal((), False).startswith("no module listed")

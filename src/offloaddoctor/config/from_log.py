@@ -209,7 +209,7 @@ class LogConfigCollector:
                     value = parse_printed(inline)
                 elif canonical_key(name) in LIST_KEYS:  # argparse's nargs: every word up to the next flag
                     words = list(takewhile(_list_word, tokens[index + 1 :]))
-                    value = [parse_printed(w) for w in words] if words else True
+                    value = [parse_printed(w) for w in words]  # none: an empty list, as argparse's '*'
                 elif index + 1 < len(tokens) and not tokens[index + 1].startswith("--"):
                     value = parse_printed(tokens[index + 1])
                 else:
