@@ -1079,6 +1079,19 @@ RUNS["n131-gpt8b-f100-full-precision-aware-off-does-not-fit"] = (1, 0, GPT8B_F10
 RUN_ENV["n131-gpt8b-f100-full-precision-aware-off-does-not-fit"] = PRECISION_AWARE_OFF
 RUNS["n132-gpt8b-f100-full-precision-aware-advised"] = (1, 0, GPT8B_F100)
 
+# The precision-aware change where the host holds the state: n132's host did not (8.27B offloaded). g1's 3.35B GPT
+# offloading all of it (fixtures/offload-sweep g1-f100) at micro-batch 3, planned on one H100: without the flag
+# (n133, ODR_PRECISION_AWARE_OFF) "does not fit", expected out of memory; with it (n134, the change `estimate`
+# prints; the host at least 50 GiB) "fits", expected to train.
+G1_MBS3 = (
+    "--num-layers 16 --hidden-size 4096 --ffn-hidden-size 16384 --num-attention-heads 32 --seq-length 2048 "
+    "--max-position-embeddings 2048 --vocab-size 32000 --bf16 --use-distributed-optimizer --micro-batch-size 3 "
+    f"--global-batch-size 6 {OFFLOAD} 1.0 {GC}"
+)
+RUNS["n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit"] = (1, 0, G1_MBS3)
+RUN_ENV["n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit"] = PRECISION_AWARE_OFF
+RUNS["n134-gpt3b-f100-mbs3-precision-aware-advised"] = (1, 0, G1_MBS3)
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
