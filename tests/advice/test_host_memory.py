@@ -49,3 +49,18 @@ def test_the_sigkill_of_an_offloading_run_is_its_hosts_memory_with_the_figure():
 def test_a_sigkill_without_offloading_is_left_to_torchruns_summary():
     report = diagnose([str(FIXTURES / "torchrun-root-cause-signal" / "job.log")])
     assert not report.findings
+
+
+def test_the_precision_aware_change_ran_where_the_host_held_it():
+    """n133 (g1's 3.35B GPT offloading all of it at micro-batch 3, without the precision-aware optimizer) was planned
+    "does not fit" and ran out of memory; `estimate` lists the precision-aware optimizer among the changes that fit
+    (behind selective recompute and a smaller micro-batch), and that change, run as printed (n134), trained at 65,103
+    MiB against the 65,139 planned, its host holding the state (at least 50 GiB by the count)."""
+    failed = OUT_OF_MEMORY / "n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit.log.gz"
+    report = estimate_run([str(failed)], gpu="H100-80GB")
+    assert report.verdict.status == "does not fit"
+    [change] = [s for s in report.suggestions if s.overrides == ("optimizer.use_precision_aware_optimizer=True",)]
+    assert change.fits and 49 * 2**30 < change.estimate.host_bytes < 51 * 2**30
+    ran = estimate_run([str(FIXTURES / "memory-calibration" / "n134-gpt3b-f100-mbs3-precision-aware-advised.log.gz")])
+    assert abs(ran.estimate.peak_allocated_bytes / 2**20 - 65_103) < 0.01 * 65_103
+    assert abs(change.estimate.peak_allocated_bytes - ran.estimate.peak_allocated_bytes) < 0.001 * 65_103 * 2**20
