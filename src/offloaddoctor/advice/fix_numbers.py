@@ -242,15 +242,10 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
         "Adam's two moments, a pinned gradient), the process's own few GiB besides; measured: a 6.66B GPT offloading "
         "all of it was killed past 119 GiB resident on a 125 GiB host (fixtures/memory-calibration/host-memory)",
     }
-    ranks = _count(next((store.value(k) for k in derived.PROCESSES_PER_NODE_KEYS if store.value(k) is not None), None))
+    ranks = derived.processes_per_node(store)
     if ranks and ranks > 1:
         facts["host_memory_per_node_at_least_bytes"] = int(per_rank * ranks)
     return facts
-
-
-def _count(value: Any) -> int | None:
-    counted = number(value)
-    return int(counted) if counted is not None and counted == int(counted) and 0 < counted < 1 << 20 else None
 
 
 def unsized_oom_advice(store: ConfigStore, log: str | None = None) -> dict[str, Any]:

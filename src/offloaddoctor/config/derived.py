@@ -119,7 +119,12 @@ def fix_values(store: ConfigStore) -> dict[str, Any]:
 
 
 def _suggested_omp_threads(store: ConfigStore) -> str:
-    return omp_threads_a_rank(_count(_first_given(store, PROCESSES_PER_NODE_KEYS)))
+    return omp_threads_a_rank(processes_per_node(store))
+
+
+def processes_per_node(store: ConfigStore) -> int | None:
+    """The ranks a node runs, where the launch command says (`--nproc-per-node`, Slurm's tasks a node)."""
+    return _count(_first_given(store, PROCESSES_PER_NODE_KEYS))
 
 
 def omp_threads_a_rank(per_node: int | None = None) -> str:
