@@ -1059,10 +1059,20 @@ RUNS["n128-gpt1b-f025-precision-aware-off-distopt"] = (
     RUNS["n77-gpt1b-f050-precision-aware-off-distopt"][2].replace(f"{OFFLOAD} 0.5", f"{OFFLOAD} 0.25"),
 )
 RUN_ENV["n128-gpt1b-f025-precision-aware-off-distopt"] = PRECISION_AWARE_OFF
-C02_OFFLOAD = f"{RUNS['c02-h4096-l4'][2]} {OFFLOAD} 0.5 {GC} --grad-reduce-in-bf16"
-RUNS["n129-h4096-l4-f050-grads-bf16-precision-aware-off"] = (1, 0, C02_OFFLOAD)
-RUN_ENV["n129-h4096-l4-f050-grads-bf16-precision-aware-off"] = PRECISION_AWARE_OFF
-RUNS["n130-h4096-l4-f050-grads-bf16"] = (1, 0, C02_OFFLOAD)
+
+
+def without_and_with_precision_aware(without: str, with_it: str, args: str) -> None:
+    """One launch twice: without the precision-aware optimizer (ODR_PRECISION_AWARE_OFF, as n77), and with it."""
+    RUNS[without] = (1, 0, args)
+    RUN_ENV[without] = PRECISION_AWARE_OFF
+    RUNS[with_it] = (1, 0, args)
+
+
+without_and_with_precision_aware(
+    "n129-h4096-l4-f050-grads-bf16-precision-aware-off",
+    "n130-h4096-l4-f050-grads-bf16",
+    f"{RUNS['c02-h4096-l4'][2]} {OFFLOAD} 0.5 {GC} --grad-reduce-in-bf16",
+)
 
 # The advice's new change for offloading without the precision-aware optimizer (Bridge's and megatron-core's
 # default): benchmarks/advice_runs.json's 6.66B GPT (full recompute, micro-batch 2, offloading all of its optimizer)
@@ -1075,9 +1085,9 @@ GPT8B_F100 = (
     "--global-batch-size 4 --optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction 1.0 "
     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
 )
-RUNS["n131-gpt8b-f100-full-precision-aware-off-does-not-fit"] = (1, 0, GPT8B_F100)
-RUN_ENV["n131-gpt8b-f100-full-precision-aware-off-does-not-fit"] = PRECISION_AWARE_OFF
-RUNS["n132-gpt8b-f100-full-precision-aware-advised"] = (1, 0, GPT8B_F100)
+without_and_with_precision_aware(
+    "n131-gpt8b-f100-full-precision-aware-off-does-not-fit", "n132-gpt8b-f100-full-precision-aware-advised", GPT8B_F100
+)
 
 # The precision-aware change where the host holds the state: n132's host did not (8.27B offloaded). g1's 3.35B GPT
 # offloading all of it (fixtures/offload-sweep g1-f100) at micro-batch 3, planned on one H100: without the flag
@@ -1088,9 +1098,9 @@ G1_MBS3 = (
     "--max-position-embeddings 2048 --vocab-size 32000 --bf16 --use-distributed-optimizer --micro-batch-size 3 "
     f"--global-batch-size 6 {OFFLOAD} 1.0 {GC}"
 )
-RUNS["n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit"] = (1, 0, G1_MBS3)
-RUN_ENV["n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit"] = PRECISION_AWARE_OFF
-RUNS["n134-gpt3b-f100-mbs3-precision-aware-advised"] = (1, 0, G1_MBS3)
+without_and_with_precision_aware(
+    "n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit", "n134-gpt3b-f100-mbs3-precision-aware-advised", G1_MBS3
+)
 
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
