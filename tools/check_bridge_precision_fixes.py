@@ -41,6 +41,18 @@ CASES = [
         {"recipe.grad_reduce_in_fp32": True},
     ),
     (
+        "bf16 recipe, offloading without the precision-aware optimizer (Bridge's default)",
+        {**OFFLOAD, "optimizer.use_precision_aware_optimizer": False},
+        "bf16_mixed",
+        {},
+    ),
+    (
+        "bf16 recipe + optimizer.use_precision_aware_optimizer=True (printed for offloading without it)",
+        {**OFFLOAD, "optimizer.use_precision_aware_optimizer": False},
+        "bf16_mixed",
+        {"optimizer.use_precision_aware_optimizer": True},
+    ),
+    (
         "fp16 without a recipe + ddp.grad_reduce_in_fp32=True (the summary's other case)",
         {**FP32, "model.fp16": True, "optimizer.fp16": True},
         None,
@@ -67,7 +79,8 @@ def outcome(config, llama, workdir: str, settings: dict, recipe: str | None, ove
         return f"refused: {type(error).__name__}: {error}"
     return (
         f"model.bf16={cfg.model.bf16} model.fp16={cfg.model.fp16} optimizer.bf16={cfg.optimizer.bf16} "
-        f"optimizer.fp16={cfg.optimizer.fp16} ddp.grad_reduce_in_fp32={cfg.ddp.grad_reduce_in_fp32}"
+        f"optimizer.fp16={cfg.optimizer.fp16} ddp.grad_reduce_in_fp32={cfg.ddp.grad_reduce_in_fp32} "
+        f"optimizer.use_precision_aware_optimizer={cfg.optimizer.use_precision_aware_optimizer}"
     )
 
 

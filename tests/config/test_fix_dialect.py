@@ -409,6 +409,20 @@ BRIDGE_PRECISION = dict(
 )
 
 
+def test_the_precision_aware_change_holds_under_bridges_bf16_recipe():
+    """Offloading without the precision-aware optimizer is Bridge's default and validates; the change printed for
+    it, optimizer.use_precision_aware_optimizer=True, is kept at start-up (fixtures/bridge-0.3.1/precision-fixes.txt)."""
+    before = BRIDGE_PRECISION["bf16 recipe, offloading without the precision-aware optimizer (Bridge's default)"]
+    after = BRIDGE_PRECISION[
+        "bf16 recipe + optimizer.use_precision_aware_optimizer=True (printed for offloading without it)"
+    ]
+    assert before.endswith("optimizer.use_precision_aware_optimizer=False") and not before.startswith("refused")
+    assert after.endswith("optimizer.use_precision_aware_optimizer=True") and "optimizer.bf16=True" in after
+    change = [("optimizer.use_precision_aware_optimizer", True)]
+    assert render_changes(change, BRIDGE) == ["optimizer.use_precision_aware_optimizer=True"]
+    assert render_changes(change, MEGATRON_LM) == ["--use-precision-aware-optimizer"]
+
+
 def test_the_precision_fixes_print_for_bridge_what_its_config_classes_keep():
     """Run through Bridge 0.3.1's config classes (fixtures/bridge-0.3.1/precision-fixes.txt): its `mixed_precision`
     recipe sets the precision in the model, optimizer and DDP configs at start-up, over what an override set there.
@@ -423,9 +437,9 @@ def test_the_precision_fixes_print_for_bridge_what_its_config_classes_keep():
     assert render_changes(fp32_gradients, BRIDGE) == ["mixed_precision.grad_reduce_in_fp32=True"]
     lost = BRIDGE_PRECISION["fp16 recipe + ddp.grad_reduce_in_fp32=True (printed until this check)"]
     held = BRIDGE_PRECISION["fp16 recipe + mixed_precision.grad_reduce_in_fp32=True (printed)"]
-    assert lost.endswith("ddp.grad_reduce_in_fp32=False") and held.endswith("ddp.grad_reduce_in_fp32=True")
+    assert "ddp.grad_reduce_in_fp32=False " in lost and "ddp.grad_reduce_in_fp32=True " in held
     without = BRIDGE_PRECISION["fp16 without a recipe + ddp.grad_reduce_in_fp32=True (the summary's other case)"]
-    assert without.endswith("ddp.grad_reduce_in_fp32=True")
+    assert "ddp.grad_reduce_in_fp32=True " in without
     assert render_changes(fp32_gradients, BRIDGE, recipe=False) == ["ddp.grad_reduce_in_fp32=True"]
     assert render_changes([("model.bf16", True)], MEGATRON_LM) == ["--bf16"]
     assert render_changes(fp32_gradients, MEGATRON_LM) == ["--accumulate-allreduce-grads-in-fp32"]
