@@ -1,0 +1,29 @@
+"""Megatron settings in a fix are left out where nothing shows a Megatron run (a bare torch OOM pasted alone), and
+kept where the message matched is one only Megatron raises (a Bridge `validate()` traceback, a pasted assert)."""
+
+from __future__ import annotations
+
+from offloaddoctor.api import diagnose, diagnose_text
+
+from tests.conftest import FIXTURES
+
+TORCH_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.18 GiB "
+    "of which 1.00 GiB is free. Including non-PyTorch memory, this process has 78.00 GiB memory in use. Of the "
+    "allocated memory 70.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved by PyTorch but unallocated."
+)
+
+
+def test_a_torch_oom_alone_gets_no_megatron_settings():
+    [finding] = diagnose_text(TORCH_OOM).findings
+    assert finding.overrides == ["export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]
+    assert finding.fix_note.startswith("Megatron settings left out of this fix")
+
+
+def test_a_message_only_megatron_raises_keeps_its_fix_without_a_config():
+    bridge = FIXTURES / "bridge-0.3.1"
+    [pp] = diagnose([str(bridge / "validate-error-pp2-offload-layers-0.log")]).findings
+    assert pp.id == "pp-cpu-offload" and "model.cpu_offloading=False" in pp.overrides
+    assert "left out" not in pp.fix_note
+    [fine] = diagnose([str(bridge / "validate-error-fine-grained-local.log")]).findings
+    assert fine.overrides == ["model.fine_grained_activation_offloading=False"]
