@@ -1102,6 +1102,20 @@ without_and_with_precision_aware(
     "n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit", "n134-gpt3b-f100-mbs3-precision-aware-advised", G1_MBS3
 )
 
+# The host-memory finding's fix where the GPU has room: l1's 5.1B Llama (fixtures/offload-sweep l1-f075, which
+# trained) offloading all of it (n135: the host at least 76 GiB; the 6.66B GPT's 0.8, at least 80 GiB, was killed on
+# this host kind: expected killed) and at 0.75, a smaller share (n136: at least 58 GiB, the GPU 56,604 MiB: expected
+# to train).
+L1_F100 = (
+    "--num-layers 24 --hidden-size 4096 --ffn-hidden-size 11008 --num-attention-heads 32 --seq-length 2048 "
+    "--max-position-embeddings 2048 --vocab-size 32000 --bf16 --use-distributed-optimizer --swiglu --normalization "
+    "RMSNorm --position-embedding-type rope --no-rope-fusion --disable-bias-linear "
+    "--untie-embeddings-and-output-weights --recompute-granularity selective --micro-batch-size 1 "
+    f"--global-batch-size 2 {OFFLOAD} 1.0"
+)
+RUNS["n135-llama5b-f100-host"] = (1, 0, L1_F100)
+RUNS["n136-llama5b-f075-host-advised"] = (1, 0, L1_F100.replace(f"{OFFLOAD} 1.0", f"{OFFLOAD} 0.75"))
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
