@@ -64,3 +64,18 @@ def test_the_precision_aware_change_ran_where_the_host_held_it():
     ran = estimate_run([str(FIXTURES / "memory-calibration" / "n134-gpt3b-f100-mbs3-precision-aware-advised.log.gz")])
     assert abs(ran.estimate.peak_allocated_bytes / 2**20 - 65_103) < 0.01 * 65_103
     assert abs(change.estimate.peak_allocated_bytes - ran.estimate.peak_allocated_bytes) < 0.001 * 65_103 * 2**20
+
+
+def test_a_smaller_share_the_host_finding_advises_ran_where_all_of_it_was_killed():
+    """l1's 5.1B Llama offloading all of its optimizer was killed by its 125 GiB host (n135: SIGKILL, the finding
+    says at least 76 GiB a rank); offloading 0.75 (n136: at least 58 GiB), the smaller share its fix names, trained,
+    at the collected end of the model's range (51,748 MiB, as l1-f075 of the offload sweep)."""
+    [killed] = diagnose([str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")]).findings
+    assert killed.id == "optimizer-offload-host-memory" and killed.config.verdict == "confirmed"
+    assert 76 * 2**30 < killed.facts["host_memory_per_rank_at_least_bytes"] < 77 * 2**30
+    assert "offload a smaller share" in killed.signature.fix.summary
+    ran = estimate_run([str(FIXTURES / "memory-calibration" / "n136-llama5b-f075-host-advised.log.gz")]).estimate
+    assert (
+        58 * 2**30 < ran.host_bytes < 59 * 2**30
+        and ran.host_bytes < 0.8 * killed.facts["host_memory_per_rank_at_least_bytes"]
+    )

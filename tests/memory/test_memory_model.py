@@ -33,10 +33,10 @@ def _text(path: Path) -> str:
 
 
 def test_every_recorded_run_is_there():
-    assert len(RUNS) == 247
+    assert len(RUNS) == 248
     assert sum(p.name.startswith("h") for p in RUNS) == 12  # held out of calibration
     # recorded after the model was frozen (n15: planned in benchmarks/moe_plan.json)
-    assert sum(p.name.startswith("n") for p in RUNS) == 119
+    assert sum(p.name.startswith("n") for p in RUNS) == 120
     # MoE: e01-e05 before its terms were derived, e06-e66 after (e52-e66: what each advised change costs)
     assert sum(p.name.startswith("e") for p in RUNS) == 70
     assert len(MULTI_GPU) == 30  # issue 25: PP with VPP, DP/TP with partial offload, on 2 and 4 GPUs; advice

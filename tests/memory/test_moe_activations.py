@@ -196,6 +196,9 @@ def test_moe_hold_outs_within_three_percent_as_planned(run):
         below = max(allowed, imbalance)
     if estimate.shape.moe_expert_capacity_factor is not None and not estimate.shape.padded_to_capacity:
         below = estimate.most_loaded.routed_bytes / 2**20  # the tokens over capacity dropped: at most the share
+    # Offloading without --manual-gc: the first optimizer build is freed whenever Python's collector runs, so the peak
+    # is either end of [collected, not] (n136: at the collected end, as l1-f075 of the offload sweep).
+    below = max(below, allowed + estimate.most_loaded.uncollected_bytes / 2**20)
     if run in MENDED_AFTER_PLANNING:
         low, high = MENDED_AFTER_PLANNING[run]
         assert low * measured < measured - planned < high * measured
