@@ -318,6 +318,11 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
             "MoE activations as megatron-core 0.19.0 saves them with local experts (SequentialMLP, unfused "
             "permutation), measured on H100s; Transformer Engine's grouped GEMM and permute fusion were not measured"
         )
+    if reader.flag("model.fine_grained_activation_offloading"):
+        reader.assume(
+            "fine-grained activation offloading is not modelled: the offloaded modules' inputs are counted as kept "
+            "on the GPU, an upper bound (it needs Transformer Engine, which the recorded runs had not)"
+        )
     if shape.global_batch_size is None and shape.pipeline_parallel > 1:
         reader.assume(
             f"global batch size unknown: {shape.pipeline_parallel} micro-batches in flight on the first "
