@@ -218,7 +218,7 @@ def oom_advice(
         return advice
     fraction = needed_fraction(needed)
     advice[NEEDED_FRACTION] = fraction
-    advice["offload_fraction_needed"] = _needed_fraction_fact(fraction, store)
+    advice["offload_fraction_needed"] = _needed_fraction_fact(fraction, store, shape)
     if fraction <= 1.0:
         tokens, shards = (shape.tokens_per_rank, shape.optimizer_shards) if shape else (None, 1)
         advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), tokens, shards)
@@ -275,7 +275,7 @@ def needed_fraction(needed: float) -> float:
     return round(max(min(1.0, math.ceil(needed / step - 1e-9) * step), step), 2)
 
 
-def _needed_fraction_fact(fraction: float, store: ConfigStore) -> float | str:
+def _needed_fraction_fact(fraction: float, store: ConfigStore, shape: RunShape | None) -> float | str:
     if fraction <= 1.0:
         return fraction
     more = (
@@ -284,7 +284,6 @@ def _needed_fraction_fact(fraction: float, store: ConfigStore) -> float | str:
         else "add recompute, a smaller micro-batch or activation offloading (the run's GPUs hold no more pipeline "
         "or tensor parallelism)"
     )
-    shape = _memory_shape(store)
     if shape is not None and shape.optimizer_cpu_offload and not shape.precision_aware_optimizer:
         more = (
             "without the precision-aware optimizer offloading leaves the fp32 main parameters on the GPU, which "

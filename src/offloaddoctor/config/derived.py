@@ -68,7 +68,16 @@ DERIVED_INPUTS.update(
 # The modules fine-grained activation offloading takes (TransformerConfig.__post_init__, megatron-core 0.16.1-0.19.0;
 # fused_group_mlp from 0.19.0, with the Transformer Engine op fuser), and those inside the MoE layer, which 0.19.0
 # refuses to offload while selective recompute takes the whole layer ('moe' in recompute_modules).
-OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
+OFFLOAD_MODULES = (
+    "attn_norm",
+    "qkv_linear",
+    "core_attn",
+    "attn_proj",
+    "mlp_norm",
+    "expert_fc1",
+    "moe_act",
+    "fused_group_mlp",
+)
 MOE_OFFLOAD_MODULES = ("expert_fc1", "moe_act", "fused_group_mlp")
 
 
@@ -344,7 +353,7 @@ def offload_modules_refusal(modules: tuple[str, ...], recompute_moe: bool) -> st
     """Why megatron-core refuses this offload_modules list with fine-grained offloading on; "" when it takes it."""
     if not modules:
         return "no module listed (megatron-core asserts the list is not empty)"
-    unknown = [m for m in modules if m not in (*OFFLOAD_MODULES, "fused_group_mlp")]
+    unknown = [m for m in modules if m not in OFFLOAD_MODULES]
     if unknown:
         return f"not a module it offloads: {', '.join(unknown)}"
     if "attn_proj" in modules and "core_attn" not in modules:
@@ -358,7 +367,7 @@ def offload_modules_refusal(modules: tuple[str, ...], recompute_moe: bool) -> st
 def offload_modules_taken(modules: tuple[str, ...], recompute_moe: bool) -> tuple[str, ...]:
     """The nearest list megatron-core takes: the names it knows, core_attn before attn_proj, nothing inside a
     recomputed MoE layer; core_attn alone (every layer has one) where nothing is left."""
-    kept = [m for m in modules if m in OFFLOAD_MODULES or m == "fused_group_mlp"]
+    kept = [m for m in modules if m in OFFLOAD_MODULES]
     if recompute_moe:
         kept = [m for m in kept if m not in MOE_OFFLOAD_MODULES]
     if "attn_proj" in kept and "core_attn" not in kept:
