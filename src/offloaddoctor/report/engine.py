@@ -96,7 +96,7 @@ def build_report(
         advise(ordered, store, scan.parameters, catalog)
     lead_with_expandable_segments(ordered, store.value("allocator.expandable_segments"))
     one_allocation_over_the_gpu(ordered)
-    if not _megatron_run(scan, store):
+    if not _megatron_run(scan, store, ordered):
         _drop_megatron_fix_lines(ordered)
     dialect = print_fixes(ordered, store)
     mismatch = config_mismatch(store)
@@ -193,21 +193,25 @@ def _baseline_note(run: dict, findings: list[Finding]) -> str:
 _MEGATRON_SECTIONS = ("model.", "optimizer.", "ddp.")
 
 
-def _megatron_run(scan: ScanResult, store: ConfigStore) -> bool:
+def _megatron_run(scan: ScanResult, store: ConfigStore, findings: list[Finding]) -> bool:
+    """Iteration or parameter lines, a Megatron config value, or a message only Megatron raises (the signature's
+    first source is Megatron's: a Bridge `validate()` traceback, a pasted assert) show a Megatron run."""
     if scan.iterations or scan.parameters.billions or scan.parameters.per_model_parallel_rank:
+        return True
+    if any(_raised_by_megatron(f.signature) for f in findings):
         return True
     resolved = (store.resolve(key) for key in store.keys() if key.startswith(_MEGATRON_SECTIONS))  # noqa: SIM118 - a ConfigStore
     return any(value is not None and value.origin in ("log", "config", "set") for value in resolved)
 
 
+def _raised_by_megatron(signature: Signature) -> bool:
+    sources = [ref["source"] for ref in signature.references if "source" in ref]
+    return bool(sources) and sources[0].startswith("megatron/")
+
+
 def _drop_megatron_fix_lines(findings: list[Finding]) -> None:
-    """A log with no Megatron line and no Megatron config: Megatron settings in a fix would not apply, but where a
-    message only Megatron raises was matched (the signature's first source is Megatron's: a Bridge `validate()`
-    traceback, a pasted assert), the message shows the run."""
+    """A log with no Megatron line and no Megatron config: Megatron settings in a fix would not apply."""
     for finding in findings:
-        sources = [ref["source"] for ref in finding.signature.references if "source" in ref]
-        if sources and sources[0].startswith("megatron/"):
-            continue
         kept = [line for line in finding.overrides if not line.split("=", 1)[0].startswith(_MEGATRON_SECTIONS)]
         if len(kept) != len(finding.overrides):
             finding.overrides = kept
