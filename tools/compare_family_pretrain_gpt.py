@@ -198,6 +198,10 @@ if __name__ == "__main__":
         _device = int(__import__("os").environ.get("LOCAL_RANK", "0"))
         _total = torch.cuda.get_device_properties(_device).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, float(_cap) * 2**20 / _total), _device)
+    if __import__("os").environ.get("ODR_HOST_TRACE"):
+        import host_trace
+
+        _host_trace = host_trace.start(__import__("os").environ["ODR_HOST_TRACE"])
     train_valid_test_datasets_provider.is_distributed = True
     if torch.distributed.is_available() and int(__import__("os").environ.get("RANK", "0")) == 0:
         print(f"> PyTorch version ................ {torch.__version__}")

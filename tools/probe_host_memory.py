@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""How much host memory does optimizer offloading take? Real Megatron-LM runs, each alone, traced from inside.
+
+Each probe is one run of tools/record_memory_calibration.py's kind (megatron-core 0.19.0 wheel, its entry script,
+three iterations) with ODR_HOST_TRACE set: every rank samples its own resident memory, the host's MemAvailable and
+PyTorch's pinned-memory allocator every quarter second (tools/host_trace.py), so a run the kernel kills still
+leaves its figures. On the GPU machine, from the repository root:
+
+    source tools/megatron_wheel_setup.sh && DEADLINE_S=500 python3 tools/probe_host_memory.py $OUT NAME...
+
+writes $OUT/host.tar.gz: NAME.log (the run's output), NAME.cmd, NAME.env, NAME.host.RANK (the samples), meta.txt
+(the machine, the host's memory before the first run, the cgroup's limit). fixtures/memory-calibration/host-memory
+holds what came back.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from record_memory_calibration import DISTOPT, GC, OFFLOAD, PRECISION_AWARE_OFF, RUNS, dense_cost, launch, machine_meta
+
+# n16's 0.87B GPT and n134's 3.35B GPT (g1), offloading as named. "pa-off": without the precision-aware optimizer
+# (as n77: megatron-core's and Bridge's default).
+GPT1B = f"{dense_cost()} {OFFLOAD}".replace("--train-iters 14", "--train-iters 3")
+G1 = RUNS["n134-gpt3b-f100-mbs3-precision-aware-advised"][2]
+PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
+    "p01-gpt1b-f100": (1, f"{GPT1B} 1.0", {}),
+    "p02-gpt1b-f100-gc": (1, f"{GPT1B} 1.0 {GC}", {}),
+    "p03-gpt1b-f050-gc": (1, f"{GPT1B} 0.5 {GC}", {}),
+    "p04-gpt1b-f100-gc-pa-off": (1, f"{GPT1B} 1.0 {GC}", PRECISION_AWARE_OFF),
+    "p05-gpt3b-f100-mbs3-gc": (1, G1, {}),
+}
+assert all(DISTOPT in args for _, args, _ in PROBES.values())
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    names = sys.argv[2:] or list(PROBES)
+    work = out / "host"
+    work.mkdir(parents=True, exist_ok=True)
+    limits = "; ".join(
+        f"{p}={Path(p).read_text().strip()}"
+        for p in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/proc/sys/vm/overcommit_memory")
+        if Path(p).exists()
+    )
+    (work / "meta.txt").write_text(f"{machine_meta()}{limits}\n")
+    deadline = time.time() + float(os.environ.get("DEADLINE_S", "1e9"))
+    for port, name in enumerate(names, start=29700):
+        gpus, args, env = PROBES[name]
+        if deadline - time.time() < 90:
+            print(f"{name}: not started (deadline)")
+            continue
+        child = launch(name, gpus, args, port, work, env_extra={**env, "ODR_HOST_TRACE": str(work / f"{name}.host")})
+        try:
+            rc = child.wait(timeout=max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, 9)
+            rc = "timeout"
+        with open(work / f"{name}.raw.log", "a") as log:
+            log.write(f"rc={rc}\n")
+        print(f"{name}: rc={rc}", flush=True)
+    with tarfile.open(out / "host.tar.gz", "w:gz") as tar:
+        tar.add(work, arcname="host")
+
+
+if __name__ == "__main__":
+    main()
