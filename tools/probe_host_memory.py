@@ -34,6 +34,11 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     "p03-gpt1b-f050-gc": (1, f"{GPT1B} 0.5 {GC}", {}),
     "p04-gpt1b-f100-gc-pa-off": (1, f"{GPT1B} 1.0 {GC}", PRECISION_AWARE_OFF),
     "p05-gpt3b-f100-mbs3-gc": (1, G1, {}),
+    # Data parallel 2: Megatron's first HybridDeviceOptimizer is built over the model's own parameters, unsharded.
+    "p06-gpt3b-dp2-f100-mbs3-gc": (2, G1, {}),
+    "p07-gpt1b-dp2-f050-gc": (2, f"{GPT1B} 0.5 {GC}", {}),
+    # Held out (benchmarks/host_plan.json, planned before it ran): n136's 5.1B Llama offloading 0.75, which trained.
+    "p08-llama5b-f075": (1, RUNS["n136-llama5b-f075-host-advised"][2], {}),
 }
 assert all(DISTOPT in args for _, args, _ in PROBES.values())
 
