@@ -39,6 +39,14 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     "p07-gpt1b-dp2-f050-gc": (2, f"{GPT1B} 0.5 {GC}", {}),
     # Held out (benchmarks/host_plan.json, planned before it ran): n136's 5.1B Llama offloading 0.75, which trained.
     "p08-llama5b-f075": (1, RUNS["n136-llama5b-f075-host-advised"][2], {}),
+    # Held out, data parallel 2 (planned with the unsharded first build and the several-GPU process figure fitted
+    # on p06/p07): l1's 5.1B Llama offloading half, and the 0.87B GPT without the precision-aware optimizer.
+    "p09-llama5b-dp2-f050": (
+        2,
+        RUNS["n136-llama5b-f075-host-advised"][2].replace(f"{OFFLOAD} 0.75", f"{OFFLOAD} 0.5"),
+        {},
+    ),
+    "p10-gpt1b-dp2-f100-gc-pa-off": (2, f"{GPT1B} 1.0 {GC}", PRECISION_AWARE_OFF),
 }
 assert all(DISTOPT in args for _, args, _ in PROBES.values())
 

@@ -43,7 +43,7 @@ def test_the_change_advised_for_n131_says_the_host_memory_n132_did_not_have():
 def test_the_sigkill_of_an_offloading_run_is_its_hosts_memory_with_the_figure():
     [finding] = diagnose([str(FIXTURES / "optimizer-offload-host-memory" / "job.log")]).findings
     assert finding.id == "optimizer-offload-host-memory"
-    assert 123 * 2**30 < finding.facts["host_memory_per_rank_at_least_bytes"] < 124 * 2**30
+    assert 123 * 2**30 < finding.facts["host_memory_per_rank_bytes"] < 124 * 2**30
 
 
 def test_a_sigkill_without_offloading_is_left_to_torchruns_summary():
@@ -72,10 +72,10 @@ def test_a_smaller_share_the_host_finding_advises_ran_where_all_of_it_was_killed
     at the collected end of the model's range (51,748 MiB, as l1-f075 of the offload sweep)."""
     [killed] = diagnose([str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")]).findings
     assert killed.id == "optimizer-offload-host-memory" and killed.config.verdict == "confirmed"
-    assert 76 * 2**30 < killed.facts["host_memory_per_rank_at_least_bytes"] < 77 * 2**30
+    assert 76 * 2**30 < killed.facts["host_memory_per_rank_bytes"] < 77 * 2**30
     assert "offload a smaller share" in killed.signature.fix.summary
     ran = estimate_run([str(FIXTURES / "memory-calibration" / "n136-llama5b-f075-host-advised.log.gz")]).estimate
     assert (
         58 * 2**30 < ran.host_bytes < 59 * 2**30
-        and ran.host_bytes < 0.8 * killed.facts["host_memory_per_rank_at_least_bytes"]
+        and ran.host_bytes < 0.8 * killed.facts["host_memory_per_rank_bytes"]
     )

@@ -71,7 +71,7 @@ _BLOCKS = st.lists(st.integers(0, 50), min_size=1, max_size=5).map(tuple)
     fraction=st.floats(0.01, 0.99),
 )
 def test_the_offloaded_share_of_repeated_layers_is_the_tensor_by_tensor_walks(runs, fraction):
-    """Counting whole layers at once moves the same tensors as Megatron's walk, one tensor at a time."""
+    """Counting whole layers at once moves the same tensors as Megatron's walk, one tensor at a time, and pins the same bytes."""
     one_by_one = [((numel,), 1) for block, times in runs for _ in range(times) for numel in block]
     total = sum(numel for (numel,), _ in one_by_one)
     if not total:
@@ -80,7 +80,7 @@ def test_the_offloaded_share_of_repeated_layers_is_the_tensor_by_tensor_walks(ru
         optimizer_cpu_offload=True, optimizer_offload_fraction=fraction, num_experts=None
     )
     params = type("Params", (), {"total": total})()
-    assert offload_split._share(shape, params, runs) == offload_split._share(shape, params, one_by_one)
+    assert offload_split._walk(shape, params, runs) == offload_split._walk(shape, params, one_by_one)
 
 
 @pytest.mark.parametrize("already", [0, 5, 22, 23])

@@ -225,9 +225,16 @@ def oom_advice(
     return advice
 
 
+def _host_bytes_a_parameter(precision_aware: bool) -> float:
+    from offloaddoctor.memory import calibration as cal
+
+    pinned = 4 * cal.HOST_PINNED_FP32_BUFFERS[precision_aware]
+    return cal.HOST_BYTES_PER_OFFLOADED_PARAMETER[precision_aware] + pinned
+
+
 def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
     """What the offloaded optimizer state keeps in host memory, a rank and a node (where the launch says how many
-    ranks a node runs), by the memory model: a lower bound (memory/calibration.py)."""
+    ranks a node runs), by the memory model (memory/host.py)."""
     from offloaddoctor.memory import calibration as cal
 
     shape = _memory_shape(store)
@@ -237,14 +244,15 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
     if not per_rank:
         return {}
     facts: dict[str, Any] = {
-        "host_memory_per_rank_at_least_bytes": int(per_rank),
-        "host_memory_basis": f"{cal.HOST_BYTES_PER_OFFLOADED_PARAMETER} B a parameter offloaded (its fp32 copy, "
-        "Adam's two moments, a pinned gradient), the process's own few GiB besides; measured: a 6.66B GPT offloading "
-        "all of it was killed past 119 GiB resident on a 125 GiB host (fixtures/memory-calibration/host-memory)",
+        "host_memory_per_rank_bytes": int(per_rank),
+        "host_memory_basis": "the memory model's host figure, measured on real runs: "
+        f"{_host_bytes_a_parameter(True):.0f} B a parameter offloaded with the precision-aware optimizer, "
+        f"{_host_bytes_a_parameter(False):.0f} without (pinned buffers rounded up to powers of two besides), and the "
+        f"process's {cal.HOST_PROCESS_BYTES / 2**30:.1f} GiB (fixtures/memory-calibration/host-memory)",
     }
     ranks = derived.processes_per_node(store)
     if ranks and ranks > 1:
-        facts["host_memory_per_node_at_least_bytes"] = int(per_rank * ranks)
+        facts["host_memory_per_node_bytes"] = int(per_rank * ranks)
     return facts
 
 

@@ -46,13 +46,26 @@ TORCH_ADAM_STEP_TEMPORARY_BYTES = 4
 # without it). fp32 gradients are handed over as they are.
 FP32_GRAD_COPY_BYTES = 4
 
-# Host memory a rank keeps for each parameter whose optimizer state HybridDeviceOptimizer offloads, at least
-# (hybrid_optimizer.py `_get_sub_optimizer_param_groups`, `_set_sub_optimizer_grads`): its fp32 copy, the CPU AdamW's
-# two fp32 moments and a pinned fp32 gradient buffer; the process itself holds ~5 GiB more. Measured on one-GPU hosts
-# of 125 GiB (fixtures/memory-calibration/host-memory): a 0.87B GPT offloading all of it peaked at 18.6 GiB resident;
-# a 6.66B one was killed by the host past 119-121 GiB resident (three tries; 104 GiB by this count), n132's 8.27B
-# too: the real need is higher than this lower bound, by pinned-memory caching the count leaves out.
-HOST_BYTES_PER_OFFLOADED_PARAMETER = 16
+# Host memory of optimizer offloading, a rank: measured, not counted (fixtures/memory-calibration/host-memory: each
+# rank's own trace of the host's MemAvailable, tools/probe_host_memory.py; one-H100 hosts of 125 GiB, torch 2.11,
+# megatron-core 0.19.0). By the source a rank keeps 16 B a parameter it offloads (its fp32 copy, the CPU AdamW's two
+# moments, a pinned fp32 gradient: hybrid_optimizer.py); the host gave up more, 24.2 B (p02, p05: 0.87B and 3.35B GPTs
+# offloading all of it), of which the process's resident memory showed only 16: PyTorch's cached pinned blocks and
+# what the first step's transfers hold are not in it. Fitted on p02/p05 (the precision-aware optimizer) and p04
+# (without it, where the offloaded fp32 main parameters are pinned too): this many bytes a parameter offloaded,
+# beside its pinned fp32 buffers (`memory/offload_split.py` pinned_rounding: each rounded up to a power of two).
+HOST_BYTES_PER_OFFLOADED_PARAMETER = {True: 20.24, False: 12.4}  # with the precision-aware optimizer, without
+HOST_PINNED_FP32_BUFFERS = {True: 1, False: 2}  # the gradient; without it the main parameter too
+# What the training process holds on the host besides (p02/p05's intercept: CUDA's and the libraries' own), and
+# what a process of a job on several GPUs holds more (p07's, data parallel 2: NCCL's and the gloo groups').
+HOST_PROCESS_BYTES = 2.61 * 2**30
+HOST_PROCESS_BYTES_SEVERAL_GPUS = 0.57 * 2**30
+# Megatron builds a first HybridDeviceOptimizer over the model's own parameters, unsharded, before the distributed
+# optimizer replaces it: its fp32 copies (4 B a parameter, hybrid_optimizer.py `param.detach().clone().float()`) are
+# freed, and the host keeps them (p05's trace: the resident size fell by them at the first garbage collection, the
+# host's available memory did not rise). Counted beyond the rank's shard (in the figure above at data parallel 1):
+# p06 +1.0 % with it, -13 % without.
+HOST_FIRST_BUILD_BYTES = 4
 
 # Caching-allocator slack over the peak (max reserved / max allocated): median and range, calibration runs.
 RESERVED_OVER_ALLOCATED = (1.06, 1.03, 1.27)

@@ -23,6 +23,7 @@ from offloaddoctor.memory.activations import (
     stored_layers,
     tokens_per_rank,
 )
+from offloaddoctor.memory.host import offload_host_bytes
 from offloaddoctor.memory.offload_split import first_build_offloaded_share, offloaded_share
 from offloaddoctor.memory.parameters import StageParameters, largest_tensor, stage_parameters
 from offloaddoctor.memory.shape import RunShape
@@ -284,7 +285,7 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         peak - max(training - uncollected, set_up),  # the first build is made after the set-up
         state_forward if forward_backward >= optimizer_step else state_step,
         routed,
-        optimizer_params * (1 - on_gpu) * cal.HOST_BYTES_PER_OFFLOADED_PARAMETER,
+        offload_host_bytes(shape, params, optimizer_params * (1 - on_gpu)),
     )
 
 
@@ -427,7 +428,7 @@ def host_memory_sentence(result: MemoryEstimate) -> str:
     if not result.host_bytes:
         return ""
     return (
-        f"at least {result.host_bytes / GIB:,.0f} GiB a rank in host memory for the offloaded optimizer state "
-        f"({cal.HOST_BYTES_PER_OFFLOADED_PARAMETER} B a parameter, a lower bound): the node must hold it for each "
-        "of its ranks"
+        f"about {result.host_bytes / GIB:,.0f} GiB a rank in host memory for optimizer offloading (measured on real "
+        "runs: the offloaded state, PyTorch's pinned buffers and the process): the node must hold it for each of its "
+        "ranks"
     )

@@ -99,7 +99,7 @@ def render_estimate_text(report: EstimateReport) -> str:
             lines.append(
                 f"  {number}. {inert(suggestion.change)}: peak {suggestion.peak_allocated_bytes / MIB:,.0f} MiB"
                 f"{'' if suggestion.fits else ' (still too much)'}"
-                f"{f', host memory at least {on_host / GIB:,.0f} GiB a rank' if on_host else ''}; cost: {inert(suggestion.cost)}"
+                f"{f', host memory about {on_host / GIB:,.0f} GiB a rank' if on_host else ''}; cost: {inert(suggestion.cost)}"
             )
             lines += [f"       {inert(line)}" for line in render_lines(suggestion.overrides, dialect)]
     assumptions = [*shape.assumptions, *report.notes]
@@ -167,7 +167,7 @@ def estimate_json(report: EstimateReport) -> dict:
         ],
         "reserved_mb": dict(zip(("estimate", "low", "high"), map(mib, est.reserved_bytes))),
         "nvidia_smi_mb": dict(zip(("estimate", "low", "high"), map(mib, est.nvidia_smi_bytes))),
-        "host_offload_mb_at_least": mib(est.host_bytes),
+        "host_offload_mb": mib(est.host_bytes),
         "gpu_memory_mb": mib(report.capacity.bytes) if report.capacity else None,
         "gpu_source": report.capacity.source if report.capacity else None,
         "target_mb": mib(report.target) if report.target is not None else None,
@@ -184,7 +184,7 @@ def estimate_json(report: EstimateReport) -> dict:
                 "overrides": render_lines(s.overrides, dialect),
                 "peak_allocated_mb": mib(s.peak_allocated_bytes),
                 "nvidia_smi_mb": mib(s.estimate.nvidia_smi_bytes[0]),
-                "host_offload_mb_at_least": mib(s.estimate.host_bytes),
+                "host_offload_mb": mib(s.estimate.host_bytes),
                 "fits": s.fits,
                 "cost": s.cost,
             }

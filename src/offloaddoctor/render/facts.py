@@ -48,8 +48,8 @@ _LABELS = {
     "largest_component": "largest component",
     "estimate_vs_allocated": "estimate vs the message",
     "cheapest_change_that_fits": "cheapest change that fits",
-    "host_memory_per_rank_at_least_bytes": "host memory a rank keeps for the offloaded optimizer state, at least",
-    "host_memory_per_node_at_least_bytes": "host memory a node's ranks keep, at least",
+    "host_memory_per_rank_bytes": "host memory a rank needs for optimizer offloading",
+    "host_memory_per_node_bytes": "host memory a node's ranks need",
     "host_memory_basis": "host memory, from",
 }
 
