@@ -8,13 +8,18 @@ leaves its figures. On the GPU machine, from the repository root:
 
     source tools/megatron_wheel_setup.sh && DEADLINE_S=500 python3 tools/probe_host_memory.py $OUT NAME...
 
-writes $OUT/host.tar.gz: NAME.log (the run's output), NAME.cmd, NAME.env, NAME.host.RANK (the samples), meta.txt
-(the machine, the host's memory before the first run, the cgroup's limit). fixtures/memory-calibration/host-memory
-holds what came back.
+writes $OUT/host.tar.gz: NAME.raw.log (the run's output), NAME.cmd, NAME.env, NAME.host.RANK (the samples),
+meta.txt (the machine, the host's memory before the first run, the cgroup's limit). Here, after extracting it:
+
+    python3 tools/probe_host_memory.py --finish FOLDER/host
+
+writes each probe's log (the install folder rewritten, as tools/finish_memory_calibration.py does) and samples,
+gzipped, into fixtures/memory-calibration/host-memory.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 import sys
@@ -22,6 +27,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from finish_memory_calibration import write_fixture_log
 from record_memory_calibration import DISTOPT, GC, OFFLOAD, PRECISION_AWARE_OFF, RUNS, dense_cost, launch, machine_meta
 
 # n16's 0.87B GPT and n134's 3.35B GPT (g1), offloading as named. "pa-off": without the precision-aware optimizer
@@ -51,7 +57,26 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
 assert all(DISTOPT in args for _, args, _ in PROBES.values())
 
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "memory-calibration" / "host-memory"
+
+
+def finish(folder: Path) -> None:
+    for raw in sorted(folder.glob("*.raw.log")):
+        name = raw.name.removesuffix(".raw.log")
+        write_fixture_log(raw, FIXTURES / f"{name}.log.gz")
+        for trace in sorted(folder.glob(f"{name}.host.*")):
+            with (
+                open(FIXTURES / f"{trace.name}.gz", "wb") as dest,
+                gzip.GzipFile(fileobj=dest, mode="wb", mtime=0) as gz,
+            ):
+                gz.write(trace.read_bytes())
+        print(name)
+
+
 def main() -> None:
+    if sys.argv[1] == "--finish":
+        finish(Path(sys.argv[2]))
+        return
     out = Path(sys.argv[1])
     names = sys.argv[2:] or list(PROBES)
     work = out / "host"
