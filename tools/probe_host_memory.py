@@ -53,6 +53,14 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
         {},
     ),
     "p10-gpt1b-dp2-f100-gc-pa-off": (2, f"{GPT1B} 1.0 {GC}", PRECISION_AWARE_OFF),
+    # The host-aware advice, run as printed: `estimate` of n135's log (l1's 5.1B Llama offloading all of it, killed by
+    # its 125 GiB host) with --host-memory 124GiB: TIGHT on the host; the change that fits the GPU and the host,
+    # optimizer offloading at 0.45 with --manual-gc (planned in benchmarks/host_plan.json: expected to train).
+    "p11-llama5b-f045-gc-host-advised": (
+        1,
+        RUNS["n135-llama5b-f100-host"][2].replace(f"{OFFLOAD} 1.0", f"{OFFLOAD} 0.45 {GC}"),
+        {},
+    ),
 }
 assert all(DISTOPT in args for _, args, _ in PROBES.values())
 

@@ -254,10 +254,12 @@ def estimate(
     world_size: int | None = None,
     catalog: Catalog | None = None,
     log_paths: Sequence[str] = (),
+    host_memory: str | None = None,
 ):
     """The memory model's estimate for a config (YAML, launch script, or a log's arguments block): the peak
     per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would.
-    `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins)."""
+    `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins).
+    `host_memory`: a node's memory (e.g. "125GiB"), for the host verdict of optimizer offloading."""
     from offloaddoctor.advice import build_estimate
     from offloaddoctor.config import explicit_config, load_log_config
     from offloaddoctor.logs.sources import reads_as_log
@@ -269,7 +271,8 @@ def estimate(
     values = [v for path in logs for v in load_log_config(path)]
     values += explicit_config([p for p in config_paths if p not in logs], overrides)
     catalog = catalog or load_catalog()
-    report = build_estimate(values, [*config_paths, *log_paths], capacity, budget, world_size, catalog)
+    host = _host_memory(host_memory)
+    report = build_estimate(values, [*config_paths, *log_paths], capacity, budget, world_size, catalog, host)
     report.notes[:0] = _unknown_set_keys(values, catalog, report.store)
     return report
 
@@ -278,6 +281,12 @@ def _world_size(world_size: int | None) -> int | None:
     if world_size is not None and world_size < 1:
         raise UserError(f"--world-size {world_size}: must be at least 1")
     return world_size
+
+
+def _host_memory(size: str | None) -> int | None:
+    from offloaddoctor.memory.gpus import parse_size
+
+    return None if size is None else parse_size(size, "--host-memory")
 
 
 def _memory_budget(gpu: str | None, gpu_memory: str | None, target: str | None, world_size: int | None):

@@ -51,6 +51,9 @@ class Suggestion(NamedTuple):
     fits: bool
     cost: str
     cost_rank: float  # expected slowdown in percent, for ordering
+    # `fits` is both: the GPU (or the target), and the node's host memory for the ranks' offloaded state (if given)
+    gpu_fits: bool = True
+    host_fits: bool = True
 
     @property
     def peak_allocated_bytes(self) -> float:
@@ -64,15 +67,28 @@ def suggest(
     catalog: Catalog | None,
     current: MemoryEstimate | None = None,
     expandable_segments: bool = True,
+    host_limit: float | None = None,
 ) -> list[Suggestion]:
     """Every single change that fits (cheapest first); when none fits alone, the ones that help most. A change that
     leaves the peak where it is (recompute where the optimizer step sets the peak: e52) is never offered, unless it
     makes the run fit (expandable segments). `current` is the shape's estimate where the caller has it.
     `expandable_segments`: the setting may be advised, alone or added to a change that fits only with it (False
-    where it was advised already and these are the changes for an OOM that stays)."""
+    where it was advised already and these are the changes for an OOM that stays). `host_limit`: the most host
+    memory a rank may need (memory/fit.py host_limit_a_rank), where the node's is known: a change fits both."""
     now = current or estimate(shape)
-    peak, fits_now = now.peak_allocated_bytes, fits(now, budget)
-    found = _candidates(shape, budget, _fits_as_advised if expandable_segments else fits)
+    gpu_fitting = _fits_as_advised if expandable_segments else fits
+
+    def held(result: MemoryEstimate) -> bool:
+        return host_limit is None or result.host_bytes <= host_limit
+
+    def fitting(result: MemoryEstimate, budget: float) -> bool:
+        return gpu_fitting(result, budget) and held(result)
+
+    peak, fits_now = now.peak_allocated_bytes, fits(now, budget) and held(now)
+    found = [
+        c._replace(fits=c.fits and held(c.estimate), gpu_fits=c.fits, host_fits=held(c.estimate))
+        for c in _candidates(shape, budget, fitting)
+    ]
     candidates = [
         c
         for c in found
@@ -578,7 +594,8 @@ def _smallest_fraction(
     size = derived.OFFLOAD_FRACTION_STEP
     for step in range(1, round(1 / size) + 1):
         fraction = round(step * size, 2)
-        if fraction > start and fitting(estimate(offloaded(shape, fraction)), budget):
+        # below the run's own fraction too: where the host cannot hold it, a smaller share may fit both
+        if fraction != start and fitting(estimate(offloaded(shape, fraction)), budget):
             return fraction
     return 1.0 if start < 1.0 else None
 

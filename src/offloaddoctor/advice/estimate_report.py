@@ -10,10 +10,11 @@ from functools import cached_property
 from offloaddoctor.advice.changes import Suggestion, suggest
 from offloaddoctor.advice.fix_numbers import estimate_facts
 from offloaddoctor.catalog.model import Catalog
+from offloaddoctor.config.derived import processes_per_node
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.memory import MemoryEstimate, estimate, read_shape
-from offloaddoctor.memory.fit import FitVerdict, with_expandable_segments
+from offloaddoctor.memory.fit import FitVerdict, HostVerdict, host_limit_a_rank, host_verdict, with_expandable_segments
 from offloaddoctor.memory.fit import verdict as fit_verdict
 from offloaddoctor.byte_units import MIB
 
@@ -32,6 +33,8 @@ class EstimateReport:
     target: int | None
     suggestions: list[Suggestion] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    host_memory: int | None = None  # a node's, as given (--host-memory)
+    ranks_per_node: int = 1
 
     @property
     def budget_bytes(self) -> int | None:
@@ -46,14 +49,25 @@ class EstimateReport:
         budget = self.budget_bytes
         return None if budget is None else fit_verdict(self.estimate, budget)
 
+    @cached_property
+    def host_verdict(self) -> HostVerdict | None:
+        """fits / tight / does not fit on the node's host memory; None without it or without offloading."""
+        if self.host_memory is None or not self.estimate.host_bytes:
+            return None
+        return host_verdict(self.estimate.host_bytes, self.host_memory, self.ranks_per_node)
+
     @property
     def fits(self) -> bool | None:
-        return self.verdict.fits if self.verdict else None
+        verdicts = [v for v in (self.verdict, self.host_verdict) if v is not None]
+        return all(v.fits for v in verdicts) if verdicts else None
 
     @property
     def headroom_bytes(self) -> float | None:
         """Room left in the worst case the verdict counts (negative: short by that much)."""
         return self.verdict.headroom_bytes if self.verdict else None
+
+
+GPUS_A_NODE = 8  # the ranks a node runs where the inputs do not say: one a GPU of an 8-GPU node
 
 
 def build_estimate(
@@ -63,13 +77,22 @@ def build_estimate(
     target: int | None = None,
     world_size: int | None = None,
     catalog: Catalog | None = None,
+    host_memory: int | None = None,
 ) -> EstimateReport:
     store = build_store(values)
     shape = read_shape(store, world_size)
-    report = EstimateReport(store, list(configs), estimate(shape), capacity, target)
+    ranks = processes_per_node(store) or min(shape.world_size, GPUS_A_NODE)
+    report = EstimateReport(store, list(configs), estimate(shape), capacity, target, host_memory=host_memory)
+    report.ranks_per_node = ranks
     budget = report.budget_bytes
+    host_limit = None if host_memory is None else host_limit_a_rank(host_memory, ranks)
     if budget is not None and (target is not None or not report.fits):
-        report.suggestions = suggest(shape, budget, values, catalog, report.estimate)
+        report.suggestions = suggest(shape, budget, values, catalog, report.estimate, host_limit=host_limit)
+    if report.host_verdict is not None and processes_per_node(store) is None:
+        report.notes.append(
+            f"the ranks a node runs are not in the inputs: {ranks} taken for the host verdict (the job's GPUs, at "
+            f"most {GPUS_A_NODE}; give the launch script, whose --nproc-per-node says it)"
+        )
     if _turns_on_expandable_segments(report) and store.value("allocator.expandable_segments") is None:
         # A log does not print the job's environment: the verdict turns on a setting the inputs do not show.
         report.notes.append(

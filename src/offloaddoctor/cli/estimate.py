@@ -42,6 +42,13 @@ def estimate(
     target: Optional[str] = typer.Option(
         None, "--target", metavar="SIZE", help="Memory budget to fit in, e.g. 70GiB: lists the changes that fit it."
     ),
+    host_memory: Optional[str] = typer.Option(
+        None,
+        "--host-memory",
+        metavar="SIZE",
+        help="A node's memory (what `free -g` says is available), e.g. 1000GiB: the host verdict for optimizer "
+        "offloading, and changes that fit the GPU and the host.",
+    ),
     log: List[str] = typer.Option(
         [],
         "--log",
@@ -62,13 +69,14 @@ def estimate(
 ) -> None:
     """Estimate peak GPU memory before launch: components, fits or not, and the cheapest changes that fit.
 
-    Exit 0 when it fits (or no GPU was given), 1 when it does not, 2 on bad input."""
+    Exit 0 when it fits (or no GPU was given), 1 when it does not (the GPU or, with --host-memory, the host),
+    2 on bad input."""
     from offloaddoctor.api import estimate as run_estimate
     from offloaddoctor.memory import MissingKeys
 
     catalog = load_catalog_or_fail(signatures)
     try:
-        report = run_estimate(config or [], set_, gpu, gpu_memory, target, world_size, catalog, log)
+        report = run_estimate(config or [], set_, gpu, gpu_memory, target, world_size, catalog, log, host_memory)
     except MissingKeys as exc:
         # A config without the model's sequence length or vocabulary (a Bridge YAML cut to a few sections):
         # the run's own log prints them, as `diagnose --config` reads it.

@@ -66,6 +66,9 @@ HOST_PROCESS_BYTES_SEVERAL_GPUS = 0.57 * 2**30
 # host's available memory did not rise). Counted beyond the rank's shard (in the figure above at data parallel 1):
 # p06 +1.0 % with it, -13 % without.
 HOST_FIRST_BUILD_BYTES = 4
+# The host figure's error on the probes it was not fitted on (p08-p10, planned before they ran: +0.7 %, -1.3 %,
+# +2.8 %): the host verdict's margin.
+HOST_MODEL_ERROR = 0.03
 
 # Caching-allocator slack over the peak (max reserved / max allocated): median and range, calibration runs.
 RESERVED_OVER_ALLOCATED = (1.06, 1.03, 1.27)

@@ -8,13 +8,15 @@ Three answers, each with the figures behind it:
 - **tight**: in between. The reasons say which term decides it and the change that settles it: the first
   optimizer build that only Python's garbage collector frees (`--manual-gc` frees it for sure), or the
   allocator's slack (fragmentation: `expandable_segments` may be needed, and are where fragmenting alone decides).
+
+The same three for a node's host memory, where optimizer offloading keeps its state (`host_verdict`).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from offloaddoctor.byte_units import MIB
+from offloaddoctor.byte_units import GIB, MIB
 from offloaddoctor.memory import calibration as cal
 from offloaddoctor.memory.activations import activation_bytes, score_elements
 from offloaddoctor.memory.model import MemoryEstimate
@@ -209,3 +211,44 @@ def _moe_deciders(excess: float, slack: float, capacity: float | None) -> list[s
             "it near x 1.01)"
         )
     return deciders
+
+
+class HostVerdict(NamedTuple):
+    """Will a node's memory hold its ranks' offloaded optimizer state? As memory/fit.py's verdict for the GPU:
+    fits with the model's error counted, does not fit even without it, tight in between."""
+
+    status: str
+    needed_bytes: float  # the node's: its ranks' figure
+    host_bytes: float
+    ranks: int
+
+    @property
+    def fits(self) -> bool:
+        return self.status == FITS
+
+    def sentence(self) -> str:
+        need = f"{self.needed_bytes / GIB:,.0f} GiB for {self.ranks} rank{'s' if self.ranks > 1 else ''}"
+        host = f"the host's {self.host_bytes / GIB:,.0f} GiB"
+        if self.status == FITS:
+            return f"fits the host: {need} of {host}"
+        error = f"the model's error on runs it was not fitted on: ±{cal.HOST_MODEL_ERROR:.0%}"
+        if self.status == TIGHT:
+            return f"TIGHT on the host: {need}, {host} ({error})"
+        return f"DOES NOT FIT the host: {need}, over {host} even less {error}"
+
+
+def host_verdict(needed_a_rank: float, host_bytes: float, ranks: int) -> HostVerdict:
+    """The verdict for a node of `host_bytes` available memory running `ranks` ranks that each need `needed_a_rank`."""
+    needed = needed_a_rank * ranks
+    if needed * (1 + cal.HOST_MODEL_ERROR) <= host_bytes:
+        status = FITS
+    elif needed * (1 - cal.HOST_MODEL_ERROR) > host_bytes:
+        status = DOES_NOT_FIT
+    else:
+        status = TIGHT
+    return HostVerdict(status, needed, host_bytes, ranks)
+
+
+def host_limit_a_rank(host_bytes: float, ranks: int) -> float:
+    """The most a rank may need for the node to fit (`host_verdict` "fits")."""
+    return host_bytes / ranks / (1 + cal.HOST_MODEL_ERROR)

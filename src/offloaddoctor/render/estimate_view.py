@@ -65,6 +65,8 @@ def render_estimate_text(report: EstimateReport) -> str:
     host = host_memory_sentence(est)
     if host:
         lines.append(f"Host memory     {host}")
+    if report.host_verdict:
+        lines.append(f"Host            {report.host_verdict.sentence()}")
     if report.capacity:
         lines.append(f"GPU             {report.capacity.bytes / MIB:>10,.0f} MiB  ({inert(report.capacity.source)})")
     if report.target is not None:
@@ -98,7 +100,7 @@ def render_estimate_text(report: EstimateReport) -> str:
             on_host = suggestion.estimate.host_bytes if suggestion.estimate.host_bytes != est.host_bytes else 0
             lines.append(
                 f"  {number}. {inert(suggestion.change)}: peak {suggestion.peak_allocated_bytes / MIB:,.0f} MiB"
-                f"{'' if suggestion.fits else ' (still too much)'}"
+                f"{_too_much(suggestion.fits, suggestion.gpu_fits)}"
                 f"{f', host memory about {on_host / GIB:,.0f} GiB a rank' if on_host else ''}; cost: {inert(suggestion.cost)}"
             )
             lines += [f"       {inert(line)}" for line in render_lines(suggestion.overrides, dialect)]
@@ -128,6 +130,8 @@ def render_estimate_markdown(report: EstimateReport) -> str:
     host = host_memory_sentence(est)
     if host:
         out += ["", f"Host memory: {_md(host)}."]
+    if report.host_verdict:
+        out += ["", f"**{_md(report.host_verdict.sentence())}**"]
     if report.suggestions:
         out += ["", "| change | peak MiB | fits | cost | overrides |", "|---|---:|---|---|---|"]
         for s in report.suggestions:
@@ -136,6 +140,12 @@ def render_estimate_markdown(report: EstimateReport) -> str:
                 f"{_md(s.cost)} | `{_md(' '.join(render_lines(s.overrides, dialect)))}` |"
             )
     return "\n".join(out) + "\n"
+
+
+def _too_much(fits: bool, gpu_fits: bool) -> str:
+    if fits:
+        return ""
+    return " (still too much)" if not gpu_fits else " (too much for the host)"
 
 
 def _md(text: str) -> str:
@@ -168,6 +178,10 @@ def estimate_json(report: EstimateReport) -> dict:
         "reserved_mb": dict(zip(("estimate", "low", "high"), map(mib, est.reserved_bytes))),
         "nvidia_smi_mb": dict(zip(("estimate", "low", "high"), map(mib, est.nvidia_smi_bytes))),
         "host_offload_mb": mib(est.host_bytes),
+        "host_memory_mb": mib(report.host_memory) if report.host_memory is not None else None,
+        "host_verdict": report.host_verdict.status if report.host_verdict else None,
+        "host_needed_mb": mib(report.host_verdict.needed_bytes) if report.host_verdict else None,
+        "ranks_per_node": report.ranks_per_node,
         "gpu_memory_mb": mib(report.capacity.bytes) if report.capacity else None,
         "gpu_source": report.capacity.source if report.capacity else None,
         "target_mb": mib(report.target) if report.target is not None else None,
@@ -186,6 +200,8 @@ def estimate_json(report: EstimateReport) -> dict:
                 "nvidia_smi_mb": mib(s.estimate.nvidia_smi_bytes[0]),
                 "host_offload_mb": mib(s.estimate.host_bytes),
                 "fits": s.fits,
+                "fits_gpu": s.gpu_fits,
+                "fits_host": s.host_fits,
                 "cost": s.cost,
             }
             for s in report.suggestions
