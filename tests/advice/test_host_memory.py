@@ -4,6 +4,7 @@ it leaves (fixtures/memory-calibration n131-n136)."""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 
 import pytest
@@ -125,3 +126,56 @@ def test_a_smaller_share_the_host_finding_advises_ran_where_all_of_it_was_killed
     assert "offload a smaller share" in killed.signature.fix.summary
     ran = estimate_run([str(CALIBRATION / "n136-llama5b-f075-host-advised.log.gz")]).estimate
     assert 96 * GIB < ran.host_bytes < 97 * GIB
+
+
+def test_with_the_hosts_memory_the_run_the_host_killed_is_tight_and_the_advice_fits_both():
+    """n135's log with --host-memory 124GiB (what its host had available): TIGHT on the host (it was killed); the
+    change printed first offloads a smaller share (0.45, with --manual-gc) that fits the GPU and the host: run as printed
+    (p11, planned before it ran) it trained at 69,698 MiB against 69,679, its host giving up 58.7 GiB against 58.9."""
+    report = estimate_run([str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")], gpu="H100-80GB", host_memory="124GiB")
+    assert report.verdict.fits and report.host_verdict.status == "tight" and report.fits is False
+    first = report.suggestions[0]
+    assert first.fits and first.gpu_fits and first.host_fits
+    assert "optimizer.optimizer_offload_fraction=0.45" in first.overrides and "train.manual_gc=True" in first.overrides
+    assert first.estimate.host_bytes < 60 * GIB
+    ran = estimate_run([str(HOST / "p11-llama5b-f045-gc-host-advised.log.gz")]).estimate
+    assert (
+        abs(ran.peak_allocated_bytes - first.estimate.peak_allocated_bytes)
+        < 0.001 * first.estimate.peak_allocated_bytes
+    )
+    assert b"after 3 iterations" in gzip.decompress((HOST / "p11-llama5b-f045-gc-host-advised.log.gz").read_bytes())
+
+
+def test_with_the_hosts_memory_no_change_fits_n131_where_the_gpus_only_one_did_not_fit_the_host():
+    """n131: the precision-aware optimizer, the only change that fits its GPU, was killed by the host when run (n132):
+    with --host-memory 124GiB it is shown as too much for the host, and nothing is said to fit."""
+    report = estimate_run(
+        [str(OUT_OF_MEMORY / "n131-gpt8b-f100-full-precision-aware-off-does-not-fit.log.gz")],
+        gpu="H100-80GB",
+        host_memory="124GiB",
+    )
+    assert report.host_verdict.status == "does not fit" and not any(s.fits for s in report.suggestions)
+    [change] = [s for s in report.suggestions if s.overrides == ("optimizer.use_precision_aware_optimizer=True",)]
+    assert change.gpu_fits and not change.host_fits
+
+
+def test_a_host_that_holds_the_ranks_fits_and_the_ranks_a_node_come_from_the_launch(tmp_path):
+    """p09's node (two ranks of the 5.1B Llama offloading half) on a 251 GiB host: fits, for its two ranks."""
+    launch = tmp_path / "launch.sh"
+    launch.write_text(
+        "torchrun --nproc-per-node 2 pretrain_gpt.py --num-layers 24 --hidden-size 4096 --ffn-hidden-size 11008 "
+        "--num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 --vocab-size 32000 "
+        "--micro-batch-size 1 --global-batch-size 2 --bf16 --use-distributed-optimizer --swiglu "
+        "--normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights "
+        "--disable-bias-linear --optimizer-cpu-offload --use-precision-aware-optimizer "
+        "--optimizer-offload-fraction 0.5\n"
+    )
+    report = estimate_run([str(launch)], host_memory="251GiB")
+    assert report.ranks_per_node == 2 and report.host_verdict.status == "fits"
+    assert report.host_verdict.needed_bytes == 2 * report.estimate.host_bytes
+    assert not any("ranks a node runs are not in the inputs" in note for note in report.notes)
+
+
+def test_without_offloading_there_is_no_host_verdict():
+    report = estimate_run([str(CALIBRATION / "c01-h1024-s2048-v50k.log.gz")], gpu="H100-80GB", host_memory="16GiB")
+    assert report.host_verdict is None and report.fits

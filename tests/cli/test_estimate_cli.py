@@ -26,6 +26,9 @@ def in_repo(monkeypatch):
     monkeypatch.chdir(ROOT)
 
 
+HOST_KILLED = "fixtures/memory-calibration/out-of-memory/n135-llama5b-f100-host.log.gz"
+
+
 def invoke(*args):
     return RUNNER.invoke(app, ["estimate", *args], catch_exceptions=False)
 
@@ -45,6 +48,7 @@ def test_json_follows_its_schema_and_adds_up(in_repo):
         [LAUNCH, "--gpu-memory", "80GiB"],
         [RUN, "--target", "12GiB"],
         [set_up, "--gpu", "H100-80GB"],
+        [HOST_KILLED, "--gpu", "H100-80GB", "--host-memory", "124GiB"],
     ):
         document = json.loads(invoke(*args, "--format", "json").stdout)
         schema_validator("estimate.schema.json").validate(document)
@@ -55,6 +59,10 @@ def test_exit_codes(in_repo):
     assert invoke(RUN).exit_code == 0  # no GPU: nothing to fail
     assert invoke(RUN, "--gpu", "H100-80GB").exit_code == 0  # 23 GiB on an 80 GB GPU
     assert invoke(RUN, "--gpu-memory", "16GiB").exit_code == 1
+    # fits the GPU, not the host (n135: killed by its host)
+    assert invoke(HOST_KILLED, "--gpu", "H100-80GB").exit_code == 0
+    assert invoke(HOST_KILLED, "--gpu", "H100-80GB", "--host-memory", "124GiB").exit_code == 1
+    assert invoke(HOST_KILLED, "--gpu", "H100-80GB", "--host-memory", "1TiB").exit_code == 0
 
 
 @pytest.mark.parametrize(
@@ -66,6 +74,8 @@ def test_exit_codes(in_repo):
         ([RUN, "--gpu-memory", "80"], "with a unit"),
         ([RUN, "--gpu", "H100", "--gpu-memory", "80GiB"], "pick one"),
         ([RUN, "--target", "lots"], "--target"),
+        ([RUN, "--host-memory", "512"], "with a unit"),
+        ([RUN, "--host-memory", "0GiB"], "must be positive"),
         ([RUN, "--world-size", "0"], "at least 1"),
         (["fixtures/configs/bridge-run-config-optimizer-offload.yaml"], "needs model.seq_length, model.vocab_size"),
         ([LAUNCH, "--set", "model.hidden_size=wide"], "whole number"),

@@ -81,13 +81,14 @@ def suggest(
     def held(result: MemoryEstimate) -> bool:
         return host_limit is None or result.host_bytes <= host_limit
 
-    def fitting(result: MemoryEstimate, budget: float) -> bool:
+    def fits_both(result: MemoryEstimate, budget: float) -> bool:
         return gpu_fitting(result, budget) and held(result)
 
     peak, fits_now = now.peak_allocated_bytes, fits(now, budget) and held(now)
+    smaller = [] if held(now) else [_smaller_offload_share(shape, budget, fits_both)]
     found = [
         c._replace(fits=c.fits and held(c.estimate), gpu_fits=c.fits, host_fits=held(c.estimate))
-        for c in _candidates(shape, budget, fitting)
+        for c in _candidates(shape, budget, fits_both) + [s for s in smaller if s is not None]
     ]
     candidates = [
         c
@@ -246,8 +247,14 @@ def _double_pipeline(shape: RunShape, budget: float, fitting: Fitting = fits) ->
 def _optimizer_offloading(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
     shape = shape.with_changes(precision_aware_optimizer=True)  # the lines below set it
     fraction = _smallest_fraction(shape, budget, _offloaded, fitting)
-    if fraction is None:
-        return None
+    return (
+        None
+        if fraction is None
+        else _offloading_change(shape, fraction, f"optimizer offloading at fraction {fraction:g}")
+    )
+
+
+def _offloading_change(shape: RunShape, fraction: float, words: str) -> Change:
     overrides = [
         "optimizer.optimizer_cpu_offload=True",
         f"optimizer.optimizer_offload_fraction={fraction:g}",
@@ -260,12 +267,25 @@ def _optimizer_offloading(shape: RunShape, budget: float, fitting: Fitting = fit
     if shape.world_size > 1 and not shape.omp_threads_set:
         overrides.append(OMP_THREADS_A_RANK)
     return Change(
-        f"optimizer offloading at fraction {fraction:g}",
+        words,
         tuple(overrides),
         _offloaded(shape, fraction),
         fraction,
         shape.gpu_offload_fraction,
     )
+
+
+def _smaller_offload_share(shape: RunShape, budget: float, fitting: Fitting) -> Suggestion | None:
+    """Where the node's host cannot hold what the run offloads: the smallest share under its own that fits the
+    GPU and the host (`fitting` checks both), as the advice's offloading change words and sets it."""
+    aware = shape.with_changes(precision_aware_optimizer=True)
+    fraction = _smallest_fraction(aware, budget, _offloaded, fitting, below=True)
+    if fraction is None:
+        return None
+    change = _offloading_change(aware, fraction, f"a smaller share offloaded, {fraction:g}")
+    paid = _offloading_cost(change)
+    result = estimate(change.shape)
+    return Suggestion(change.change, change.overrides, result, fits(result, budget), paid.text, paid.rank)
 
 
 def _precision_aware_optimizer(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:
@@ -589,15 +609,17 @@ def _smallest_fraction(
     budget: float,
     offloaded: Callable[[RunShape, float], RunShape],
     fitting: Fitting,
+    below: bool = False,
 ) -> float | None:
+    """The smallest fraction above the run's own (`below`: under it) that fits; past the end 1.0, as the most that
+    helps (None where the run offloads everything or `below` finds none)."""
     start = shape.gpu_offload_fraction
     size = derived.OFFLOAD_FRACTION_STEP
     for step in range(1, round(1 / size) + 1):
         fraction = round(step * size, 2)
-        # below the run's own fraction too: where the host cannot hold it, a smaller share may fit both
-        if fraction != start and fitting(estimate(offloaded(shape, fraction)), budget):
+        if (fraction < start if below else fraction > start) and fitting(estimate(offloaded(shape, fraction)), budget):
             return fraction
-    return 1.0 if start < 1.0 else None
+    return 1.0 if start < 1.0 and not below else None
 
 
 def _smallest_offload(shape: RunShape, budget: float, fitting: Fitting = fits) -> int | None:
