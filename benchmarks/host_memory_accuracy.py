@@ -5,7 +5,7 @@
 
 Measured: the largest fall of the host's MemAvailable from the first sample of a rank's trace (tools/host_trace.py),
 over the probe's ranks (they share the host: the figure is the node's). Model: `estimate`'s host figure for the
-probe's log, times its ranks. Sets: "fitted" (the runs memory/calibration.py's host constants come from),
+probe's log, for all its ranks (every pipeline stage's). Sets: "fitted" (the runs memory/calibration.py's host constants come from),
 "checked" (same kinds, not fitted), "held out" (planned in benchmarks/host_plan.json before they ran).
 """
 
@@ -49,7 +49,7 @@ def rows() -> list[tuple[str, int, float, float, str]]:
         report = estimate([str(log)])
         ranks = report.estimate.shape.world_size
         kind = "fitted" if name in FITTED else "held out" if name in planned else "checked"
-        found.append((name, ranks, measured_bytes(name), report.estimate.host_bytes * ranks, kind))
+        found.append((name, ranks, measured_bytes(name), report.estimate.host_bytes_for(ranks), kind))
     return found
 
 

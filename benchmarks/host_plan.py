@@ -38,11 +38,11 @@ def main(names: list[str]) -> int:
         if name in plan:
             continue
         gpus, args, env = PROBES[name]
-        host = estimate_launch(args, gpus, catalog, "H100-80GB", env or None).estimate.host_bytes
+        result = estimate_launch(args, gpus, catalog, "H100-80GB", env or None).estimate
         plan[name] = {
             "gpus": gpus,
-            "host_used_gib_a_rank": round(host / 2**30, 2),
-            "host_used_gib": round(gpus * host / 2**30, 2),
+            "host_used_gib_a_rank": round(result.host_bytes / 2**30, 2),
+            "host_used_gib": round(result.host_bytes_for(gpus) / 2**30, 2),
         }
         print(f"{name}: {plan[name]}")
     PLAN.write_text(json.dumps(plan, indent=1) + "\n")

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from finish_memory_calibration import write_fixture_log
-from record_memory_calibration import DISTOPT, GC, OFFLOAD, PRECISION_AWARE_OFF, RUNS, dense_cost, launch, machine_meta
+from record_memory_calibration import GC, OFFLOAD, PRECISION_AWARE_OFF, RUNS, dense_cost, launch, machine_meta
 
 # n16's 0.87B GPT and n134's 3.35B GPT (g1), offloading as named. "pa-off": without the precision-aware optimizer
 # (as n77: megatron-core's and Bridge's default).
@@ -61,8 +61,18 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
         RUNS["n135-llama5b-f100-host"][2].replace(f"{OFFLOAD} 1.0", f"{OFFLOAD} 0.45 {GC}"),
         {},
     ),
+    # Held out, other layouts (planned in benchmarks/host_plan.json before they ran): pipeline parallel 2 (each stage
+    # its own share), tensor parallel 2 without --manual-gc, no distributed optimizer (one build: Float16Optimizer
+    # wraps it; n76's launch), and a MoE whose parameters are mostly its 40 experts' (e58's launch).
+    "p12-gpt3b-pp2-f100-gc": (2, f"{G1} --pipeline-model-parallel-size 2", {}),
+    "p13-gpt3b-tp2-f050": (
+        2,
+        G1.replace(f"{OFFLOAD} 1.0 {GC}", f"{OFFLOAD} 0.5") + " --tensor-model-parallel-size 2",
+        {},
+    ),
+    "p14-gpt1b-f050-no-distopt-pa-off": (1, RUNS["n76-gpt1b-f050-precision-aware-off"][2], PRECISION_AWARE_OFF),
+    "p15-moe40-dp2-f050-gc": (2, RUNS["e58-moe40-offload050-h200"][2].replace("--train-iters 12", ""), {}),
 }
-assert all(DISTOPT in args for _, args, _ in PROBES.values())
 
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "memory-calibration" / "host-memory"

@@ -54,7 +54,8 @@ class EstimateReport:
         """fits / tight / does not fit on the node's host memory; None without it or without offloading."""
         if self.host_memory is None or not self.estimate.host_bytes:
             return None
-        return host_verdict(self.estimate.host_bytes, self.host_memory, self.ranks_per_node)
+        ranks = self.ranks_per_node
+        return host_verdict(self.estimate.host_bytes_for(ranks), self.host_memory, ranks)
 
     @property
     def fits(self) -> bool | None:

@@ -237,9 +237,8 @@ class HostVerdict(NamedTuple):
         return f"DOES NOT FIT the host: {need}, over {host} even less {error}"
 
 
-def host_verdict(needed_a_rank: float, host_bytes: float, ranks: int) -> HostVerdict:
-    """The verdict for a node of `host_bytes` available memory running `ranks` ranks that each need `needed_a_rank`."""
-    needed = needed_a_rank * ranks
+def host_verdict(needed: float, host_bytes: float, ranks: int) -> HostVerdict:
+    """The verdict for a node of `host_bytes` available memory whose `ranks` ranks need `needed` together."""
     if needed * (1 + cal.HOST_MODEL_ERROR) <= host_bytes:
         status = FITS
     elif needed * (1 - cal.HOST_MODEL_ERROR) > host_bytes:

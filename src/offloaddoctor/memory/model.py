@@ -76,6 +76,13 @@ class MemoryEstimate(NamedTuple):
         """Host memory a rank keeps for its offloaded optimizer state (the most of any pipeline stage)."""
         return max(s.host_bytes for s in self.stages)
 
+    def host_bytes_for(self, ranks: int) -> float:
+        """Host memory `ranks` ranks of a node need: the whole job's (every stage's ranks) where they are all of
+        it, else `ranks` times the most any rank needs."""
+        if ranks >= self.shape.world_size:
+            return sum(s.host_bytes for s in self.stages) * self.shape.world_size / len(self.stages)
+        return self.host_bytes * ranks
+
     @property
     def peak_allocated_if_collected_bytes(self) -> float:
         """The peak when Python's garbage collector has freed the optimizer's first build before training."""
