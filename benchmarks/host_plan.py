@@ -11,43 +11,27 @@ estimate_launch), a rank and the node (all the probe's ranks run on one host). A
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from advice_on_gpu import estimate_launch  # noqa: E402
+from moe_plan import estimate_launch, plan_each  # noqa: E402 (moe_plan puts src/ and tools/ on the path)
 from probe_host_memory import PROBES  # noqa: E402
-
-from offloaddoctor.api import load_catalog  # noqa: E402
 
 PLAN = ROOT / "benchmarks" / "host_plan.json"
 
 
-def main(names: list[str]) -> int:
-    unknown = [name for name in names if name not in PROBES]
-    if not names or unknown:
-        raise SystemExit(f"usage: host_plan.py NAME... (probes of tools/probe_host_memory.py); unknown: {unknown}")
-    catalog = load_catalog()
-    plan = json.loads(PLAN.read_text())
-    for name in names:
-        if name in plan:
-            continue
-        gpus, args, env = PROBES[name]
-        result = estimate_launch(args, gpus, catalog, "H100-80GB", env or None).estimate
-        plan[name] = {
-            "gpus": gpus,
-            "host_used_gib_a_rank": round(result.host_bytes / 2**30, 2),
-            "host_used_gib": round(result.host_bytes_for(gpus) / 2**30, 2),
-        }
-        print(f"{name}: {plan[name]}")
-    PLAN.write_text(json.dumps(plan, indent=1) + "\n")
-    return 0
+def _predict(name: str, catalog) -> dict:
+    gpus, args, env = PROBES[name]
+    result = estimate_launch(args, gpus, catalog, "H100-80GB", env or None).estimate
+    return {
+        "gpus": gpus,
+        "host_used_gib_a_rank": round(result.host_bytes / 2**30, 2),
+        "host_used_gib": round(result.host_bytes_for(gpus) / 2**30, 2),
+    }
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(plan_each(sys.argv[1:], PROBES, PLAN, "probes of tools/probe_host_memory.py", _predict))

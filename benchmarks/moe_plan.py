@@ -31,30 +31,39 @@ PLAN = ROOT / "benchmarks" / "moe_plan.json"
 
 
 def main(names: list[str]) -> int:
-    unknown = [name for name in names if name not in RUNS]
+    return plan_each(names, RUNS, PLAN, "runs of record_memory_calibration.py", _predict)
+
+
+def plan_each(names: list[str], known, plan_path: Path, what: str, predict) -> int:
+    """Add `predict(name, catalog)` to the plan file for each named entry of `known` not planned yet (a planned one
+    keeps its prediction). Shared with benchmarks/host_plan.py."""
+    unknown = [name for name in names if name not in known]
     if not names or unknown:
-        raise SystemExit(f"usage: moe_plan.py NAME... (runs of record_memory_calibration.py); unknown: {unknown}")
+        raise SystemExit(f"usage: {Path(sys.argv[0]).name} NAME... ({what}); unknown: {unknown}")
     catalog = load_catalog()
-    plan = json.loads(PLAN.read_text()) if PLAN.exists() else {}
+    plan = json.loads(plan_path.read_text()) if plan_path.exists() else {}
     for name in names:
-        if name in plan:
-            continue
-        gpus, _, args = RUNS[name]
-        gpu = "H200" if name.endswith("-h200") else "H100-80GB"
-        report = estimate_launch(args, gpus, catalog, gpu, RUN_ENV.get(name))
-        most = report.estimate.most_loaded
-        plan[name] = {
-            "gpus": gpus,
-            "predicted_mib": round(report.estimate.peak_allocated_bytes / 2**20),
-            "phase": most.phase,
-            "activations_mib": round(next(c.bytes for c in most.components if c.name == "activations") / 2**20),
-            "verdict": report.verdict.status,
-            **({"gpu": gpu} if gpu != "H100-80GB" else {}),
-            **({"env": RUN_ENV[name]} if name in RUN_ENV else {}),
-        }
-        print(f"{name}: {plan[name]['predicted_mib']:,} MiB ({most.phase}), {plan[name]['verdict']}")
-    PLAN.write_text(json.dumps(plan, indent=1) + "\n")
+        if name not in plan:
+            plan[name] = predict(name, catalog)
+            print(f"{name}: {plan[name]}")
+    plan_path.write_text(json.dumps(plan, indent=1) + "\n")
     return 0
+
+
+def _predict(name: str, catalog) -> dict:
+    gpus, _, args = RUNS[name]
+    gpu = "H200" if name.endswith("-h200") else "H100-80GB"
+    report = estimate_launch(args, gpus, catalog, gpu, RUN_ENV.get(name))
+    most = report.estimate.most_loaded
+    return {
+        "gpus": gpus,
+        "predicted_mib": round(report.estimate.peak_allocated_bytes / 2**20),
+        "phase": most.phase,
+        "activations_mib": round(next(c.bytes for c in most.components if c.name == "activations") / 2**20),
+        "verdict": report.verdict.status,
+        **({"gpu": gpu} if gpu != "H100-80GB" else {}),
+        **({"env": RUN_ENV[name]} if name in RUN_ENV else {}),
+    }
 
 
 if __name__ == "__main__":
