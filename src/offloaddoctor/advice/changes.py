@@ -67,19 +67,20 @@ def suggest(
     catalog: Catalog | None,
     current: MemoryEstimate | None = None,
     expandable_segments: bool = True,
-    host_limit: float | None = None,
+    on_host: Callable[[MemoryEstimate], bool] | None = None,
 ) -> list[Suggestion]:
     """Every single change that fits (cheapest first); when none fits alone, the ones that help most. A change that
     leaves the peak where it is (recompute where the optimizer step sets the peak: e52) is never offered, unless it
     makes the run fit (expandable segments). `current` is the shape's estimate where the caller has it.
     `expandable_segments`: the setting may be advised, alone or added to a change that fits only with it (False
-    where it was advised already and these are the changes for an OOM that stays). `host_limit`: the most host
-    memory a rank may need (memory/fit.py host_limit_a_rank), where the node's is known: a change fits both."""
+    where it was advised already and these are the changes for an OOM that stays). `on_host`: whether the node's
+    host memory holds an estimate's offloaded state (memory/fit.py host_verdict), where it is known: a change must
+    fit both."""
     now = current or estimate(shape)
     gpu_fitting = _fits_as_advised if expandable_segments else fits
 
     def held(result: MemoryEstimate) -> bool:
-        return host_limit is None or result.host_bytes <= host_limit
+        return on_host is None or on_host(result)
 
     def fits_both(result: MemoryEstimate, budget: float) -> bool:
         return gpu_fitting(result, budget) and held(result)

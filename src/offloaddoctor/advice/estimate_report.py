@@ -14,7 +14,7 @@ from offloaddoctor.config.derived import processes_per_node
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.memory import MemoryEstimate, estimate, read_shape
-from offloaddoctor.memory.fit import FitVerdict, HostVerdict, host_limit_a_rank, host_verdict, with_expandable_segments
+from offloaddoctor.memory.fit import FitVerdict, HostVerdict, host_verdict, with_expandable_segments
 from offloaddoctor.memory.fit import verdict as fit_verdict
 from offloaddoctor.byte_units import MIB
 
@@ -86,9 +86,14 @@ def build_estimate(
     report = EstimateReport(store, list(configs), estimate(shape), capacity, target, host_memory=host_memory)
     report.ranks_per_node = ranks
     budget = report.budget_bytes
-    host_limit = None if host_memory is None else host_limit_a_rank(host_memory, ranks)
+    on_host = None
+    if host_memory is not None:
+
+        def on_host(result: MemoryEstimate) -> bool:
+            return not result.host_bytes or host_verdict(result.host_bytes_for(ranks), host_memory, ranks).fits
+
     if budget is not None and (target is not None or not report.fits):
-        report.suggestions = suggest(shape, budget, values, catalog, report.estimate, host_limit=host_limit)
+        report.suggestions = suggest(shape, budget, values, catalog, report.estimate, on_host=on_host)
     if report.host_verdict is not None and processes_per_node(store) is None:
         report.notes.append(
             f"the ranks a node runs are not in the inputs: {ranks} taken for the host verdict (the job's GPUs, at "

@@ -233,8 +233,8 @@ class HostVerdict(NamedTuple):
             return f"fits the host: {need} of {host}"
         error = f"the model's error on runs it was not fitted on: ±{cal.HOST_MODEL_ERROR:.0%}"
         if self.status == TIGHT:
-            return f"TIGHT on the host: {need}, {host} ({error})"
-        return f"DOES NOT FIT the host: {need}, over {host} even less {error}"
+            return f"TIGHT on the host: {need} against {host}, within {error}"
+        return f"DOES NOT FIT the host: {need}, over {host} even at the low end of {error}"
 
 
 def host_verdict(needed: float, host_bytes: float, ranks: int) -> HostVerdict:
@@ -246,8 +246,3 @@ def host_verdict(needed: float, host_bytes: float, ranks: int) -> HostVerdict:
     else:
         status = TIGHT
     return HostVerdict(status, needed, host_bytes, ranks)
-
-
-def host_limit_a_rank(host_bytes: float, ranks: int) -> float:
-    """The most a rank may need for the node to fit (`host_verdict` "fits")."""
-    return host_bytes / ranks / (1 + cal.HOST_MODEL_ERROR)
