@@ -34,6 +34,7 @@ from record_memory_calibration import GC, OFFLOAD, PRECISION_AWARE_OFF, RUNS, de
 # (as n77: megatron-core's and Bridge's default).
 GPT1B = f"{dense_cost()} {OFFLOAD}".replace("--train-iters 14", "--train-iters 3")
 G1 = RUNS["n134-gpt3b-f100-mbs3-precision-aware-advised"][2]
+TP2_HALF = G1.replace(f"{OFFLOAD} 1.0 {GC}", f"{OFFLOAD} 0.5") + " --tensor-model-parallel-size 2"
 PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     "p01-gpt1b-f100": (1, f"{GPT1B} 1.0", {}),
     "p02-gpt1b-f100-gc": (1, f"{GPT1B} 1.0 {GC}", {}),
@@ -65,13 +66,12 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     # its own share), tensor parallel 2 without --manual-gc, no distributed optimizer (one build: Float16Optimizer
     # wraps it; n76's launch), and a MoE whose parameters are mostly its 40 experts' (e58's launch).
     "p12-gpt3b-pp2-f100-gc": (2, f"{G1} --pipeline-model-parallel-size 2", {}),
-    "p13-gpt3b-tp2-f050": (
-        2,
-        G1.replace(f"{OFFLOAD} 1.0 {GC}", f"{OFFLOAD} 0.5") + " --tensor-model-parallel-size 2",
-        {},
-    ),
+    "p13-gpt3b-tp2-f050": (2, TP2_HALF, {}),
     "p14-gpt1b-f050-no-distopt-pa-off": (1, RUNS["n76-gpt1b-f050-precision-aware-off"][2], PRECISION_AWARE_OFF),
     "p15-moe40-dp2-f050-gc": (2, RUNS["e58-moe40-offload050-h200"][2].replace("--train-iters 12", ""), {}),
+    # Is three iterations long enough for the host to settle? p13 and p02 again, ten iterations each.
+    "p16-gpt3b-tp2-f050-10it": (2, f"{TP2_HALF} --train-iters 10", {}),
+    "p17-gpt1b-f100-gc-10it": (1, f"{GPT1B} 1.0 {GC} --train-iters 10", {}),
 }
 
 

@@ -10,7 +10,7 @@ manual gc, PP's bubble and TP on dense GPTs, n16-n52), and say so where they are
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from offloaddoctor.advice.slowdown import (
     GUIDE_TENSOR_PARALLEL_TO_8,
@@ -29,6 +29,9 @@ from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigValue
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate
 from offloaddoctor.memory.fit import fits, fits_only_with_expandable_segments, verdict
+
+if TYPE_CHECKING:
+    from offloaddoctor.report import Finding
 
 # Megatron's manual garbage collection: gc.collect() before training frees the HybridDeviceOptimizer that
 # optimizer offloading builds first and replaces (memory/model.py _uncollected_first_build); the interval keeps
@@ -107,13 +110,16 @@ def suggest(
 
 
 def _allowed(suggestion: Suggestion, values: Sequence[ConfigValue], catalog: Catalog | None) -> bool:
-    if catalog is None:
-        return True
+    return catalog is None or not refusals(values, catalog, suggestion.overrides)
+
+
+def refusals(values: Sequence[ConfigValue], catalog: Catalog, overrides: Sequence[str] = ()) -> list[Finding]:
+    """`check`'s error findings for the config (with `overrides`): what stops the run before or at its first step."""
     from offloaddoctor.report import check_store
 
-    store = build_store(values, parse_overrides(list(suggestion.overrides)))
+    store = build_store(values, parse_overrides(list(overrides)))
     add_defaults(store)
-    return not check_store(catalog, store).has_errors
+    return [v for v in check_store(catalog, store).violations if v.signature.severity == "error"]
 
 
 class Cost(NamedTuple):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 from functools import cached_property
 
-from offloaddoctor.advice.changes import Suggestion, suggest
+from offloaddoctor.advice.changes import Suggestion, refusals, suggest
 from offloaddoctor.advice.fix_numbers import estimate_facts
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.derived import processes_per_node
@@ -35,6 +35,8 @@ class EstimateReport:
     notes: list[str] = field(default_factory=list)
     host_memory: int | None = None  # a node's, as given (--host-memory)
     ranks_per_node: int = 1
+    # `check`'s errors for the config itself, (id, title): the run stops before or at its first step as configured
+    refused_by: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def budget_bytes(self) -> int | None:
@@ -92,6 +94,8 @@ def build_estimate(
         def on_host(result: MemoryEstimate) -> bool:
             return not result.host_bytes or host_verdict(result.host_bytes_for(ranks), host_memory, ranks).fits
 
+    if catalog is not None:
+        report.refused_by = [(f.signature.id, f.signature.title) for f in refusals(values, catalog)]
     if budget is not None and (target is not None or not report.fits):
         report.suggestions = suggest(shape, budget, values, catalog, report.estimate, on_host=on_host)
     if report.host_verdict is not None and processes_per_node(store) is None:

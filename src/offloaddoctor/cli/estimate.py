@@ -69,8 +69,8 @@ def estimate(
 ) -> None:
     """Estimate peak GPU memory before launch: components, fits or not, and the cheapest changes that fit.
 
-    Exit 0 when it fits (or no GPU was given), 1 when it does not (the GPU or, with --host-memory, the host),
-    2 on bad input."""
+    Exit 0 when it fits (or no GPU was given), 1 when it does not (the GPU or, with --host-memory, the host) or when
+    `check` refuses the config, 2 on bad input."""
     from offloaddoctor.api import estimate as run_estimate
     from offloaddoctor.memory import MissingKeys
 
@@ -88,4 +88,4 @@ def estimate(
     else:
         from offloaddoctor.render.estimate_view import render_estimate_text as render
     sys.stdout.write(render(report))
-    raise typer.Exit(EXIT_FINDINGS if report.fits is False else EXIT_CLEAN)
+    raise typer.Exit(EXIT_FINDINGS if report.fits is False or report.refused_by else EXIT_CLEAN)

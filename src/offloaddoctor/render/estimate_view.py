@@ -67,6 +67,10 @@ def render_estimate_text(report: EstimateReport) -> str:
         lines.append(f"Host memory     {host}")
     if report.host_verdict:
         lines.append(f"Host            {report.host_verdict.sentence()}")
+    for signature, title in report.refused_by:
+        lines.append(
+            f"Refused         {signature}: {inert(title)} (as configured it stops before or at its first step; `offloaddoctor check`)"
+        )
     if report.capacity:
         lines.append(f"GPU             {report.capacity.bytes / MIB:>10,.0f} MiB  ({inert(report.capacity.source)})")
     if report.target is not None:
@@ -132,6 +136,11 @@ def render_estimate_markdown(report: EstimateReport) -> str:
         out += ["", f"Host memory: {_md(host)}."]
     if report.host_verdict:
         out += ["", f"**{_md(report.host_verdict.sentence())}**"]
+    if report.refused_by:
+        out += [
+            "",
+            *(f"**Refused: {_md(sig)}**: {_md(title)} (`offloaddoctor check`)" for sig, title in report.refused_by),
+        ]
     if report.suggestions:
         out += ["", "| change | peak MiB | fits | cost | overrides |", "|---|---:|---|---|---|"]
         for s in report.suggestions:
@@ -186,6 +195,7 @@ def estimate_json(report: EstimateReport) -> dict:
         "gpu_source": report.capacity.source if report.capacity else None,
         "target_mb": mib(report.target) if report.target is not None else None,
         "fits": report.fits,
+        "refused_by": [signature for signature, _ in report.refused_by],
         "verdict": report.verdict.status if report.verdict else None,
         "verdict_reasons": list(report.verdict.reasons) if report.verdict else [],
         "pytorch_limit_mb": mib(report.verdict.limit_bytes) if report.verdict else None,
