@@ -63,6 +63,13 @@ def test_exit_codes(in_repo):
     assert invoke(HOST_KILLED, "--gpu", "H100-80GB").exit_code == 0
     assert invoke(HOST_KILLED, "--gpu", "H100-80GB", "--host-memory", "124GiB").exit_code == 1
     assert invoke(HOST_KILLED, "--gpu", "H100-80GB", "--host-memory", "1TiB").exit_code == 0
+    # fits its GPU, and check refuses it (n76 stopped at its first step)
+    refused = invoke(
+        "fixtures/memory-calibration/refused/n76-gpt1b-f050-precision-aware-off.log.gz", "--gpu", "H100-80GB"
+    )
+    assert (
+        refused.exit_code == 1 and "Refused         optimizer-offload-requires-distributed-optimizer" in refused.stdout
+    )
 
 
 @pytest.mark.parametrize(
