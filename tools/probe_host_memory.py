@@ -72,6 +72,9 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     # Is three iterations long enough for the host to settle? p13 and p02 again, ten iterations each.
     "p16-gpt3b-tp2-f050-10it": (2, f"{TP2_HALF} --train-iters 10", {}),
     "p17-gpt1b-f100-gc-10it": (1, f"{GPT1B} 1.0 {GC} --train-iters 10", {}),
+    # Tensor parallel 2 was 14 % over (p13, p16): with --manual-gc, and offloading all of it.
+    "p18-gpt3b-tp2-f050-gc": (2, f"{TP2_HALF} {GC}", {}),
+    "p19-gpt3b-tp2-f100-gc": (2, f"{TP2_HALF.replace(f'{OFFLOAD} 0.5', f'{OFFLOAD} 1.0')} {GC}", {}),
 }
 
 
