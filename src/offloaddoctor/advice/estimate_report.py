@@ -14,6 +14,7 @@ from offloaddoctor.config.derived import processes_per_node
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.memory import MemoryEstimate, estimate, read_shape
+from offloaddoctor.memory import calibration as cal
 from offloaddoctor.memory.fit import FitVerdict, HostVerdict, host_verdict, with_expandable_segments
 from offloaddoctor.memory.fit import verdict as fit_verdict
 from offloaddoctor.byte_units import MIB
@@ -56,8 +57,7 @@ class EstimateReport:
         """fits / tight / does not fit on the node's host memory; None without it or without offloading."""
         if self.host_memory is None or not self.estimate.host_bytes:
             return None
-        ranks = self.ranks_per_node
-        return host_verdict(self.estimate.host_bytes_for(ranks), self.host_memory, ranks)
+        return _host_verdict(self.estimate, self.host_memory, self.ranks_per_node)
 
     @property
     def fits(self) -> bool | None:
@@ -95,17 +95,18 @@ def build_estimate(
     if host_memory is not None:
 
         def on_host(result: MemoryEstimate) -> bool:
-            return not result.host_bytes or host_verdict(result.host_bytes_for(ranks), host_memory, ranks).fits
+            return not result.host_bytes or _host_verdict(result, host_memory, ranks).fits
 
     if catalog is not None:
         report.refused_by = [(f.signature.id, f.signature.title) for f in refusals(values, catalog)]
     if budget is not None and (target is not None or not report.fits):
         report.suggestions = suggest(shape, budget, values, catalog, report.estimate, on_host=on_host)
     if report.estimate.host_bytes and shape.tensor_parallel > 1:
+        low, high = cal.HOST_OVER_UNDER_TENSOR_PARALLEL
         report.notes.append(
-            f"the host figure was {HOST_OVER_UNDER_TENSOR_PARALLEL} over what tensor-parallel-2 runs' hosts gave up "
+            f"the host figure was {low:.0%}-{high:.0%} over what tensor-parallel-2 runs' hosts gave up "
             "(fixtures/memory-calibration/host-memory p13, p16, p18, p19; within 3 % without tensor parallelism): "
-            "a host verdict here errs on the safe side"
+            "the host verdict's low end allows for it"
         )
     if report.host_verdict is not None and processes_per_node(store) is None:
         report.notes.append(
@@ -126,6 +127,11 @@ def build_estimate(
             "vocabulary the peak was 7.9 % lower than estimated, fixtures/offload-sweep a-llama4b-gqa-f050-2)"
         )
     return report
+
+
+def _host_verdict(result: MemoryEstimate, host_memory: int, ranks: int) -> HostVerdict:
+    over = cal.HOST_OVER_UNDER_TENSOR_PARALLEL[1] if result.shape.tensor_parallel > 1 else 0.0
+    return host_verdict(result.host_bytes_for(ranks), host_memory, ranks, over)
 
 
 def _turns_on_expandable_segments(report: EstimateReport) -> bool:

@@ -221,6 +221,7 @@ class HostVerdict(NamedTuple):
     needed_bytes: float  # the node's: its ranks' figure
     host_bytes: float
     ranks: int
+    over: float = 0.0  # how far over the figure was measured for this layout (tensor parallelism)
 
     @property
     def fits(self) -> bool:
@@ -231,18 +232,22 @@ class HostVerdict(NamedTuple):
         host = f"the host's {self.host_bytes / GIB:,.0f} GiB"
         if self.status == FITS:
             return f"fits the host: {need} of {host}"
-        error = f"the model's error on runs it was not fitted on: ±{cal.HOST_MODEL_ERROR:.0%}"
+        error = f"the model's error on runs it was not fitted on: ±{cal.HOST_MODEL_ERROR:.0%}" + (
+            f", and up to {self.over:.0%} over under tensor parallelism" if self.over else ""
+        )
         if self.status == TIGHT:
             return f"TIGHT on the host: {need} against {host}, within {error}"
         return f"DOES NOT FIT the host: {need}, over {host} even at the low end of {error}"
 
 
-def host_verdict(needed: float, host_bytes: float, ranks: int) -> HostVerdict:
-    """The verdict for a node of `host_bytes` available memory whose `ranks` ranks need `needed` together."""
+def host_verdict(needed: float, host_bytes: float, ranks: int, over: float = 0.0) -> HostVerdict:
+    """The verdict for a node of `host_bytes` available memory whose `ranks` ranks need `needed` together. `over`:
+    how far the figure was measured over the host's account for this layout (tensor parallelism), which the low
+    end allows for."""
     if needed * (1 + cal.HOST_MODEL_ERROR) <= host_bytes:
         status = FITS
-    elif needed * (1 - cal.HOST_MODEL_ERROR) > host_bytes:
+    elif needed * (1 - cal.HOST_MODEL_ERROR) / (1 + over) > host_bytes:
         status = DOES_NOT_FIT
     else:
         status = TIGHT
-    return HostVerdict(status, needed, host_bytes, ranks)
+    return HostVerdict(status, needed, host_bytes, ranks, over)
