@@ -196,3 +196,14 @@ def test_under_tensor_parallelism_the_host_verdicts_low_end_allows_for_the_figur
     assert estimate_run([log], host_memory="75GiB").host_verdict.status == "tight"
     assert estimate_run([log], host_memory="60GiB").host_verdict.status == "does not fit"
     assert estimate_run([log], host_memory="90GiB").host_verdict.status == "fits"
+
+
+def test_the_host_findings_figure_says_it_is_over_under_tensor_parallelism():
+    job = str(FIXTURES / "optimizer-offload-host-memory" / "job.log")
+    [plain] = diagnose([job]).findings
+    [tensor_parallel] = diagnose(
+        [job], overrides=["model.tensor_model_parallel_size=2", "parallel.run_world_size=2"]
+    ).findings
+    assert "tensor-parallel" not in plain.facts["host_memory_basis"]
+    assert "over what tensor-parallel runs' hosts gave up" in tensor_parallel.facts["host_memory_basis"]
+    assert tensor_parallel.facts["host_memory_per_rank_bytes"] < plain.facts["host_memory_per_rank_bytes"]

@@ -248,7 +248,12 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
         "host_memory_basis": "the memory model's host figure, measured on real runs: "
         f"{_host_bytes_a_parameter(True):.0f} B a parameter offloaded with the precision-aware optimizer, "
         f"{_host_bytes_a_parameter(False):.0f} without (pinned buffers rounded up to powers of two besides), and the "
-        f"process's {cal.HOST_PROCESS_BYTES / 2**30:.1f} GiB (fixtures/memory-calibration/host-memory)",
+        f"process's {cal.HOST_PROCESS_BYTES / 2**30:.1f} GiB (fixtures/memory-calibration/host-memory)"
+        + (
+            "; {:.0%}-{:.0%} over what tensor-parallel runs' hosts gave up".format(*cal.HOST_OVER_UNDER_TENSOR_PARALLEL)
+            if shape.tensor_parallel > 1
+            else ""
+        ),
     }
     ranks = derived.processes_per_node(store)
     if ranks and ranks > 1:
