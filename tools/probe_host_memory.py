@@ -20,6 +20,7 @@ gzipped, into fixtures/memory-calibration/host-memory.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,9 @@ from record_memory_calibration import GC, OFFLOAD, PRECISION_AWARE_OFF, RUNS, de
 # (as n77: megatron-core's and Bridge's default).
 GPT1B = f"{dense_cost()} {OFFLOAD}".replace("--train-iters 14", "--train-iters 3")
 G1 = RUNS["n134-gpt3b-f100-mbs3-precision-aware-advised"][2]
+A7B = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "advice_runs.json").read_text())[
+    "a-gpt7b-f100-mbs2-3"
+]["args"]
 TP2_HALF = G1.replace(f"{OFFLOAD} 1.0 {GC}", f"{OFFLOAD} 0.5") + " --tensor-model-parallel-size 2"
 PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     "p01-gpt1b-f100": (1, f"{GPT1B} 1.0", {}),
@@ -74,6 +78,10 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     "p17-gpt1b-f100-gc-10it": (1, f"{GPT1B} 1.0 {GC} --train-iters 10", {}),
     # Tensor parallel 2 was 14 % over (p13, p16): with --manual-gc, and offloading all of it.
     "p18-gpt3b-tp2-f050-gc": (2, f"{TP2_HALF} {GC}", {}),
+    # The host-aware advice again, run as printed: `estimate --gpu H100-80GB --host-memory 124GiB` of a7b's log (the
+    # 6.66B GPT offloading all of it, killed three times on its 125 GiB host, and at 0.8) prints offloading 0.65 with
+    # --manual-gc first (planned in benchmarks/host_plan.json: 68,414 MiB, host 102 GiB; expected to train).
+    "p20-gpt7b-f065-gc-host-advised": (1, A7B.replace(f"{OFFLOAD} 1.0", f"{OFFLOAD} 0.65 {GC}"), {}),
     "p19-gpt3b-tp2-f100-gc": (2, f"{TP2_HALF.replace(f'{OFFLOAD} 0.5', f'{OFFLOAD} 1.0')} {GC}", {}),
 }
 
