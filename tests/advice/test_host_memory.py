@@ -207,3 +207,9 @@ def test_the_host_findings_figure_says_it_is_over_under_tensor_parallelism():
     assert "tensor-parallel" not in plain.facts["host_memory_basis"]
     assert "over what tensor-parallel runs' hosts gave up" in tensor_parallel.facts["host_memory_basis"]
     assert tensor_parallel.facts["host_memory_per_rank_bytes"] < plain.facts["host_memory_per_rank_bytes"]
+
+
+def test_without_a_gpu_a_host_that_does_not_hold_it_asks_for_the_gpu_to_search_changes():
+    report = estimate_run([str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")], host_memory="124GiB")
+    assert report.host_verdict.status == "tight" and report.fits is False and not report.suggestions
+    assert any("searched with the GPU given" in note for note in report.notes)

@@ -108,6 +108,11 @@ def build_estimate(
             "(fixtures/memory-calibration/host-memory p13, p16, p18, p19; within 3 % without tensor parallelism): "
             "the host verdict's low end allows for it"
         )
+    if report.host_verdict is not None and not report.host_verdict.fits and budget is None:
+        report.notes.append(
+            "changes that fit the host are searched with the GPU given (--gpu or --gpu-memory): a smaller share "
+            "offloaded must still fit it"
+        )
     if report.host_verdict is not None and processes_per_node(store) is None:
         report.notes.append(
             f"the ranks a node runs are not in the inputs: {ranks} taken for the host verdict (the job's GPUs, at "
