@@ -71,9 +71,6 @@ class EstimateReport:
 
 
 GPUS_A_NODE = 8  # the ranks a node runs where the inputs do not say: one a GPU of an 8-GPU node
-HOST_OVER_UNDER_TENSOR_PARALLEL = (
-    "14-24 %"  # benchmarks/host_memory_accuracy.py: p13 +14.4, p16 +14.3, p18 +23.6, p19 +22.0
-)
 
 
 def build_estimate(
