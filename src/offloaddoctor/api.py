@@ -199,10 +199,12 @@ def check(
     gpu: str | None = None,
     gpu_memory: str | None = None,
     world_size: int | None = None,
+    host_memory: str | None = None,
 ) -> CheckReport:
     """Validate a config before launch against every preflight constraint of the catalogue. Keys the
     config leaves out take megatron-core's defaults unless `use_defaults` is False. With `gpu`/`gpu_memory` the
-    memory model's estimate is checked too (`memory-exceeds-capacity`)."""
+    memory model's estimate is checked too (`memory-exceeds-capacity`), with `host_memory` (a node's) its host
+    figure for optimizer offloading (`host-memory-exceeds-capacity`)."""
     if not config_paths and not overrides:
         raise UserError("nothing to check: pass a config file and/or --set KEY=VALUE items")
     from offloaddoctor.config import ConfigValue, Source, add_defaults, build_store, explicit_config
@@ -213,19 +215,21 @@ def check(
         values.append(ConfigValue("world_size", world_size, Source("--world-size", None), "set"))
     memory = None
     memory_note = None
-    if gpu or gpu_memory:
+    host = _host_memory(host_memory)
+    if gpu or gpu_memory or host is not None:
         from offloaddoctor.advice import build_estimate, memory_summary
         from offloaddoctor.memory import MissingKeys
 
         capacity, _ = _memory_budget(gpu, gpu_memory, None, world_size)
         try:
-            memory = build_estimate(values, list(config_paths), capacity, None, world_size, catalog)
+            memory = build_estimate(values, list(config_paths), capacity, None, world_size, catalog, host)
         except MissingKeys as exc:
-            memory_note = f"memory-exceeds-capacity not checked: {exc}"
+            memory_note = f"the memory constraints not checked: {exc}"
         else:
-            values.append(
-                ConfigValue("memory.fits", memory.fits, Source("estimate", None, memory_summary(memory)), "derived")
-            )
+            summary = Source("estimate", None, memory_summary(memory))
+            for key, verdict in (("memory.fits", memory.verdict), ("memory.host_fits", memory.host_verdict)):
+                if verdict is not None:
+                    values.append(ConfigValue(key, verdict.fits, summary, "derived"))
     store = build_store(values)
     if use_defaults:
         add_defaults(store)

@@ -167,18 +167,25 @@ def test_with_the_hosts_memory_no_change_fits_n131_where_the_gpus_only_one_did_n
     assert change.gpu_fits and not change.host_fits
 
 
+def _llama_launch(tmp_path, fraction: float, ranks: int = 1, gc: bool = False) -> str:
+    """l1's 5.1B Llama (n135, n136, p08, p09, p11) as a launch script."""
+    launch = tmp_path / f"launch-{fraction}-{ranks}-{gc}.sh"
+    launch.write_text(
+        f"torchrun --nproc-per-node {ranks} pretrain_gpt.py --num-layers 24 --hidden-size 4096 --ffn-hidden-size 11008 "
+        "--num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 --vocab-size 32000 "
+        f"--micro-batch-size 1 --global-batch-size {2 * ranks} --bf16 --use-distributed-optimizer --swiglu "
+        "--normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights "
+        "--disable-bias-linear --recompute-granularity selective --transformer-impl local --optimizer-cpu-offload "
+        f"--use-precision-aware-optimizer --optimizer-offload-fraction {fraction}"
+        + (" --manual-gc --manual-gc-interval 100" if gc else "")
+        + "\n"
+    )
+    return str(launch)
+
+
 def test_a_host_that_holds_the_ranks_fits_and_the_ranks_a_node_come_from_the_launch(tmp_path):
     """p09's node (two ranks of the 5.1B Llama offloading half) on a 251 GiB host: fits, for its two ranks."""
-    launch = tmp_path / "launch.sh"
-    launch.write_text(
-        "torchrun --nproc-per-node 2 pretrain_gpt.py --num-layers 24 --hidden-size 4096 --ffn-hidden-size 11008 "
-        "--num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 --vocab-size 32000 "
-        "--micro-batch-size 1 --global-batch-size 2 --bf16 --use-distributed-optimizer --swiglu "
-        "--normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights "
-        "--disable-bias-linear --optimizer-cpu-offload --use-precision-aware-optimizer "
-        "--optimizer-offload-fraction 0.5\n"
-    )
-    report = estimate_run([str(launch)], host_memory="251GiB")
+    report = estimate_run([_llama_launch(tmp_path, 0.5, ranks=2)], host_memory="251GiB")
     assert report.ranks_per_node == 2 and report.host_verdict.status == "fits"
     assert report.host_verdict.needed_bytes == 2 * report.estimate.host_bytes
     assert not any("ranks a node runs are not in the inputs" in note for note in report.notes)
@@ -213,3 +220,30 @@ def test_without_a_gpu_a_host_that_does_not_hold_it_asks_for_the_gpu_to_search_c
     report = estimate_run([str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")], host_memory="124GiB")
     assert report.host_verdict.status == "tight" and report.fits is False and not report.suggestions
     assert any("searched with the GPU given" in note for note in report.notes)
+
+
+def test_check_with_the_hosts_memory_refuses_what_the_host_killed_and_names_the_share_that_fits_both(tmp_path):
+    """n135's launch (l1's 5.1B Llama offloading all of it: killed by its 125 GiB host) fits its H100; with the host's
+    124 GiB, `check` finds host-memory-exceeds-capacity and its fix is the share p11 trained with (0.45, --manual-gc)."""
+    from offloaddoctor.api import check
+
+    launch = _llama_launch(tmp_path, 1.0)
+    report = check([launch], gpu="H100-80GB", host_memory="124GiB")
+    [finding] = report.violations
+    assert finding.id == "host-memory-exceeds-capacity" and finding.facts["host_verdict"].startswith("TIGHT")
+    assert finding.overrides[:1] == ["--optimizer-offload-fraction 0.45"]
+    assert not check([launch], gpu="H100-80GB").violations  # the GPU alone: nothing to say
+    assert not check([_llama_launch(tmp_path, 0.45, gc=True)], gpu="H100-80GB", host_memory="124GiB").violations
+
+
+@pytest.mark.parametrize("size, code", [("124GiB", 1), ("1TiB", 0), ("124", 2), ("0GiB", 2)])
+def test_check_host_memory_exit_codes(tmp_path, size, code):
+    from offloaddoctor.cli import app
+
+    from tests.conftest import RUNNER
+
+    result = RUNNER.invoke(app, ["check", _llama_launch(tmp_path, 1.0), "--gpu", "H100-80GB", "--host-memory", size])
+    assert result.exit_code == code, result.output
+    if code == 2:
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("offloaddoctor: error: --host-memory")

@@ -450,11 +450,12 @@ def test_values_of_any_type_leave_constraints_decided_or_unknown_never_crash(con
     given_values = [ConfigValue(k, v, Source("cfg.yaml", 1), "config") for k, v in config.items()]
     report = check_store(CATALOG, build_store(given_values))
     decided = [v.id for v in report.violations] + report.passed + [u.id for u in report.unchecked]
-    # The memory constraint is checked only when the memory model made its value (check --gpu).
+    # The memory constraints are checked only when the memory model made their value (check --gpu, --host-memory).
+    made_by_the_model = {"memory-exceeds-capacity": "memory.fits", "host-memory-exceeds-capacity": "memory.host_fits"}
     expected = [
         s.id
         for s in CATALOG.signatures
-        if s.preflight and (s.id != "memory-exceeds-capacity" or "memory.fits" in config)
+        if s.preflight and (s.id not in made_by_the_model or made_by_the_model[s.id] in config)
     ]
     assert sorted(decided) == sorted(expected)
     diagnose_text(MESSAGE, config, CATALOG)

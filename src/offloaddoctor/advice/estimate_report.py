@@ -163,13 +163,16 @@ def memory_facts(report: EstimateReport) -> dict:
         facts["gpu_memory_bytes"] = report.capacity.bytes
     if report.verdict is not None:
         facts["fit_verdict"] = report.verdict.sentence("target" if report.target is not None else "GPU")
+    if report.host_verdict is not None:
+        facts["host_verdict"] = report.host_verdict.sentence()
     return facts
 
 
 def attach_memory(check_report, report: EstimateReport) -> None:
-    """The memory finding of `check` carries the estimate's figures and the cheapest change that fits."""
+    """The memory findings of `check` (the GPU's, the host's) carry the estimate's figures and the cheapest change
+    that fits (both, where the node's memory is given)."""
     for finding in check_report.violations:
-        if finding.id != "memory-exceeds-capacity":
+        if finding.id not in ("memory-exceeds-capacity", "host-memory-exceeds-capacity"):
             continue
         finding.facts.update(memory_facts(report))
         fitting = [s for s in report.suggestions if s.fits]

@@ -50,6 +50,12 @@ def check(
     world_size: Optional[int] = typer.Option(
         None, "--world-size", metavar="N", help="GPUs in the job, for the memory estimate and the expert grid."
     ),
+    host_memory: Optional[str] = typer.Option(
+        None,
+        "--host-memory",
+        metavar="SIZE",
+        help="A node's memory, e.g. 1000GiB: also check optimizer offloading's host memory against it.",
+    ),
 ) -> None:
     """Validate a config before launch against every offloading/memory constraint, all violations at once."""
     from offloaddoctor.api import check as run_check
@@ -64,6 +70,7 @@ def check(
         gpu=gpu,
         gpu_memory=gpu_memory,
         world_size=world_size,
+        host_memory=host_memory,
     )
     if output_format is CheckFormat.json:
         from offloaddoctor.render.check_view import render_check_json

@@ -168,6 +168,7 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("optimizer.exp_avg_sq_dtype", "Adam second-moment dtype (precision-aware optimizer)"),
     # Computed by the memory model when a GPU is named (check/estimate --gpu); never read from a config.
     KnownKey("memory.fits", "the memory estimate fits the GPU (check --gpu)"),
+    KnownKey("memory.host_fits", "optimizer offloading's host memory fits the node (check --host-memory)"),
     # Derived from the keys above; see config/derived.py.
     KnownKey("allocator.expandable_segments", "expandable_segments:True in the allocator settings", kind="bool"),
     KnownKey("model.layers_per_pipeline_rank", "num_layers // pipeline_model_parallel_size"),

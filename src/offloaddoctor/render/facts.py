@@ -44,6 +44,7 @@ _LABELS = {
     "estimated_peak_allocated_bytes": "estimated peak allocated (memory model)",
     "estimated_nvidia_smi_bytes": "estimated nvidia-smi use",
     "fit_verdict": "fit verdict (memory model)",
+    "host_verdict": "host verdict (memory model, --host-memory)",
     "gpu_memory_bytes": "GPU memory",
     "largest_component": "largest component",
     "estimate_vs_allocated": "estimate vs the message",

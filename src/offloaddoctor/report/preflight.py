@@ -54,7 +54,7 @@ def preflight_signatures(catalog: Catalog, only: Sequence[str] = ()) -> list[Sig
 
 
 # Constraints on values only the memory model computes: checked when `check --gpu` made the estimate.
-MEMORY_KEYS = ("memory.fits",)
+MEMORY_KEYS = ("memory.fits", "memory.host_fits")
 
 
 def check_store(
