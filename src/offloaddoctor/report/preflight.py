@@ -62,12 +62,13 @@ def check_store(
 ) -> CheckReport:
     report = CheckReport(list(configs), [], [], [], store.disagreements())
     no_numbers = RunFacts()
-    estimated = any(store.resolve(key) is not None for key in MEMORY_KEYS)
+    estimated = {key for key in MEMORY_KEYS if store.resolve(key) is not None}
     for signature in preflight_signatures(catalog, only):
         constraint = signature.config
         if constraint is None:  # preflight_signatures keeps only signatures with one
             continue
-        if not estimated and any(key in MEMORY_KEYS for key in names_in(constraint, "key")):
+        # a memory constraint only where the memory model made its value (check --gpu, --host-memory)
+        if any(key in MEMORY_KEYS and key not in estimated for key in names_in(constraint, "key")):
             continue
         finding = condition_finding(signature, constraint, store, no_numbers, trigger="config")
         if finding is not None:
