@@ -51,16 +51,22 @@ class Suggestion(NamedTuple):
     change: str
     overrides: tuple[str, ...]
     estimate: MemoryEstimate
-    fits: bool
+    gpu_fits: bool  # the GPU (or the target)
     cost: str
     cost_rank: float  # expected slowdown in percent, for ordering
-    # `fits` is both: the GPU (or the target), and the node's host memory for the ranks' offloaded state (if given)
-    gpu_fits: bool = True
-    host_fits: bool = True
+    host_fits: bool = True  # the node's host memory holds the ranks' offloaded state (where it was given)
+
+    @property
+    def fits(self) -> bool:
+        return self.gpu_fits and self.host_fits
 
     @property
     def peak_allocated_bytes(self) -> float:
         return self.estimate.peak_allocated_bytes
+
+    def host_bytes_moved(self, current: MemoryEstimate) -> float:
+        """The host memory a rank needs with this change, where the change moves it from `current`'s (else 0)."""
+        return self.estimate.host_bytes if self.estimate.host_bytes != current.host_bytes else 0.0
 
 
 def suggest(
@@ -91,7 +97,7 @@ def suggest(
     peak, fits_now = now.peak_allocated_bytes, fits(now, budget) and held(now)
     smaller = [] if held(now) else [_smaller_offload_share(shape, budget, fits_both)]
     found = [
-        c._replace(fits=c.fits and held(c.estimate), gpu_fits=c.fits, host_fits=held(c.estimate))
+        c._replace(host_fits=held(c.estimate))
         for c in _candidates(shape, budget, fits_both) + [s for s in smaller if s is not None]
     ]
     candidates = [

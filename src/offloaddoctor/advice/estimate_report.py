@@ -84,7 +84,8 @@ def build_estimate(
 ) -> EstimateReport:
     store = build_store(values)
     shape = read_shape(store, world_size)
-    ranks = processes_per_node(store) or min(shape.world_size, GPUS_A_NODE)
+    per_node = processes_per_node(store)
+    ranks = per_node or min(shape.world_size, GPUS_A_NODE)
     report = EstimateReport(store, list(configs), estimate(shape), capacity, target, host_memory=host_memory)
     report.ranks_per_node = ranks
     budget = report.budget_bytes
@@ -110,7 +111,7 @@ def build_estimate(
             "changes that fit the host are searched with the GPU given (--gpu or --gpu-memory): a smaller share "
             "offloaded must still fit it"
         )
-    if report.host_verdict is not None and processes_per_node(store) is None:
+    if report.host_verdict is not None and per_node is None:
         report.notes.append(
             f"the ranks a node runs are not in the inputs: {ranks} taken for the host verdict (the job's GPUs, at "
             f"most {GPUS_A_NODE}; give the launch script, whose --nproc-per-node says it)"

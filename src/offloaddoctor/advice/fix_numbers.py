@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from offloaddoctor.catalog.model import Catalog
     from offloaddoctor.memory import MemoryEstimate, RunShape
 
-_OFFLOADING_KEYS = {"optimizer_cpu_offload", "optimizer_offload_fraction", "use_precision_aware_optimizer"}
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
 NEEDED_FRACTION = "_offload_fraction_needed"  # the number behind the fact's sentence, carried to the fix likewise
 
@@ -225,17 +224,11 @@ def oom_advice(
     return advice
 
 
-def _host_bytes_a_parameter(precision_aware: bool) -> float:
-    from offloaddoctor.memory import calibration as cal
-
-    pinned = 4 * cal.HOST_PINNED_FP32_BUFFERS[precision_aware]
-    return cal.HOST_BYTES_PER_OFFLOADED_PARAMETER[precision_aware] + pinned
-
-
 def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
     """What the offloaded optimizer state keeps in host memory, a rank and a node (where the launch says how many
     ranks a node runs), by the memory model (memory/host.py)."""
     from offloaddoctor.memory import calibration as cal
+    from offloaddoctor.memory.host import bytes_a_parameter
 
     shape = _memory_shape(store)
     if shape is None:
@@ -246,8 +239,8 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "host_memory_per_rank_bytes": int(per_rank),
         "host_memory_basis": "the memory model's host figure, measured on real runs: "
-        f"{_host_bytes_a_parameter(True):.0f} B a parameter offloaded with the precision-aware optimizer, "
-        f"{_host_bytes_a_parameter(False):.0f} without (pinned buffers rounded up to powers of two besides), and the "
+        f"{bytes_a_parameter(True):.0f} B a parameter offloaded with the precision-aware optimizer, "
+        f"{bytes_a_parameter(False):.0f} without (pinned buffers rounded up to powers of two besides), and the "
         f"process's {cal.HOST_PROCESS_BYTES / 2**30:.1f} GiB (fixtures/memory-calibration/host-memory)"
         + (
             "; {:.0%}-{:.0%} over what tensor-parallel runs' hosts gave up".format(*cal.HOST_OVER_UNDER_TENSOR_PARALLEL)
@@ -372,10 +365,10 @@ def _cheapest_change(
         return None
     from offloaddoctor.memory.model import host_memory_sentence
 
-    # A change to offloading says what the host then keeps (n132: the GPU fitted, the host did not; the run it was
-    # advised for had died on its GPU before its host filled).
-    offloading = any(_OFFLOADING_KEYS.intersection(line.split("=", 1)[0].split(".")) for line in fitting[0].overrides)
-    host = host_memory_sentence(fitting[0].estimate) if offloading else ""
+    # A change that moves the host's figure says it, as estimate does (n132: the GPU fitted, the host did not; the run
+    # it was advised for had died on its GPU before its host filled).
+    moved = fitting[0].host_bytes_moved(result or _estimate(shape))
+    host = host_memory_sentence(fitting[0].estimate) if moved else ""
     return f"{fitting[0].change}; cost: {fitting[0].cost}" + (f"; {host}" if host else ""), list(fitting[0].overrides)
 
 

@@ -100,8 +100,7 @@ def render_estimate_text(report: EstimateReport) -> str:
             else "No single change makes it fit; the ones that help most:",
         ]
         for number, suggestion in enumerate(report.suggestions, start=1):
-            # the host's figure where the change moves it (the run's own is the `Host memory` line)
-            on_host = suggestion.estimate.host_bytes if suggestion.estimate.host_bytes != est.host_bytes else 0
+            on_host = suggestion.host_bytes_moved(est)  # the run's own is the `Host memory` line
             lines.append(
                 f"  {number}. {inert(suggestion.change)}: peak {suggestion.peak_allocated_bytes / MIB:,.0f} MiB"
                 f"{_too_much(suggestion.fits, suggestion.gpu_fits)}"
