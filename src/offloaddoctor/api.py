@@ -264,7 +264,7 @@ def estimate(
     per component on the most-loaded GPU, whether it fits `gpu`/`gpu_memory`/`target`, and what would.
     `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins).
     `host_memory`: a node's memory (e.g. "125GiB"), for the host verdict of optimizer offloading."""
-    from offloaddoctor.advice import build_estimate
+    from offloaddoctor.advice import build_estimate, refusals
     from offloaddoctor.config import explicit_config, load_log_config
     from offloaddoctor.logs.sources import reads_as_log
 
@@ -277,6 +277,7 @@ def estimate(
     catalog = catalog or load_catalog()
     host = _host_memory(host_memory)
     report = build_estimate(values, [*config_paths, *log_paths], capacity, budget, world_size, catalog, host)
+    report.refused_by = [(f.signature.id, f.signature.title) for f in refusals(values, catalog)]
     report.notes[:0] = _unknown_set_keys(values, catalog, report.store)
     return report
 

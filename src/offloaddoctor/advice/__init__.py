@@ -8,7 +8,7 @@ from offloaddoctor.lazy_exports import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; at run time each name loads its module on first use
-    from offloaddoctor.advice.changes import manual_gc_change
+    from offloaddoctor.advice.changes import manual_gc_change, refusals
     from offloaddoctor.advice.estimate_report import (
         Capacity,
         EstimateReport,
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
 # What the layers above use, and the module that defines each: imported on first use, for start-up time.
 _HOMES = {
     "manual_gc_change": "changes",
+    "refusals": "changes",
     "Capacity": "estimate_report",
     "EstimateReport": "estimate_report",
     "attach_memory": "estimate_report",
@@ -41,6 +42,7 @@ __all__ = [
     "manual_gc_change",
     "memory_summary",
     "mib",
+    "refusals",
     "weigh_whole_step",
 ]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 from functools import cached_property
 
-from offloaddoctor.advice.changes import Suggestion, refusals, suggest
+from offloaddoctor.advice.changes import Suggestion, suggest
 from offloaddoctor.advice.fix_numbers import estimate_facts
 from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.derived import processes_per_node
@@ -95,8 +95,6 @@ def build_estimate(
         def on_host(result: MemoryEstimate) -> bool:
             return not result.host_bytes or _host_verdict(result, host_memory, ranks).fits
 
-    if catalog is not None:
-        report.refused_by = [(f.signature.id, f.signature.title) for f in refusals(values, catalog)]
     if budget is not None and (target is not None or not report.fits):
         report.suggestions = suggest(shape, budget, values, catalog, report.estimate, on_host=on_host)
     if report.estimate.host_bytes and shape.tensor_parallel > 1:
