@@ -82,6 +82,10 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     # --manual-gc first (planned in benchmarks/host_plan.json: 68,414 MiB, host 102 GiB; expected to train).
     "p20-gpt7b-f065-gc-host-advised": (1, A7B.replace(f"{OFFLOAD} 1.0", f"{OFFLOAD} 0.65 {GC}"), {}),
     "p19-gpt3b-tp2-f100-gc": (2, f"{TP2_HALF.replace(f'{OFFLOAD} 0.5', f'{OFFLOAD} 1.0')} {GC}", {}),
+    # Tensor parallel 2 was 14-24 % under the model (p13, p16, p18, p19): does the model stay on the safe side at tensor
+    # parallel 4, and with data parallel beside it (planned in benchmarks/host_plan.json before they ran)?
+    "p21-gpt3b-tp4-f100-gc": (4, f"{G1} --tensor-model-parallel-size 4", {}),
+    "p22-gpt3b-tp2-dp2-f100-gc": (4, f"{G1} --tensor-model-parallel-size 2", {}),
 }
 
 
