@@ -86,6 +86,13 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     # parallel 4, and with data parallel beside it (planned in benchmarks/host_plan.json before they ran)?
     "p21-gpt3b-tp4-f100-gc": (4, f"{G1} --tensor-model-parallel-size 4", {}),
     "p22-gpt3b-tp2-dp2-f100-gc": (4, f"{G1} --tensor-model-parallel-size 2", {}),
+    # Why tensor parallel keeps less: Megatron builds data loaders on tensor-parallel rank 0 only (of the first and
+    # last stages), and each forks --num-workers (default 2) workers that keep the parent's pages as they were; the
+    # parent's later frees (the first build's fp32 copies, at the collection before training) and writes (the fp32
+    # parameters its CPU Adam updates) then cost the host once more. Without workers (planned before they ran): p05,
+    # and a7b (killed at 1.0 with and without workers, each time without --manual-gc).
+    "p23-gpt3b-f100-mbs3-gc-w0": (1, f"{G1} --num-workers 0", {}),
+    "p24-gpt7b-f100-gc-w0": (1, f"{A7B} {GC} --num-workers 0", {}),
 }
 
 
