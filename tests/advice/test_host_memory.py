@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import re
 
 import pytest
 
@@ -152,6 +153,26 @@ def test_with_the_hosts_memory_the_run_the_host_killed_is_tight_and_the_advice_f
         < 0.001 * first.estimate.peak_allocated_bytes
     )
     assert b"after 3 iterations" in gzip.decompress((HOST / "p11-llama5b-f045-gc-host-advised.log.gz").read_bytes())
+
+
+def test_with_the_hosts_memory_the_advice_for_the_gpt_killed_three_times_trained_as_printed():
+    """a7b (the 6.66B GPT offloading all of it, killed by its 125 GiB host at 1.0 and at 0.8) with --host-memory 124GiB:
+    DOES NOT FIT the host; the change printed first offloads 0.65 with --manual-gc, planned (benchmarks/host_plan.json,
+    before it ran) at 68,414 MiB and 102.45 GiB of host: run as printed (p20, one H100, its 125 GiB host) it trained,
+    68,704 MiB at most, the host giving up 103.2 GiB."""
+    report = estimate_run([str(HOST / "a7b.log.gz")], gpu="H100-80GB", host_memory="124GiB")
+    assert report.verdict.fits and report.host_verdict.status == "does not fit" and report.fits is False
+    first = report.suggestions[0]
+    assert first.gpu_fits and first.host_fits
+    assert "optimizer.optimizer_offload_fraction=0.65" in first.overrides and "train.manual_gc=True" in first.overrides
+    ran_log = HOST / "p20-gpt7b-f065-gc-host-advised.log.gz"
+    text = gzip.decompress(ran_log.read_bytes())
+    assert b"after 3 iterations" in text
+    ran = estimate_run([str(ran_log)]).estimate
+    assert abs(ran.peak_allocated_bytes - first.estimate.peak_allocated_bytes) < 0.001 * ran.peak_allocated_bytes
+    measured_mib = max(float(mb) for mb in re.findall(rb"max allocated: ([0-9.]+)", text))
+    assert abs(measured_mib - first.estimate.peak_allocated_bytes / 2**20) < 0.01 * measured_mib
+    assert first.estimate.host_bytes < 124 * GIB
 
 
 def test_with_the_hosts_memory_no_change_fits_n131_where_the_gpus_only_one_did_not_fit_the_host():
