@@ -93,6 +93,9 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     # and a7b (killed at 1.0 with and without workers, each time without --manual-gc).
     "p23-gpt3b-f100-mbs3-gc-w0": (1, f"{G1} --num-workers 0", {}),
     "p24-gpt7b-f100-gc-w0": (1, f"{A7B} {GC} --num-workers 0", {}),
+    # What no workers costs a step: p05 and p23 again, ten iterations each, one after the other on one H100.
+    "p25-gpt3b-f100-mbs3-gc-10it": (1, f"{G1} --train-iters 10", {}),
+    "p26-gpt3b-f100-mbs3-gc-w0-10it": (1, f"{G1} --num-workers 0 --train-iters 10", {}),
 }
 
 
