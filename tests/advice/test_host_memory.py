@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import re
+from pathlib import Path
 
 import pytest
 
@@ -34,17 +35,20 @@ def _accuracy():
 
 
 def test_the_host_figure_is_never_short_by_more_than_three_percent_and_over_only_under_tensor_parallelism():
-    """Fitted, checked and held-out probes alike: 0.87B-5.1B models and a 40-expert MoE, fractions 0.45-1.0, with
-    and without the precision-aware optimizer, data and pipeline parallel 2: within 3 %. Tensor parallel 2 (p13,
-    p16: the same run at ten iterations; p18, p19 with --manual-gc) is 14-24 % over, a verdict on the safe side, and
-    `estimate` says so (benchmarks/host_memory_accuracy.py)."""
+    """Fitted, checked and held-out probes alike: 0.87B-6.66B models and a 40-expert MoE, fractions 0.45-1.0, with
+    and without the precision-aware optimizer and the data loader's workers, data and pipeline parallel 2: within 3 %.
+    Tensor parallel 2 and 4 (p13, p16: the same run at ten iterations; p18, p19 with --manual-gc; p21 at 4, p22 beside
+    data parallel 2) are over by at most 7 %, a verdict on the safe side, and `estimate` says so
+    (benchmarks/host_memory_accuracy.py)."""
     rows = _accuracy().rows()
     assert {kind for *_, kind in rows} == {"fitted", "checked", "held out"}
     for name, _, measured, model, _ in rows:
-        assert model > 0.97 * measured, name
-        assert model < (1.25 if "-tp2-" in name else 1.03) * measured, name
+        tensor_parallel = "-tp" in name
+        assert model > (1.0 if tensor_parallel else 0.97) * measured, name
+        assert model < (1.07 if tensor_parallel else 1.03) * measured, name
+    assert sum("-tp4-" in name for name, *_ in rows) == 1
     tensor_parallel = estimate_run([str(HOST / "p19-gpt3b-tp2-f100-gc.log.gz")])
-    assert any("tensor-parallel-2 runs' hosts" in note for note in tensor_parallel.notes)
+    assert any("tensor-parallel runs' hosts" in note for note in tensor_parallel.notes)
     assert not any(
         "tensor-parallel" in note for note in estimate_run([str(HOST / "p12-gpt3b-pp2-f100-gc.log.gz")]).notes
     )
@@ -218,12 +222,12 @@ def test_without_offloading_there_is_no_host_verdict():
 
 
 def test_under_tensor_parallelism_the_host_verdicts_low_end_allows_for_the_figures_measured_excess():
-    """p19 (tensor parallel 2, all of it offloaded) gave up 68.4 GiB of its host; the figure says 83.5: on a host
-    of 75 GiB the verdict is TIGHT (it would fit), not DOES NOT FIT, and on 60 GiB it does not fit."""
+    """p19 (tensor parallel 2, all of it offloaded) gave up 68.4 GiB of its host; the figure says 70.9: on a host
+    of 69 GiB the verdict is TIGHT (it would fit), not DOES NOT FIT, and on 62 GiB it does not fit."""
     log = str(HOST / "p19-gpt3b-tp2-f100-gc.log.gz")
-    assert estimate_run([log], host_memory="75GiB").host_verdict.status == "tight"
-    assert estimate_run([log], host_memory="60GiB").host_verdict.status == "does not fit"
-    assert estimate_run([log], host_memory="90GiB").host_verdict.status == "fits"
+    assert estimate_run([log], host_memory="69GiB").host_verdict.status == "tight"
+    assert estimate_run([log], host_memory="62GiB").host_verdict.status == "does not fit"
+    assert estimate_run([log], host_memory="74GiB").host_verdict.status == "fits"
 
 
 def test_the_host_findings_figure_says_it_is_over_under_tensor_parallelism():
@@ -268,3 +272,71 @@ def test_check_host_memory_exit_codes(tmp_path, size, code):
     if code == 2:
         [line] = result.stderr.strip().splitlines()
         assert line.startswith("offloaddoctor: error: --host-memory")
+
+
+def test_without_data_loader_workers_the_gpt_its_host_killed_three_times_trained_offloading_all_of_it():
+    """a7b with --host-memory 124GiB: the second change keeps offloading all of it and forks no data-loader workers,
+    with --manual-gc (their fork keeps the first build's fp32 copy the collection frees and the parameters CPU Adam
+    writes: 8 B a parameter). Planned before it ran (benchmarks/host_plan.json: 105.6 GiB, the model as it stood said
+    155 and killed); run as printed (p24, one H100, 125 GiB host): trained, 50,802 MiB at most, the host 104.6 GiB."""
+    report = estimate_run([str(HOST / "a7b.log.gz")], gpu="H100-80GB", host_memory="124GiB")
+    [change] = [s for s in report.suggestions if "dataset.num_workers=0" in s.overrides]
+    assert change.overrides == ("dataset.num_workers=0", "train.manual_gc=True", "train.manual_gc_interval=100")
+    assert change.gpu_fits and change.host_fits and change.estimate.host_bytes < report.estimate.host_bytes - 45 * GIB
+    ran_log = HOST / "p24-gpt7b-f100-gc-w0.log.gz"
+    text = gzip.decompress(ran_log.read_bytes())
+    assert re.search(rb"num_workers \.+ 0\n", text) and b"after 3 iterations" in text
+    measured_mib = max(float(mb) for mb in re.findall(rb"max allocated: ([0-9.]+)", text))
+    assert abs(measured_mib - change.estimate.peak_allocated_bytes / 2**20) < 0.01 * measured_mib
+    measured = _accuracy().measured_bytes("p24-gpt7b-f100-gc-w0")
+    assert 104 * GIB < measured < change.estimate.host_bytes < 1.03 * measured
+
+
+def test_the_workers_keep_their_share_only_on_the_ranks_that_load_data():
+    """Megatron builds the data loader on tensor-parallel rank 0 of the first and last stages only: a node of tensor
+    parallel 4 has one rank with workers (p21 gave up 66.8 GiB, four ranks; a rank with workers, counted four times,
+    would say 90), and without workers (p23: --num-workers 0, 53.6 GiB; p05 with them 79.5) none has."""
+    tp4 = estimate_run([str(HOST / "p21-gpt3b-tp4-f100-gc.log.gz")]).estimate
+    [stage] = tp4.stages
+    assert stage.host_bytes - stage.host_bytes_no_loader > 6 * GIB
+    assert tp4.host_bytes_for(4) == pytest.approx(stage.host_bytes + 3 * stage.host_bytes_no_loader)
+    two_nodes = tp4._replace(shape=tp4.shape._replace(data_parallel=2))  # 8 ranks: one node of 4 holds one loader
+    assert two_nodes.host_bytes_for(8) == pytest.approx(2 * stage.host_bytes + 6 * stage.host_bytes_no_loader)
+    assert two_nodes.host_bytes_for(4) == pytest.approx(stage.host_bytes + 3 * stage.host_bytes_no_loader)
+    assert tp4.host_bytes_for(2) == pytest.approx(stage.host_bytes + stage.host_bytes_no_loader)
+    assert 66.8 * GIB < tp4.host_bytes_for(4) < 1.07 * 66.8 * GIB
+    without = estimate_run([str(HOST / "p23-gpt3b-f100-mbs3-gc-w0.log.gz")]).estimate
+    with_workers = estimate_run([str(HOST / "p05-gpt3b-f100-mbs3-gc.log.gz")]).estimate
+    assert without.shape.data_loader_workers is False and with_workers.shape.data_loader_workers is True
+    assert without.stages[0].host_bytes == without.stages[0].host_bytes_no_loader
+    offloaded = with_workers.stages[0].parameters.total  # all of it, data parallel 1
+    assert with_workers.host_bytes - without.host_bytes == pytest.approx(8 * offloaded)
+
+
+@pytest.mark.parametrize(
+    "source, workers",
+    [
+        ("--num-workers 0", False),
+        ("--num-workers 4", True),
+        ("", True),  # Megatron-LM's default is 2, Bridge's 8
+    ],
+)
+def test_the_data_loader_workers_are_read_from_the_launch(tmp_path, source, workers):
+    launch = tmp_path / "launch.sh"
+    launch.write_text(Path(_llama_launch(tmp_path, 1.0, gc=True)).read_text().strip() + f" {source}\n")
+    assert estimate_run([str(launch)]).estimate.shape.data_loader_workers is workers
+
+
+def test_the_data_loader_workers_are_read_from_a_bridge_override():
+    shape = estimate_run([str(HOST / "p05-gpt3b-f100-mbs3-gc.log.gz")], overrides=["dataset.num_workers=0"])
+    assert shape.estimate.shape.data_loader_workers is False
+
+
+def test_the_host_finding_gives_the_figure_without_workers():
+    [killed] = diagnose([str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")]).findings
+    assert 87 * GIB < killed.facts["host_memory_per_rank_without_workers_bytes"] < 88 * GIB
+    assert "num_workers 0" in killed.signature.fix.summary
+    [without] = diagnose(
+        [str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")], overrides=["dataset.num_workers=0"]
+    ).findings
+    assert "host_memory_per_rank_without_workers_bytes" not in without.facts

@@ -95,10 +95,10 @@ def suggest(
         return gpu_fitting(result, budget) and held(result)
 
     peak, fits_now = now.peak_allocated_bytes, fits(now, budget) and held(now)
-    smaller = [] if held(now) else [_smaller_offload_share(shape, budget, fits_both)]
+    for_host = [] if held(now) else [_smaller_offload_share(shape, budget, fits_both), _no_workers(shape, budget)]
     found = [
         c._replace(host_fits=held(c.estimate))
-        for c in _candidates(shape, budget, fits_both) + [s for s in smaller if s is not None]
+        for c in _candidates(shape, budget, fits_both) + [s for s in for_host if s is not None]
     ]
     candidates = [
         c
@@ -299,6 +299,35 @@ def _smaller_offload_share(shape: RunShape, budget: float, fitting: Fitting) -> 
     paid = _offloading_cost(change)
     result = estimate(change.shape)
     return Suggestion(change.change, change.overrides, result, fits(result, budget), paid.text, paid.rank)
+
+
+# The data loader's workers, forked by the ranks that load data, keep what the optimizer frees and writes after the
+# fork (memory/calibration.py HOST_FIRST_BUILD_BYTES): without them (Megatron-LM --num-workers 0, Bridge
+# dataset.num_workers=0) the rank loads its batches itself.
+NO_WORKERS = "dataset.num_workers=0"
+NO_WORKERS_COST = Cost(
+    "measured 1.00x-1.03x step time (median, mean of iterations 4-10: the 3.35B GPT offloading all of it, mock data, "
+    "one H100); a dataset slow to read adds its batches' loading to each step",
+    1.5,
+    "measured: p25/p26",
+)
+
+
+def _no_workers(shape: RunShape, budget: float) -> Suggestion | None:
+    """Where the node's host cannot hold what the run offloads: the same share, without data-loader workers (and
+    with the collection before training that frees the first build the workers would have kept)."""
+    if not shape.optimizer_cpu_offload or not shape.data_loader_workers:
+        return None
+    overrides = (NO_WORKERS,) + (() if shape.manual_gc else MANUAL_GC)
+    result = estimate(shape.with_changes(data_loader_workers=False, manual_gc=True))
+    return Suggestion(
+        "no data-loader worker processes (they keep what the offloaded optimizer frees and writes after they fork)",
+        overrides,
+        result,
+        fits(result, budget),
+        NO_WORKERS_COST.text,
+        NO_WORKERS_COST.rank,
+    )
 
 
 def _precision_aware_optimizer(shape: RunShape, budget: float, fitting: Fitting = fits) -> Change | None:

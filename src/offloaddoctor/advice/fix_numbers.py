@@ -240,14 +240,20 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
         "host_memory_per_rank_bytes": int(per_rank),
         "host_memory_basis": "the memory model's host figure, measured on real runs: "
         f"{bytes_a_parameter(True):.0f} B a parameter offloaded with the precision-aware optimizer, "
-        f"{bytes_a_parameter(False):.0f} without (pinned buffers rounded up to powers of two besides), and the "
-        f"process's {cal.HOST_PROCESS_BYTES / 2**30:.1f} GiB (fixtures/memory-calibration/host-memory)"
+        f"{bytes_a_parameter(False):.0f} without, on a rank whose data-loader workers keep "
+        f"{bytes_a_parameter(True) - bytes_a_parameter(True, loads_data=False):.0f} and "
+        f"{bytes_a_parameter(False) - bytes_a_parameter(False, loads_data=False):.0f} of them (pinned buffers rounded "
+        f"up to powers of two besides), and the process's {cal.HOST_PROCESS_BYTES / 2**30:.1f} GiB "
+        "(fixtures/memory-calibration/host-memory)"
         + (
             "; {:.0%}-{:.0%} over what tensor-parallel runs' hosts gave up".format(*cal.HOST_OVER_UNDER_TENSOR_PARALLEL)
             if shape.tensor_parallel > 1
             else ""
         ),
     }
+    if shape.data_loader_workers:  # the workers' share: --num-workers 0 with --manual-gc frees it (p24)
+        without = _estimate(shape.with_changes(data_loader_workers=False, manual_gc=True)).host_bytes
+        facts["host_memory_per_rank_without_workers_bytes"] = int(without)
     ranks = derived.processes_per_node(store)
     if ranks and ranks > 1:
         facts["host_memory_per_node_bytes"] = int(per_rank * ranks)

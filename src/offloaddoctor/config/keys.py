@@ -80,6 +80,11 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
         kind="bool",
     ),
     KnownKey(
+        "dataset.num_workers",
+        "data-loader worker processes a data-loading rank forks (Megatron-LM's default 2, Bridge's 8)",
+        kind="int",
+    ),
+    KnownKey(
         "train.manual_gc_interval", "iterations between Megatron's manual garbage collections (0: never)", kind="number"
     ),
     KnownKey(

@@ -13,20 +13,35 @@ from offloaddoctor.memory.parameters import StageParameters
 from offloaddoctor.memory.shape import RunShape
 
 
-def bytes_a_parameter(precision_aware: bool, rounding: float = 1.0) -> float:
-    """Host bytes a rank needs for each parameter it offloads: the measured figure and its pinned fp32 buffers
+def _own_bytes(precision_aware: bool, rounding: float) -> float:
+    """What the rank's process holds for each parameter it offloads: the measured figure and its pinned fp32 buffers
     (`rounding`: what the pinned allocator holds for them over their size)."""
-    pinned = 4 * rounding * cal.HOST_PINNED_FP32_BUFFERS[precision_aware]
-    return cal.HOST_BYTES_PER_OFFLOADED_PARAMETER[precision_aware] + pinned
+    return (
+        cal.HOST_BYTES_PER_OFFLOADED_PARAMETER[precision_aware]
+        + 4 * rounding * cal.HOST_PINNED_FP32_BUFFERS[precision_aware]
+    )
 
 
-def offload_host_bytes(shape: RunShape, params: StageParameters, offloaded: float) -> float:
-    """Host memory a rank needs for `offloaded` parameters whose optimizer it offloads (0 if none)."""
+def bytes_a_parameter(precision_aware: bool, rounding: float = 1.0, loads_data: bool = True) -> float:
+    """Host bytes the host gives up for each parameter a rank offloads: its own, and on a rank that forks data-loader
+    workers (`loads_data`) what they keep of the first build's copy and of the parameters CPU Adam writes."""
+    workers = cal.HOST_FIRST_BUILD_BYTES + cal.HOST_WORKERS_STEP_BYTES[precision_aware] if loads_data else 0.0
+    return _own_bytes(precision_aware, rounding) + workers
+
+
+def offload_host_bytes(shape: RunShape, params: StageParameters, offloaded: float, loads_data: bool = True) -> float:
+    """Host memory a rank needs for `offloaded` parameters whose optimizer it offloads (0 if none). `loads_data`: the
+    rank builds the data loader (tensor-parallel rank 0 of the first and last stages): its workers, where it forks
+    any, keep what the rank frees and writes after the fork (calibration.py HOST_FIRST_BUILD_BYTES)."""
     if not offloaded:
         return 0.0
     process = cal.HOST_PROCESS_BYTES + (cal.HOST_PROCESS_BYTES_SEVERAL_GPUS if shape.world_size > 1 else 0.0)
-    # Megatron's first HybridDeviceOptimizer copies its share of the model's own parameters, unsharded: what it
-    # copies beyond this rank's shard stays on the host as well (p06, p07: data parallel 2).
-    unsharded = max(0.0, params.total * first_build_offloaded_share(shape, params) - offloaded)
-    per_parameter = bytes_a_parameter(shape.precision_aware_optimizer, pinned_rounding(shape, params))
-    return process + offloaded * per_parameter + unsharded * cal.HOST_FIRST_BUILD_BYTES
+    forks = loads_data and shape.data_loader_workers
+    own = offloaded * _own_bytes(shape.precision_aware_optimizer, pinned_rounding(shape, params))
+    step = offloaded * cal.HOST_WORKERS_STEP_BYTES[shape.precision_aware_optimizer] if forks else 0.0
+    # Megatron's first HybridDeviceOptimizer copies its share of the model's own parameters, unsharded (beyond this
+    # rank's shard at data parallel 2: p06, p07): kept by the workers, or by the rank until something collects it.
+    first_build = 0.0
+    if forks or not shape.manual_gc:
+        first_build = max(offloaded, params.total * first_build_offloaded_share(shape, params))
+    return process + own + step + first_build * cal.HOST_FIRST_BUILD_BYTES

@@ -54,8 +54,10 @@ class StageEstimate(NamedTuple):
     # The routed tokens' share of the forward/backward activations: what the router's imbalance across
     # expert-parallel ranks can grow on one rank (memory/calibration.py routed_imbalance).
     routed_bytes: float = 0.0
-    # Host memory the offloaded optimizer state takes on this stage's ranks, each (calibration.py).
+    # Host memory the offloaded optimizer state takes on a rank of this stage (memory/host.py): the most, a rank that
+    # builds the data loader (tensor-parallel rank 0 of the first and last stages), and the others'.
     host_bytes: float = 0.0
+    host_bytes_no_loader: float = 0.0
 
 
 class MemoryEstimate(NamedTuple):
@@ -77,11 +79,16 @@ class MemoryEstimate(NamedTuple):
         return max(s.host_bytes for s in self.stages)
 
     def host_bytes_for(self, ranks: int) -> float:
-        """Host memory `ranks` ranks of a node need: the whole job's (every stage's ranks) where they are all of
-        it, else `ranks` times the most any rank needs."""
+        """Host memory `ranks` ranks of a node need: the whole job's (every stage's ranks) where they are all of it,
+        else the most a node's can: one rank in each tensor-parallel group (ranks are numbered tensor-parallel
+        first) builds the data loader."""
+        tp = self.shape.tensor_parallel
         if ranks >= self.shape.world_size:
-            return sum(s.host_bytes for s in self.stages) * self.shape.world_size / len(self.stages)
-        return self.host_bytes * ranks
+            per_stage = self.shape.world_size / len(self.stages)
+            return sum(s.host_bytes + (tp - 1) * s.host_bytes_no_loader for s in self.stages) * per_stage / tp
+        loaders = min(ranks, -(-ranks // tp))
+        loader_more = max(s.host_bytes - s.host_bytes_no_loader for s in self.stages)
+        return ranks * max(s.host_bytes_no_loader for s in self.stages) + loaders * loader_more
 
     @property
     def peak_allocated_if_collected_bytes(self) -> float:
@@ -292,7 +299,8 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         peak - max(training - uncollected, set_up),  # the first build is made after the set-up
         state_forward if forward_backward >= optimizer_step else state_step,
         routed,
-        offload_host_bytes(shape, params, optimizer_params * (1 - on_gpu)),
+        offload_host_bytes(shape, params, optimizer_params * (1 - on_gpu), loads_data=first or last),
+        offload_host_bytes(shape, params, optimizer_params * (1 - on_gpu), loads_data=False),
     )
 
 

@@ -98,6 +98,9 @@ class RunShape(NamedTuple):
     offload_optimizer_states: bool = False
     clip_grad: float = 1.0  # gradient clipping's norm (0: off)
     manual_gc: bool = False  # Megatron-LM --manual-gc / Bridge train.manual_gc: gc.collect() before training
+    # Data-loader workers (--num-workers / dataset.num_workers, by default 2 / 8): forked by the ranks that load data
+    # (tensor-parallel rank 0 of the first and last stages), they keep the parent's pages as they were (memory/host.py).
+    data_loader_workers: bool = True
     omp_threads_set: bool = False  # OMP_NUM_THREADS given: torchrun keeps it (its default is 1 a process)
     expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as far as the config says
     transformer_impl: str | None = None  # "local" or "transformer_engine"; None when the config does not say
@@ -299,6 +302,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         offload_optimizer_states=bool(reader.flag("optimizer.offload_optimizer_states")),
         clip_grad=reader.real("optimizer.clip_grad", 1.0),
         manual_gc=bool(reader.flag("train.manual_gc")),
+        data_loader_workers=_data_loader_workers(reader),
         omp_threads_set=reader.value("env.OMP_NUM_THREADS") is not None,
         expandable_segments=bool(reader.flag("allocator.expandable_segments")),
         transformer_impl=impl,
@@ -329,6 +333,11 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
             "pipeline stage (the most 1F1B holds)"
         )
     return shape._replace(assumptions=tuple(reader.assumptions), sources=tuple(reader.sources.items()))
+
+
+def _data_loader_workers(reader: _Reader) -> bool:
+    """Whether the data-loading ranks fork workers: read where the host figure needs it (optimizer offloading)."""
+    return not reader.flag("optimizer.optimizer_cpu_offload") or reader.integer("dataset.num_workers", 2) != 0
 
 
 class _Reader:
