@@ -96,6 +96,15 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     # What no workers costs a step: p05 and p23 again, ten iterations each, one after the other on one H100.
     "p25-gpt3b-f100-mbs3-gc-10it": (1, f"{G1} --train-iters 10", {}),
     "p26-gpt3b-f100-mbs3-gc-w0-10it": (1, f"{G1} --num-workers 0 --train-iters 10", {}),
+    # The change without workers on another model, run as `estimate --host-memory 124GiB` prints it for n135's log (l1's
+    # 5.1B Llama offloading all of it, killed by its host), and without the precision-aware optimizer (p04 without
+    # workers: its offloaded fp32 parameters are pinned, so only the first build's copy is the workers').
+    "p27-llama5b-f100-gc-w0-host-advised": (
+        1,
+        f"{RUNS['n135-llama5b-f100-host'][2]} {GC} --num-workers 0",
+        {},
+    ),
+    "p28-gpt1b-f100-gc-pa-off-w0": (1, f"{GPT1B} 1.0 {GC} --num-workers 0", PRECISION_AWARE_OFF),
 }
 
 
