@@ -340,3 +340,13 @@ def test_the_host_finding_gives_the_figure_without_workers():
         [str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")], overrides=["dataset.num_workers=0"]
     ).findings
     assert "host_memory_per_rank_without_workers_bytes" not in without.facts
+
+
+def test_the_host_findings_node_figure_counts_one_loader_a_tensor_parallel_group():
+    """Two ranks a node at tensor parallel 2: one builds the data loader and forks workers, the other does not; the
+    node's figure is theirs together, less than twice the most a rank needs."""
+    job = str(FIXTURES / "optimizer-offload-host-memory" / "job.log")
+    layout = ["model.tensor_model_parallel_size=2", "parallel.run_world_size=2", "nproc_per_node=2"]
+    [finding] = diagnose([job], overrides=layout).findings
+    per_rank, per_node = finding.facts["host_memory_per_rank_bytes"], finding.facts["host_memory_per_node_bytes"]
+    assert per_rank < per_node < 2 * per_rank - 2 * GIB

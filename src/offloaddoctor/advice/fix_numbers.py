@@ -233,7 +233,8 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
     shape = _memory_shape(store)
     if shape is None:
         return {}
-    per_rank = _estimate(shape).host_bytes
+    result = _estimate(shape)
+    per_rank = result.host_bytes
     if not per_rank:
         return {}
     facts: dict[str, Any] = {
@@ -256,7 +257,7 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
         facts["host_memory_per_rank_without_workers_bytes"] = int(without)
     ranks = derived.processes_per_node(store)
     if ranks and ranks > 1:
-        facts["host_memory_per_node_bytes"] = int(per_rank * ranks)
+        facts["host_memory_per_node_bytes"] = int(result.host_bytes_for(ranks))
     return facts
 
 
