@@ -305,6 +305,10 @@ def test_the_workers_keep_their_share_only_on_the_ranks_that_load_data():
     assert two_nodes.host_bytes_for(4) == pytest.approx(stage.host_bytes + 3 * stage.host_bytes_no_loader)
     assert tp4.host_bytes_for(2) == pytest.approx(stage.host_bytes + stage.host_bytes_no_loader)
     assert 66.8 * GIB < tp4.host_bytes_for(4) < 1.07 * 66.8 * GIB
+    from offloaddoctor.memory.model import host_memory_sentence
+
+    assert "about 23 GiB a rank that builds the data loader" in host_memory_sentence(tp4)
+    assert "and 16 GiB each other rank" in host_memory_sentence(tp4)
     without = estimate_run([str(HOST / "p23-gpt3b-f100-mbs3-gc-w0.log.gz")]).estimate
     with_workers = estimate_run([str(HOST / "p05-gpt3b-f100-mbs3-gc.log.gz")]).estimate
     assert without.shape.data_loader_workers is False and with_workers.shape.data_loader_workers is True

@@ -442,6 +442,14 @@ def host_memory_sentence(result: MemoryEstimate) -> str:
     """What optimizer offloading keeps in host memory, as the reports say it; "" without offloading."""
     if not result.host_bytes:
         return ""
+    others = max(s.host_bytes_no_loader for s in result.stages)
+    if result.shape.tensor_parallel > 1 and others < result.host_bytes:
+        return (
+            f"about {result.host_bytes / GIB:,.0f} GiB a rank that builds the data loader (tensor-parallel rank 0, "
+            f"its workers keeping part of it) and {others / GIB:,.0f} GiB each other rank in host memory for optimizer "
+            "offloading (measured on real runs: the offloaded state, PyTorch's pinned buffers and the process): the "
+            "node must hold its ranks' together"
+        )
     return (
         f"about {result.host_bytes / GIB:,.0f} GiB a rank in host memory for optimizer offloading (measured on real "
         "runs: the offloaded state, PyTorch's pinned buffers and the process): the node must hold it for each of its "
