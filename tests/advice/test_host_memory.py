@@ -179,6 +179,25 @@ def test_with_the_hosts_memory_the_advice_for_the_gpt_killed_three_times_trained
     assert first.estimate.host_bytes < 124 * GIB
 
 
+def test_without_data_loader_workers_the_llama_its_host_killed_trained_offloading_all_of_it():
+    """n135's log with --host-memory 124GiB: the change without workers (all of it offloaded, --num-workers 0 and
+    --manual-gc), planned at 39,057.5 MiB and 87.5 GiB of host before it ran: as printed (p27, one H100, 125 GiB host)
+    it trained at 39,057.53 MiB, the host giving up 86.7 GiB."""
+    report = estimate_run([str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")], gpu="H100-80GB", host_memory="124GiB")
+    [change] = [s for s in report.suggestions if "dataset.num_workers=0" in s.overrides]
+    assert change.fits and change.overrides == (
+        "dataset.num_workers=0",
+        "train.manual_gc=True",
+        "train.manual_gc_interval=100",
+    )
+    text = gzip.decompress((HOST / "p27-llama5b-f100-gc-w0-host-advised.log.gz").read_bytes())
+    assert re.search(rb"num_workers \.+ 0\n", text) and b"after 3 iterations" in text
+    measured_mib = max(float(mb) for mb in re.findall(rb"max allocated: ([0-9.]+)", text))
+    assert abs(measured_mib - change.estimate.peak_allocated_bytes / 2**20) < 0.001 * measured_mib
+    measured = _accuracy().measured_bytes("p27-llama5b-f100-gc-w0-host-advised")
+    assert measured < change.estimate.host_bytes < 1.03 * measured
+
+
 def test_with_the_hosts_memory_no_change_fits_n131_where_the_gpus_only_one_did_not_fit_the_host():
     """n131: the precision-aware optimizer, the only change that fits its GPU, was killed by the host when run (n132):
     with --host-memory 124GiB it is shown as too much for the host, and nothing is said to fit."""
