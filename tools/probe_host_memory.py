@@ -105,6 +105,10 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
         {},
     ),
     "p28-gpt1b-f100-gc-pa-off-w0": (1, f"{GPT1B} 1.0 {GC} --num-workers 0", PRECISION_AWARE_OFF),
+    # Without workers and without --manual-gc (a7b-w0 was killed so): does the first build's copy stay in the rank, as
+    # the figure counts it? And tensor parallel 2 without workers: neither rank keeps the workers' share.
+    "p29-gpt3b-f100-mbs3-w0": (1, G1.replace(f" {GC}", "") + " --num-workers 0", {}),
+    "p30-gpt3b-tp2-f100-gc-w0": (2, f"{TP2_HALF.replace(f'{OFFLOAD} 0.5', f'{OFFLOAD} 1.0')} {GC} --num-workers 0", {}),
 }
 
 
