@@ -101,7 +101,7 @@ def build_estimate(
         low, high = cal.HOST_OVER_UNDER_TENSOR_PARALLEL
         report.notes.append(
             f"the host figure was {low:.0%}-{high:.0%} over what tensor-parallel runs' hosts gave up "
-            "(fixtures/memory-calibration/host-memory p13-p22: tensor parallel 2 and 4; within 3 % without tensor "
+            "(fixtures/memory-calibration/host-memory: seven probes at tensor parallel 2 and 4; within 3 % without tensor "
             "parallelism): the host verdict's low end allows for it"
         )
     if report.host_verdict is not None and not report.host_verdict.fits and budget is None:
