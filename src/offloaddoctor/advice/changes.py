@@ -301,6 +301,11 @@ def _smaller_offload_share(shape: RunShape, budget: float, fitting: Fitting) -> 
     return Suggestion(change.change, change.overrides, result, fits(result, budget), paid.text, paid.rank)
 
 
+MANUAL_GC_COST = Cost(
+    "measured none, 1.00x step time: one gc.collect() before the first iteration, then every 100 iterations",
+    0.0,
+    "measured: n16/n20",
+)
 # The data loader's workers, forked by the ranks that load data, keep what the optimizer frees and writes after the
 # fork (memory/calibration.py HOST_FIRST_BUILD_BYTES): without them (Megatron-LM --num-workers 0, Bridge
 # dataset.num_workers=0) the rank loads its batches itself.
@@ -314,15 +319,19 @@ NO_WORKERS_COST = Cost(
 
 
 def _no_workers(shape: RunShape, budget: float) -> Suggestion | None:
-    """Where the node's host cannot hold what the run offloads: the same share, without data-loader workers (and
-    with the collection before training that frees the first build the workers would have kept)."""
-    if not shape.optimizer_cpu_offload or not shape.data_loader_workers:
+    """Where the node's host cannot hold what the run offloads: the same share, without data-loader workers and with
+    the collection before training that frees the first build's copy (kept by the workers, or by the rank until
+    something collects it: p29)."""
+    if not shape.optimizer_cpu_offload or (shape.manual_gc and not shape.data_loader_workers):
         return None
-    overrides = (NO_WORKERS,) + (() if shape.manual_gc else MANUAL_GC)
     result = estimate(shape.with_changes(data_loader_workers=False, manual_gc=True))
+    gc = () if shape.manual_gc else MANUAL_GC
+    if not shape.data_loader_workers:
+        words = "free the optimizer's first build before training: its fp32 copy stays on the host until collected"
+        return Suggestion(words, gc, result, fits(result, budget), MANUAL_GC_COST.text, MANUAL_GC_COST.rank)
     return Suggestion(
         "no data-loader worker processes (they keep what the offloaded optimizer frees and writes after they fork)",
-        overrides,
+        (NO_WORKERS, *gc),
         result,
         fits(result, budget),
         NO_WORKERS_COST.text,
@@ -563,14 +572,7 @@ def _expert_cost(change: Change) -> Cost:
 # Every change the advice weighs, in the order it is weighed (ties in cost keep this order): the condition and
 # the change (a function of the run's shape and the budget, None where it does not apply), and what it costs.
 CHANGES: tuple[tuple[Callable[[RunShape, float, Fitting], Change | None], Cost | Callable[[Change], Cost]], ...] = (
-    (
-        manual_gc_change,
-        Cost(
-            "measured none, 1.00x step time: one gc.collect() before the first iteration, then every 100 iterations",
-            0.0,
-            "measured: n16/n20",
-        ),
-    ),
+    (manual_gc_change, MANUAL_GC_COST),
     (
         _expandable_segments,
         Cost(

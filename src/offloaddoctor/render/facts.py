@@ -50,7 +50,7 @@ _LABELS = {
     "estimate_vs_allocated": "estimate vs the message",
     "cheapest_change_that_fits": "cheapest change that fits",
     "host_memory_per_rank_bytes": "host memory a rank needs for optimizer offloading",
-    "host_memory_per_rank_without_workers_bytes": "the same without data-loader workers (and with --manual-gc)",
+    "host_memory_per_rank_without_workers_bytes": "the same without data-loader workers and with --manual-gc",
     "host_memory_per_node_bytes": "host memory a node's ranks need",
     "host_memory_basis": "host memory, from",
 }
