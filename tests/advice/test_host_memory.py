@@ -396,3 +396,20 @@ def test_without_workers_and_without_manual_gc_the_host_change_is_the_collection
         s for s in report.suggestions if s.overrides == ("train.manual_gc=True", "train.manual_gc_interval=100")
     ]
     assert change.fits and change.estimate.host_bytes < 1.03 * _accuracy().measured_bytes("p24-gpt7b-f100-gc-w0")
+
+
+def test_optimizer_state_offloading_says_its_host_memory_is_not_estimated(tmp_path):
+    """PR 2811's optimizer-state offloading moves the master weights and Adam moments to the host between steps; no
+    recorded run had it (megatron-core 0.19.0 does not), so estimate gives the source's lower bound and no verdict
+    rather than a silent "fits" on the host."""
+    config = tmp_path / "run_config.yaml"
+    config.write_text(
+        "model:\n  num_layers: 24\n  hidden_size: 2048\n  num_attention_heads: 16\n  seq_length: 2048\n"
+        "  vocab_size: 50304\n  bf16: true\ntrain:\n  micro_batch_size: 2\n  global_batch_size: 16\n"
+        "optimizer:\n  use_distributed_optimizer: true\n  offload_optimizer_states: true\n"
+    )
+    report = estimate_run([str(config)], gpu="H100-80GB", host_memory="100GiB")
+    assert report.host_verdict is None and not report.estimate.host_bytes
+    [note] = [n for n in report.notes if n.startswith("optimizer-state offloading")]
+    states = report.estimate.most_loaded.optimizer_states
+    assert f"at least {states.bytes / GIB:,.1f} GiB a rank" in note and note.endswith("no host verdict is given for it")

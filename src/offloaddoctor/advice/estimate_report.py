@@ -13,7 +13,7 @@ from offloaddoctor.catalog.model import Catalog
 from offloaddoctor.config.derived import processes_per_node
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.values import ConfigStore, ConfigValue
-from offloaddoctor.memory import MemoryEstimate, estimate, read_shape
+from offloaddoctor.memory import MemoryEstimate, RunShape, estimate, read_shape
 from offloaddoctor.memory import calibration as cal
 from offloaddoctor.memory.fit import FitVerdict, HostVerdict, host_verdict, with_expandable_segments
 from offloaddoctor.memory.fit import verdict as fit_verdict
@@ -104,6 +104,8 @@ def build_estimate(
             "(fixtures/memory-calibration/host-memory: seven probes at tensor parallel 2 and 4; within 3 % without tensor "
             "parallelism): the host verdict's low end allows for it"
         )
+    if shape.offload_optimizer_states and not report.estimate.host_bytes:
+        report.notes.append(_state_offloading_host_note(shape, host_memory is not None))
     if report.host_verdict is not None and not report.host_verdict.fits and budget is None:
         report.notes.append(
             "changes that fit the host are searched with the GPU given (--gpu or --gpu-memory): a smaller share "
@@ -128,6 +130,19 @@ def build_estimate(
             "vocabulary the peak was 7.9 % lower than estimated, fixtures/offload-sweep a-llama4b-gqa-f050-2)"
         )
     return report
+
+
+def _state_offloading_host_note(shape: RunShape, host_memory_given: bool) -> str:
+    """Optimizer-state offloading (PR 2811) has no host figure: none of the recorded runs had it (megatron-core 0.19.0
+    does not), so only the source's lower bound is said, and no host verdict is given."""
+    from offloaddoctor.memory.model import offloadable_state
+
+    at_least = offloadable_state(shape).bytes / 2**30
+    return (
+        "optimizer-state offloading keeps the fp32 master weights and Adam moments on the host between steps (PR "
+        f"2811, pinned): at least {at_least:,.1f} GiB a rank by the source, not measured (no recorded run had it)"
+        + ("; no host verdict is given for it" if host_memory_given else "")
+    )
 
 
 def _host_verdict(result: MemoryEstimate, host_memory: int, ranks: int) -> HostVerdict:
