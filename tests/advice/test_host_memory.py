@@ -413,3 +413,22 @@ def test_optimizer_state_offloading_says_its_host_memory_is_not_estimated(tmp_pa
     [note] = [n for n in report.notes if n.startswith("optimizer-state offloading")]
     states = report.estimate.most_loaded.optimizer_states
     assert f"at least {states.bytes / GIB:,.1f} GiB a rank" in note and note.endswith("no host verdict is given for it")
+
+
+def test_activation_offloading_says_its_host_memory_is_not_in_the_host_figure(tmp_path):
+    """Activation offloading moves the offloaded layers' activations to the host during forward and backward; it needs
+    Transformer Engine, which no recorded run had: the note gives the activation figure of those layers."""
+    from offloaddoctor.memory.activations import layer_activations
+
+    config = tmp_path / "run_config.yaml"
+    config.write_text(
+        "model:\n  num_layers: 24\n  hidden_size: 2048\n  num_attention_heads: 16\n  seq_length: 2048\n"
+        "  vocab_size: 50304\n  bf16: true\n  cpu_offloading: true\n  cpu_offloading_num_layers: 12\n"
+        "  transformer_impl: transformer_engine\ntrain:\n  micro_batch_size: 2\n  global_batch_size: 16\n"
+    )
+    report = estimate_run([str(config)], gpu="H100-80GB", host_memory="100GiB")
+    [note] = [n for n in report.notes if n.startswith("activation offloading keeps 12 layers'")]
+    held = 12 * layer_activations(report.estimate.shape).total / GIB
+    assert f"about {held:,.1f} GiB a rank" in note and report.host_verdict is None
+    config.write_text(config.read_text().replace("cpu_offloading: true", "cpu_offloading: false"))
+    assert not any("activation offloading" in n for n in estimate_run([str(config)]).notes)

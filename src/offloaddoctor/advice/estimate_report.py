@@ -15,6 +15,7 @@ from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate, read_shape
 from offloaddoctor.memory import calibration as cal
+from offloaddoctor.memory.activations import layer_activations, offloaded_layers
 from offloaddoctor.memory.fit import FitVerdict, HostVerdict, host_verdict, with_expandable_segments
 from offloaddoctor.memory.fit import verdict as fit_verdict
 from offloaddoctor.byte_units import MIB
@@ -106,6 +107,8 @@ def build_estimate(
         )
     if shape.offload_optimizer_states and not report.estimate.host_bytes:
         report.notes.append(_state_offloading_host_note(shape, host_memory is not None))
+    if offloaded_layers(shape, shape.num_layers // shape.pipeline_parallel):
+        report.notes.append(_activation_offloading_host_note(shape, host_memory is not None))
     if report.host_verdict is not None and not report.host_verdict.fits and budget is None:
         report.notes.append(
             "changes that fit the host are searched with the GPU given (--gpu or --gpu-memory): a smaller share "
@@ -142,6 +145,18 @@ def _state_offloading_host_note(shape: RunShape, host_memory_given: bool) -> str
         "optimizer-state offloading keeps the fp32 master weights and Adam moments on the host between steps (PR "
         f"2811, pinned): at least {at_least:,.1f} GiB a rank by the source, not measured (no recorded run had it)"
         + ("; no host verdict is given for it" if host_memory_given else "")
+    )
+
+
+def _activation_offloading_host_note(shape: RunShape, host_memory_given: bool) -> str:
+    """Activation offloading's host memory is not in the host figure: it needs Transformer Engine, which no recorded
+    run had, so the model's activation figure for the offloaded layers is said, and no host verdict is given."""
+    layers = offloaded_layers(shape, shape.num_layers // shape.pipeline_parallel)
+    held = layers * layer_activations(shape).total / 2**30
+    return (
+        f"activation offloading keeps {layers} layers' activations on the host during forward and backward: about "
+        f"{held:,.1f} GiB a rank by the activation figure, not measured on a host (it needs Transformer Engine, which "
+        "no recorded run had)" + ("; no host verdict is given for it" if host_memory_given else "")
     )
 
 

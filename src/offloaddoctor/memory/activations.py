@@ -179,6 +179,12 @@ def in_flight_words(shape: RunShape, stage: int, layers: int) -> str:
     return f"{in_flight:g} micro-batch{'es' if in_flight != 1 else ''} in flight"
 
 
+def offloaded_layers(shape: RunShape, layers: int) -> int:
+    """Layers of a stage whose activations activation offloading moves to the host (none with recompute, which
+    Megatron refuses beside it; one layer always stays)."""
+    return 0 if shape.recompute_granularity else min(shape.cpu_offloading_num_layers, max(0, layers - 1))
+
+
 RECOMPUTED = "recomputed during one layer's or chunk's backward"
 GRADIENTS = "of attention-score gradients during a layer's backward"
 
@@ -211,7 +217,7 @@ def stored_layers(shape: RunShape, layers: int, one: LayerActivations) -> tuple[
             how = f"selective recompute of the attention core: {one.linear / MIB:,.1f} MiB a layer kept"
             return layers * one.linear, transient, how, RECOMPUTED
         return layers * one.total, one.core_backward, "selective recompute outside the attention core", GRADIENTS
-    offloaded = min(shape.cpu_offloading_num_layers, max(0, layers - 1))
+    offloaded = offloaded_layers(shape, layers)
     if offloaded:
         # Offloaded layers leave the GPU; one layer's worth is in flight to or from the host.
         how = f"{offloaded} layers' activations offloaded to the CPU ({layers - offloaded + 1} layers' kept, one in flight)"
