@@ -109,6 +109,8 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     # the figure counts it? And tensor parallel 2 without workers: neither rank keeps the workers' share.
     "p29-gpt3b-f100-mbs3-w0": (1, G1.replace(f" {GC}", "") + " --num-workers 0", {}),
     "p30-gpt3b-tp2-f100-gc-w0": (2, f"{TP2_HALF.replace(f'{OFFLOAD} 0.5', f'{OFFLOAD} 1.0')} {GC} --num-workers 0", {}),
+    # Data parallel 2 without workers: the first build's copy beyond each rank's shard goes with the rest (p06 without).
+    "p31-gpt3b-dp2-f100-mbs3-gc-w0": (2, f"{G1} --num-workers 0", {}),
 }
 
 
