@@ -38,14 +38,14 @@ def test_the_host_figure_is_never_short_by_more_than_three_percent_and_over_only
     """Fitted, checked and held-out probes alike: 0.87B-6.66B models and a 40-expert MoE, fractions 0.45-1.0, with
     and without the precision-aware optimizer and the data loader's workers, data and pipeline parallel 2: within 3 %.
     Tensor parallel 2 and 4 (p13, p16: the same run at ten iterations; p18, p19 with --manual-gc; p21 at 4, p22 beside
-    data parallel 2) are over by at most 7 %, a verdict on the safe side, and `estimate` says so
+    data parallel 2; p30 without workers) are over by at most 5 %, a verdict on the safe side, and `estimate` says so
     (benchmarks/host_memory_accuracy.py)."""
     rows = _accuracy().rows()
     assert {kind for *_, kind in rows} == {"fitted", "checked", "held out"}
     for name, _, measured, model, _ in rows:
         tensor_parallel = "-tp" in name
         assert model > (1.0 if tensor_parallel else 0.97) * measured, name
-        assert model < (1.07 if tensor_parallel else 1.03) * measured, name
+        assert model < (1.05 if tensor_parallel else 1.03) * measured, name
     assert sum("-tp4-" in name for name, *_ in rows) == 1
     tensor_parallel = estimate_run([str(HOST / "p19-gpt3b-tp2-f100-gc.log.gz")])
     assert any("tensor-parallel runs' hosts" in note for note in tensor_parallel.notes)
@@ -195,7 +195,7 @@ def test_without_data_loader_workers_the_llama_its_host_killed_trained_offloadin
     measured_mib = max(float(mb) for mb in re.findall(rb"max allocated: ([0-9.]+)", text))
     assert abs(measured_mib - change.estimate.peak_allocated_bytes / 2**20) < 0.001 * measured_mib
     measured = _accuracy().measured_bytes("p27-llama5b-f100-gc-w0-host-advised")
-    assert measured < change.estimate.host_bytes < 1.03 * measured
+    assert abs(change.estimate.host_bytes - measured) < 0.03 * measured
 
 
 def test_with_the_hosts_memory_no_change_fits_n131_where_the_gpus_only_one_did_not_fit_the_host():
@@ -308,7 +308,7 @@ def test_without_data_loader_workers_the_gpt_its_host_killed_three_times_trained
     measured_mib = max(float(mb) for mb in re.findall(rb"max allocated: ([0-9.]+)", text))
     assert abs(measured_mib - change.estimate.peak_allocated_bytes / 2**20) < 0.01 * measured_mib
     measured = _accuracy().measured_bytes("p24-gpt7b-f100-gc-w0")
-    assert 104 * GIB < measured < change.estimate.host_bytes < 1.03 * measured
+    assert 104 * GIB < measured and abs(change.estimate.host_bytes - measured) < 0.03 * measured
 
 
 def test_the_workers_keep_their_share_only_on_the_ranks_that_load_data():
@@ -327,43 +327,46 @@ def test_the_workers_keep_their_share_only_on_the_ranks_that_load_data():
     from offloaddoctor.memory.model import host_memory_sentence
 
     assert "about 23 GiB a rank that builds the data loader" in host_memory_sentence(tp4)
-    assert "and 16 GiB each other rank" in host_memory_sentence(tp4)
+    assert "and 15 GiB each other rank" in host_memory_sentence(tp4)
     without = estimate_run([str(HOST / "p23-gpt3b-f100-mbs3-gc-w0.log.gz")]).estimate
     with_workers = estimate_run([str(HOST / "p05-gpt3b-f100-mbs3-gc.log.gz")]).estimate
-    assert without.shape.data_loader_workers is False and with_workers.shape.data_loader_workers is True
+    assert without.shape.data_loader_workers == 0 and with_workers.shape.data_loader_workers == 2
     assert without.stages[0].host_bytes == without.stages[0].host_bytes_no_loader
     offloaded = with_workers.stages[0].parameters.total  # all of it, data parallel 1
-    assert with_workers.host_bytes - without.host_bytes == pytest.approx(8 * offloaded)
+    from offloaddoctor.memory.calibration import HOST_WORKER_BYTES
+
+    # what the workers keep of the rank's pages, and their own: two workers, Megatron-LM's default
+    assert with_workers.host_bytes - without.host_bytes == pytest.approx(8 * offloaded + 2 * HOST_WORKER_BYTES)
 
 
 @pytest.mark.parametrize(
     "source, workers",
     [
-        ("--num-workers 0", False),
-        ("--num-workers 4", True),
-        ("", True),  # Megatron-LM's default is 2, Bridge's 8
+        ("--num-workers 0", 0),
+        ("--num-workers 4", 4),
+        ("", 2),  # Megatron-LM's default (Bridge's is 8, which its dumped run_config.yaml says)
     ],
 )
 def test_the_data_loader_workers_are_read_from_the_launch(tmp_path, source, workers):
     launch = tmp_path / "launch.sh"
     launch.write_text(Path(_llama_launch(tmp_path, 1.0, gc=True)).read_text().strip() + f" {source}\n")
-    assert estimate_run([str(launch)]).estimate.shape.data_loader_workers is workers
+    assert estimate_run([str(launch)]).estimate.shape.data_loader_workers == workers
 
 
 def test_the_data_loader_workers_are_read_from_a_bridge_config_and_an_override(tmp_path):
     """Megatron-Bridge 0.3.1's own run_config.yaml (dataset.num_workers: 8, its default) and the same with 0."""
     dumped = FIXTURES / "bridge-0.3.1" / "run_config-optimizer-offload-050.yaml"
-    assert estimate_run([str(dumped)]).estimate.shape.data_loader_workers is True
+    assert estimate_run([str(dumped)]).estimate.shape.data_loader_workers == 8
     none = tmp_path / "run_config.yaml"
     none.write_text(dumped.read_text().replace("  num_workers: 8\n", "  num_workers: 0\n"))
-    assert estimate_run([str(none)]).estimate.shape.data_loader_workers is False
+    assert estimate_run([str(none)]).estimate.shape.data_loader_workers == 0
     shape = estimate_run([str(HOST / "p05-gpt3b-f100-mbs3-gc.log.gz")], overrides=["dataset.num_workers=0"])
-    assert shape.estimate.shape.data_loader_workers is False
+    assert shape.estimate.shape.data_loader_workers == 0
 
 
 def test_the_host_finding_gives_the_figure_without_workers():
     [killed] = diagnose([str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")]).findings
-    assert 87 * GIB < killed.facts["host_memory_per_rank_without_workers_bytes"] < 88 * GIB
+    assert 86 * GIB < killed.facts["host_memory_per_rank_without_workers_bytes"] < 87 * GIB
     assert "num_workers 0" in killed.signature.fix.summary
     log = str(OUT_OF_MEMORY / "n135-llama5b-f100-host.log.gz")
     [no_workers] = diagnose([log], overrides=["dataset.num_workers=0"]).findings  # without --manual-gc: 4 B less

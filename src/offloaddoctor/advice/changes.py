@@ -324,7 +324,7 @@ def _no_workers(shape: RunShape, budget: float) -> Suggestion | None:
     something collects it: p29)."""
     if not shape.optimizer_cpu_offload or (shape.manual_gc and not shape.data_loader_workers):
         return None
-    result = estimate(shape.with_changes(data_loader_workers=False, manual_gc=True))
+    result = estimate(shape.with_changes(data_loader_workers=0, manual_gc=True))
     gc = () if shape.manual_gc else MANUAL_GC
     if not shape.data_loader_workers:
         words = "free the optimizer's first build before training: its fp32 copy stays on the host until collected"

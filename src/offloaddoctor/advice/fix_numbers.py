@@ -253,7 +253,7 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
         ),
     }
     # What no data-loader workers and the collection before training free (p24, p27: the runs trained so).
-    without = _estimate(shape.with_changes(data_loader_workers=False, manual_gc=True)).host_bytes
+    without = _estimate(shape.with_changes(data_loader_workers=0, manual_gc=True)).host_bytes
     if without < per_rank:
         facts["host_memory_per_rank_without_workers_bytes"] = int(without)
     ranks = derived.processes_per_node(store)

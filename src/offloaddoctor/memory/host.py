@@ -35,8 +35,10 @@ def offload_host_bytes(shape: RunShape, params: StageParameters, offloaded: floa
     any, keep what the rank frees and writes after the fork (calibration.py HOST_FIRST_BUILD_BYTES)."""
     if not offloaded:
         return 0.0
+    forks = loads_data and shape.data_loader_workers > 0
     process = cal.HOST_PROCESS_BYTES + (cal.HOST_PROCESS_BYTES_SEVERAL_GPUS if shape.world_size > 1 else 0.0)
-    forks = loads_data and shape.data_loader_workers
+    if forks:
+        process += shape.data_loader_workers * cal.HOST_WORKER_BYTES
     own = offloaded * _own_bytes(shape.precision_aware_optimizer, pinned_rounding(shape, params))
     step = offloaded * cal.HOST_WORKERS_STEP_BYTES[shape.precision_aware_optimizer] if forks else 0.0
     # Megatron's first HybridDeviceOptimizer copies its share of the model's own parameters, unsharded (beyond this

@@ -98,9 +98,9 @@ class RunShape(NamedTuple):
     offload_optimizer_states: bool = False
     clip_grad: float = 1.0  # gradient clipping's norm (0: off)
     manual_gc: bool = False  # Megatron-LM --manual-gc / Bridge train.manual_gc: gc.collect() before training
-    # Data-loader workers (--num-workers / dataset.num_workers, by default 2 / 8): forked by the ranks that load data
-    # (tensor-parallel rank 0 of the first and last stages), they keep the parent's pages as they were (memory/host.py).
-    data_loader_workers: bool = True
+    # Data-loader workers (--num-workers / dataset.num_workers; Megatron-LM's default 2, Bridge's 8): forked by the ranks
+    # that load data (tensor-parallel rank 0 of the first and last stages), they keep the parent's pages as they were.
+    data_loader_workers: int = 2
     omp_threads_set: bool = False  # OMP_NUM_THREADS given: torchrun keeps it (its default is 1 a process)
     expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as far as the config says
     transformer_impl: str | None = None  # "local" or "transformer_engine"; None when the config does not say
@@ -335,9 +335,9 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
     return shape._replace(assumptions=tuple(reader.assumptions), sources=tuple(reader.sources.items()))
 
 
-def _data_loader_workers(reader: _Reader) -> bool:
-    """Whether the data-loading ranks fork workers: read where the host figure needs it (optimizer offloading)."""
-    return not reader.flag("optimizer.optimizer_cpu_offload") or reader.integer("dataset.num_workers", 2) != 0
+def _data_loader_workers(reader: _Reader) -> int:
+    """The workers a data-loading rank forks: read where the host figure needs it (optimizer offloading)."""
+    return reader.integer("dataset.num_workers", 2) if reader.flag("optimizer.optimizer_cpu_offload") else 2
 
 
 class _Reader:
