@@ -244,8 +244,8 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
         f"{bytes_a_parameter(False):.0f} without, on a rank whose data-loader workers keep "
         f"{bytes_a_parameter(True) - bytes_a_parameter(True, loads_data=False):.0f} and "
         f"{bytes_a_parameter(False) - bytes_a_parameter(False, loads_data=False):.0f} of them (pinned buffers rounded "
-        f"up to powers of two besides), and the process's {cal.HOST_PROCESS_BYTES / 2**30:.1f} GiB "
-        "(fixtures/memory-calibration/host-memory)"
+        f"up to powers of two besides), the process's {cal.HOST_PROCESS_BYTES / 2**30:.1f} GiB and each data-loader worker's own "
+        f"{cal.HOST_WORKER_BYTES / 2**30:.2f} GiB (fixtures/memory-calibration/host-memory)"
         + (
             "; {:.0%}-{:.0%} over what tensor-parallel runs' hosts gave up".format(*cal.HOST_OVER_UNDER_TENSOR_PARALLEL)
             if shape.tensor_parallel > 1
