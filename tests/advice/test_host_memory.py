@@ -435,3 +435,15 @@ def test_activation_offloading_says_its_host_memory_is_not_in_the_host_figure(tm
     assert f"about {held:,.1f} GiB a rank" in note and report.host_verdict is None
     config.write_text(config.read_text().replace("cpu_offloading: true", "cpu_offloading: false"))
     assert not any("activation offloading" in n for n in estimate_run([str(config)]).notes)
+
+
+def test_estimate_json_gives_the_loader_rank_and_the_others_and_the_node_counts_them_apart():
+    import json
+
+    from offloaddoctor.render.estimate_view import render_estimate_json
+
+    report = estimate_run([str(HOST / "p21-gpt3b-tp4-f100-gc.log.gz")], host_memory="500GiB")
+    got = json.loads(render_estimate_json(report))
+    loader, other = got["host_offload_mb"], got["host_offload_other_ranks_mb"]
+    assert other < loader - 6 * 1024 and got["ranks_per_node"] == 4
+    assert got["host_needed_mb"] == pytest.approx(loader + 3 * other, abs=0.2)
