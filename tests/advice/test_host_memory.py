@@ -241,7 +241,7 @@ def test_without_offloading_there_is_no_host_verdict():
 
 
 def test_under_tensor_parallelism_the_host_verdicts_low_end_allows_for_the_figures_measured_excess():
-    """p19 (tensor parallel 2, all of it offloaded) gave up 68.4 GiB of its host; the figure says 70.9: on a host
+    """p19 (tensor parallel 2, all of it offloaded) gave up 68.4 GiB of its host; the figure says 70.0: on a host
     of 69 GiB the verdict is TIGHT (it would fit), not DOES NOT FIT, and on 62 GiB it does not fit."""
     log = str(HOST / "p19-gpt3b-tp2-f100-gc.log.gz")
     assert estimate_run([log], host_memory="69GiB").host_verdict.status == "tight"
