@@ -401,15 +401,22 @@ def test_without_workers_and_without_manual_gc_the_host_change_is_the_collection
     assert change.fits and change.estimate.host_bytes < 1.03 * _accuracy().measured_bytes("p24-gpt7b-f100-gc-w0")
 
 
+def _bridge_config(tmp_path, sections: str, model: str = ""):
+    """A 1.3B GPT's Bridge run config, with `model` lines added under model: and `sections` after it."""
+    config = tmp_path / "run_config.yaml"
+    config.write_text(
+        "model:\n  num_layers: 24\n  hidden_size: 2048\n  num_attention_heads: 16\n  seq_length: 2048\n"
+        f"  vocab_size: 50304\n  bf16: true\n{model}train:\n  micro_batch_size: 2\n  global_batch_size: 16\n{sections}"
+    )
+    return config
+
+
 def test_optimizer_state_offloading_says_its_host_memory_is_not_estimated(tmp_path):
     """PR 2811's optimizer-state offloading moves the master weights and Adam moments to the host between steps; no
     recorded run had it (megatron-core 0.19.0 does not), so estimate gives the source's lower bound and no verdict
     rather than a silent "fits" on the host."""
-    config = tmp_path / "run_config.yaml"
-    config.write_text(
-        "model:\n  num_layers: 24\n  hidden_size: 2048\n  num_attention_heads: 16\n  seq_length: 2048\n"
-        "  vocab_size: 50304\n  bf16: true\ntrain:\n  micro_batch_size: 2\n  global_batch_size: 16\n"
-        "optimizer:\n  use_distributed_optimizer: true\n  offload_optimizer_states: true\n"
+    config = _bridge_config(
+        tmp_path, "optimizer:\n  use_distributed_optimizer: true\n  offload_optimizer_states: true\n"
     )
     report = estimate_run([str(config)], gpu="H100-80GB", host_memory="100GiB")
     assert report.host_verdict is None and not report.estimate.host_bytes
@@ -423,11 +430,10 @@ def test_activation_offloading_says_its_host_memory_is_not_in_the_host_figure(tm
     Transformer Engine, which no recorded run had: the note gives the activation figure of those layers."""
     from offloaddoctor.memory.activations import layer_activations
 
-    config = tmp_path / "run_config.yaml"
-    config.write_text(
-        "model:\n  num_layers: 24\n  hidden_size: 2048\n  num_attention_heads: 16\n  seq_length: 2048\n"
-        "  vocab_size: 50304\n  bf16: true\n  cpu_offloading: true\n  cpu_offloading_num_layers: 12\n"
-        "  transformer_impl: transformer_engine\ntrain:\n  micro_batch_size: 2\n  global_batch_size: 16\n"
+    config = _bridge_config(
+        tmp_path,
+        "",
+        "  cpu_offloading: true\n  cpu_offloading_num_layers: 12\n  transformer_impl: transformer_engine\n",
     )
     report = estimate_run([str(config)], gpu="H100-80GB", host_memory="100GiB")
     [note] = [n for n in report.notes if n.startswith("activation offloading keeps 12 layers'")]
