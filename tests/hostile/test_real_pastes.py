@@ -207,3 +207,15 @@ def test_a_recorded_allocation_larger_than_the_gpu_quotes_no_offloading_or_recom
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
     )
     assert not diagnose([str(recorded / "n81-gpt-s16k-mbs1-expandable-advised.log.gz")]).findings
+
+
+def test_a_data_loader_worker_killed_by_the_host_is_the_host_memory_finding_only_where_the_optimizer_is_offloaded():
+    """Megatron-LM#1657's paste: the kernel killed a data-loader worker (torch's `is killed by signal: Killed.`). That
+    run offloaded nothing: the line stays unexplained. With optimizer offloading on, it is the host-memory finding: the
+    workers keep what the rank frees and writes after the fork (fixtures/memory-calibration/host-memory)."""
+    job = str(FIXTURES / "excerpt-dataloader-worker-killed" / "job.log")
+    plain = diagnose([job])
+    assert not plain.findings and "is killed by signal: Killed." in plain.unmatched.text
+    offloading = ["optimizer.optimizer_cpu_offload=True", "optimizer.optimizer_offload_fraction=1.0"]
+    [finding] = diagnose([job], overrides=offloading).findings
+    assert (finding.signature.id, finding.config.verdict) == ("optimizer-offload-host-memory", "confirmed")
