@@ -453,3 +453,24 @@ def test_estimate_json_gives_the_loader_rank_and_the_others_and_the_node_counts_
     loader, other = got["host_offload_mb"], got["host_offload_other_ranks_mb"]
     assert other < loader - 6 * 1024 and got["ranks_per_node"] == 4
     assert got["host_needed_mb"] == pytest.approx(loader + 3 * other, abs=0.2)
+
+
+def test_where_every_rank_loads_data_there_are_no_other_ranks_to_figure():
+    """Data parallel only (every rank is tensor-parallel rank 0 of the one stage): one figure for every rank, in the
+    text and the JSON; a middle pipeline stage builds no data loader, so at pipeline parallel 4 two figures."""
+    import json
+
+    from offloaddoctor.memory.model import host_memory_sentence
+    from offloaddoctor.render.estimate_view import render_estimate_json
+
+    report = estimate_run([str(HOST / "a7b.log.gz")])
+    got = json.loads(render_estimate_json(report))
+    assert got["host_offload_other_ranks_mb"] == got["host_offload_mb"]
+    assert "a rank in host memory" in host_memory_sentence(report.estimate)
+    pp4 = estimate_run(
+        [str(HOST / "p12-gpt3b-pp2-f100-gc.log.gz")],
+        overrides=["model.pipeline_model_parallel_size=4", "parallel.run_world_size=4"],
+    )
+    middle = pp4.estimate.stages[1]
+    assert pp4.estimate.host_bytes_other_ranks == pytest.approx(max(s.host_bytes for s in pp4.estimate.stages[1:3]))
+    assert middle.host_bytes == middle.host_bytes_no_loader < pp4.estimate.host_bytes

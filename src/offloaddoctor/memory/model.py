@@ -78,6 +78,15 @@ class MemoryEstimate(NamedTuple):
         """Host memory a rank keeps for its offloaded optimizer state (the most of any pipeline stage)."""
         return max(s.host_bytes for s in self.stages)
 
+    @property
+    def host_bytes_other_ranks(self) -> float:
+        """The most a rank that builds no data loader needs: tensor-parallel ranks other than 0, the middle pipeline
+        stages; where there are none (every rank loads data), the same as `host_bytes`."""
+        if self.shape.tensor_parallel > 1:
+            return max(s.host_bytes_no_loader for s in self.stages)
+        middle = self.stages[1:-1]
+        return max(s.host_bytes for s in middle) if middle else self.host_bytes
+
     def host_bytes_for(self, ranks: int) -> float:
         """Host memory `ranks` ranks of a node need: the whole job's (every stage's ranks) where they are all of it,
         else the most a node's can: one rank in each tensor-parallel group (ranks are numbered tensor-parallel
@@ -442,13 +451,13 @@ def host_memory_sentence(result: MemoryEstimate) -> str:
     """What optimizer offloading keeps in host memory, as the reports say it; "" without offloading."""
     if not result.host_bytes:
         return ""
-    others = max(s.host_bytes_no_loader for s in result.stages)
-    if result.shape.tensor_parallel > 1 and others < result.host_bytes:
+    others = result.host_bytes_other_ranks
+    if others < result.host_bytes:
         return (
-            f"about {result.host_bytes / GIB:,.0f} GiB a rank that builds the data loader (tensor-parallel rank 0, "
-            f"its workers keeping part of it) and {others / GIB:,.0f} GiB each other rank in host memory for optimizer "
-            "offloading (measured on real runs: the offloaded state, PyTorch's pinned buffers and the process): the "
-            "node must hold its ranks' together"
+            f"about {result.host_bytes / GIB:,.0f} GiB a rank that builds the data loader (tensor-parallel rank 0 of "
+            f"the first and last stages, its workers keeping part of it) and {others / GIB:,.0f} GiB each other rank "
+            "in host memory for optimizer offloading (measured on real runs: the offloaded state, PyTorch's pinned "
+            "buffers and the process): the node must hold its ranks' together"
         )
     return (
         f"about {result.host_bytes / GIB:,.0f} GiB a rank in host memory for optimizer offloading (measured on real "

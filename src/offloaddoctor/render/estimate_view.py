@@ -186,7 +186,7 @@ def estimate_json(report: EstimateReport) -> dict:
         "reserved_mb": dict(zip(("estimate", "low", "high"), map(mib, est.reserved_bytes))),
         "nvidia_smi_mb": dict(zip(("estimate", "low", "high"), map(mib, est.nvidia_smi_bytes))),
         "host_offload_mb": mib(est.host_bytes),
-        "host_offload_other_ranks_mb": mib(max(s.host_bytes_no_loader for s in est.stages)),
+        "host_offload_other_ranks_mb": mib(est.host_bytes_other_ranks),
         "host_memory_mb": mib(report.host_memory) if report.host_memory is not None else None,
         "host_verdict": report.host_verdict.status if report.host_verdict else None,
         "host_needed_mb": mib(report.host_verdict.needed_bytes) if report.host_verdict else None,
