@@ -356,7 +356,9 @@ def test_the_data_loader_workers_are_read_from_the_launch(tmp_path, source, work
 def test_the_data_loader_workers_are_read_from_a_bridge_config_and_an_override(tmp_path):
     """Megatron-Bridge 0.3.1's own run_config.yaml (dataset.num_workers: 8, its default) and the same with 0."""
     dumped = FIXTURES / "bridge-0.3.1" / "run_config-optimizer-offload-050.yaml"
-    assert estimate_run([str(dumped)]).estimate.shape.data_loader_workers == 8
+    bridge = estimate_run([str(dumped)])
+    assert bridge.estimate.shape.data_loader_workers == 8
+    assert any("counts 8 data-loader workers" in note and "more were not measured" in note for note in bridge.notes)
     none = tmp_path / "run_config.yaml"
     none.write_text(dumped.read_text().replace("  num_workers: 8\n", "  num_workers: 0\n"))
     assert estimate_run([str(none)]).estimate.shape.data_loader_workers == 0

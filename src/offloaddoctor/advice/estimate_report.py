@@ -105,6 +105,12 @@ def build_estimate(
             "(fixtures/memory-calibration/host-memory: seven probes at tensor parallel 2 and 4; within 3 % without tensor "
             "parallelism): the host verdict's low end allows for it"
         )
+    if report.estimate.host_bytes and shape.data_loader_workers > 2:
+        report.notes.append(
+            f"the host figure counts {shape.data_loader_workers} data-loader workers a loading rank at "
+            f"{cal.HOST_WORKER_BYTES / 2**30:.2f} GiB each of their own pages, as measured with two (fixtures/"
+            "memory-calibration/host-memory p23); more were not measured"
+        )
     if shape.offload_optimizer_states and not report.estimate.host_bytes:
         report.notes.append(_state_offloading_host_note(shape, host_memory is not None))
     if offloaded_layers(shape, shape.num_layers // shape.pipeline_parallel):
