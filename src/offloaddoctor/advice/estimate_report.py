@@ -16,9 +16,10 @@ from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate, read_shape
 from offloaddoctor.memory import calibration as cal
 from offloaddoctor.memory.activations import layer_activations, offloaded_layers
+from offloaddoctor.memory.model import offloadable_state
 from offloaddoctor.memory.fit import FitVerdict, HostVerdict, host_verdict, with_expandable_segments
 from offloaddoctor.memory.fit import verdict as fit_verdict
-from offloaddoctor.byte_units import MIB
+from offloaddoctor.byte_units import GIB, MIB
 
 
 class Capacity(NamedTuple):
@@ -108,13 +109,14 @@ def build_estimate(
     if report.estimate.host_bytes and shape.data_loader_workers > 2:
         report.notes.append(
             f"the host figure counts {shape.data_loader_workers} data-loader workers a loading rank at "
-            f"{cal.HOST_WORKER_BYTES / 2**30:.2f} GiB each of their own pages, as measured with two (fixtures/"
+            f"{cal.HOST_WORKER_BYTES / GIB:.2f} GiB each of their own pages, as measured with two (fixtures/"
             "memory-calibration/host-memory p23); more were not measured"
         )
     if shape.offload_optimizer_states and not report.estimate.host_bytes:
         report.notes.append(_state_offloading_host_note(shape, host_memory is not None))
-    if offloaded_layers(shape, shape.num_layers // shape.pipeline_parallel):
-        report.notes.append(_activation_offloading_host_note(shape, host_memory is not None))
+    layers = offloaded_layers(shape, shape.num_layers // shape.pipeline_parallel)
+    if layers:
+        report.notes.append(_activation_offloading_host_note(shape, layers, host_memory is not None))
     if report.host_verdict is not None and not report.host_verdict.fits and budget is None:
         report.notes.append(
             "changes that fit the host are searched with the GPU given (--gpu or --gpu-memory): a smaller share "
@@ -144,9 +146,7 @@ def build_estimate(
 def _state_offloading_host_note(shape: RunShape, host_memory_given: bool) -> str:
     """Optimizer-state offloading (PR 2811) has no host figure: none of the recorded runs had it (megatron-core 0.19.0
     does not), so only the source's lower bound is said, and no host verdict is given."""
-    from offloaddoctor.memory.model import offloadable_state
-
-    at_least = offloadable_state(shape).bytes / 2**30
+    at_least = offloadable_state(shape).bytes / GIB
     return (
         "optimizer-state offloading keeps the fp32 master weights and Adam moments on the host between steps (PR "
         f"2811, pinned): at least {at_least:,.1f} GiB a rank by the source, not measured (no recorded run had it)"
@@ -154,11 +154,10 @@ def _state_offloading_host_note(shape: RunShape, host_memory_given: bool) -> str
     )
 
 
-def _activation_offloading_host_note(shape: RunShape, host_memory_given: bool) -> str:
+def _activation_offloading_host_note(shape: RunShape, layers: int, host_memory_given: bool) -> str:
     """Activation offloading's host memory is not in the host figure: it needs Transformer Engine, which no recorded
-    run had, so the model's activation figure for the offloaded layers is said, and no host verdict is given."""
-    layers = offloaded_layers(shape, shape.num_layers // shape.pipeline_parallel)
-    held = layers * layer_activations(shape).total / 2**30
+    run had, so the model's activation figure for the `layers` offloaded is said, and no host verdict is given."""
+    held = layers * layer_activations(shape).total / GIB
     return (
         f"activation offloading keeps {layers} layers' activations on the host during forward and backward: about "
         f"{held:,.1f} GiB a rank by the activation figure, not measured on a host (it needs Transformer Engine, which "

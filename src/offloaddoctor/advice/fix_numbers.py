@@ -228,7 +228,7 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
     """What the offloaded optimizer state keeps in host memory, a rank and a node (where the launch says how many
     ranks a node runs), by the memory model (memory/host.py)."""
     from offloaddoctor.memory import calibration as cal
-    from offloaddoctor.memory.host import bytes_a_parameter
+    from offloaddoctor.memory.host import bytes_a_parameter, workers_bytes_a_parameter
 
     shape = _memory_shape(store)
     if shape is None:
@@ -242,10 +242,9 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
         "host_memory_basis": "the memory model's host figure, measured on real runs: "
         f"{bytes_a_parameter(True):.0f} B a parameter offloaded with the precision-aware optimizer, "
         f"{bytes_a_parameter(False):.0f} without, on a rank whose data-loader workers keep "
-        f"{bytes_a_parameter(True) - bytes_a_parameter(True, loads_data=False):.0f} and "
-        f"{bytes_a_parameter(False) - bytes_a_parameter(False, loads_data=False):.0f} of them (pinned buffers rounded "
-        f"up to powers of two besides), the process's {cal.HOST_PROCESS_BYTES / 2**30:.1f} GiB and each data-loader worker's own "
-        f"{cal.HOST_WORKER_BYTES / 2**30:.2f} GiB (fixtures/memory-calibration/host-memory)"
+        f"{workers_bytes_a_parameter(True):.0f} and {workers_bytes_a_parameter(False):.0f} of them (pinned buffers rounded "
+        f"up to powers of two besides), the process's {cal.HOST_PROCESS_BYTES / GIB:.1f} GiB and each data-loader worker's own "
+        f"{cal.HOST_WORKER_BYTES / GIB:.2f} GiB (fixtures/memory-calibration/host-memory)"
         + (
             "; {:.0%}-{:.0%} over what tensor-parallel runs' hosts gave up".format(*cal.HOST_OVER_UNDER_TENSOR_PARALLEL)
             if shape.tensor_parallel > 1

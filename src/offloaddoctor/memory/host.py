@@ -22,14 +22,18 @@ def _own_bytes(precision_aware: bool, rounding: float) -> float:
     )
 
 
-def bytes_a_parameter(precision_aware: bool, rounding: float = 1.0, loads_data: bool = True) -> float:
-    """Host bytes the host gives up for each parameter a rank offloads: its own, and on a rank that forks data-loader
-    workers (`loads_data`) what they keep of the first build's copy and of the parameters CPU Adam writes."""
-    workers = cal.HOST_FIRST_BUILD_BYTES + cal.HOST_WORKERS_STEP_BYTES[precision_aware] if loads_data else 0.0
-    return _own_bytes(precision_aware, rounding) + workers
+def workers_bytes_a_parameter(precision_aware: bool) -> float:
+    """What a rank's data-loader workers keep for each parameter it offloads: the first build's copy and the
+    parameters CPU Adam writes after the fork."""
+    return cal.HOST_FIRST_BUILD_BYTES + cal.HOST_WORKERS_STEP_BYTES[precision_aware]
 
 
-def offload_host_bytes(shape: RunShape, params: StageParameters, offloaded: float, loads_data: bool = True) -> float:
+def bytes_a_parameter(precision_aware: bool, rounding: float = 1.0) -> float:
+    """Host bytes the host gives up for each parameter a rank that forks data-loader workers offloads (the most)."""
+    return _own_bytes(precision_aware, rounding) + workers_bytes_a_parameter(precision_aware)
+
+
+def offload_host_bytes(shape: RunShape, params: StageParameters, offloaded: float, loads_data: bool) -> float:
     """Host memory a rank needs for `offloaded` parameters whose optimizer it offloads (0 if none). `loads_data`: the
     rank builds the data loader (tensor-parallel rank 0 of the first and last stages): its workers, where it forks
     any, keep what the rank frees and writes after the fork (calibration.py HOST_FIRST_BUILD_BYTES)."""
