@@ -111,6 +111,10 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     "p30-gpt3b-tp2-f100-gc-w0": (2, f"{TP2_HALF.replace(f'{OFFLOAD} 0.5', f'{OFFLOAD} 1.0')} {GC} --num-workers 0", {}),
     # Data parallel 2 without workers: the first build's copy beyond each rank's shard goes with the rest (p06 without).
     "p31-gpt3b-dp2-f100-mbs3-gc-w0": (2, f"{G1} --num-workers 0", {}),
+    # More workers than the two measured (Bridge's default is 8): each forked worker keeps pages of its own, while the
+    # pages the parent frees or writes after the fork are copied once whatever the count (planned before they ran).
+    "p32-gpt3b-f100-mbs3-gc-w8": (1, f"{G1} --num-workers 8", {}),
+    "p33-gpt3b-f100-mbs3-gc-w4": (1, f"{G1} --num-workers 4", {}),
 }
 
 
