@@ -37,6 +37,7 @@ G1 = RUNS["n134-gpt3b-f100-mbs3-precision-aware-advised"][2]
 A7B = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "advice_runs.json").read_text())[
     "a-gpt7b-f100-mbs2-3"
 ]["args"]
+EVAL_EVERY_2 = "--train-iters 6 --eval-interval 2 --eval-iters 1 --split 98,2,0"
 TP2_HALF = G1.replace(f"{OFFLOAD} 1.0 {GC}", f"{OFFLOAD} 0.5") + " --tensor-model-parallel-size 2"
 PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     "p01-gpt1b-f100": (1, f"{GPT1B} 1.0", {}),
@@ -115,6 +116,14 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     # pages the parent frees or writes after the fork are copied once whatever the count (planned before they ran).
     "p32-gpt3b-f100-mbs3-gc-w8": (1, f"{G1} --num-workers 8", {}),
     "p33-gpt3b-f100-mbs3-gc-w4": (1, f"{G1} --num-workers 4", {}),
+    # Evaluation during training. Megatron-LM's default loader forks the validation loader's workers at start-up, with
+    # the training loader's (p34); a cyclic one forks them at the first evaluation, after the optimizer's moments exist,
+    # so Adam's later writes of its fp32 parameters and both moments cost the host once more. Bridge's pretraining
+    # always iterates validation so (data/loaders.py: "cyclic" for a GPTDatasetConfig); --dataloader-type cyclic here
+    # (p35), and the cyclic training loader alone, forked at the first step after the collection (p36).
+    "p34-gpt1b-f100-gc-eval2": (1, f"{GPT1B} 1.0 {GC} {EVAL_EVERY_2}", {}),
+    "p35-gpt1b-f100-gc-eval2-cyclic": (1, f"{GPT1B} 1.0 {GC} {EVAL_EVERY_2} --dataloader-type cyclic", {}),
+    "p36-gpt1b-f100-gc-cyclic": (1, f"{GPT1B} 1.0 {GC} --train-iters 6 --dataloader-type cyclic", {}),
 }
 
 
