@@ -358,12 +358,83 @@ def test_the_data_loader_workers_are_read_from_a_bridge_config_and_an_override(t
     dumped = FIXTURES / "bridge-0.3.1" / "run_config-optimizer-offload-050.yaml"
     bridge = estimate_run([str(dumped)])
     assert bridge.estimate.shape.data_loader_workers == 8
-    assert any("counts 8 data-loader workers" in note and "more were not measured" in note for note in bridge.notes)
+    assert not any("data-loader workers a loading rank" in note for note in bridge.notes)  # 8 measured: p32
+    sixteen = estimate_run([str(dumped)], overrides=["dataset.num_workers=16"])
+    assert any("counts 16 data-loader workers" in note and "up to 8" in note for note in sixteen.notes)
     none = tmp_path / "run_config.yaml"
     none.write_text(dumped.read_text().replace("  num_workers: 8\n", "  num_workers: 0\n"))
     assert estimate_run([str(none)]).estimate.shape.data_loader_workers == 0
     shape = estimate_run([str(HOST / "p05-gpt3b-f100-mbs3-gc.log.gz")], overrides=["dataset.num_workers=0"])
     assert shape.estimate.shape.data_loader_workers == 0
+
+
+def test_when_the_loaders_fork_is_read_from_the_runs_own_arguments():
+    """p34: validation forked at start-up with training's (Megatron-LM's default loader); p35: a cyclic loader, whose
+    validation workers fork at the first evaluation; p36: cyclic, without evaluation during training."""
+    shapes = {
+        name: estimate_run([str(HOST / f"{name}.log.gz")]).estimate.shape
+        for name in ("p34-gpt1b-f100-gc-eval2", "p35-gpt1b-f100-gc-eval2-cyclic", "p36-gpt1b-f100-gc-cyclic")
+    }
+    assert [(s.training_loader_forks_late, s.validation_forks_in_training) for s in shapes.values()] == [
+        (False, False),
+        (True, True),
+        (True, False),
+    ]
+    assert not any(s.training_loader_reforks for s in shapes.values())  # Megatron-LM's workers are persistent
+
+
+def test_validation_workers_forked_in_training_keep_the_parameters_and_the_moments():
+    """Planned before they ran (benchmarks/host_plan.json): p35 gave up 12 B a parameter offloaded and two workers
+    more than p36, whose training loader forks at the first step, 4 B under p02's figure."""
+    p02, p35, p36 = (
+        estimate_run([str(HOST / f"{name}.log.gz")]).estimate.host_bytes
+        for name in ("p02-gpt1b-f100-gc", "p35-gpt1b-f100-gc-eval2-cyclic", "p36-gpt1b-f100-gc-cyclic")
+    )
+    offloaded = 875_466_752
+    assert p36 == pytest.approx(p02 - 4 * offloaded)
+    assert p35 == pytest.approx(p36 + 12 * offloaded + 2 * 0.455 * GIB)
+    measured = _accuracy().measured_bytes
+    assert 0.97 < p35 / measured("p35-gpt1b-f100-gc-eval2-cyclic") < 1.03
+
+
+@pytest.mark.parametrize(
+    "overrides, in_training",
+    [
+        ([], False),  # Bridge's recipe: evaluation every 2,000 of 1,000 iterations, never during training
+        (["train.eval_interval=500"], True),  # a GPT dataset's validation loader is cyclic in Bridge
+        (["train.eval_interval=500", "train.eval_iters=0"], False),
+        (["train.eval_interval=500", "train.skip_train=true"], False),
+        (["train.eval_interval=1000"], False),  # at the last step: no step after it writes what they keep
+    ],
+)
+def test_bridges_validation_loader_forks_at_its_first_evaluation(overrides, in_training):
+    dumped = FIXTURES / "bridge-0.3.1" / "run_config-optimizer-offload-050.yaml"
+    report = estimate_run([str(dumped)], overrides=overrides)
+    assert report.estimate.shape.validation_forks_in_training is in_training
+    assert any("forks its data-loader workers at the first evaluation" in note for note in report.notes) is in_training
+
+
+def test_unknown_training_iterations_count_an_evaluation_during_training(tmp_path):
+    config = _bridge_config(
+        tmp_path,
+        "  train_samples: 100000\noptimizer:\n  optimizer_cpu_offload: true\n  optimizer_offload_fraction: 1.0\n"
+        "  use_distributed_optimizer: true\n  use_precision_aware_optimizer: true\n"
+        "dataset:\n  _target_: megatron.bridge.training.config.GPTDatasetConfig\n  num_workers: 2\n",
+    )
+    report = estimate_run([str(config)])
+    assert report.estimate.shape.validation_forks_in_training
+    assert any("training iterations unknown" in line for line in report.estimate.shape.assumptions)
+
+
+def test_a_bridge_loader_that_forks_again_each_pass_says_it_is_not_counted(tmp_path):
+    dumped = FIXTURES / "bridge-0.3.1" / "run_config-optimizer-offload-050.yaml"
+    report = estimate_run([str(dumped)], overrides=["dataset.dataloader_type=batch"])
+    assert report.estimate.shape.training_loader_reforks
+    assert any("not persistent" in note and "not measured" in note for note in report.notes)
+    persistent = estimate_run(
+        [str(dumped)], overrides=["dataset.dataloader_type=batch", "dataset.persistent_workers=true"]
+    )
+    assert not persistent.estimate.shape.training_loader_reforks
 
 
 def test_the_host_finding_gives_the_figure_without_workers():

@@ -119,7 +119,7 @@ def test_real_log_records_per_iteration():
         (10, 8269.31, 13800.10),
     ]
     assert run.arguments["optimizer.optimizer_cpu_offload"] is False
-    assert run.arguments["train_iters"] == 10
+    assert run.arguments["train.train_iters"] == 10
     assert list(run.parameters.per_model_parallel_rank) == [(("tensor", 0), ("gtp_remat", 0), ("pipeline", 0))]
 
 

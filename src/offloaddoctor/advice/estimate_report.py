@@ -106,12 +106,14 @@ def build_estimate(
             "(fixtures/memory-calibration/host-memory: seven probes at tensor parallel 2 and 4; within 3 % without tensor "
             "parallelism): the host verdict's low end allows for it"
         )
-    if report.estimate.host_bytes and shape.data_loader_workers > 2:
+    if report.estimate.host_bytes and shape.data_loader_workers > cal.HOST_WORKERS_MEASURED:
         report.notes.append(
             f"the host figure counts {shape.data_loader_workers} data-loader workers a loading rank at "
-            f"{cal.HOST_WORKER_BYTES / GIB:.2f} GiB each of their own pages, as measured with two (fixtures/"
-            "memory-calibration/host-memory p23); more were not measured"
+            f"{cal.HOST_WORKER_BYTES / GIB:.2f} GiB each of their own pages, as measured with up to "
+            f"{cal.HOST_WORKERS_MEASURED} (fixtures/memory-calibration/host-memory p32); more were not measured"
         )
+    if report.estimate.host_bytes and shape.data_loader_workers:
+        report.notes.extend(_loader_forks_notes(shape))
     if shape.offload_optimizer_states and not report.estimate.host_bytes:
         report.notes.append(_state_offloading_host_note(shape, host_memory is not None))
     layers = offloaded_layers(shape, shape.num_layers // shape.pipeline_parallel)
@@ -141,6 +143,25 @@ def build_estimate(
             "vocabulary the peak was 7.9 % lower than estimated, fixtures/offload-sweep a-llama4b-gqa-f050-2)"
         )
     return report
+
+
+def _loader_forks_notes(shape: RunShape) -> list[str]:
+    """When the data loaders fork their workers, where that moves the host figure (p35, p36)."""
+    notes = []
+    if shape.validation_forks_in_training:
+        notes.append(
+            "the validation loader forks its data-loader workers at the first evaluation during training (a cyclic "
+            "loader: Bridge's for a GPT dataset, Megatron-LM's with --dataloader-type cyclic or --full-validation); "
+            "they keep the fp32 parameters and Adam's moments as they were then, which the following steps write: "
+            "the host figure counts them, from that evaluation on (fixtures/memory-calibration/host-memory p35)"
+        )
+    if shape.training_loader_reforks:
+        notes.append(
+            "the training loader's workers are not persistent (dataset.persistent_workers: false, Bridge's default): "
+            "it forks them again at each new pass over its data, and those keep Adam's moments as well (up to "
+            f"{shape.exp_avg_bytes + shape.exp_avg_sq_bytes} B a parameter offloaded more): not counted, not measured"
+        )
+    return notes
 
 
 def _state_offloading_host_note(shape: RunShape, host_memory_given: bool) -> str:

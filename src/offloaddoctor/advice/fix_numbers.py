@@ -249,6 +249,12 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
             "; {:.0%}-{:.0%} over what tensor-parallel runs' hosts gave up".format(*cal.HOST_OVER_UNDER_TENSOR_PARALLEL)
             if shape.tensor_parallel > 1
             else ""
+        )
+        + (
+            "; and what the validation loader's workers, forked at the first evaluation during training, keep: the "
+            "fp32 parameters and Adam's moments as they were then"
+            if shape.validation_forks_in_training and shape.data_loader_workers
+            else ""
         ),
     }
     # What no data-loader workers and the collection before training free (p24, p27: the runs trained so).

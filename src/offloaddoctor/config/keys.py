@@ -85,6 +85,19 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
         kind="int",
     ),
     KnownKey(
+        "dataset.dataloader_type",
+        "how batches are drawn: single, cyclic, batch (Bridge's fine-tuning) or external",
+        choices=("single", "cyclic", "batch", "external"),  # Megatron-LM arguments.py, Bridge DataloaderConfig
+    ),
+    KnownKey(
+        "dataset.persistent_workers", "data-loader workers kept between passes (Bridge's default: not)", kind="bool"
+    ),
+    KnownKey("dataset.full_validation", "validate on the whole validation set (a cyclic loader)", kind="bool"),
+    KnownKey("train.train_iters", "training iterations", kind="int"),
+    KnownKey("train.eval_iters", "iterations of each evaluation (0: none)", kind="int"),
+    KnownKey("train.eval_interval", "iterations between evaluations", kind="int"),
+    KnownKey("train.skip_train", "evaluation only, no training", kind="bool"),
+    KnownKey(
         "train.manual_gc_interval", "iterations between Megatron's manual garbage collections (0: never)", kind="number"
     ),
     KnownKey(

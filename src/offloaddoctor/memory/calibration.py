@@ -60,9 +60,10 @@ HOST_PINNED_FP32_BUFFERS = {True: 1, False: 2}  # the gradient; without it the m
 HOST_PROCESS_BYTES = 1.70 * 2**30
 HOST_PROCESS_BYTES_SEVERAL_GPUS = 0.57 * 2**30
 # Each data-loader worker's own pages (those it writes itself: the interpreter's objects it touches): p23, p05's run
-# without its two workers, gave up 0.91 GiB less than the figure without this. Measured with two workers only; more
-# (Bridge's default 8) are taken to cost as much each.
+# without its two workers, gave up 0.91 GiB less than the figure without this. Held out at 4 and 8 (Bridge's default):
+# p33 +0.5 %, p32 +0.3 %; more were not measured.
 HOST_WORKER_BYTES = 0.455 * 2**30
+HOST_WORKERS_MEASURED = 8
 # What the data-loader workers keep. The ranks that load data (tensor-parallel rank 0 of the first and last pipeline
 # stages: `is_dataset_built_on_rank`) fork --num-workers workers (torch DataLoader, fork) before training: they keep
 # the parent's pages as they were. Megatron builds a first HybridDeviceOptimizer over the model's own parameters,

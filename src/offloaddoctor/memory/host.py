@@ -45,9 +45,15 @@ def offload_host_bytes(shape: RunShape, params: StageParameters, offloaded: floa
         process += shape.data_loader_workers * cal.HOST_WORKER_BYTES
     own = offloaded * _own_bytes(shape.precision_aware_optimizer, pinned_rounding(shape, params))
     step = offloaded * cal.HOST_WORKERS_STEP_BYTES[shape.precision_aware_optimizer] if forks else 0.0
+    if forks and shape.validation_forks_in_training:
+        # Its workers keep what Adam writes as it was at the first evaluation, the moments included (p35).
+        moments = shape.exp_avg_bytes + shape.exp_avg_sq_bytes
+        step += offloaded * (cal.HOST_WORKERS_STEP_BYTES[shape.precision_aware_optimizer] + moments)
+        process += shape.data_loader_workers * cal.HOST_WORKER_BYTES
     # Megatron's first HybridDeviceOptimizer copies its share of the model's own parameters, unsharded (beyond this
-    # rank's shard at data parallel 2: p06, p07): kept by the workers, or by the rank until something collects it.
+    # rank's shard at data parallel 2: p06, p07): kept by workers forked before the collection, or by the rank until
+    # something collects it.
     first_build = 0.0
-    if forks or not shape.manual_gc:
+    if (forks and not shape.training_loader_forks_late) or not shape.manual_gc:
         first_build = max(offloaded, params.total * first_build_offloaded_share(shape, params))
     return process + own + step + first_build * cal.HOST_FIRST_BUILD_BYTES

@@ -101,6 +101,12 @@ class RunShape(NamedTuple):
     # Data-loader workers (--num-workers / dataset.num_workers; Megatron-LM's default 2, Bridge's 8): forked by the ranks
     # that load data (tensor-parallel rank 0 of the first and last stages), they keep the parent's pages as they were.
     data_loader_workers: int = 2
+    # When they fork (Megatron-LM and Bridge build_train_valid_test_data_iterators): a cyclic or batch training loader's
+    # at the first step, after Megatron's collection; a cyclic validation loader's (Bridge's for any GPT dataset) at
+    # the first evaluation, once Adam's moments exist.
+    training_loader_forks_late: bool = False
+    training_loader_reforks: bool = False  # ... and again at each pass over its data (workers not persistent: Bridge's)
+    validation_forks_in_training: bool = False
     omp_threads_set: bool = False  # OMP_NUM_THREADS given: torchrun keeps it (its default is 1 a process)
     expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as far as the config says
     transformer_impl: str | None = None  # "local" or "transformer_engine"; None when the config does not say
@@ -315,6 +321,12 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         recompute_modules=_modules(reader.value("model.recompute_modules")),
         cpu_offloading_num_layers=_offloaded_layers(reader),
     )
+    forks = _loader_forks(reader)
+    shape = shape._replace(
+        training_loader_forks_late=forks.training_late,
+        training_loader_reforks=forks.training_again,
+        validation_forks_in_training=forks.validation_in_training,
+    )
     if shape.num_experts and (
         impl != "local" or reader.flag("model.moe_grouped_gemm") or reader.flag("model.moe_permute_fusion")
     ):
@@ -338,6 +350,41 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
 def _data_loader_workers(reader: _Reader) -> int:
     """The workers a data-loading rank forks: read where the host figure needs it (optimizer offloading)."""
     return reader.integer("dataset.num_workers", 2) if reader.flag("optimizer.optimizer_cpu_offload") else 2
+
+
+class _LoaderForks(NamedTuple):
+    training_late: bool = False
+    training_again: bool = False
+    validation_in_training: bool = False
+
+
+def _loader_forks(reader: _Reader) -> _LoaderForks:
+    """When the data loaders fork their workers (RunShape.training_loader_forks_late and the two after it): read where
+    the host figure needs it (optimizer offloading)."""
+    if not reader.flag("optimizer.optimizer_cpu_offload"):
+        return _LoaderForks()
+    kind = reader.choice("dataset.dataloader_type") or "single"  # Megatron-LM's default; Bridge's recipes set it
+    cycles = kind in ("cyclic", "batch")  # iter(cyclic_iter(loader)): a generator, whose workers fork at first use
+    gpt_dataset = "GPTDatasetConfig" in str(reader.value("dataset._target_") or "")  # Bridge: always cyclic
+    validation_cycles = cycles or gpt_dataset or bool(reader.flag("dataset.full_validation"))
+    return _LoaderForks(
+        cycles,
+        cycles and reader.flag("dataset.persistent_workers") is False,
+        validation_cycles and _evaluates_in_training(reader),
+    )
+
+
+def _evaluates_in_training(reader: _Reader) -> bool:
+    """Megatron evaluates at every eval_interval-th step (defaults: 100 iterations each 1,000, Megatron-LM's and
+    Bridge's); one at the last step or after it leaves no step to write what its workers keep."""
+    interval = reader.integer("train.eval_interval", 1000)
+    if reader.flag("train.skip_train") or not reader.integer("train.eval_iters", 100) or not interval:
+        return False
+    iterations = reader.integer("train.train_iters", None)
+    if iterations is None:
+        reader.assume("training iterations unknown: an evaluation comes during training (the host figure's larger)")
+        return True
+    return interval < iterations
 
 
 class _Reader:
