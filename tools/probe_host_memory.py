@@ -38,6 +38,7 @@ A7B = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "advice_r
     "a-gpt7b-f100-mbs2-3"
 ]["args"]
 EVAL_EVERY_2 = "--train-iters 6 --eval-interval 2 --eval-iters 1 --split 98,2,0"
+EVAL_CYCLIC = f"{EVAL_EVERY_2} --dataloader-type cyclic --train-iters 4"  # the step after the first evaluation is 3
 TP2_HALF = G1.replace(f"{OFFLOAD} 1.0 {GC}", f"{OFFLOAD} 0.5") + " --tensor-model-parallel-size 2"
 PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     "p01-gpt1b-f100": (1, f"{GPT1B} 1.0", {}),
@@ -124,6 +125,17 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     "p34-gpt1b-f100-gc-eval2": (1, f"{GPT1B} 1.0 {GC} {EVAL_EVERY_2}", {}),
     "p35-gpt1b-f100-gc-eval2-cyclic": (1, f"{GPT1B} 1.0 {GC} {EVAL_EVERY_2} --dataloader-type cyclic", {}),
     "p36-gpt1b-f100-gc-cyclic": (1, f"{GPT1B} 1.0 {GC} --train-iters 6 --dataloader-type cyclic", {}),
+    # The verdict and the advice with a cyclic validation loader, run as `estimate --gpu H100-80GB --host-memory 124GiB`
+    # of the launch prints them (planned before they ran): p20's launch (the 6.66B GPT offloading 0.65, which trained at
+    # 103.2 GiB) evaluating every 2 iterations: DOES NOT FIT the host, 136 GiB (the model before p35 said 102); the
+    # change printed, no data-loader workers: 69 GiB. And p05's launch so: fits, 105 GiB (the model before p35: 79.5).
+    "p37-gpt7b-f065-gc-eval2-cyclic": (1, f"{A7B.replace(f'{OFFLOAD} 1.0', f'{OFFLOAD} 0.65 {GC}')} {EVAL_CYCLIC}", {}),
+    "p38-gpt7b-f065-gc-eval2-cyclic-w0-host-advised": (
+        1,
+        f"{A7B.replace(f'{OFFLOAD} 1.0', f'{OFFLOAD} 0.65 {GC}')} {EVAL_CYCLIC} --num-workers 0",
+        {},
+    ),
+    "p39-gpt3b-f100-mbs3-gc-eval2-cyclic": (1, f"{G1} {EVAL_CYCLIC}", {}),
 }
 
 
