@@ -6,7 +6,8 @@
 Measured: the largest fall of the host's MemAvailable from the first sample of a rank's trace (tools/host_trace.py),
 over the probe's ranks (they share the host: the figure is the node's). Model: `estimate`'s host figure for the
 probe's log, for all its ranks (every pipeline stage's). Sets: "fitted" (the runs memory/calibration.py's host constants come from),
-"checked" (same kinds, not fitted), "held out" (planned in benchmarks/host_plan.json before they ran).
+"checked" (same kinds, not fitted), "held out" (planned in benchmarks/host_plan.json before they ran), "killed" (a
+held-out run its host killed, as planned: what the host gave up is what it had, not what the run needed).
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ def measured_bytes(name: str) -> float:
     return max(falls) * 1024
 
 
+def _killed(log: Path) -> bool:
+    with gzip.open(log, "rt") as text:
+        return any("Signal 9 (SIGKILL) received by PID" in line for line in text)
+
+
 def rows() -> list[tuple[str, int, float, float, str]]:
     planned = json.loads((ROOT / "benchmarks" / "host_plan.json").read_text())
     found = []
@@ -56,6 +62,8 @@ def rows() -> list[tuple[str, int, float, float, str]]:
         report = estimate([str(log)])
         ranks = report.estimate.shape.world_size
         kind = "fitted" if name in FITTED else "held out" if name in planned else "checked"
+        if kind == "held out" and _killed(log):
+            kind = "killed"
         found.append((name, ranks, measured_bytes(name), report.estimate.host_bytes_for(ranks), kind))
     return found
 
