@@ -453,6 +453,21 @@ def test_unknown_training_iterations_count_an_evaluation_during_training(tmp_pat
     assert any("training iterations unknown" in line for line in report.estimate.shape.assumptions)
 
 
+def test_a_bridge_log_counts_bridges_defaults_it_does_not_print():
+    """Bridge's start-up summary prints neither dataset.num_workers (8 by default) nor the dataset's class (its
+    language-model recipes' GPTDatasetConfig iterates validation cyclically): both are assumed, and said."""
+    summary = str(FIXTURES / "bridge-0.3.1" / "startup-summary-optimizer-offload-050.log")
+    shape_keys = ["model.seq_length=4096", "model.vocab_size=32000"]
+    recipe = estimate_run([summary], overrides=shape_keys).estimate.shape  # evaluates at 2,000 of 1,000: never
+    assert recipe.data_loader_workers == 8 and not recipe.validation_forks_in_training
+    assert any("Bridge's default" in line for line in recipe.assumptions)
+    evaluating = estimate_run([summary], overrides=[*shape_keys, "train.eval_interval=500"]).estimate.shape
+    assert evaluating.validation_forks_in_training
+    assert any("dataset's class unknown" in line for line in evaluating.assumptions)
+    megatron_lm = estimate_run([str(HOST / "p34-gpt1b-f100-gc-eval2.log.gz")]).estimate.shape
+    assert megatron_lm.data_loader_workers == 2 and not megatron_lm.validation_forks_in_training
+
+
 def test_a_bridge_loader_that_forks_again_each_pass_says_it_is_not_counted(tmp_path):
     dumped = FIXTURES / "bridge-0.3.1" / "run_config-optimizer-offload-050.yaml"
     report = estimate_run([str(dumped)], overrides=["dataset.dataloader_type=batch"])

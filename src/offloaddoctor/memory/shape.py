@@ -11,7 +11,7 @@ import math
 from typing import NamedTuple
 
 from offloaddoctor.coerce import boolean, is_none, names, number
-from offloaddoctor.config.dialect import set_by_megatron_flags
+from offloaddoctor.config.dialect import BRIDGE, dialect_of, set_by_megatron_flags
 from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.errors import UserError
@@ -348,8 +348,15 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
 
 
 def _data_loader_workers(reader: _Reader) -> int:
-    """The workers a data-loading rank forks: read where the host figure needs it (optimizer offloading)."""
-    return reader.integer("dataset.num_workers", 2) if reader.flag("optimizer.optimizer_cpu_offload") else 2
+    """The workers a data-loading rank forks: read where the host figure needs it (optimizer offloading). Bridge's
+    default is 8 (DataloaderConfig.num_workers), and its log does not print it."""
+    if not reader.flag("optimizer.optimizer_cpu_offload"):
+        return 2
+    workers = reader.integer("dataset.num_workers", None)
+    if workers is None and dialect_of(reader.store) == BRIDGE:
+        reader.assume("dataset.num_workers: 8, Bridge's default (its log does not print it)")
+        return 8
+    return 2 if workers is None else workers
 
 
 class _LoaderForks(NamedTuple):
@@ -365,12 +372,20 @@ def _loader_forks(reader: _Reader) -> _LoaderForks:
         return _LoaderForks()
     kind = reader.choice("dataset.dataloader_type") or "single"  # Megatron-LM's default; Bridge's recipes set it
     cycles = kind in ("cyclic", "batch")  # iter(cyclic_iter(loader)): a generator, whose workers fork at first use
-    gpt_dataset = "GPTDatasetConfig" in str(reader.value("dataset._target_") or "")  # Bridge: always cyclic
-    validation_cycles = cycles or gpt_dataset or bool(reader.flag("dataset.full_validation"))
+    bridge = dialect_of(reader.store) == BRIDGE
+    dataset = str(reader.value("dataset._target_") or "")
+    # Bridge iterates validation cyclically for any GPT dataset, whatever dataloader_type says. Its log does not name
+    # the dataset's class: its language-model recipes use GPTDatasetConfig (or fine-tuning's cyclic "batch" loader).
+    validation_cycles = cycles or "GPTDatasetConfig" in dataset or bool(reader.flag("dataset.full_validation"))
+    assumed = bridge and not dataset and not validation_cycles
+    validation = (validation_cycles or assumed) and _evaluates_in_training(reader)
+    if validation and assumed:
+        reader.assume("the dataset's class unknown: Bridge's validation loader taken as cyclic, as for a GPT dataset")
+    persistent = reader.flag("dataset.persistent_workers")
     return _LoaderForks(
         cycles,
-        cycles and reader.flag("dataset.persistent_workers") is False,
-        validation_cycles and _evaluates_in_training(reader),
+        cycles and (persistent is False or (persistent is None and bridge)),  # Bridge's default: not persistent
+        validation,
     )
 
 
