@@ -408,6 +408,10 @@ def test_when_the_loaders_fork_is_read_from_the_runs_own_arguments():
         (True, False),
     ]
     assert not any(s.training_loader_reforks for s in shapes.values())  # Megatron-LM's workers are persistent
+    p35 = str(HOST / "p35-gpt1b-f100-gc-eval2-cyclic.log.gz")
+    for split, validates in (("100,0,0", False), ("969,30,1", True), ("99/1/0", True), ("x,y", True)):
+        shape = estimate_run([p35], overrides=[f"dataset.split={split}"]).estimate.shape
+        assert shape.validation_forks_in_training is validates, split  # no validation share: no validation loader
 
 
 def test_validation_workers_forked_in_training_keep_the_parameters_and_the_moments():

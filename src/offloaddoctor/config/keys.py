@@ -92,6 +92,7 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey(
         "dataset.persistent_workers", "data-loader workers kept between passes (Bridge's default: not)", kind="bool"
     ),
+    KnownKey("dataset.split", "train, validation and test weights of one data path, e.g. 969,30,1"),
     KnownKey("dataset.full_validation", "validate on the whole validation set (a cyclic loader)", kind="bool"),
     KnownKey("train.train_iters", "training iterations", kind="int"),
     KnownKey("train.eval_iters", "iterations of each evaluation (0: none)", kind="int"),

@@ -395,11 +395,19 @@ def _evaluates_in_training(reader: _Reader) -> bool:
     interval = reader.integer("train.eval_interval", 1000)
     if reader.flag("train.skip_train") or not reader.integer("train.eval_iters", 100) or not interval:
         return False
+    if _no_validation_split(reader.value("dataset.split")):
+        return False
     iterations = reader.integer("train.train_iters", None)
     if iterations is None:
         reader.assume("training iterations unknown: an evaluation comes during training (the host figure's larger)")
         return True
     return interval < iterations
+
+
+def _no_validation_split(split: object) -> bool:
+    """`--split 100,0,0`: no validation dataset, so no validation loader (a split the model cannot read says nothing)."""
+    weights = [number(part) for part in str(split or "").strip("'\"").replace("/", ",").split(",")]
+    return len(weights) >= 2 and all(w is not None for w in weights) and weights[1] == 0
 
 
 class _Reader:
