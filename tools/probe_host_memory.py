@@ -138,6 +138,12 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     "p39-gpt3b-f100-mbs3-gc-eval2-cyclic": (1, f"{G1} {EVAL_CYCLIC}", {}),
     # Megatron-LM's --full-validation iterates validation cyclically whatever --dataloader-type says (training.py).
     "p40-gpt1b-f100-gc-eval2-full-validation": (1, f"{GPT1B} 1.0 {GC} {EVAL_EVERY_2} --full-validation", {}),
+    # p35 with Bridge's 8 workers a loader: do late-forked workers' own pages cost what p23's start-up ones did?
+    "p41-gpt1b-f100-gc-eval2-cyclic-w8": (
+        1,
+        f"{GPT1B} 1.0 {GC} {EVAL_EVERY_2} --dataloader-type cyclic --num-workers 8",
+        {},
+    ),
 }
 
 
