@@ -412,6 +412,8 @@ def test_when_the_loaders_fork_is_read_from_the_runs_own_arguments():
     for split, validates in (("100,0,0", False), ("969,30,1", True), ("99/1/0", True), ("x,y", True)):
         shape = estimate_run([p35], overrides=[f"dataset.split={split}"]).estimate.shape
         assert shape.validation_forks_in_training is validates, split  # no validation share: no validation loader
+    own_set = estimate_run([p35], overrides=["dataset.split=100,0,0", "valid_data_path=[/data/valid]"]).estimate.shape
+    assert own_set.validation_forks_in_training  # --valid-data-path: a validation set whatever the split says
 
 
 def test_validation_workers_forked_in_training_keep_the_parameters_and_the_moments():

@@ -395,7 +395,8 @@ def _evaluates_in_training(reader: _Reader) -> bool:
     interval = reader.integer("train.eval_interval", 1000)
     if reader.flag("train.skip_train") or not reader.integer("train.eval_iters", 100) or not interval:
         return False
-    if _no_validation_split(reader.value("dataset.split")):
+    separate = reader.value("valid_data_path") or reader.value("dataset.blend_per_split")  # a validation set of its own
+    if not separate and _no_validation_split(reader.value("dataset.split")):
         return False
     iterations = reader.integer("train.train_iters", None)
     if iterations is None:
