@@ -144,6 +144,10 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
         f"{GPT1B} 1.0 {GC} {EVAL_EVERY_2} --dataloader-type cyclic --num-workers 8",
         {},
     ),
+    # Why p41's late-forked workers kept less: forked after Megatron's gc.disable() (--manual-gc), they never collect?
+    # p41 without --manual-gc (workers forked late, collecting), and the 3.35B GPT as p41 (planned before they ran).
+    "p42-gpt1b-f100-eval2-cyclic-w8": (1, f"{GPT1B} 1.0 {EVAL_EVERY_2} --dataloader-type cyclic --num-workers 8", {}),
+    "p43-gpt3b-f100-mbs3-gc-eval2-cyclic-w8": (1, f"{G1} {EVAL_CYCLIC} --num-workers 8", {}),
 }
 
 
