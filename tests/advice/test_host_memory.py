@@ -46,12 +46,6 @@ def test_the_host_figure_is_never_short_by_more_than_three_percent_and_over_only
         if kind == "killed":  # the host gave up all it had: the figure is over it, as the verdict said (p37)
             assert model > 1.03 * measured, name
             continue
-        if name == "p41-gpt1b-f100-gc-eval2-cyclic-w8":
-            # Sixteen workers forked in the training loop kept ~0.1-0.2 GiB each beyond the first two of a loader
-            # (its trace), not the 0.455 workers forked at start-up kept (p23, p32): over, not under. Why is not
-            # measured; Megatron's gc.disable() before the loop is a candidate.
-            assert 1.0 * measured < model < 1.15 * measured, name
-            continue
         tensor_parallel = "-tp" in name
         assert model > (1.0 if tensor_parallel else 0.97) * measured, name
         assert model < (1.05 if tensor_parallel else 1.03) * measured, name

@@ -155,12 +155,6 @@ def _loader_forks_notes(shape: RunShape) -> list[str]:
             "they keep the fp32 parameters and Adam's moments as they were then, which the following steps write: "
             "the host figure counts them, from that evaluation on (fixtures/memory-calibration/host-memory p35)"
         )
-    if (shape.training_loader_forks_late or shape.validation_forks_in_training) and shape.data_loader_workers > 2:
-        notes.append(
-            f"workers forked in the training loop kept less of their own than the "
-            f"{cal.HOST_WORKER_BYTES / GIB:.2f} GiB each the figure counts (~0.1-0.2 GiB beyond a loader's first two: "
-            "the figure was 11.8 % over p41's host, fixtures/memory-calibration/host-memory): it is on the safe side"
-        )
     if shape.training_loader_reforks:
         notes.append(
             "the training loader's workers are not persistent (dataset.persistent_workers: false, Bridge's default): "

@@ -64,6 +64,11 @@ HOST_PROCESS_BYTES_SEVERAL_GPUS = 0.57 * 2**30
 # p33 +0.5 %, p32 +0.3 %; more were not measured.
 HOST_WORKER_BYTES = 0.455 * 2**30
 HOST_WORKERS_MEASURED = 8
+# Workers a loader forks in the training loop (a cyclic loader: at the first step, or at the first evaluation) kept
+# less beyond its first two: p41 (p35 with 8 workers a loader, both forked so) gave up 31.8 GiB where 0.455 a worker
+# said 35.5; fitted on it. Not the collector: p42, p41 without --manual-gc, kept as little (planned before it ran).
+HOST_LATE_WORKER_BYTES = 0.14 * 2**30
+HOST_LATE_WORKERS_AT_FULL_COST = 2
 # What the data-loader workers keep. The ranks that load data (tensor-parallel rank 0 of the first and last pipeline
 # stages: `is_dataset_built_on_rank`) fork --num-workers workers (torch DataLoader, fork) before training: they keep
 # the parent's pages as they were. Megatron builds a first HybridDeviceOptimizer over the model's own parameters,

@@ -33,6 +33,15 @@ def bytes_a_parameter(precision_aware: bool, rounding: float = 1.0) -> float:
     return _own_bytes(precision_aware, rounding) + workers_bytes_a_parameter(precision_aware)
 
 
+def _workers_own_bytes(workers: int, forked_in_training: bool) -> float:
+    """The pages a loader's workers write themselves; those forked in the training loop kept less beyond the first
+    two (calibration.py HOST_LATE_WORKER_BYTES)."""
+    if not forked_in_training:
+        return workers * cal.HOST_WORKER_BYTES
+    full = min(workers, cal.HOST_LATE_WORKERS_AT_FULL_COST)
+    return full * cal.HOST_WORKER_BYTES + (workers - full) * cal.HOST_LATE_WORKER_BYTES
+
+
 def offload_host_bytes(shape: RunShape, params: StageParameters, offloaded: float, loads_data: bool) -> float:
     """Host memory a rank needs for `offloaded` parameters whose optimizer it offloads (0 if none). `loads_data`: the
     rank builds the data loader (tensor-parallel rank 0 of the first and last stages): its workers, where it forks
@@ -42,14 +51,14 @@ def offload_host_bytes(shape: RunShape, params: StageParameters, offloaded: floa
     forks = loads_data and shape.data_loader_workers > 0
     process = cal.HOST_PROCESS_BYTES + (cal.HOST_PROCESS_BYTES_SEVERAL_GPUS if shape.world_size > 1 else 0.0)
     if forks:
-        process += shape.data_loader_workers * cal.HOST_WORKER_BYTES
+        process += _workers_own_bytes(shape.data_loader_workers, shape.training_loader_forks_late)
     own = offloaded * _own_bytes(shape.precision_aware_optimizer, pinned_rounding(shape, params))
     step = offloaded * cal.HOST_WORKERS_STEP_BYTES[shape.precision_aware_optimizer] if forks else 0.0
     if forks and shape.validation_forks_in_training:
         # Its workers keep what Adam writes as it was at the first evaluation, the moments included (p35).
         moments = shape.exp_avg_bytes + shape.exp_avg_sq_bytes
         step += offloaded * (cal.HOST_WORKERS_STEP_BYTES[shape.precision_aware_optimizer] + moments)
-        process += shape.data_loader_workers * cal.HOST_WORKER_BYTES
+        process += _workers_own_bytes(shape.data_loader_workers, forked_in_training=True)
     # Megatron's first HybridDeviceOptimizer copies its share of the model's own parameters, unsharded (beyond this
     # rank's shard at data parallel 2: p06, p07): kept by workers forked before the collection, or by the rank until
     # something collects it.
