@@ -622,3 +622,17 @@ def test_the_literals_remembered_by_a_lines_shape_are_the_literals_it_holds(line
     failures = FailureMatcher(list(_CATALOG_MATCHERS), ScanResult())  # a new one, its shapes unknown, each example
     for line in lines + [line.translate(str.maketrans("0123456789", "9876543210")) for line in lines]:
         assert sorted(failures._present(line)) == sorted(lit for lit in failures._matcher_literals if lit in line)
+
+
+@given(st.lists(st.integers(0, 1000), min_size=2, max_size=4), st.sampled_from([",", ", ", "/"]))
+def test_a_split_without_a_validation_weight_is_read_as_no_validation_set(weights, separator):
+    from offloaddoctor.memory.shape import _no_validation_split
+
+    assert _no_validation_split(separator.join(map(str, weights))) is (weights[1] == 0)
+
+
+@given(st.text(max_size=40) | st.none() | st.integers() | st.floats())
+def test_a_split_of_any_shape_never_raises(split):
+    from offloaddoctor.memory.shape import _no_validation_split
+
+    assert _no_validation_split(split) in (True, False)
