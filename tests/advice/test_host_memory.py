@@ -438,6 +438,7 @@ def test_validation_workers_forked_in_training_keep_the_parameters_and_the_momen
         (["train.eval_interval=500", "train.eval_iters=0"], False),
         (["train.eval_interval=500", "train.skip_train=true"], False),
         (["train.eval_interval=1000"], False),  # at the last step: no step after it writes what they keep
+        (["train.eval_interval=null", "train.train_iters=5000"], False),  # Bridge's Optional: never
     ],
 )
 def test_bridges_validation_loader_forks_at_its_first_evaluation(overrides, in_training):

@@ -392,6 +392,9 @@ def _loader_forks(reader: _Reader) -> _LoaderForks:
 def _evaluates_in_training(reader: _Reader) -> bool:
     """Megatron evaluates at every eval_interval-th step (defaults: 100 iterations each 1,000, Megatron-LM's and
     Bridge's); one at the last step or after it leaves no step to write what its workers keep."""
+    given = reader.store.resolve("train.eval_interval")
+    if given is not None and is_none(given.value):  # Bridge's `eval_interval: null`: no evaluation in the loop
+        return False
     interval = reader.integer("train.eval_interval", 1000)
     if reader.flag("train.skip_train") or not reader.integer("train.eval_iters", 100) or not interval:
         return False
