@@ -40,3 +40,21 @@ def test_the_vpp_fix_line_is_filled_from_the_suggestion():
     _, value = next(c for c in finding.changes if c[0] == "model.virtual_pipeline_model_parallel_size")
     assert value is None or isinstance(value, int)  # filled: no `<suggested.…>` left
     assert not any("suggested" in line or "<" in line for line in finding.overrides)
+
+
+def test_a_refused_module_list_from_the_log_alone_is_filled_from_the_names_the_message_gives():
+    """Bridge 0.3.1's validate() refusing attn_proj without core_attn names one module and nothing else of the list:
+    the fix pastes the nearest list megatron-core takes with what is known, never an unfilled template."""
+    report = diagnose([str(FIXTURES / "bridge-0.3.1" / "validate-error-fine-grained-attn-proj.log")], policy=Policy())
+    [finding] = report.findings
+    assert finding.facts["offload_modules_named"] == "attn_proj"
+    assert ("model.offload_modules", ["core_attn", "attn_proj"]) in finding.changes
+    empty = diagnose([str(FIXTURES / "bridge-0.3.1" / "validate-error-fine-grained-no-modules.log")], policy=Policy())
+    assert ("model.offload_modules", ["core_attn"]) in empty.findings[0].changes
+
+
+def test_no_fixtures_fix_line_is_an_unfilled_suggestion():
+    logs = sorted(FIXTURES.glob("*/job.log")) + sorted((FIXTURES / "bridge-0.3.1").glob("*.log"))
+    for log in logs:
+        for finding in diagnose([str(log)], policy=Policy()).findings:
+            assert not any("<suggested." in str(value) for _, value in finding.changes), (log, finding.id)

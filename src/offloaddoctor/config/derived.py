@@ -108,8 +108,9 @@ SUGGESTED = "suggested."  # the namespace of fix-template values
 SEARCHED_COUNT_LIMIT = 1 << 20
 
 
-def fix_values(store: ConfigStore) -> dict[str, Any]:
-    """`suggested.NAME` -> the value a fix template fills in, for those the config allows computing."""
+def fix_values(store: ConfigStore, facts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`suggested.NAME` -> the value a fix template fills in, for those the config (or, failing it, the message's
+    `facts`) allows computing."""
     values: dict[str, Any] = {}
     fraction = _suggested_offload_fraction(store)
     if fraction is not None:
@@ -124,6 +125,10 @@ def fix_values(store: ConfigStore) -> dict[str, Any]:
     if store.resolve("model.offload_modules_refused") is not None:  # the list is known (or the run's default)
         modules = store.value("model.offload_modules")
         values[SUGGESTED + "offload_modules"] = list(offload_modules_taken(names(modules), _recomputes_moe(store)))
+    elif facts is not None:  # megatron-core's refusal names the modules it refused, and nothing else of the list
+        named = names(str(facts.get("offload_modules_named", "")).strip("{}"))
+        in_moe = names(str(facts.get("offload_modules_in_recomputed_moe", "")).strip("{}"))
+        values[SUGGESTED + "offload_modules"] = list(offload_modules_taken(named + in_moe, bool(in_moe)))
     return values
 
 

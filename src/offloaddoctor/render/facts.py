@@ -22,6 +22,8 @@ _LABELS = {
     "fragmentation_suspected": "fragmentation suspected",
     "fragmentation_arithmetic": "fragmentation or capacity",
     "allocator_figures": "allocator figures",
+    "offload_modules_named": "offload_modules the message names",
+    "offload_modules_in_recomputed_moe": "offload_modules the message names inside the recomputed MoE layer",
     "gpu": "GPU index",
     "median_iteration_ms": "steady-state iteration time",
     "baseline_iteration_ms": "iteration time before offloading",

@@ -356,7 +356,7 @@ def verdict_for(predicate: Predicate | None, store: ConfigStore, facts: dict) ->
 
 def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> list[str]:
     """Fill a fix's `{name}` placeholders: a fact, a `suggested.*` value (config/derived.py), or a config key."""
-    suggestions = fix_values(store) if any(SUGGESTED in line for line in signature.fix.overrides) else {}
+    suggestions = fix_values(store, facts) if any(SUGGESTED in line for line in signature.fix.overrides) else {}
 
     def fill(match: re.Match) -> str:
         name = match.group(1)
