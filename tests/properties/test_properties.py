@@ -243,12 +243,12 @@ def oom_message(draw):
             "Management and PYTORCH_CUDA_ALLOC_CONF"
         )
         fields = {"requested", "capacity", "free", "allocated", "reserved"}
-    elif wording == "1.0-1.4 cached":
+    elif wording == "1.0-1.4 cached":  # "cached" was amount_cached - amount_allocated: reserved but unallocated
         tail += (
             f" (GPU {gpu}; {printed['capacity']} total capacity; {printed['allocated']} already allocated; "
-            f"{printed['free']} free; {printed['reserved']} cached)"
+            f"{printed['free']} free; {printed['slack']} cached)"
         )
-        fields = {"requested", "capacity", "free", "allocated"}
+        fields = {"requested", "capacity", "free", "allocated", "slack"}
     else:
         tail += "."
         fields = {"requested"}

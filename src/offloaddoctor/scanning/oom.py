@@ -41,8 +41,12 @@ _FIELDS = {
     "in_use_bytes": (rf"this process has{_SP}{_FIGURE}{_SP}memory in use",),
     "allowed_bytes": (rf"memory in use\.{_SP}{_FIGURE}{_SP}allowed",),
     "allocated_bytes": (rf"{_FIGURE}{_SP}is allocated by PyTorch", rf"{_FIGURE}{_SP}already allocated"),
-    "reserved_unallocated_bytes": (rf"{_FIGURE}{_SP}is reserved by PyTorch but unallocated",),
-    "reserved_bytes": (rf"{_FIGURE}{_SP}reserved in total by PyTorch", rf"{_FIGURE}{_SP}cached\b"),
+    # torch <= 1.3 printed `amount_cached - amount_allocated` as "cached": reserved but unallocated, not the total.
+    "reserved_unallocated_bytes": (
+        rf"{_FIGURE}{_SP}is reserved by PyTorch but unallocated",
+        rf"{_FIGURE}{_SP}cached\b",
+    ),
+    "reserved_bytes": (rf"{_FIGURE}{_SP}reserved in total by PyTorch",),
 }
 _COMPILED = {name: tuple(lazy_compile(p) for p in patterns) for name, patterns in _FIELDS.items()}
 # Four digits at most: int() refuses strings past 4,300 digits, and no host has 10,000 GPUs.
