@@ -85,3 +85,12 @@ def test_on_one_gpu_the_too_large_fraction_does_not_advise_more_parallelism():
     assert "add recompute, a smaller micro-batch" in sentence
     e19 = CALIBRATION / "out-of-memory" / "e19-moe8-ep2-top2-mbs94-h200.log.gz"  # two GPUs: PP 2 fits them
     assert "add pipeline/tensor parallelism" in diagnose([str(e19)]).findings[0].facts["offload_fraction_needed"]
+
+
+def test_what_a_capped_request_missed_is_counted_within_the_cap():
+    """e77 (two H200 capped at 75.37 GiB a process): 6.84 GiB asked with 65.97 GiB free on the card but 6.05 GiB
+    left under the cap; 0.79 GiB was missing, not the 0 bytes the card's free figure gives."""
+    log = CALIBRATION / "out-of-memory" / "e77-moe8-ep2-top2-mbs56-expandable-cap.log.gz"
+    finding = next(f for f in diagnose([str(log)]).findings if "shortfall_bytes" in f.facts)
+    assert finding.facts["free_bytes"] > finding.facts["requested_bytes"]
+    assert 0.78 * 2**30 < finding.facts["shortfall_bytes"] < 0.80 * 2**30

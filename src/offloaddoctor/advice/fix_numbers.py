@@ -22,7 +22,7 @@ from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.advice.slowdown import expected_slowdown
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts
-from offloaddoctor.scanning import larger_than_the_gpu
+from offloaddoctor.scanning import larger_than_the_gpu, shortfall_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -155,7 +155,7 @@ def oom_advice(
         state = model.pop("optimizer_state_bytes")
     offloading = boolean(store.value("optimizer.optimizer_cpu_offload")) is True
     current = (number(store.value("optimizer.optimizer_offload_fraction")) or 0.0) if offloading else 0.0
-    shortfall = max(0, requested - free)
+    shortfall = max(0, shortfall_bytes(facts))  # within a per-process limit where the message prints one (e77)
     allocated = facts.get("allocated_bytes")
     if model and isinstance(allocated, (int, float)) and allocated > 1.5 * model["estimated_peak_allocated_bytes"]:
         model["estimate_vs_allocated"] = (

@@ -32,7 +32,7 @@ _LABELS = {
     "iteration_time_growth": "iteration time growth",
     "iteration_time_growth_ratio": "growth (last line ÷ first)",
     "iterations_logged": "iteration lines",
-    "shortfall_bytes": "missing for this request (requested − free)",
+    "shortfall_bytes": "missing for this request (requested − free to the process)",
     "whole_step_shortfall_bytes": "missing for the whole step (memory model, with CUDA context and NCCL)",
     "whole_step_shortfall_at_most_bytes": "missing for the whole step, at most (memory model worst case, with CUDA context and NCCL)",
     "optimizer_state_estimate_bytes": "offloadable optimizer state per GPU",
