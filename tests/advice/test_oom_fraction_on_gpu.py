@@ -94,3 +94,13 @@ def test_what_a_capped_request_missed_is_counted_within_the_cap():
     finding = next(f for f in diagnose([str(log)]).findings if "shortfall_bytes" in f.facts)
     assert finding.facts["free_bytes"] > finding.facts["requested_bytes"]
     assert 0.78 * 2**30 < finding.facts["shortfall_bytes"] < 0.80 * 2**30
+
+
+def test_the_slowdown_fix_says_what_its_lower_fraction_costs_the_gpu():
+    """p38 trained at 0.65 (68,712 MiB on an H100) and `estimate` found no smaller share that fits: the guide's 0.25,
+    which the slowdown fix pastes, needs ~30 GiB more by the memory model, and the fix says to check before."""
+    log = CALIBRATION / "host-memory" / "p38-gpt7b-f065-gc-eval2-cyclic-w0-host-advised.log.gz"
+    [slow] = [f for f in diagnose([str(log)]).findings if f.id == "optimizer-offload-slowdown"]
+    assert ("optimizer.optimizer_offload_fraction", 0.25) in slow.changes
+    assert "30,720 MiB over this run's 68,414 at 0.65" in slow.facts["peak_allocated_at_the_fix_fraction"]
+    assert slow.fix_note.startswith("Check the GPU before lowering the fraction")

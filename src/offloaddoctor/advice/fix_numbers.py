@@ -50,6 +50,7 @@ def add_advice(
             finding.facts.update(unsized_oom_advice(store, log))
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
+            _check_the_lower_fraction(finding, store)
         elif finding.id == "optimizer-offload-host-memory":
             finding.facts.update(host_memory_advice(store))
 
@@ -427,6 +428,31 @@ def _fit_verdict(result: MemoryEstimate, facts: dict[str, Any]):
     if isinstance(allowed, (int, float)):
         limits.append(allowed)
     return verdict_within(result, min(limits)) if limits else None
+
+
+def _check_the_lower_fraction(finding: Finding, store: ConfigStore) -> None:
+    """A smaller offloaded share leaves more of the optimizer on the GPU. The slowdown fix's fraction (the guide's)
+    knows nothing of this run's memory: where the memory model reads the run, say how much more its peak needs
+    there, and how to find the smallest fraction that fits (p38 trained at 0.65; at 0.25 it needs ~29 GiB more)."""
+    key = "optimizer.optimizer_offload_fraction"
+    lower = next((number(o.partition("=")[2]) for o in finding.overrides if o.startswith(f"{key}=")), None)
+    shape = _memory_shape(store)
+    if lower is None or shape is None or not shape.optimizer_cpu_offload or lower >= shape.optimizer_offload_fraction:
+        return
+    now = _estimate(shape).peak_allocated_bytes
+    more = _estimate(shape.with_changes(optimizer_offload_fraction=lower)).peak_allocated_bytes - now
+    if more <= 0:
+        return
+    finding.facts["peak_allocated_at_the_fix_fraction"] = (
+        f"{(now + more) / MIB:,.0f} MiB at {lower:g}, {more / MIB:,.0f} MiB over this run's {now / MIB:,.0f} at "
+        f"{shape.optimizer_offload_fraction:g} (memory model)"
+    )
+    log = finding.evidence[0].path if finding.evidence else None
+    named = shlex.quote(log) if log and not log.startswith("<") else "LOG"  # "<stdin>": no file to name
+    finding.fix_note = (
+        f"Check the GPU before lowering the fraction: at {lower:g} the memory model puts the peak {more / MIB:,.0f} "
+        f"MiB higher; `offloaddoctor estimate {named} --gpu GPU` names the smallest fraction that fits it."
+    )
 
 
 def slowdown_advice(store: ConfigStore) -> dict[str, Any]:

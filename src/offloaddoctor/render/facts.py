@@ -39,6 +39,7 @@ _LABELS = {
     "offload_fraction_needed": "optimizer_offload_fraction that would free it",
     "offload_fraction_needed_with_manual_gc": "with manual garbage collection (the first optimizer build freed)",
     "expected_slowdown": "expected iteration time",
+    "peak_allocated_at_the_fix_fraction": "peak allocated at the fix's fraction",
     "overlap_cpu_optimizer_d2h_h2d": "overlap_cpu_optimizer_d2h_h2d",
     "estimate_basis": "an estimate, from",
     "baseline_peak_allocated_bytes": "baseline peak allocated",
