@@ -195,10 +195,10 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         count * grad_bytes,
         f"{count:,} parameters x {grad_bytes} B (main gradients, {_DTYPE_NAMES[grad_bytes]})",
     )
+    shard = f" per rank (the distributed optimizer's 1/{shards} shard)" if shards > 1 else ""
     state_formula = (
-        f"{optimizer_params:,.0f} parameters{' per rank' if shards > 1 else ''} x {state_bytes} B (fp32 master {master_bytes} + Adam "
+        f"{optimizer_params:,.0f} parameters{shard} x {state_bytes} B (fp32 master {master_bytes} + Adam "
         f"{shape.exp_avg_bytes}+{shape.exp_avg_sq_bytes})"
-        + (f", sharded over {shards} ranks" if shards > 1 else "")
         + (f", {shape.gpu_offload_fraction:g} offloaded to the CPU" if shape.gpu_offload_fraction else "")
         + (
             f" ({1 - on_gpu:.3f} of the parameters: whole tensors move)"
