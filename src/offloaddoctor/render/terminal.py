@@ -147,6 +147,8 @@ def _render_report(report: Report, console: Console, details: bool = False) -> N
 # What a panel takes from the console's width before an evidence line: borders and padding (4), the label
 # column and its gap (9), the evidence indent (2).
 _PANEL_MARGIN = 15
+# ... and before a title: the corners, the rule before it and the spaces either side (rich's Panel).
+_TITLE_MARGIN = 6
 
 
 def finding_panel(index: int, finding: Finding, details: bool = True, width: int | None = None) -> Panel:
@@ -191,6 +193,8 @@ def finding_panel(index: int, finding: Finding, details: bool = True, width: int
     title.append(signature.severity.upper(), style=_SEVERITY_STYLE[signature.severity])
     title.append(f"  {signature.id}  ", style="bold")
     title.append(signature.title)
+    if width:  # rich cuts a title too wide for the border mid-word; cut it with an ellipsis instead
+        title.truncate(max(10, width - _TITLE_MARGIN), overflow="ellipsis")
     return Panel(
         Group(grid), title=title, title_align="left", border_style=_SEVERITY_STYLE[signature.severity].split()[-1]
     )
