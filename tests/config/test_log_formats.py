@@ -353,6 +353,15 @@ def test_config_with_the_bug_shape_contradicts_the_error_and_names_the_bug():
     assert "Megatron-Bridge#2992" in finding.config.explanation
     assert "https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/3144" in finding.config.explanation
     assert [k.issue.id for k in finding.known_issues] == ["Megatron-Bridge#2992"]
+    # the bug's workaround, not the signature's "offload the optimizer instead": offloading was never meant to be on
+    assert finding.overrides == [] and finding.changes == []
+    assert finding.fix_note.startswith("Offloading was not meant to be on") and finding.fix_note_replaces_summary
+
+
+def test_a_version_line_alone_keeps_the_signatures_fix():
+    """The log's version shows the bug could be there; only the config's shape shows it is: the fix stays."""
+    finding = diagnose_text("megatron-bridge            0.3.1\n" + PP_ERROR).findings[0]
+    assert finding.known_issues and "model.cpu_offloading" in [key for key, _ in finding.changes]
 
 
 @pytest.mark.parametrize("line", ["megatron-bridge            0.3.1", "megatron_bridge==0.4.0rc0"])
@@ -404,12 +413,14 @@ def test_a_broken_known_issue_entry_is_a_catalogue_problem(tmp_path):
         text.replace("id: pp-cpu-offload", "id: my-pp")
         .replace("package: megatron-bridge", "package: nemo")
         .replace("model.cpu_offloading_num_layers, eq: 0", "model.no_such_key, eq: 0")
+        .replace("    workaround: >", "    workaround: [a list]\n    unused: >")
     )
     (tmp_path / "my-pp.yaml").write_text(text)
     with pytest.raises(CatalogError) as error:
         load_catalog([tmp_path], include_builtin=False)
     message = str(error.value)
     assert "known_issues[0].package" in message and "known_issues[0].when" in message
+    assert "known_issues[0].workaround: must be a non-empty string" in message
 
 
 # ---- 5. fragmentation on small GPUs (the close call of issue 13, decided by the sum since issue 27) ----------------

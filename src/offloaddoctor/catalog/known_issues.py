@@ -12,7 +12,8 @@ VERSION_KEYS = {
     "megatron-bridge": "runtime.megatron_bridge_version",
     "megatron-core": "runtime.megatron_core_version",
 }
-_FIELDS = {"id", "title", "link", "package", "versions", "fixed_by", "when"}
+_FIELDS = {"id", "title", "link", "package", "versions", "fixed_by", "when", "workaround"}
+_OPTIONAL = {"fixed_by", "workaround"}
 
 
 class KnownIssue(NamedTuple):
@@ -23,6 +24,7 @@ class KnownIssue(NamedTuple):
     versions: tuple[str, ...]  # affected releases, as the package prints them
     fixed_by: str
     when: Predicate  # the config shape that reveals it
+    workaround: str = ""  # the fix where the config shape holds: the signature's own fix is for another cause
 
 
 def build_known_issues(entries) -> tuple[KnownIssue, ...]:
@@ -45,13 +47,13 @@ def load_known_issues(raw, problem, is_known_key=None) -> tuple[KnownIssue, ...]
         if not isinstance(entry, dict):
             problem(where, "must be a mapping")
             continue
-        missing = sorted(_FIELDS - set(entry) - {"fixed_by"})
+        missing = sorted(_FIELDS - set(entry) - _OPTIONAL)
         unknown = sorted(set(entry) - _FIELDS)
         for name in missing:
             problem(f"{where}.{name}", "required field is missing")
         for name in unknown:
             problem(f"{where}.{name}", "unknown field")
-        texts = {name: entry.get(name, "") for name in ("id", "title", "link", "package", "fixed_by")}
+        texts = {name: entry.get(name, "") for name in ("id", "title", "link", "package", "fixed_by", "workaround")}
         for name, value in texts.items():
             if name in entry and (not isinstance(value, str) or not value.strip()):
                 problem(f"{where}.{name}", "must be a non-empty string")
@@ -76,7 +78,14 @@ def load_known_issues(raw, problem, is_known_key=None) -> tuple[KnownIssue, ...]
             continue
         issues.append(
             KnownIssue(
-                texts["id"], texts["title"], texts["link"], texts["package"], tuple(versions), texts["fixed_by"], when
+                texts["id"],
+                texts["title"],
+                texts["link"],
+                texts["package"],
+                tuple(versions),
+                texts["fixed_by"],
+                when,
+                " ".join(texts["workaround"].split()),
             )
         )
     return tuple(issues)

@@ -63,5 +63,9 @@ def _explain(finding: Finding, found: KnownIssueMatch, store: ConfigStore) -> No
         verdict.explanation = (
             f"the config contradicts this error ({shape}); this is the config shape of a " + found.describe()
         )
+        if found.issue.workaround:  # the signature's fix is for the error's usual cause, which the config rules out
+            finding.overrides = []
+            finding.fix_note = found.issue.workaround
+            finding.fix_note_replaces_summary = True
     else:
         verdict.explanation += f"; the log shows {found.issue.package} {found.version}, which has a " + found.describe()
