@@ -596,3 +596,10 @@ def test_where_every_rank_loads_data_there_are_no_other_ranks_to_figure():
     middle = pp4.estimate.stages[1]
     assert pp4.estimate.host_bytes_other_ranks == pytest.approx(max(s.host_bytes for s in pp4.estimate.stages[1:3]))
     assert middle.host_bytes == middle.host_bytes_no_loader < pp4.estimate.host_bytes
+
+
+def test_estimates_changes_leave_out_the_settings_the_run_already_has():
+    """a7b-f080 offloads 0.8 with the precision-aware optimizer: its smaller share is the fraction alone."""
+    report = estimate_run([str(HOST / "a7b-f080.log.gz")], gpu="H100-80GB", host_memory="124GiB")
+    share = next(s for s in report.suggestions if any("optimizer_offload_fraction" in o for o in s.overrides))
+    assert share.overrides == ("optimizer.optimizer_offload_fraction=0.65",)

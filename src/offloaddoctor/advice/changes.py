@@ -26,7 +26,7 @@ from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config import derived
-from offloaddoctor.config.values import ConfigValue
+from offloaddoctor.config.values import ConfigValue, same_value
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate
 from offloaddoctor.memory.fit import fits, fits_only_with_expandable_segments, verdict
 
@@ -110,9 +110,25 @@ def suggest(
         fitting = [
             c for c in fitting if c.overrides == (EXPANDABLE_SEGMENTS,) or EXPANDABLE_SEGMENTS not in c.overrides
         ]
-    if fitting:
-        return fitting
-    return sorted(candidates, key=lambda c: c.peak_allocated_bytes)[:4]
+    chosen = fitting or sorted(candidates, key=lambda c: c.peak_allocated_bytes)[:4]
+    return _without_what_the_run_has(chosen, values)
+
+
+def _without_what_the_run_has(suggestions: list[Suggestion], values: Sequence[ConfigValue]) -> list[Suggestion]:
+    """A change's lines less the settings the run already has (a7b-f080 offloads with the precision-aware optimizer:
+    its smaller share is `--optimizer-offload-fraction 0.65`, not the switches again), as diagnose's fixes print."""
+    store = build_store(values)
+
+    def in_effect(line: str) -> bool:
+        parsed = parse_overrides([line]) if "=" in line and not line.startswith("export ") else []
+        given = store.resolve(parsed[0].key) if len(parsed) == 1 else None
+        return given is not None and given.origin != "default" and same_value(given.value, parsed[0].value)
+
+    kept = []
+    for suggestion in suggestions:
+        lines = tuple(line for line in suggestion.overrides if not in_effect(line))
+        kept.append(suggestion._replace(overrides=lines) if lines else suggestion)
+    return kept
 
 
 def _allowed(suggestion: Suggestion, values: Sequence[ConfigValue], catalog: Catalog | None) -> bool:
