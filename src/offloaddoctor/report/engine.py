@@ -217,7 +217,8 @@ def _drop_megatron_fix_lines(findings: list[Finding]) -> None:
             finding.overrides = kept
             finding.fix_note = (
                 "Megatron settings left out of this fix: the log shows no Megatron run (no arguments "
-                "block, iteration lines or Megatron config), and they apply only to Megatron runs."
+                "block, iteration lines or Megatron config), and they apply only to Megatron runs; the capacity "
+                "fixes the text names are those settings, for a Megatron run."
             )
 
 
