@@ -104,3 +104,12 @@ def test_the_slowdown_fix_says_what_its_lower_fraction_costs_the_gpu():
     assert ("optimizer.optimizer_offload_fraction", 0.25) in slow.changes
     assert "30,720 MiB over this run's 68,414 at 0.65" in slow.facts["peak_allocated_at_the_fix_fraction"]
     assert slow.fix_note.startswith("Check the GPU before lowering the fraction")
+
+
+def test_an_oom_without_the_gpus_size_says_its_lines_are_not_sized():
+    """e76 (NCCL's "Failed to CUDA calloc async 4 bytes" on two H100): the usual capacity lines, and what the memory
+    model says the peak is made of, with the command that sizes a change."""
+    log = CALIBRATION / "out-of-memory" / "e76-moe8-ep2-top2-mbs56-does-not-fit.log.gz"
+    [oom] = [f for f in diagnose([str(log)]).findings if f.id == "oom-capacity"]
+    assert "not sized for this run" in oom.fix_note and "--gpu NAME" in oom.fix_note
+    assert "largest component: activations (60,846 MiB)" in oom.fix_note

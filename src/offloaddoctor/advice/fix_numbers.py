@@ -48,6 +48,7 @@ def add_advice(
         elif "allocator_figures" in finding.facts:  # an OOM without the allocator's figures (NCCL's, cuBLAS's)
             log = finding.evidence[0].path if finding.evidence else None
             finding.facts.update(unsized_oom_advice(store, log))
+            _unsized_fix_note(finding, log)
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
             _check_the_lower_fraction(finding, store)
@@ -281,6 +282,21 @@ def unsized_oom_advice(store: ConfigStore, log: str | None = None) -> dict[str, 
         "fit_verdict": f"this message does not give the GPU's size: `offloaddoctor estimate {named} --gpu NAME` (or "
         "--gpu-memory SIZE) gives the verdict and the cheapest change that fits",
     }
+
+
+def _unsized_fix_note(finding: Finding, log: str | None) -> None:
+    """Without the GPU's size no change is sized: the lines are the signature's usual ones. Say so, and where the
+    memory model puts the peak, so that a change that frees little there is not taken for the fix (e76: offloading
+    half its optimizer frees ~1 GiB of a peak that is 60,846 MiB of activations)."""
+    largest = finding.facts.get("largest_component")
+    if not largest or not finding.overrides:
+        return
+    named = shlex.quote(log) if log and not log.startswith("<") else "LOG"
+    finding.fix_note = (
+        f"The message does not give the GPU's size, so the lines below are not sized for this run: `offloaddoctor "
+        f"estimate {named} --gpu NAME` names the cheapest change that fits. The memory model's largest component: "
+        f"{str(largest).split(':')[0]}."
+    )
 
 
 def _is_moe(store: ConfigStore) -> bool:
