@@ -316,3 +316,13 @@ def test_a_config_no_single_change_makes_fit_gets_no_fix_line_that_would_not_wor
     assert violation.facts["cheapest_change_that_fits"].startswith("none alone")
     fitting = check([str(script)], gpu="H100-80GB", overrides=["model.num_moe_experts=16"]).violations
     assert [v.id for v in fitting if v.id == "memory-exceeds-capacity"] == []
+
+
+def test_a_violation_that_an_earlier_fix_settles_keeps_no_lines_of_its_own():
+    """pp-cpu-offload's fix turns activation offloading off, which leaves recompute-cpu-offload nothing to forbid:
+    pasting both would also turn recompute off, for one conflict. The first finding keeps its own fix."""
+    by_id = {v.id: v for v in check([MANY]).violations}
+    assert ("model.cpu_offloading", False) in by_id["pp-cpu-offload"].changes
+    settled = by_id["recompute-cpu-offload"]
+    assert settled.changes == [] and settled.fix_note.startswith("pp-cpu-offload's fix")
+    assert by_id["optimizer-offload-fraction-range"].changes == []  # off with state-offload-conflict's fix

@@ -64,6 +64,7 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
         for f in findings
     }
     _resolve_conflicts(findings, items, dialect)
+    _settled_by_another_fix(findings, items, store, dialect)
     for finding in findings:
         _leave_out_layouts_the_gpus_cannot_hold(finding, items, store, dialect)
     for finding in findings:
@@ -172,6 +173,39 @@ def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], dial
                     dropped,
                     f"`{left}` left out of this fix: {winner.id}'s fix says `{kept}`, and the two must agree.",
                 )
+
+
+def _settled_by_another_fix(
+    findings: Sequence[Finding], items: dict[int, list], store: ConfigStore, dialect: str
+) -> None:
+    """A constraint that the fix of a finding ranked before it already settles (activation offloading turned off by
+    pp-cpu-offload's fix leaves recompute-cpu-offload nothing to forbid) keeps no lines of its own: applied together,
+    the two would undo both memory savers for one conflict."""
+    from offloaddoctor.catalog.predicates import evaluate, missing
+
+    def changes_of(finding: Finding) -> dict[str, Any]:
+        return {key: value for item in items[id(finding)] if not isinstance(item, str) for key, value in item}
+
+    for index, finding in enumerate(findings):
+        condition = finding.signature.config
+        if condition is None or not changes_of(finding):
+            continue
+        for other in findings[:index]:  # a finding ranked before it: the primary keeps its own fix (n76's, n78's run)
+            applied = changes_of(other)
+            if not applied:
+                continue
+
+            def lookup(kind: str, name: str, applied: dict[str, Any] = applied) -> Any:
+                if kind == "key" and name in applied:
+                    return applied[name]
+                resolved = store.resolve(name) if kind == "key" else None
+                return missing() if resolved is None else resolved.value
+
+            if evaluate(condition, lookup) is False:
+                settled = "; ".join(render_changes(list(applied.items()), dialect))
+                keys = set(changes_of(finding))
+                _leave_out(finding, items, keys, f"{other.signature.id}'s fix (`{settled}`) settles this one as well.")
+                break
 
 
 def _leave_out(finding: Finding, items: dict[int, list], keys: set[str], note: str) -> None:
