@@ -1116,6 +1116,16 @@ L1_F100 = (
 RUNS["n135-llama5b-f100-host"] = (1, 0, L1_F100)
 RUNS["n136-llama5b-f075-host-advised"] = (1, 0, L1_F100.replace(f"{OFFLOAD} 1.0", f"{OFFLOAD} 0.75"))
 
+# The slowdown finding's fix pastes the guide's 0.25 (optimizer-offload-slowdown). For p38's 6.66B GPT, which trained
+# at 0.65 (68,712 MiB on one H100), `estimate --gpu H100-80GB` says 0.25 DOES NOT FIT: 99,134 MiB, 29,494 short
+# (planned before it ran; the finding now says what the lower fraction costs the GPU). Expected: out of memory.
+A7B_FULL = (
+    "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 16384 --num-attention-heads 32 --seq-length 2048 "
+    "--max-position-embeddings 2048 --vocab-size 50304 --bf16 --use-distributed-optimizer --micro-batch-size 2 "
+    "--global-batch-size 4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+)
+RUNS["n137-gpt7b-f025-gc-slowdown-fix"] = (1, 0, f"{A7B_FULL} {OFFLOAD} 0.25 {GC}")
+
 RUNS.update(_planned_advice())
 # Shares one GPU; the runs are packed under this many GB at once.
 GPU_BUDGET_GB = 70
