@@ -13,7 +13,7 @@ caching allocator, so `max allocated` is per run); an nvidia-smi poller records 
 
 GROUP selects the runs (`single`: one GPU each; `multi`: two GPUs, TP/PP/DP = 2; `two`: issue 25's runs, each
 alone on its GPUs, with DEADLINE_S in the environment to stop in time; `moe`: the one-GPU MoE hold-outs of benchmarks/moe_plan.json,
-each alone on a GPU, DEADLINE_S as for `two`). Writes OUTDIR/raw.tar.gz
+each alone on a GPU, DEADLINE_S as for `two`). Writes OUTDIR/raw-GROUP.tar.gz
 holding NAME.raw.log, NAME.cmd, NAME.smi (peak nvidia-smi MiB) and meta-GROUP.txt.
 """
 
