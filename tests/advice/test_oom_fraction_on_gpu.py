@@ -104,6 +104,12 @@ def test_the_slowdown_fix_says_what_its_lower_fraction_costs_the_gpu():
     assert ("optimizer.optimizer_offload_fraction", 0.25) in slow.changes
     assert "30,720 MiB over this run's 68,414 at 0.65" in slow.facts["peak_allocated_at_the_fix_fraction"]
     assert slow.fix_note.startswith("Check the GPU before lowering the fraction")
+    # Run so (n137, one H100, planned before it ran): out of memory at the first optimizer step, and diagnose's fix
+    # for that OOM is the fraction p38 trained at.
+    oom_log = CALIBRATION / "out-of-memory" / "n137-gpt7b-f025-gc-slowdown-fix.log.gz"
+    assert b"torch.OutOfMemoryError" in gzip.decompress(oom_log.read_bytes())
+    [oom] = diagnose([str(oom_log)]).findings
+    assert ("optimizer.optimizer_offload_fraction", 0.65) in oom.changes
 
 
 def test_an_oom_without_the_gpus_size_says_its_lines_are_not_sized():
