@@ -544,3 +544,18 @@ def test_known_issues_survive_the_catalogue_cache(tmp_path, monkeypatch):
     for catalog in (first, cached):
         issue = catalog.get("pp-cpu-offload").known_issues[0]
         assert issue.id == "Megatron-Bridge#2992" and issue.versions == ("0.3.1", "0.4.0rc0")
+
+
+def test_a_finding_the_config_contradicts_is_not_settled_by_another_fix():
+    """pp-cpu-offload's fix turns activation offloading off; recompute-cpu-offload's error with no recompute in the
+    config is contradicted (not a constraint this config violates), so no fix 'settles' it: its lines stay."""
+    text = PP_ERROR + "\n[rank0]: ValueError: CPU offloading does not work when activation recomputation is enabled\n"
+    config = {
+        "model.cpu_offloading": True,
+        "model.pipeline_model_parallel_size": 2,
+        "model.recompute_granularity": None,
+    }
+    by_id = {f.id: f for f in diagnose_text(text, config).findings}
+    recompute = by_id["recompute-cpu-offload"]
+    assert recompute.config.verdict == "contradicted"
+    assert "settles this one" not in recompute.fix_note
