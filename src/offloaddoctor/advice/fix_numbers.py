@@ -48,7 +48,7 @@ def add_advice(
         elif "allocator_figures" in finding.facts:  # an OOM without the allocator's figures (NCCL's, cuBLAS's)
             log = finding.evidence[0].path if finding.evidence else None
             finding.facts.update(unsized_oom_advice(store, log))
-            _unsized_fix_note(finding, log)
+            _unsized_fix_note(finding, store, log)
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
             _check_the_lower_fraction(finding, store)
@@ -284,18 +284,19 @@ def unsized_oom_advice(store: ConfigStore, log: str | None = None) -> dict[str, 
     }
 
 
-def _unsized_fix_note(finding: Finding, log: str | None) -> None:
+def _unsized_fix_note(finding: Finding, store: ConfigStore, log: str | None) -> None:
     """Without the GPU's size no change is sized: the lines are the signature's usual ones. Say so, and where the
     memory model puts the peak, so that a change that frees little there is not taken for the fix (e76: offloading
     half its optimizer frees ~1 GiB of a peak that is 60,846 MiB of activations)."""
-    largest = finding.facts.get("largest_component")
-    if not largest or not finding.overrides:
+    shape = _memory_shape(store)
+    if shape is None or not finding.overrides:
         return
+    largest = max(_estimate(shape).most_loaded.components, key=lambda c: c.bytes)
     named = shlex.quote(log) if log and not log.startswith("<") else "LOG"
     finding.fix_note = (
         f"The message does not give the GPU's size, so the lines below are not sized for this run: `offloaddoctor "
         f"estimate {named} --gpu NAME` names the cheapest change that fits. The memory model's largest component: "
-        f"{str(largest).split(':')[0]}."
+        f"{largest.name.replace('_', ' ')} ({largest.bytes / MIB:,.0f} MiB)."
     )
 
 
@@ -449,7 +450,8 @@ def _fit_verdict(result: MemoryEstimate, facts: dict[str, Any]):
 def _check_the_lower_fraction(finding: Finding, store: ConfigStore) -> None:
     """A smaller offloaded share leaves more of the optimizer on the GPU. The slowdown fix's fraction (the guide's)
     knows nothing of this run's memory: where the memory model reads the run, say how much more its peak needs
-    there, and how to find the smallest fraction that fits (p38 trained at 0.65; at 0.25 it needs ~29 GiB more)."""
+    there, and how to find the smallest fraction that fits (p38 trained at 0.65; at 0.25 it needs ~30 GiB more, and
+    ran out of memory: n137)."""
     key = "optimizer.optimizer_offload_fraction"
     lower = next((number(o.partition("=")[2]) for o in finding.overrides if o.startswith(f"{key}=")), None)
     shape = _memory_shape(store)
