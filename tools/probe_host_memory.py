@@ -148,6 +148,13 @@ PROBES: dict[str, tuple[int, str, dict[str, str]]] = {
     # p41 without --manual-gc (workers forked late, collecting), and the 3.35B GPT as p41 (planned before they ran).
     "p42-gpt1b-f100-eval2-cyclic-w8": (1, f"{GPT1B} 1.0 {EVAL_EVERY_2} --dataloader-type cyclic --num-workers 8", {}),
     "p43-gpt3b-f100-mbs3-gc-eval2-cyclic-w8": (1, f"{G1} {EVAL_CYCLIC} --num-workers 8", {}),
+    # Tensor parallel 2 evaluating so: only tensor-parallel rank 0 builds the loaders, so only it keeps the validation
+    # workers' copies (planned before it ran).
+    "p44-gpt3b-tp2-f100-gc-eval2-cyclic": (
+        2,
+        f"{TP2_HALF.replace(f'{OFFLOAD} 0.5', f'{OFFLOAD} 1.0')} {GC} {EVAL_CYCLIC}",
+        {},
+    ),
 }
 
 
