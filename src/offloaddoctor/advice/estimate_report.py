@@ -103,7 +103,7 @@ def build_estimate(
         low, high = cal.HOST_OVER_UNDER_TENSOR_PARALLEL
         report.notes.append(
             f"the host figure was {low:.0%}-{high:.0%} over what tensor-parallel runs' hosts gave up "
-            "(fixtures/memory-calibration/host-memory: seven probes at tensor parallel 2 and 4; within 3 % without tensor "
+            "(fixtures/memory-calibration/host-memory: eight probes at tensor parallel 2 and 4; within 3 % without tensor "
             "parallelism): the host verdict's low end allows for it"
         )
     if report.estimate.host_bytes and shape.data_loader_workers > cal.HOST_WORKERS_MEASURED:
