@@ -231,10 +231,12 @@ def test_an_oom_without_the_allocators_figures_names_the_estimate_command_for_it
     copy.write_bytes(recorded.read_bytes())
     [finding] = [f for f in diagnose([str(copy)]).findings if f.id == "oom-capacity"]
     assert f"`offloaddoctor estimate {shlex.quote(str(copy))} --gpu NAME`" in finding.facts["fit_verdict"]
-    from offloaddoctor.advice.fix_numbers import unsized_oom_advice
-    from offloaddoctor.config.loading import build_store
-
-    assert unsized_oom_advice(build_store([])) == {}  # no config to estimate from: nothing claimed
+    # no config to estimate from (NCCL's and cuBLAS's lines alone): nothing claimed
+    [bare] = [
+        f for f in diagnose([str(FIXTURES / "excerpt-oom-nccl-cublas" / "job.log")]).findings if f.id == "oom-capacity"
+    ]
+    assert "fit_verdict" not in bare.facts and "estimated_peak_allocated_bytes" not in bare.facts
+    assert "not sized" not in bare.fix_note
 
 
 def test_an_oom_without_figures_read_from_standard_input_names_log_in_the_estimate_command():

@@ -46,9 +46,7 @@ def add_advice(
             _use_cheapest_change(finding)
             _doubt_the_verdict(finding, store)
         elif "allocator_figures" in finding.facts:  # an OOM without the allocator's figures (NCCL's, cuBLAS's)
-            log = finding.evidence[0].path if finding.evidence else None
-            finding.facts.update(unsized_oom_advice(store, log))
-            _unsized_fix_note(finding, store, log)
+            _unsized_oom_advice(finding, store)
         elif finding.id == "optimizer-offload-slowdown":
             finding.facts.update(slowdown_advice(store))
             _check_the_lower_fraction(finding, store)
@@ -269,30 +267,31 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
     return facts
 
 
-def unsized_oom_advice(store: ConfigStore, log: str | None = None) -> dict[str, Any]:
+def _named_log(finding: Finding) -> str:
+    """The finding's log as a command line names it; LOG where there is no file to name ("<stdin>")."""
+    log = finding.evidence[0].path if finding.evidence else None
+    return shlex.quote(log) if log and not log.startswith("<") else "LOG"
+
+
+def _unsized_oom_advice(finding: Finding, store: ConfigStore) -> None:
     """An OOM whose message gives no figures (NCCL's or cuBLAS's own allocation, the CUDA runtime's error) names no
     GPU size: the memory model's peak for the run's config, and how to get the verdict for the GPU it ran on (e76:
-    NCCL's "Failed to CUDA calloc async 4 bytes" on two H100, where `estimate --gpu H100-80GB` says it does not fit)."""
+    NCCL's "Failed to CUDA calloc async 4 bytes" on two H100, where `estimate --gpu H100-80GB` says it does not fit).
+    The fix lines are then the signature's usual ones, not sized for the run: the note says so, and where the model
+    puts the peak, so that a change that frees little there is not taken for the fix (e76: offloading half its
+    optimizer frees ~1 GiB of a peak that is 60,846 MiB of activations)."""
     shape = _memory_shape(store)
     if shape is None:
-        return {}
-    named = shlex.quote(log) if log and not log.startswith("<") else "LOG"  # "<stdin>": no file to name
-    return {
-        **estimate_facts(_estimate(shape)),
-        "fit_verdict": f"this message does not give the GPU's size: `offloaddoctor estimate {named} --gpu NAME` (or "
-        "--gpu-memory SIZE) gives the verdict and the cheapest change that fits",
-    }
-
-
-def _unsized_fix_note(finding: Finding, store: ConfigStore, log: str | None) -> None:
-    """Without the GPU's size no change is sized: the lines are the signature's usual ones. Say so, and where the
-    memory model puts the peak, so that a change that frees little there is not taken for the fix (e76: offloading
-    half its optimizer frees ~1 GiB of a peak that is 60,846 MiB of activations)."""
-    shape = _memory_shape(store)
-    if shape is None or not finding.overrides:
         return
-    largest = max(_estimate(shape).most_loaded.components, key=lambda c: c.bytes)
-    named = shlex.quote(log) if log and not log.startswith("<") else "LOG"
+    result, named = _estimate(shape), _named_log(finding)
+    finding.facts.update(estimate_facts(result))
+    finding.facts["fit_verdict"] = (
+        f"this message does not give the GPU's size: `offloaddoctor estimate {named} --gpu NAME` (or --gpu-memory "
+        "SIZE) gives the verdict and the cheapest change that fits"
+    )
+    if not finding.overrides:
+        return
+    largest = max(result.most_loaded.components, key=lambda c: c.bytes)
     finding.fix_note = (
         f"The message does not give the GPU's size, so the lines below are not sized for this run: `offloaddoctor "
         f"estimate {named} --gpu NAME` names the cheapest change that fits. The memory model's largest component: "
@@ -465,11 +464,9 @@ def _check_the_lower_fraction(finding: Finding, store: ConfigStore) -> None:
         f"{(now + more) / MIB:,.0f} MiB at {lower:g}, {more / MIB:,.0f} MiB over this run's {now / MIB:,.0f} at "
         f"{shape.optimizer_offload_fraction:g} (memory model)"
     )
-    log = finding.evidence[0].path if finding.evidence else None
-    named = shlex.quote(log) if log and not log.startswith("<") else "LOG"  # "<stdin>": no file to name
     finding.fix_note = (
         f"Check the GPU before lowering the fraction: at {lower:g} the memory model puts the peak {more / MIB:,.0f} "
-        f"MiB higher; `offloaddoctor estimate {named} --gpu GPU` names the smallest fraction that fits it."
+        f"MiB higher; `offloaddoctor estimate {_named_log(finding)} --gpu GPU` names the smallest fraction that fits it."
     )
 
 
