@@ -26,7 +26,8 @@ from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config import derived
-from offloaddoctor.config.values import ConfigValue, same_value
+from offloaddoctor.config.dialect import parse_fix_line
+from offloaddoctor.config.values import ConfigValue
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate
 from offloaddoctor.memory.fit import fits, fits_only_with_expandable_segments, verdict
 
@@ -117,16 +118,17 @@ def suggest(
 def _without_what_the_run_has(suggestions: list[Suggestion], values: Sequence[ConfigValue]) -> list[Suggestion]:
     """A change's lines less the settings the run already has (a7b-f080 offloads with the precision-aware optimizer:
     its smaller share is `--optimizer-offload-fraction 0.65`, not the switches again), as diagnose's fixes print."""
+    from offloaddoctor.report import in_effect
+
     store = build_store(values)
 
-    def in_effect(line: str) -> bool:
-        parsed = parse_overrides([line]) if "=" in line and not line.startswith("export ") else []
-        given = store.resolve(parsed[0].key) if len(parsed) == 1 else None
-        return given is not None and given.origin != "default" and same_value(given.value, parsed[0].value)
+    def had(line: str) -> bool:
+        changes = parse_fix_line(line)
+        return bool(changes) and all(in_effect(change, store) for change in changes)
 
     kept = []
     for suggestion in suggestions:
-        lines = tuple(line for line in suggestion.overrides if not in_effect(line))
+        lines = tuple(line for line in suggestion.overrides if not had(line))
         kept.append(suggestion._replace(overrides=lines) if lines else suggestion)
     return kept
 

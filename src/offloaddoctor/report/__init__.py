@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; at run time each name loads its module on first use
     from offloaddoctor.report.engine import build_report, model_printed_by_log
     from offloaddoctor.report.findings import CONFIRMED, Finding, Report, SourceSummary
-    from offloaddoctor.report.fixes import print_fixes
+    from offloaddoctor.report.fixes import in_effect, print_fixes
     from offloaddoctor.report.preflight import CheckReport, check_store
     from offloaddoctor.report.runs import describe_run, notes_for_all_runs, notes_of_skipped, runs_in_scan, several_runs
 
@@ -25,6 +25,7 @@ _HOMES = {
     "print_fixes": "fixes",
     "CheckReport": "preflight",
     "check_store": "preflight",
+    "in_effect": "fixes",
     "describe_run": "runs",
     "notes_for_all_runs": "runs",
     "notes_of_skipped": "runs",
@@ -41,6 +42,7 @@ __all__ = [
     "build_report",
     "check_store",
     "describe_run",
+    "in_effect",
     "model_printed_by_log",
     "notes_for_all_runs",
     "notes_of_skipped",

@@ -85,10 +85,11 @@ def _not_in_effect(item, store: ConfigStore):
     run that overlaps). Free text stays."""
     if isinstance(item, str):
         return item
-    return [change for change in item if not _in_effect(change, store)]
+    return [change for change in item if not in_effect(change, store)]
 
 
-def _in_effect(change, store: ConfigStore) -> bool:
+def in_effect(change, store: ConfigStore) -> bool:
+    """The run already has this (key, value): its log or config sets the key to it."""
     key, value = change
     given = store.resolve(key)
     return given is not None and given.origin != "default" and same_value(given.value, value)
