@@ -8,6 +8,7 @@ cannot do without is named in `MissingKeys`.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import NamedTuple
 
 from offloaddoctor.coerce import boolean, is_none, names, number
@@ -353,7 +354,7 @@ def _data_loader_workers(reader: _Reader) -> int:
     if not reader.flag("optimizer.optimizer_cpu_offload"):
         return 2
     workers = reader.integer("dataset.num_workers", None)
-    if workers is None and dialect_of(reader.store) == BRIDGE:
+    if workers is None and reader.bridge:
         reader.assume("dataset.num_workers: 8, Bridge's default (its log does not print it)")
         return 8
     return 2 if workers is None else workers
@@ -372,7 +373,7 @@ def _loader_forks(reader: _Reader) -> _LoaderForks:
         return _LoaderForks()
     kind = reader.choice("dataset.dataloader_type") or "single"  # Megatron-LM's default; Bridge's recipes set it
     cycles = kind in ("cyclic", "batch")  # iter(cyclic_iter(loader)): a generator, whose workers fork at first use
-    bridge = dialect_of(reader.store) == BRIDGE
+    bridge = reader.bridge
     dataset = str(reader.value("dataset._target_") or "")
     # Bridge iterates validation cyclically for any GPT dataset, whatever dataloader_type says. Its log does not name
     # the dataset's class: its language-model recipes use GPTDatasetConfig (or fine-tuning's cyclic "batch" loader).
@@ -419,6 +420,11 @@ class _Reader:
         self.store = store
         self.assumptions: list[str] = []
         self.sources: dict[str, str] = {}
+
+    @cached_property
+    def bridge(self) -> bool:
+        """The run is Megatron-Bridge's (its config or log), whose defaults differ from Megatron-LM's."""
+        return dialect_of(self.store) == BRIDGE
 
     def value(self, key: str) -> Any:
         resolved = self.store.resolve(key)
