@@ -93,6 +93,19 @@ class ConfigStore:
         resolved = self.resolve(key)
         return None if resolved is None else resolved.value
 
+    def holds(self, predicate, changes: dict[str, Any] | None = None):
+        """A config predicate (catalog/predicates.py) on this config's keys, with `changes` (canonical key -> value)
+        applied over them: True, False or None (unknown)."""
+        from offloaddoctor.catalog.predicates import evaluate, missing
+
+        def lookup(kind: str, name: str) -> Any:
+            if kind == "key" and changes and name in changes:
+                return changes[name]
+            resolved = self.resolve(name) if kind == "key" else None
+            return missing() if resolved is None else resolved.value
+
+        return evaluate(predicate, lookup)
+
     def set_derived(self, resolved: Resolved) -> None:
         """A derived value only fills a gap: a key given anywhere explicitly is never replaced."""
         if not self._values.get(resolved.key):

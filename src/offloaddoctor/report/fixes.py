@@ -182,28 +182,18 @@ def _settled_by_another_fix(
     """A constraint that the fix of a finding ranked before it already settles (activation offloading turned off by
     pp-cpu-offload's fix leaves recompute-cpu-offload nothing to forbid) keeps no lines of its own: applied together,
     the two would undo both memory savers for one conflict."""
-    from offloaddoctor.catalog.predicates import evaluate, missing
 
     def changes_of(finding: Finding) -> dict[str, Any]:
         return {key: value for item in items[id(finding)] if not isinstance(item, str) for key, value in item}
 
-    def holds(condition, applied: dict[str, Any]):
-        def lookup(kind: str, name: str) -> Any:
-            if kind == "key" and name in applied:
-                return applied[name]
-            resolved = store.resolve(name) if kind == "key" else None
-            return missing() if resolved is None else resolved.value
-
-        return evaluate(condition, lookup)
-
     for index, finding in enumerate(findings):
         condition = finding.signature.config
         # only a constraint the config violates as it is (not one the config contradicts, or cannot tell)
-        if condition is None or not changes_of(finding) or holds(condition, {}) is not True:
+        if condition is None or not changes_of(finding) or store.holds(condition) is not True:
             continue
         for other in findings[:index]:  # a finding ranked before it: the primary keeps its own fix (n76's, n78's run)
             applied = changes_of(other)
-            if applied and holds(condition, applied) is False:
+            if applied and store.holds(condition, applied) is False:
                 settled = "; ".join(render_changes(list(applied.items()), dialect))
                 keys = set(changes_of(finding))
                 _leave_out(finding, items, keys, f"{other.signature.id}'s fix (`{settled}`) settles this one as well.")

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from offloaddoctor.report.findings import CONTRADICTED, ConfigEvidence, Finding
 from offloaddoctor.catalog.known_issues import VERSION_KEYS, KnownIssue
-from offloaddoctor.catalog.predicates import evaluate, missing, names_in
+from offloaddoctor.catalog.predicates import names_in
 from offloaddoctor.config.values import ConfigStore, format_value
 
 
@@ -35,11 +35,7 @@ def apply_known_issues(findings: list[Finding], store: ConfigStore) -> None:
 
 
 def match_known_issue(issue: KnownIssue, store: ConfigStore) -> KnownIssueMatch | None:
-    def lookup(kind: str, name: str):
-        resolved = store.resolve(name) if kind == "key" else None
-        return missing() if resolved is None else resolved.value
-
-    outcome = evaluate(issue.when, lookup)
+    outcome = store.holds(issue.when)
     if outcome is False:  # the config rules the bug out, whatever the version
         return None
     by_config = outcome is True
