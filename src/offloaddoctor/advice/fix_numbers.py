@@ -451,8 +451,10 @@ def _check_the_lower_fraction(finding: Finding, store: ConfigStore) -> None:
     knows nothing of this run's memory: where the memory model reads the run, say how much more its peak needs
     there, and how to find the smallest fraction that fits (p38 trained at 0.65; at 0.25 it needs ~30 GiB more, and
     ran out of memory: n137)."""
-    key = "optimizer.optimizer_offload_fraction"
-    lower = next((number(o.partition("=")[2]) for o in finding.overrides if o.startswith(f"{key}=")), None)
+    from offloaddoctor.config.dialect import parse_fix_line
+
+    changes = dict(change for line in finding.overrides for change in parse_fix_line(line))
+    lower = number(changes.get("optimizer.optimizer_offload_fraction"))
     shape = _memory_shape(store)
     if lower is None or shape is None or not shape.optimizer_cpu_offload or lower >= shape.optimizer_offload_fraction:
         return
