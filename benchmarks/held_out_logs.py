@@ -1,0 +1,94 @@
+"""How `diagnose` classifies real public logs it was never tuned on: fixtures/held-out/.
+
+Each case is a verbatim paste from a public thread (its SOURCE.md), with the truth labelled from the thread
+in label.yaml before diagnose ever read it. A case is:
+  right       diagnose leads with the truth (or, where no signature fits, claims no cause and shows the
+              failure as unexplained);
+  not first   the truth is among the findings, but another leads;
+  missed      the truth is a signature, and diagnose claims nothing;
+  misleading  diagnose leads with a cause that is neither the truth nor one the label accepts.
+
+    python benchmarks/held_out_logs.py [--json] [CASE ...]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HELD_OUT = ROOT / "fixtures" / "held-out"
+CONFIG_NAMES = ("config.yaml", "config.sh")
+
+
+def cases(names: list[str] | None = None) -> list[Path]:
+    found = sorted(p.parent for p in HELD_OUT.glob("*/label.yaml"))
+    return [case for case in found if not names or case.name in names]
+
+
+def diagnose_json(case: Path) -> dict:
+    command = [sys.executable, "-m", "offloaddoctor", "diagnose", str(case / "job.log"), "--format", "json"]
+    command += [arg for name in CONFIG_NAMES if (case / name).exists() for arg in ("--config", str(case / name))]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode not in (0, 1):
+        return {"refused": done.stderr.strip()}
+    return json.loads(done.stdout)
+
+
+def outcome(label: dict, report: dict) -> str:
+    if "refused" in report:
+        return "refused"
+    ids = [finding["id"] for finding in report["findings"]]
+    truth = str(label["truth"])
+    accepted = {truth, *label.get("also_ok", [])}
+    if truth == "none" or truth.startswith("config-error"):
+        return "right" if not ids or ids[0] in accepted else "misleading"
+    if ids and ids[0] == truth:
+        return "right"
+    if not ids:
+        return "missed"
+    return "not first" if truth in ids and ids[0] in accepted else "misleading"
+
+
+def evaluate(names: list[str] | None = None) -> list[dict]:
+    rows = []
+    for case in cases(names):
+        label = yaml.safe_load((case / "label.yaml").read_text())
+        report = diagnose_json(case)
+        ids = [finding["id"] for finding in report.get("findings", [])]
+        unmatched = report.get("unmatched") or {}
+        rows.append(
+            {
+                "case": case.name,
+                "truth": str(label["truth"]),
+                "confidence": label.get("confidence", ""),
+                "findings": ids,
+                "unexplained": unmatched.get("text", "") if isinstance(unmatched, dict) else "",
+                "outcome": outcome(label, report),
+            }
+        )
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    as_json = "--json" in argv
+    rows = evaluate([arg for arg in argv if not arg.startswith("--")] or None)
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for row in rows:
+        found = ", ".join(row["findings"]) or "-"
+        print(f"{row['case']:<44} {row['truth']:<34} {found:<50} {row['outcome']}")
+    tally: dict[str, int] = {}
+    for row in rows:
+        tally[row["outcome"]] = tally.get(row["outcome"], 0) + 1
+    print(f"{len(rows)} cases: " + ", ".join(f"{count} {name}" for name, count in sorted(tally.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
