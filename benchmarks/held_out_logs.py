@@ -2,8 +2,8 @@
 
 Each case is a verbatim paste from a public thread (its SOURCE.md), with the truth labelled from the thread
 in label.yaml before diagnose ever read it. A case is:
-  right       diagnose leads with the truth (or, where no signature fits, claims no cause and shows the
-              failure as unexplained);
+  right       diagnose leads with the truth or a finding the label accepts (or, where no signature fits,
+              claims no cause);
   not first   the truth is among the findings, but another leads;
   missed      the truth is a signature, and diagnose claims nothing;
   misleading  diagnose leads with a cause that is neither the truth nor one the label accepts.
@@ -14,7 +14,6 @@ in label.yaml before diagnose ever read it. A case is:
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,44 +29,49 @@ def cases(names: list[str] | None = None) -> list[Path]:
     return [case for case in found if not names or case.name in names]
 
 
-def diagnose_json(case: Path) -> dict:
-    command = [sys.executable, "-m", "offloaddoctor", "diagnose", str(case / "job.log"), "--format", "json"]
-    command += [arg for name in CONFIG_NAMES if (case / name).exists() for arg in ("--config", str(case / name))]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    if done.returncode not in (0, 1):
-        return {"refused": done.stderr.strip()}
-    return json.loads(done.stdout)
+def diagnose_case(case: Path) -> dict:
+    """What diagnose reports for the case, as the CLI would with the case's config: the finding ids in the
+    report's order and the failure it shows as unexplained, or why it refused."""
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.errors import UserError
+    from offloaddoctor.policy import Policy
+
+    configs = [str(case / name) for name in CONFIG_NAMES if (case / name).exists()]
+    try:
+        report = diagnose([str(case / "job.log")], configs, policy=Policy())
+    except UserError as error:
+        return {"refused": str(error)}
+    unmatched = report.unmatched.text if report.unmatched is not None else ""
+    return {"findings": [finding.signature.id for finding in report.findings], "unexplained": unmatched}
 
 
 def outcome(label: dict, report: dict) -> str:
     if "refused" in report:
         return "refused"
-    ids = [finding["id"] for finding in report["findings"]]
+    ids = report["findings"]
     truth = str(label["truth"])
     accepted = {truth, *label.get("also_ok", [])}
     if truth == "none" or truth.startswith("config-error"):
         return "right" if not ids or ids[0] in accepted else "misleading"
-    if ids and ids[0] == truth:
+    if ids and ids[0] in accepted:
         return "right"
     if not ids:
         return "missed"
-    return "not first" if truth in ids and ids[0] in accepted else "misleading"
+    return "not first" if truth in ids else "misleading"
 
 
 def evaluate(names: list[str] | None = None) -> list[dict]:
     rows = []
     for case in cases(names):
         label = yaml.safe_load((case / "label.yaml").read_text())
-        report = diagnose_json(case)
-        ids = [finding["id"] for finding in report.get("findings", [])]
-        unmatched = report.get("unmatched") or {}
+        report = diagnose_case(case)
         rows.append(
             {
                 "case": case.name,
                 "truth": str(label["truth"]),
                 "confidence": label.get("confidence", ""),
-                "findings": ids,
-                "unexplained": unmatched.get("text", "") if isinstance(unmatched, dict) else "",
+                "findings": report.get("findings", []),
+                "unexplained": report.get("unexplained", ""),
                 "outcome": outcome(label, report),
             }
         )

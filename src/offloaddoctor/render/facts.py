@@ -21,6 +21,7 @@ _LABELS = {
     "reserved_unallocated_share": "reserved-unallocated share of the GPU",  # of the limit when one is printed
     "fragmentation_suspected": "fragmentation suspected",
     "fragmentation_arithmetic": "fragmentation or capacity",
+    "raised_while_building_the_model": "raised while the model was being built, in",
     "allocator_figures": "allocator figures",
     "offload_modules_named": "offload_modules the message names",
     "offload_modules_in_recomputed_moe": "offload_modules the message names inside the recomputed MoE layer",

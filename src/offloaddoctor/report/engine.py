@@ -27,6 +27,7 @@ from offloaddoctor.scanning import (
     keep_evidence,
     lead_with_expandable_segments,
     one_allocation_over_the_gpu,
+    parameters_over_the_gpu,
     says_only_that_a_rank_failed,
     shortfall_bytes,
 )
@@ -96,6 +97,7 @@ def build_report(
         advise(ordered, store, scan.parameters, catalog)
     lead_with_expandable_segments(ordered, store.value("allocator.expandable_segments"))
     one_allocation_over_the_gpu(ordered)
+    parameters_over_the_gpu(ordered, store)
     if not _megatron_run(scan, store, ordered):
         _drop_megatron_fix_lines(ordered)
     dialect = print_fixes(ordered, store)
@@ -413,4 +415,8 @@ def _unexplained_failure(
             return None
     if any((e.path, e.line) == (candidate.path, candidate.line) for f in findings for e in f.evidence):
         return None
+    if candidate is scan.last_source_line and any(
+        e.path == candidate.path and (e.line or 0) > (candidate.line or 0) for f in findings for e in f.evidence
+    ):
+        return None  # a pasted frame's `assert`, whose exception line below it a finding explains (ROCm/Megatron-LM#85)
     return candidate

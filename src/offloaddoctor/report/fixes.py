@@ -88,11 +88,21 @@ def _not_in_effect(item, store: ConfigStore):
     return [change for change in item if not in_effect(change, store)]
 
 
+# A setting's values from the least memory saved to the most: a fix that would move the run down the list
+# already has what it asks for (ms-swift#9191 ran full recompute and was offered selective).
+_SAVING_ORDER = {"model.recompute_granularity": ("selective", "full")}
+
+
 def in_effect(change, store: ConfigStore) -> bool:
-    """The run already has this (key, value): its log or config sets the key to it."""
+    """The run already has this (key, value), or more of it (_SAVING_ORDER): its log or config sets the key so."""
     key, value = change
     given = store.resolve(key)
-    return given is not None and given.origin != "default" and same_value(given.value, value)
+    if given is None or given.origin == "default":
+        return False
+    order = _SAVING_ORDER.get(key, ())
+    if value in order and given.value in order:
+        return order.index(given.value) >= order.index(value)
+    return same_value(given.value, value)
 
 
 def _allocator_options_kept(changes, store: ConfigStore):

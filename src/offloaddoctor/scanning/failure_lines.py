@@ -46,6 +46,20 @@ def is_frame_header(body: str) -> bool:
     return body.lstrip().startswith('File "')
 
 
+# The functions that build a model, each allocating its parameters and keeping them: Megatron-LM's get_model,
+# megatron-core's build_module, a training script's model_provider, Megatron-Bridge's provide_distributed_model,
+# get_model, _create_model and _ddp_wrap (megatron-core 0.19.0, Megatron-Bridge 0.3.1).
+MODEL_BUILD_FUNCTIONS = frozenset(
+    {"get_model", "build_module", "model_provider", "provide_distributed_model", "_create_model", "_ddp_wrap"}
+)
+
+
+def frame_function(header: str) -> str | None:
+    """The function a traceback frame's header names (`File "…", line 119, in build_module` → build_module)."""
+    found = _FRAME_PARTS.search(header)
+    return found["function"] if found is not None else None
+
+
 def raised_by(header: str | None, statement: str) -> str:
     """A frame's `raise`/`assert` line and where it stands, for an exception line that names only its class
     (`assert len(steps) == 1` fails as a bare `AssertionError`): `assert … (megatron/core/x.py:839, in f)`."""

@@ -113,6 +113,7 @@ def fragmentation_verdict(
     whole_step_short: float | None = None,
     first_build_bytes: float = 0.0,
     expandable_segments_on: bool = False,
+    building_model: str | None = None,
 ) -> tuple[bool, str] | None:
     """THE rule (docs/oom.md): fragmentation when reserved-but-unallocated memory is not zero and, with the
     usable free memory, covers the request; otherwise capacity. The failed request is only the first that did
@@ -122,6 +123,7 @@ def fragmentation_verdict(
     `first_build_bytes`: the part of that shortfall that is optimizer offloading's first build, which only
     Python's garbage collector frees (memory/model.py), for the wording. `expandable_segments_on`: the run's
     config says so; the allocator then maps memory where a request needs it, no block to miss → capacity.
+    `building_model`: the model-build function the OOM's traceback passed (raised_while_building) → capacity.
     Returns (fragmentation?, its arithmetic), or None when the message lacks the request or the
     reserved-unallocated figure."""
     slack, requested = facts.get("reserved_unallocated_bytes"), facts.get("requested_bytes")
@@ -136,6 +138,12 @@ def fragmentation_verdict(
         why = (
             "but expandable segments were on (the allocator maps its memory where a request needs it, no "
             "contiguous block to miss) → capacity"
+        )
+        return False, f"{sums} ≥ request {format_bytes(requested)}, {why}"
+    if fragmentation and building_model:
+        why = (
+            f"but it was raised while the model was being built (in {building_model}): the parameters allocated so far "
+            "stay, and the rest of the model, its gradients and the optimizer's state come on top → capacity"
         )
         return False, f"{sums} ≥ request {format_bytes(requested)}, {why}"
     if fragmentation and whole_step_short:
@@ -158,6 +166,64 @@ def fragmentation_verdict(
         return False, f"{sums}, request {format_bytes(requested)}: {why}"
     why = "the GPU did not have the bytes even in pieces → capacity"
     return False, f"{sums} < request {format_bytes(requested)}: {why}"
+
+
+def raised_while_building(facts: dict, function: str) -> dict:
+    """An OOM raised while the model was being built (its traceback passed `function`, one of
+    failure_lines.MODEL_BUILD_FUNCTIONS) is capacity whatever its request: the build allocates parameters and keeps
+    them, and the training step needs the rest of the model, its gradients and the optimizer's state on top, far
+    more than the slack. ms-swift#9191: GLM-5.1's build asked for 48 MiB with 62.86 MiB free + reserved-unallocated
+    on a 139.81 GiB card (fixtures/held-out/swift-glm5-tp64-init-oom)."""
+    verdict = fragmentation_verdict(facts, building_model=function)
+    built = {**facts, "raised_while_building_the_model": function}
+    if verdict is None:
+        return built
+    return {**built, "fragmentation_suspected": verdict[0], "fragmentation_arithmetic": verdict[1]}
+
+
+# What spreads a model's parameters over more GPUs; every other memory fix acts after the model is built.
+_SPREADS_PARAMETERS = (
+    "model.tensor_model_parallel_size",
+    "model.pipeline_model_parallel_size",
+    "model.expert_model_parallel_size",
+    "model.expert_tensor_parallel_size",
+    "model.num_layers_in_first_pipeline_stage",
+    "model.num_layers_in_last_pipeline_stage",
+)
+
+
+def parameters_over_the_gpu(findings, store) -> None:
+    """An OOM raised while the model was being built (raised_while_building): the parameters alone did not fit.
+    The optimizer's sharding or offloading, recompute and the allocator act after the build, so a fix line that
+    changes only those is left out (ms-swift#9191 was offered them); what spreads the parameters stays."""
+    from offloaddoctor.config.dialect import parse_fix_line
+
+    for finding in findings:
+        function = finding.facts.get("raised_while_building_the_model")
+        if not function:
+            continue
+        spread = [
+            line
+            for line in finding.overrides
+            if (changes := parse_fix_line(line)) and all(key in _SPREADS_PARAMETERS for key, _ in changes)
+        ]
+        layout = ", ".join(
+            f"{name} {store.value(key)}"
+            for name, key in (
+                ("TP", "model.tensor_model_parallel_size"),
+                ("PP", "model.pipeline_model_parallel_size"),
+                ("EP", "model.expert_model_parallel_size"),
+            )
+            if store.value(key) is not None
+        )
+        finding.overrides = spread
+        finding.fix_note_replaces_summary = not spread
+        finding.fix_note = (
+            f"The OOM was raised while the model was being built (in {function}): its parameters alone do not fit "
+            f"this layout{f' ({layout})' if layout else ''}. The optimizer's sharding and offloading, recompute and "
+            "the allocator act after the build and cannot help. Spread the parameters over more GPUs: pipeline "
+            "parallel, expert parallel for a MoE's experts, tensor parallel within a node."
+        )
 
 
 def lead_with_expandable_segments(findings, expandable_segments_on) -> None:

@@ -15,12 +15,15 @@ from time import perf_counter
 
 from offloaddoctor.scanning.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.scanning.fact_parsers import FACT_PARSERS, captured_facts
+from offloaddoctor.scanning.oom import raised_while_building
 from offloaddoctor.scanning.run_facts import offload_on
 from offloaddoctor.scanning.scan_result import ScanResult
 from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_LITERALS,
     FAILURE_LINE_PATTERN,
+    MODEL_BUILD_FUNCTIONS,
     SOURCE_LINE_LITERALS,
+    frame_function,
     indented_raising_statement,
     is_frame_header,
     is_pasted_frame_header,
@@ -133,12 +136,14 @@ class TracebackTracker(LineHandler):
     literals = (TRACEBACK,)
 
     def __init__(self, on_exception, on_cut):
-        self.on_exception = on_exception  # (Line, exception text, its raising statement or None) -> None
+        # (Line, exception text, its raising statement or None, the model-build function it passed or None) -> None
+        self.on_exception = on_exception
         self.on_cut = on_cut  # (Evidence) -> None
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
         self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
         self._frame_header: dict[int | None, str] = {}  # rank -> the last frame header of its open traceback
+        self._building: dict[int | None, str] = {}  # rank -> the model-build function its open traceback passed
 
     def feed(self, line: Line) -> bool:
         awaiting = self.awaiting
@@ -154,6 +159,7 @@ class TracebackTracker(LineHandler):
             self._indent[line.rank] = len(text) - len(text.lstrip())
             self._raising_frame.pop(line.rank, None)
             self._frame_header.pop(line.rank, None)
+            self._building.pop(line.rank, None)
             return True
         return False
 
@@ -173,6 +179,7 @@ class TracebackTracker(LineHandler):
         self._indent.clear()
         self._raising_frame.clear()
         self._frame_header.clear()
+        self._building.clear()
 
     def _frame_or_end(self, line: Line) -> bool:
         """True while the line is a frame of the open traceback, or the exception line that ends it."""
@@ -190,13 +197,17 @@ class TracebackTracker(LineHandler):
             elif is_frame_header(body):
                 self._raising_frame.pop(rank, None)
                 self._frame_header[rank] = body
+                if rank not in self._building:
+                    function = frame_function(body)
+                    if function in MODEL_BUILD_FUNCTIONS:
+                        self._building[rank] = function
             return True
         if _EXCEPTION_LINE.match(body):
             del self.awaiting[rank]
             frame = self._raising_frame.pop(rank, None)
             header = self._frame_header.get(rank)
             raising = raised_by(header, frame.text) if frame is not None and names_only_its_class(body) else None
-            self.on_exception(line, body, raising)
+            self.on_exception(line, body, raising, self._building.pop(rank, None))
             return True
         return False
 
@@ -425,7 +436,8 @@ class FailureMatcher(LineHandler):
         self.match(line.path, line.number, line.rank, line.text)
         return True
 
-    def match(self, path: str, number: int, rank: int | None, text: str) -> None:
+    def match(self, path: str, number: int, rank: int | None, text: str, building: str | None = None) -> None:
+        """`building`: the model-build function the line's traceback passed, for an out-of-memory line's verdict."""
         matched = False
         for matcher in self._matchers_for(text):
             if matcher.user:
@@ -440,6 +452,8 @@ class FailureMatcher(LineHandler):
                     continue
             if facts is None:
                 continue
+            if building is not None:
+                facts = raised_while_building(facts, building)
             if rank is None:
                 rank = rank_in_message(text)
             matched = True
@@ -449,13 +463,14 @@ class FailureMatcher(LineHandler):
                 path, number, rank if rank is not None else rank_in_message(text), text.strip()
             )
 
-    def exception(self, line: Line, text: str, raising: str | None = None) -> None:
+    def exception(self, line: Line, text: str, raising: str | None = None, building: str | None = None) -> None:
         """The exception line that ends a traceback (`text`: without the traceback's own indent); `raising`: the
         frame statement that raised it, beside a line that names only its class, shown and matched with it (a
-        bare `AssertionError` is known by its `assert`)."""
+        bare `AssertionError` is known by its `assert`); `building`: the model-build function the traceback
+        passed (an out-of-memory error there is capacity: scanning/oom.py raised_while_building)."""
         shown = f"{text.strip()}, raised by {raising}" if raising else text.strip()
         self.result.remember_exception(Evidence(line.path, line.number, line.rank, shown))
-        self.match(line.path, line.number, line.rank, shown if raising else text)
+        self.match(line.path, line.number, line.rank, shown if raising else text, building)
 
     def _user_search(self, matcher: Matcher, path: str, number: int, text: str) -> dict | Literal[False] | None:
         """A user pattern's search, timed: its time is taken from the shared budget whether it gives up or not.

@@ -1,0 +1,79 @@
+"""An OOM raised while the model is being built is capacity, and its fix spreads the parameters
+(scanning/oom.py raised_while_building, parameters_over_the_gpu; ms-swift#9191 in fixtures/held-out)."""
+
+from __future__ import annotations
+
+import pytest
+
+from offloaddoctor.api import diagnose, diagnose_text
+from offloaddoctor.policy import Policy
+from tests.conftest import FIXTURES
+
+# The last frames and the message of ms-swift#9191 (GLM-5.1 on 139.81 GiB cards), as pasted.
+OOM = (
+    "[rank97]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 48.00 MiB. GPU 1 has a total capacity of "
+    "139.81 GiB of which 22.44 MiB is free. Including non-PyTorch memory, this process has 139.78 GiB memory in use. "
+    "Of the allocated memory 138.20 GiB is allocated by PyTorch, and 40.42 MiB is reserved by PyTorch but unallocated."
+)
+FRAMES = {
+    "build_module": '  File "/usr/local/lib/python3.12/site-packages/megatron/core/transformer/spec_utils.py", line 119, in build_module\n    return module(',
+    "get_model": '  File "/workspace/Megatron-LM/megatron/training/training.py", line 1706, in get_model\n    model = model_provider_func(',
+    "provide_distributed_model": '  File "/opt/Megatron-Bridge/src/megatron/bridge/models/model_provider.py", line 107, in provide_distributed_model\n    model = get_model(',
+}
+TRAINING_FRAME = '  File "/workspace/Megatron-LM/megatron/core/pipeline_parallel/schedules.py", line 300, in forward_step\n    output_tensor = model(tokens)'
+
+
+def _log(frame: str) -> str:
+    lines = ["Traceback (most recent call last):", *frame.splitlines(), OOM]
+    return "\n".join(f"[rank97]: {line}" if not line.startswith("[rank97]") else line for line in lines)
+
+
+@pytest.mark.parametrize("function", sorted(FRAMES))
+def test_a_covered_request_raised_while_building_the_model_is_capacity(function):
+    report = diagnose_text(_log(FRAMES[function]))
+    (finding,) = report.findings
+    assert finding.signature.id == "oom-capacity"
+    assert finding.facts["fragmentation_suspected"] is False
+    assert finding.facts["raised_while_building_the_model"] == function
+    assert f"raised while the model was being built (in {function})" in finding.facts["fragmentation_arithmetic"]
+
+
+def test_the_same_request_raised_in_training_is_fragmentation():
+    lines = ["Traceback (most recent call last):", *TRAINING_FRAME.splitlines(), OOM]
+    report = diagnose_text("\n".join(f"[rank97]: {line}" if not line.startswith("[") else line for line in lines))
+    (finding,) = report.findings
+    assert finding.signature.id == "oom-fragmentation"
+    assert "raised_while_building_the_model" not in finding.facts
+
+
+def test_a_build_oom_is_offered_no_optimizer_or_recompute_lines():
+    report = diagnose_text(
+        _log(FRAMES["get_model"]),
+        {"model.tensor_model_parallel_size": 8, "model.pipeline_model_parallel_size": 2},
+    )
+    (finding,) = report.findings
+    assert finding.overrides == []
+    assert "its parameters alone do not fit this layout (TP 8, PP 2)" in finding.fix_note
+    assert "cannot help" in finding.fix_note
+
+
+def test_the_held_out_paste_reads_as_capacity_with_the_layout_its_script_gives():
+    case = FIXTURES / "held-out" / "swift-glm5-tp64-init-oom"
+    report = diagnose([str(case / "job.log")], [str(case / "config.sh")], policy=Policy())
+    (finding,) = report.findings
+    assert finding.signature.id == "oom-capacity"
+    assert finding.overrides == []
+    assert "(TP 64, PP 2, EP 4)" in finding.fix_note
+
+
+def test_a_fix_never_moves_full_recompute_down_to_selective():
+    """The generic capacity fix names selective recompute; a run that recomputes in full has more than that."""
+    message = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 79.18 "
+        "GiB of which 680.19 MiB is free. Including non-PyTorch memory, this process has 78.51 GiB memory in use. Of "
+        "the allocated memory 76.00 GiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated."
+    )
+    full = diagnose_text(message, {"model.recompute_granularity": "full"})
+    none = diagnose_text(message, {"model.use_distributed_optimizer": False})
+    assert not any("recompute" in line for line in full.findings[0].overrides)
+    assert any("recompute_granularity=selective" in line for line in none.findings[0].overrides)
