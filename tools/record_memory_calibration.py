@@ -11,7 +11,8 @@ caching allocator, so `max allocated` is per run); an nvidia-smi poller records 
     device: source tools/megatron_wheel_setup.sh && python3 tools/record_memory_calibration.py $OUT [GROUP]
     here:   python3 tools/finish_memory_calibration.py <folder with the fetched archive>
 
-GROUP selects the runs (`single`: one GPU each; `multi`: two GPUs, TP/PP/DP = 2; `two`: issue 25's runs, each
+GROUP selects the runs (`single`: one GPU each; `multi`: two GPUs, TP/PP/DP = 2; `build`: the model-build OOMs (b*),
+each alone; `two`: issue 25's runs, each
 alone on its GPUs, with DEADLINE_S in the environment to stop in time; `moe`: the one-GPU MoE hold-outs of benchmarks/moe_plan.json,
 each alone on a GPU, DEADLINE_S as for `two`). Writes OUTDIR/raw-GROUP.tar.gz
 holding NAME.raw.log, NAME.cmd, NAME.smi (peak nvidia-smi MiB) and meta-GROUP.txt.
@@ -1132,6 +1133,24 @@ GPU_BUDGET_GB = 70
 PARALLEL = 4
 
 
+# An OOM raised while the model is built (scanning/oom.py raised_while_building; fixtures/held-out ms-swift#9191):
+# a 4.97B GPT (24 layers, hidden 4096) on two GPUs where PyTorch may reserve 24,291 MiB each, what `estimate
+# --gpu-memory 28GiB` gives (ODR_CAP_MIB, as n50/n51). At DP 2 each rank builds the whole model: 28,429 MiB of
+# weights and fp32 gradient buffers in get_model (b01). The claim the fix makes, run: the optimizer's offloading
+# cannot help it (b02, out of memory in get_model too); spreading the parameters gets past the build (b03, PP 2:
+# out of memory later, at the optimizer's state); and PP 2 with the change `estimate` prints for b03's launch
+# (offloading at fraction 0.95, --manual-gc, OMP_NUM_THREADS at the host's cores over its GPUs) trains: "fits",
+# 21,973 MiB (b04). Planned in benchmarks/build_oom_plan.json before they ran.
+GPT_5B_BUILD = f"{shape(24, 4096, 32, 1024, 1, 32000, gbs=8)} --bf16 {DISTOPT}"
+CAP_28G = {"ODR_CAP_MIB": "24291"}
+RUNS["b01-gpt5b-dp2-cap28-build-oom"] = (2, 0, GPT_5B_BUILD)
+RUNS["b02-gpt5b-dp2-offload-cap28-build-oom"] = (2, 0, f"{GPT_5B_BUILD} {OFFLOAD} 1 {GC}")
+RUNS["b03-gpt5b-pp2-cap28"] = (2, 0, f"{GPT_5B_BUILD} {PP2}")
+RUNS["b04-gpt5b-pp2-offload-gc-cap28-advised"] = (2, 0, f"{GPT_5B_BUILD} {PP2} {OFFLOAD} 0.95 {GC}")
+for _name in ("b01-gpt5b-dp2-cap28-build-oom", "b02-gpt5b-dp2-offload-cap28-build-oom", "b03-gpt5b-pp2-cap28"):
+    RUN_ENV[_name] = CAP_28G
+RUN_ENV["b04-gpt5b-pp2-offload-gc-cap28-advised"] = {**CAP_28G, "OMP_NUM_THREADS": "16"}
+
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
 
@@ -1231,12 +1250,14 @@ def main():
     group = sys.argv[2] if len(sys.argv) > 2 else "single"
     # The MoE hold-outs planned in benchmarks/moe_plan.json (predictions made before recording).
     moe = list(json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "moe_plan.json").read_text()))
-    names = [n for n, (g, _, _) in RUNS.items() if (g == 1) == (group == "single") and not n.startswith("t")]
+    names = [n for n, (g, _, _) in RUNS.items() if (g == 1) == (group == "single") and not n.startswith(("t", "b"))]
     names = [n for n in names if n not in moe]
     if group == "two":
         names = [n for n in RUNS if n.startswith("t")]
     if group == "moe":
         names = moe
+    if group == "build":  # the model-build OOMs, each alone on its GPUs
+        names = [n for n in RUNS if n.startswith("b")]
     if len(sys.argv) > 3:  # a comma-separated subset (re-runs)
         names = [n for n in names if n in sys.argv[3].split(",")]
     raw = outdir / "raw"
@@ -1245,7 +1266,7 @@ def main():
     poller = SmiPoller()
     poller.start()
     deadline = time.time() + float(os.environ.get("DEADLINE_S", "1e9"))
-    alone = group in ("two", "moe")  # each run alone on its GPUs, stopped by DEADLINE_S
+    alone = group in ("two", "moe", "build")  # each run alone on its GPUs, stopped by DEADLINE_S
     pending = [] if alone else sorted(names, key=lambda n: -RUNS[n][1])
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     port = 29500
