@@ -1150,6 +1150,18 @@ RUNS["b04-gpt5b-pp2-offload-gc-cap28-advised"] = (2, 0, f"{GPT_5B_BUILD} {PP2} {
 for _name in ("b01-gpt5b-dp2-cap28-build-oom", "b02-gpt5b-dp2-offload-cap28-build-oom", "b03-gpt5b-pp2-cap28"):
     RUN_ENV[_name] = CAP_28G
 RUN_ENV["b04-gpt5b-pp2-offload-gc-cap28-advised"] = {**CAP_28G, "OMP_NUM_THREADS": "16"}
+# The lines diagnose printed for b01's and b02's logs, each run as printed (planned after b01-b04 ran, before these
+# did): b01's, PP 2 first and then selective recompute and offloading at fraction 1 ("fits", 19,469 MiB: b06); b02's,
+# TP 2 beside the offloading it has ("fits", 18,971 MiB: b05).
+RUNS["b05-gpt5b-tp2-offload-cap28-advised"] = (2, 0, f"{GPT_5B_BUILD} {OFFLOAD} 1 {GC} --tensor-model-parallel-size 2")
+RUNS["b06-gpt5b-pp2-sel-offload-cap28-advised"] = (
+    2,
+    0,
+    f"{GPT_5B_BUILD} {PP2} {SELECTIVE} --optimizer-cpu-offload --optimizer-offload-fraction 1 "
+    "--use-precision-aware-optimizer",
+)
+RUN_ENV["b05-gpt5b-tp2-offload-cap28-advised"] = CAP_28G
+RUN_ENV["b06-gpt5b-pp2-sel-offload-cap28-advised"] = CAP_28G
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
