@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "fixtures" / "memory-calibration"
 REWRITES = [((os.environ.get("SITE") or "/tmp/site").rstrip("/") + "/", "/usr/local/lib/python3.12/dist-packages/")]
-HELD_OUT = "hnet"  # name prefixes recorded after the model was frozen: "e" MoE, "t" the issue-25 multi-GPU set
+HELD_OUT = "hnetb"  # name prefixes recorded after the model was frozen: "e" MoE, "t" the issue-25 multi-GPU set, "b" build OOMs
 FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
 # PyTorch's allocator, or NCCL's own allocation once PyTorch's cache has taken the GPU (e76: "Failed to CUDA calloc
 # async 4 bytes" in an all_reduce after the first step), or the host's: the kernel's OOM killer ends the rank with

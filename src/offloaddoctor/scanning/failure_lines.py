@@ -46,11 +46,25 @@ def is_frame_header(body: str) -> bool:
     return body.lstrip().startswith('File "')
 
 
-# The functions that build a model, each allocating its parameters and keeping them: Megatron-LM's get_model,
-# megatron-core's build_module, a training script's model_provider, Megatron-Bridge's provide_distributed_model,
-# get_model, _create_model and _ddp_wrap (megatron-core 0.19.0, Megatron-Bridge 0.3.1).
+# The functions that build a model, each allocating its parameters and keeping them: Megatron-LM's get_model and,
+# in megatron-core 0.19.0's training, _build_model_wrapper -> build_distributed_models -> ... -> _ddp_wrap (the
+# gradient buffers: b01 ran out of memory there); megatron-core's build_module; a training script's
+# model_provider; Megatron-Bridge 0.3.1's provide_distributed_model, get_model, _create_model and _ddp_wrap.
 MODEL_BUILD_FUNCTIONS = frozenset(
-    {"get_model", "build_module", "model_provider", "provide_distributed_model", "_create_model", "_ddp_wrap"}
+    {
+        "get_model",
+        "_build_model_wrapper",
+        "build_model",
+        "build_distributed_models",
+        "unimodal_build_distributed_models",
+        "prepare_existing_model_chunks_for_distributed_training",
+        "build_virtual_pipeline_stages",
+        "build_module",
+        "model_provider",
+        "provide_distributed_model",
+        "_create_model",
+        "_ddp_wrap",
+    }
 )
 
 

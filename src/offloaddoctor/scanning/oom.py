@@ -193,19 +193,20 @@ _SPREADS_PARAMETERS = (
 
 
 def parameters_over_the_gpu(findings, store) -> None:
-    """An OOM raised while the model was being built (raised_while_building): the parameters alone did not fit.
-    The optimizer's sharding or offloading, recompute and the allocator act after the build, so a fix line that
-    changes only those is left out (ms-swift#9191 was offered them); what spreads the parameters stays."""
+    """An OOM raised while the model was being built (raised_while_building): the parameters alone did not fit, so
+    the first change must spread them (TP, PP, EP). The optimizer's sharding or offloading, recompute and the
+    allocator act after the build: lines that change only those come after the spreading ones, for the step that
+    follows (b01's advice: PP 2 got past the build, b03, and PP 2 with offloading trained, b04; fixtures/memory-
+    calibration), and a fix with no spreading line at all is left out (ms-swift#9191 was offered only those)."""
     from offloaddoctor.config.dialect import parse_fix_line
 
     for finding in findings:
         function = finding.facts.get("raised_while_building_the_model")
         if not function:
             continue
-        spread = [
-            line
-            for line in finding.overrides
-            if (changes := parse_fix_line(line)) and all(key in _SPREADS_PARAMETERS for key, _ in changes)
+        spreads = [
+            bool(changes) and all(key in _SPREADS_PARAMETERS for key, _ in changes)
+            for changes in map(parse_fix_line, finding.overrides)
         ]
         layout = ", ".join(
             f"{name} {store.value(key)}"
@@ -216,14 +217,24 @@ def parameters_over_the_gpu(findings, store) -> None:
             )
             if store.value(key) is not None
         )
-        finding.overrides = spread
-        finding.fix_note_replaces_summary = not spread
-        finding.fix_note = (
+        said = (
             f"The OOM was raised while the model was being built (in {function}): its parameters alone do not fit "
             f"this layout{f' ({layout})' if layout else ''}. The optimizer's sharding and offloading, recompute and "
-            "the allocator act after the build and cannot help. Spread the parameters over more GPUs: pipeline "
-            "parallel, expert parallel for a MoE's experts, tensor parallel within a node."
+            "the allocator act after the build"
         )
+        if any(spreads):
+            finding.overrides = [line for line, spread in zip(finding.overrides, spreads) if spread] + [
+                line for line, spread in zip(finding.overrides, spreads) if not spread
+            ]
+            finding.fix_note = f"{said}: spread the parameters first; the other lines are for the step that follows."
+        else:
+            finding.overrides = []
+            finding.fix_note = (
+                f"{said} and cannot help. Spread the parameters over more GPUs: pipeline parallel, expert parallel "
+                "for a MoE's experts, tensor parallel within a node."
+            )
+        finding.fix_note_replaces_summary = True  # the signature's summary names the optimizer and recompute first
+
 
 
 def lead_with_expandable_segments(findings, expandable_segments_on) -> None:
