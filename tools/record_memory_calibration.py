@@ -1163,6 +1163,7 @@ RUNS["b06-gpt5b-pp2-sel-offload-cap28-advised"] = (
 RUN_ENV["b05-gpt5b-tp2-offload-cap28-advised"] = CAP_28G
 RUN_ENV["b06-gpt5b-pp2-sel-offload-cap28-advised"] = CAP_28G
 
+
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
 

@@ -77,3 +77,39 @@ def test_a_fix_never_moves_full_recompute_down_to_selective():
     none = diagnose_text(message, {"model.use_distributed_optimizer": False})
     assert not any("recompute" in line for line in full.findings[0].overrides)
     assert any("recompute_granularity=selective" in line for line in none.findings[0].overrides)
+
+
+CALIBRATION = FIXTURES / "memory-calibration"
+BUILD_OOMS = {
+    # log -> the run that trained with the lines diagnose prints for it
+    "b01-gpt5b-dp2-cap28-build-oom": "b06-gpt5b-pp2-sel-offload-cap28-advised",
+    "b02-gpt5b-dp2-offload-cap28-build-oom": "b05-gpt5b-tp2-offload-cap28-advised",
+}
+
+
+def _launch_command(run: str) -> str:
+    """The run's command as runs.tsv keeps it (its last column)."""
+    rows = (CALIBRATION / "runs.tsv").read_text().splitlines()
+    return next(row.split("\t")[-1] for row in rows if row.split("\t")[0] == run)
+
+
+@pytest.mark.parametrize("log", sorted(BUILD_OOMS))
+def test_a_real_build_oom_is_capacity_and_its_printed_lines_are_what_trained(log):
+    """b01/b02: two ranks out of memory in megatron-core 0.19.0's _build_model_wrapper (the fp32 gradient buffer);
+    the lines diagnose prints, spreading the parameters first, are the flags of the run that trained (b06, b05)."""
+    report = diagnose([str(CALIBRATION / "out-of-memory" / f"{log}.log.gz")], policy=Policy())
+    (finding,) = [f for f in report.findings if f.signature.id.startswith("oom-")]
+    assert finding.signature.id == "oom-capacity"
+    assert finding.facts["raised_while_building_the_model"] == "_build_model_wrapper"
+    assert finding.overrides[0].startswith(("--pipeline-model-parallel-size", "--tensor-model-parallel-size"))
+    trained = _launch_command(BUILD_OOMS[log])
+    for line in finding.overrides:
+        flag, _, value = line.partition(" ")
+        assert f"{flag} {value}".strip() in trained
+
+
+def test_the_oom_after_the_build_is_not_called_a_build_oom():
+    """b03 (PP 2) got past the build and ran out of memory at the optimizer's fp32 copies."""
+    report = diagnose([str(CALIBRATION / "out-of-memory" / "b03-gpt5b-pp2-cap28.log.gz")], policy=Policy())
+    (finding,) = [f for f in report.findings if f.signature.id.startswith("oom-")]
+    assert "raised_while_building_the_model" not in finding.facts

@@ -236,7 +236,6 @@ def parameters_over_the_gpu(findings, store) -> None:
         finding.fix_note_replaces_summary = True  # the signature's summary names the optimizer and recompute first
 
 
-
 def lead_with_expandable_segments(findings, expandable_segments_on) -> None:
     """A fragmentation finding's first fix is the zero-cost allocator setting, whatever capacity fix the
     memory advice put in front of it (advice runs first and may replace the overrides)."""
