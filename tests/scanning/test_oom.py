@@ -255,3 +255,40 @@ def test_a_20kb_oom_line_parses_quickly_and_without_crashing(line):
 def test_a_figure_is_not_read_from_the_middle_of_a_digit_run():
     assert parse_oom("Tried to allocate 12345678901234567890123 GiB") == {}
     assert parse_oom("Tried to allocate 4.00 GiB. GPU 12")["gpu"] == 12
+
+
+# torch >= 2.1 lists each process on the GPU; the held-out pastes (fixtures/held-out) show all three forms.
+VERL_5840 = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 23.93 GiB. GPU 0 has a total capacity of 95.08 GiB "
+    "of which 22.35 GiB is free. Process 1541872 has 65.27 GiB memory in use. Process 1556355 has 7.41 GiB memory in "
+    "use. Of the allocated memory 55.13 GiB is allocated by PyTorch, and 422.78 MiB is reserved by PyTorch but "
+    "unallocated."
+)
+SLIME_1951 = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 58.15 GiB. GPU 0 has a total capacity of 139.81 GiB "
+    "of which 47.69 GiB is free. Process 22249 has 3.24 GiB memory in use. Including non-PyTorch memory, this process "
+    "has 88.83 GiB memory in use. Of the allocated memory 82.55 GiB is allocated by PyTorch, and 2.06 GiB is reserved "
+    "by PyTorch but unallocated."
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "others"),
+    [
+        (VERL_5840, 7.41 * GIB),  # this process is not named: the one at least its reserved 55.55 GiB is it
+        (SLIME_1951, 3.24 * GIB),  # "this process has" named: every "Process N" is another
+        (TORCH_21, 0),  # torch 2.1 named only this process, as "Process N"
+        (TORCH_211_FRAGMENTATION, 0),  # no process list
+    ],
+)
+def test_what_other_processes_hold_on_the_gpu(message, others):
+    assert parse_oom(message).get("other_processes_bytes", 0) == pytest.approx(others, rel=1e-3)
+
+
+def test_other_processes_holding_more_than_the_shortfall_are_the_first_fix():
+    from offloaddoctor.api import diagnose_text
+
+    (verl,) = diagnose_text(VERL_5840).findings
+    assert verl.fix_note.startswith("Other processes hold at least 7.41 GiB of this GPU, more than the 1.58 GiB")
+    (slime,) = diagnose_text(SLIME_1951).findings  # 3.24 GiB against 10.46 GiB short: not the fix
+    assert "Other processes" not in slime.fix_note

@@ -113,3 +113,11 @@ def test_the_oom_after_the_build_is_not_called_a_build_oom():
     report = diagnose([str(CALIBRATION / "out-of-memory" / "b03-gpt5b-pp2-cap28.log.gz")], policy=Policy())
     (finding,) = [f for f in report.findings if f.signature.id.startswith("oom-")]
     assert "raised_while_building_the_model" not in finding.facts
+
+
+def test_another_error_raised_while_building_keeps_its_own_fix():
+    """cpu-offload-requires-te is refused inside the model build too: only an out-of-memory error is judged by it."""
+    case = FIXTURES / "cpu-offload-requires-te"
+    (finding,) = diagnose([str(case / "job.log")], policy=Policy()).findings
+    assert "raised_while_building_the_model" not in finding.facts
+    assert finding.overrides == ["--cpu-offloading-num-layers 0"]

@@ -14,6 +14,7 @@ _LABELS = {
     "total_capacity_bytes": "GPU capacity",
     "free_bytes": "free",
     "in_use_bytes": "in use by this process",
+    "other_processes_bytes": "held by other processes on this GPU, at least",
     "allowed_bytes": "allowed for this process (per-process memory fraction)",
     "allocated_bytes": "allocated by PyTorch",
     "reserved_bytes": "reserved by PyTorch",

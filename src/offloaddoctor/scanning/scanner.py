@@ -452,7 +452,7 @@ class FailureMatcher(LineHandler):
                     continue
             if facts is None:
                 continue
-            if building is not None:
+            if building is not None and matcher.spec.facts == "cuda-oom":
                 facts = raised_while_building(facts, building)
             if rank is None:
                 rank = rank_in_message(text)
