@@ -444,3 +444,44 @@ def test_the_precision_fixes_print_for_bridge_what_its_config_classes_keep():
     assert render_changes([("model.bf16", True)], MEGATRON_LM) == ["--bf16"]
     assert render_changes(fp32_gradients, MEGATRON_LM) == ["--accumulate-allreduce-grads-in-fp32"]
     assert render_changes([("model.bf16", False)], BRIDGE) == ["model.bf16=False"]
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        ('  File "/workspace/Megatron-LM/megatron/training/arguments.py", line 714, in validate_args', MEGATRON_LM),
+        ('  File "/opt/Megatron-Bridge/src/megatron/bridge/training/config.py", line 900, in validate', BRIDGE),
+        (
+            '  File "/usr/local/lib/python3.12/dist-packages/megatron/core/model_parallel_config.py", line 9, in f',
+            BRIDGE,
+        ),
+    ],
+)
+def test_without_a_config_the_fix_speaks_the_training_code_the_traceback_ran(frame, expected):
+    """ROCm/Megatron-LM#85's paste (fixtures/held-out/rocm-moe-tp-sp-assert) was given Bridge's lines."""
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            frame,
+            "    assert args.sequence_parallel, \\",
+            "AssertionError: When using MoE and tensor parallelism, sequence parallelism must be used.",
+        ]
+    )
+    report = diagnose_text(log)
+    assert report.fix_dialect == expected
+    (finding,) = report.findings
+    assert finding.overrides[-1] == (
+        "--sequence-parallel" if expected == MEGATRON_LM else "model.sequence_parallel=True"
+    )
+
+
+def test_a_config_decides_the_dialect_over_the_traceback():
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/workspace/Megatron-LM/megatron/training/arguments.py", line 714, in validate_args',
+            "AssertionError: When using MoE and tensor parallelism, sequence parallelism must be used.",
+        ]
+    )
+    report = diagnose_text(log, {"model.num_moe_experts": 8, "model.tensor_model_parallel_size": 2})
+    assert report.fix_dialect == BRIDGE  # diagnose_text's config is a Bridge-keyed mapping

@@ -180,10 +180,11 @@ def _key_of_flag(flag: str) -> str:
     return next((key for key, name in _FLAGS.items() if name == flag), None) or canonical_key(flag)
 
 
-def dialect_of(values: ConfigStore | Iterable[ConfigValue]) -> str:
+def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRIDGE) -> str:
     """The dialect of the config the user edits. Config files given with --config (and --set) win over
     what the log prints: a launch script's `--flags` are Megatron-LM, a YAML file, Hydra overrides and --set
-    are Bridge. From the log alone: Megatron-LM's arguments block and launch flags, else Bridge."""
+    are Bridge. From the log alone: Megatron-LM's arguments block and launch flags, else `fallback` (the
+    training code its tracebacks ran, else Bridge)."""
     values = list(values.all_values() if hasattr(values, "all_values") else values)
     for origins in (("config", "set"), ("log",)):
         tally = {MEGATRON_LM: 0, BRIDGE: 0}
@@ -192,7 +193,7 @@ def dialect_of(values: ConfigStore | Iterable[ConfigValue]) -> str:
                 tally[_dialect_of_value(value)] += 1
         if any(tally.values()):
             return MEGATRON_LM if tally[MEGATRON_LM] > tally[BRIDGE] else BRIDGE
-    return BRIDGE
+    return fallback
 
 
 def set_by_megatron_flags(value: ConfigValue | Resolved) -> bool:

@@ -35,6 +35,7 @@ from offloaddoctor.scanning import (
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import NotAChoice, Predicate, evaluate, missing, names_in
 from offloaddoctor.config.derived import SUGGESTED, fix_values
+from offloaddoctor.config.dialect import BRIDGE, MEGATRON_LM
 from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore, format_value
 from offloaddoctor.lazy_pattern import lazy_compile
@@ -102,7 +103,9 @@ def build_report(
     if not _megatron_run(scan, store, ordered):
         _drop_megatron_fix_lines(ordered)
     other_processes_first(ordered)
-    dialect = print_fixes(ordered, store)
+    # No config to take the dialect from: the training code the tracebacks ran (ROCm/Megatron-LM#85's paste, in
+    # megatron/training/arguments.py, was given Bridge's lines)
+    dialect = print_fixes(ordered, store, MEGATRON_LM if scan.training_code == {"megatron-lm"} else BRIDGE)
     mismatch = config_mismatch(store)
     keyed = store.keyed_disagreements()
     notes = ([mismatch] if mismatch else []) + list(scan.warnings) + _empty_log_notes(scan)

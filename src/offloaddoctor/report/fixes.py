@@ -20,7 +20,7 @@ from offloaddoctor.config.derived import (
     gpus_hold,
     model_parallel_product,
 )
-from offloaddoctor.config.dialect import dialect_of, parse_fix_line, render_changes
+from offloaddoctor.config.dialect import BRIDGE, dialect_of, parse_fix_line, render_changes
 from offloaddoctor.config.keys import VALUE_KINDS
 from offloaddoctor.coerce import is_none, number
 from offloaddoctor.config.values import ConfigStore, format_value, same_value
@@ -50,10 +50,10 @@ _REPLACES = {
 }
 
 
-def print_fixes(findings: Sequence[Finding], store: ConfigStore) -> str:
+def print_fixes(findings: Sequence[Finding], store: ConfigStore, fallback: str = BRIDGE) -> str:
     """Resolve the findings' changes into one consistent set and print each finding's fix in the dialect of
-    the run's config (config/dialect.py). Returns the dialect."""
-    dialect = dialect_of(store)
+    the run's config (config/dialect.py), `fallback` where it gives none. Returns the dialect."""
+    dialect = dialect_of(store, fallback)
     recipe = store.resolve("mixed_precision")  # Bridge's precision recipe: null says there is none
     has_recipe = recipe is None or not is_none(recipe.value)
     # each line's changes, or the line itself when it is not a change (free text stays in place)

@@ -68,6 +68,16 @@ MODEL_BUILD_FUNCTIONS = frozenset(
 )
 
 
+def training_code(header: str) -> str | None:
+    """Whose training loop a frame is in: Megatron-LM's (`megatron/training/`) or Megatron-Bridge's
+    (`megatron/bridge/`); None for megatron-core's own and everything else, which both run."""
+    if "megatron/training/" in header:
+        return "megatron-lm"
+    if "megatron/bridge/" in header:
+        return "bridge"
+    return None
+
+
 def frame_function(header: str) -> str | None:
     """The function a traceback frame's header names (`File "…", line 119, in build_module` → build_module)."""
     found = _FRAME_PARTS.search(header)

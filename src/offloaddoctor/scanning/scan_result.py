@@ -33,6 +33,9 @@ class ScanResult:
     warnings: list[str] = field(default_factory=list)
     skipped: set[str] = field(default_factory=set)  # listed logs gone or not text by the time they were read
     parameters: ParameterCounts = field(default_factory=ParameterCounts)
+    # whose training code the tracebacks ran: "megatron-lm" (megatron/training/) and "bridge" (megatron/bridge/), for
+    # the fixes' dialect when the run prints no config (failure_lines.training_code)
+    training_code: set[str] = field(default_factory=set)
 
     def remember_exception(self, evidence: Evidence) -> None:
         self.exceptions.append(evidence)

@@ -24,6 +24,7 @@ from offloaddoctor.scanning.failure_lines import (
     MODEL_BUILD_FUNCTIONS,
     SOURCE_LINE_LITERALS,
     frame_function,
+    training_code,
     indented_raising_statement,
     is_frame_header,
     is_pasted_frame_header,
@@ -135,9 +136,10 @@ class TracebackTracker(LineHandler):
 
     literals = (TRACEBACK,)
 
-    def __init__(self, on_exception, on_cut):
+    def __init__(self, on_exception, on_cut, training_code: set[str] | None = None):
         # (Line, exception text, its raising statement or None, the model-build function it passed or None) -> None
         self.on_exception = on_exception
+        self.training_code = training_code if training_code is not None else set()  # failure_lines.training_code
         self.on_cut = on_cut  # (Evidence) -> None
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
@@ -197,6 +199,9 @@ class TracebackTracker(LineHandler):
             elif is_frame_header(body):
                 self._raising_frame.pop(rank, None)
                 self._frame_header[rank] = body
+                code = training_code(body)
+                if code is not None:
+                    self.training_code.add(code)
                 if rank not in self._building:
                     function = frame_function(body)
                     if function in MODEL_BUILD_FUNCTIONS:
@@ -249,6 +254,9 @@ class PastedExcerpt(LineHandler):
                 return False
         if '", line ' in text and is_pasted_frame_header(text):
             self._statement_at = number + 1
+            code = training_code(text)
+            if code is not None:
+                self.result.training_code.add(code)
             return False
         statement = indented_raising_statement(text)
         if statement is not None:
@@ -533,7 +541,7 @@ class Scanner:
         return [
             RanksSeen(result),
             *config_handlers(collector),
-            TracebackTracker(self.failures.exception, self.result.remember_exception),
+            TracebackTracker(self.failures.exception, self.result.remember_exception, result.training_code),
             PastedExcerpt(result),
             IterationSampler(result.iterations, self._unparsed, collector),
             ParameterLines(result.parameters),
@@ -643,6 +651,7 @@ class Scanner:
                 note_ranks(merged, path, (rank,))
             merged.warnings.extend(partial.warnings)
             merged.skipped |= partial.skipped
+            merged.training_code |= partial.training_code
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
         return self.finish()
