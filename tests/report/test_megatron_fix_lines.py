@@ -27,3 +27,25 @@ def test_a_message_only_megatron_raises_keeps_its_fix_without_a_config():
     assert "left out" not in pp.fix_note
     [fine] = diagnose([str(bridge / "validate-error-fine-grained-local.log")]).findings
     assert fine.overrides == ["model.fine_grained_activation_offloading=False"]
+
+
+def test_megatrons_start_up_lines_show_a_megatron_run():
+    """Megatron-Bridge#771 (fixtures/held-out): NCCL's OOM right after `Training ...`, with Megatron's set-up lines
+    but no arguments block or iteration line; the fix was once left without its Megatron settings."""
+    case = FIXTURES / "held-out" / "mbridge-llama3-8b-fp8-nccl-oom"
+    [finding] = diagnose([str(case / "job.log")]).findings
+    assert "left out" not in finding.fix_note
+    assert "optimizer.use_distributed_optimizer=True" in finding.overrides
+    for line in ("[after dataloaders are built] datetime: 2025-09-24 16:15:24", "done with setup ..."):
+        [with_line] = diagnose_text(f"{line}\n{TORCH_OOM}").findings
+        assert "left out" not in with_line.fix_note
+
+
+def test_a_traceback_through_megatrons_training_code_shows_a_megatron_run():
+    frames = (
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/Megatron-LM/megatron/training/training.py", line 2076, in setup_model_and_optimizer\n'
+        "    model = _build_model_wrapper(wrap_with_ddp)\n"
+    )
+    [finding] = diagnose_text(frames + TORCH_OOM).findings
+    assert "left out" not in finding.fix_note

@@ -201,9 +201,12 @@ _MEGATRON_SECTIONS = ("model.", "optimizer.", "ddp.")
 
 
 def _megatron_run(scan: ScanResult, store: ConfigStore, findings: list[Finding]) -> bool:
-    """Iteration or parameter lines, a Megatron config value, or a message only Megatron raises (the signature's
-    first source is Megatron's: a Bridge `validate()` traceback, a pasted assert) show a Megatron run."""
+    """Iteration or parameter lines, Megatron's start-up lines, a traceback through Megatron-LM's or Bridge's training
+    code, a Megatron config value, or a message only Megatron raises (the signature's first source is Megatron's: a
+    Bridge `validate()` traceback, a pasted assert) show a Megatron run."""
     if scan.iterations or scan.parameters.billions or scan.parameters.per_model_parallel_rank:
+        return True
+    if scan.megatron_startup or scan.training_code:
         return True
     if any(_raised_by_megatron(f.signature) for f in findings):
         return True

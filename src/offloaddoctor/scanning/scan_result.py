@@ -36,6 +36,7 @@ class ScanResult:
     # whose training code the tracebacks ran: "megatron-lm" (megatron/training/) and "bridge" (megatron/bridge/), for
     # the fixes' dialect when the run prints no config (failure_lines.training_code)
     training_code: set[str] = field(default_factory=set)
+    megatron_startup: bool = False  # a line Megatron's training loop prints at start-up (MegatronStartup)
 
     def remember_exception(self, evidence: Evidence) -> None:
         self.exceptions.append(evidence)

@@ -377,6 +377,29 @@ class RanksSeen(LineHandler):
             self._in_source = set()
 
 
+class MegatronStartup(LineHandler):
+    """Whether the log has a line Megatron's training loop prints on its way to the first step (training.py's
+    timestamps and setup lines, Megatron-LM and Megatron-Bridge): a run's log without an arguments block, iteration
+    line or config is still Megatron's (Megatron-Bridge#771's NCCL OOM came right after `Training ...`)."""
+
+    literals = (
+        "[after megatron is initialized]",
+        "[after dataloaders are built]",
+        "[before the start of training step]",
+        "done with setup ...",
+        "Setting rerun_state_machine.current_iteration",
+        "time to initialize megatron",
+    )
+
+    def __init__(self, result: ScanResult):
+        self.result = result
+
+    def feed(self, line: Line) -> bool:
+        if not self.result.megatron_startup and any(literal in line.text for literal in self.literals):
+            self.result.megatron_startup = True
+        return False
+
+
 def note_ranks(result: ScanResult, path: str, ranks: Iterable[int]) -> None:
     owners = result.rank_logs
     for rank in ranks:
@@ -540,6 +563,7 @@ class Scanner:
         result = self.result
         return [
             RanksSeen(result),
+            MegatronStartup(result),
             *config_handlers(collector),
             TracebackTracker(self.failures.exception, self.result.remember_exception, result.training_code),
             PastedExcerpt(result),
@@ -652,6 +676,7 @@ class Scanner:
             merged.warnings.extend(partial.warnings)
             merged.skipped |= partial.skipped
             merged.training_code |= partial.training_code
+            merged.megatron_startup |= partial.megatron_startup
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
         return self.finish()
