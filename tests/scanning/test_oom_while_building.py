@@ -53,7 +53,7 @@ def test_a_build_oom_is_offered_no_optimizer_or_recompute_lines():
     )
     (finding,) = report.findings
     assert finding.overrides == []
-    assert "its parameters alone do not fit this layout (TP 8, PP 2)" in finding.fix_note
+    assert "does not fit this layout (TP 8, PP 2)" in finding.fix_note
     assert "cannot help" in finding.fix_note
 
 

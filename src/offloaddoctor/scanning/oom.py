@@ -162,8 +162,8 @@ def fragmentation_verdict(
         return False, f"{sums} ≥ request {format_bytes(requested)}, {why}"
     if fragmentation and building_model:
         why = (
-            f"but it was raised while the model was being built (in {building_model}): the parameters allocated so far "
-            "stay, and the rest of the model, its gradients and the optimizer's state come on top → capacity"
+            f"but it was raised while the model was being built (in {building_model}): what the build allocated "
+            "stays, and the rest of the model, the optimizer's state and the activations come on top → capacity"
         )
         return False, f"{sums} ≥ request {format_bytes(requested)}, {why}"
     if fragmentation and whole_step_short:
@@ -232,8 +232,8 @@ def parameters_over_the_gpu(findings, store) -> None:
     """An OOM raised while the model was being built (raised_while_building): the parameters alone did not fit, so
     the first change must spread them (TP, PP, EP). The optimizer's sharding or offloading, recompute and the
     allocator act after the build: lines that change only those come after the spreading ones, for the step that
-    follows (b01's advice: PP 2 got past the build, b03, and PP 2 with offloading trained, b04; fixtures/memory-
-    calibration), and a fix with no spreading line at all is left out (ms-swift#9191 was offered only those)."""
+    follows (b01's lines, PP 2 first, then selective recompute and offloading, trained as printed: b06, fixtures/
+    memory-calibration), and a fix with no spreading line at all is left out (ms-swift#9191 was offered only those)."""
     from offloaddoctor.config.dialect import parse_fix_line
 
     for finding in findings:
@@ -254,9 +254,9 @@ def parameters_over_the_gpu(findings, store) -> None:
             if store.value(key) is not None
         )
         said = (
-            f"The OOM was raised while the model was being built (in {function}): its parameters alone do not fit "
-            f"this layout{f' ({layout})' if layout else ''}. The optimizer's sharding and offloading, recompute and "
-            "the allocator act after the build"
+            f"The OOM was raised while the model was being built (in {function}): the model alone (its parameters "
+            f"and the gradient buffers built with them) does not fit this layout{f' ({layout})' if layout else ''}. "
+            "The optimizer's sharding and offloading, recompute and the allocator act after the build"
         )
         if any(spreads):
             finding.overrides = [line for line, spread in zip(finding.overrides, spreads) if spread] + [
