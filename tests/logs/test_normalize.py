@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -69,3 +70,22 @@ def _strip_reference(text: str) -> str:
 )
 def test_printable_lines_take_a_shortcut_that_strips_the_same(text):
     assert strip_terminal_codes(text) == _strip_reference(text)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        # pdsh's node prefix (DeepSpeed's multi-node launcher), as fixtures/held-out/mds-* have it
+        ("192.168.205.202: [rank28]: FileNotFoundError: x", ("FileNotFoundError: x", 28)),
+        ("192.168.205.202: [2026-03-24 11:23:46,696] [ERROR] x", ("[ERROR] x", None)),
+        (
+            "v100x16-1: [rank5]:[W410 20:32:41.4 ProcessGroupNCCL.cpp:1771] x",
+            ("[W410 20:32:41.4 ProcessGroupNCCL.cpp:1771] x", 5),
+        ),
+        # a word and a colon before torchrun's prefix is the program's own text, not a node
+        ("WARNING: [rank1]: y", ("WARNING: [rank1]: y", None)),
+        ("node-1.cluster: plain line", ("node-1.cluster: plain line", None)),
+    ],
+)
+def test_a_node_prefix_is_stripped_where_it_is_one(raw, expected):
+    assert normalize_line(raw) == expected

@@ -1,6 +1,6 @@
 """Turn a raw log line into the text the training process printed, plus the rank that printed it.
 
-Launchers decorate lines: Slurm's `srun --label` adds `12: `, torchrun adds `[rank3]: ` or `[default0]: `,
+Launchers decorate lines: Slurm's `srun --label` adds `12: `, torchrun adds `[rank3]: ` or `[default0]: `, pdsh a node,
 loggers add timestamps, and progress bars redraw with `\\r`. Matching works on what is left.
 """
 
@@ -18,7 +18,11 @@ _CONTROL = lazy_compile("[" + "".join(f"\\x{byte:02x}" for byte in CONTROL_BYTES
 # label and a timestamp cannot both match at one place: after the digits the label needs `:`, a timestamp `-`.
 _TORCHRUN = r"\[(?:rank|default)(?P<torchrun>\d{1,6})\]:\s?"
 _TIMESTAMP = r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+"
-_DECORATION = lazy_compile(_TORCHRUN + r"|(?P<slurm>\d{1,6}): |" + _TIMESTAMP)
+# pdsh (DeepSpeed's and others' multi-node launcher) puts the node before each line: `192.168.205.202: `, or its
+# host name (with a digit in it), taken only where torchrun's prefix follows (`v100x16-1: [rank5]:`).
+_HOST_IP = r"(?P<host>\d{1,3}(?:\.\d{1,3}){3}): "
+_DECORATION = lazy_compile(_TORCHRUN + r"|(?P<slurm>\d{1,6}): |" + _HOST_IP + "|" + _TIMESTAMP)
+_HOST_THEN_TORCHRUN = lazy_compile(r"[A-Za-z][\w.-]{0,62}: (?=\[(?:rank|default)\d{1,6}\]:)")
 # What most decorated lines start with, torchrun's prefix and maybe a timestamp, in one match: the first one
 # or two decorations the loop in normalize_line would strip (after torchrun's, neither of the others can
 # match where a timestamp does).
@@ -55,6 +59,10 @@ def normalize_line(raw: str, default_rank: int | None = None, no_controls: bool 
     torchrun_rank: int | None = None
     slurm_rank: int | None = None
     left = 4  # decorations stack in any order, a few deep at most
+    if text[:1].isalpha() and ": [" in text[:66]:
+        host = _HOST_THEN_TORCHRUN.match(text)
+        if host is not None and any(char.isdigit() for char in host.group()):  # a node's name, not `WARNING: `
+            text = text[host.end() :]
     if text[:1] == "[":
         common = _TORCHRUN_THEN_TIMESTAMP.match(text)
         if common is not None:

