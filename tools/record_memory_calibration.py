@@ -1162,6 +1162,11 @@ RUNS["b06-gpt5b-pp2-sel-offload-cap28-advised"] = (
 )
 RUN_ENV["b05-gpt5b-tp2-offload-cap28-advised"] = CAP_28G
 RUN_ENV["b06-gpt5b-pp2-sel-offload-cap28-advised"] = CAP_28G
+# Another process on the GPU (scanning/oom.py other_processes_first; held-out verl#5840): n16's 0.87B GPT (46,388 MiB
+# at its peak on an H100) started while a second process holds 40 GiB of the card (the device command starts it;
+# b07), then alone (b08): the change diagnose prints for b07's OOM, "free them first".
+RUNS["b07-gpt1b-beside-a-40g-process"] = (1, 0, dense_cost())
+RUNS["b08-gpt1b-alone-advised"] = (1, 0, dense_cost())
 
 
 class SmiPoller(threading.Thread):
