@@ -1167,6 +1167,9 @@ RUN_ENV["b06-gpt5b-pp2-sel-offload-cap28-advised"] = CAP_28G
 # b07), then alone (b08): the change diagnose prints for b07's OOM, "free them first".
 RUNS["b07-gpt1b-beside-a-40g-process"] = (1, 0, dense_cost())
 RUNS["b08-gpt1b-alone-advised"] = (1, 0, dense_cost())
+# Where the other process must stay: the change diagnose prints next for b07's OOM, micro-batch 4 -> 2, beside the
+# same 40 GiB process ("fits": 36,734 MiB left to PyTorch; planned after b07/b08 ran, before b09 did).
+RUNS["b09-gpt1b-mbs2-beside-a-40g-process-advised"] = (1, 0, dense_cost(mbs=2))
 
 
 class SmiPoller(threading.Thread):
