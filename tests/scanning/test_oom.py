@@ -292,3 +292,24 @@ def test_other_processes_holding_more_than_the_shortfall_are_the_first_fix():
     assert verl.fix_note.startswith("Other processes hold at least 7.41 GiB of this GPU, more than the 1.58 GiB")
     (slime,) = diagnose_text(SLIME_1951).findings  # 3.24 GiB against 10.46 GiB short: not the fix
     assert "Other processes" not in slime.fix_note
+
+
+def test_a_real_oom_beside_another_process_is_capacity_and_freeing_it_comes_first():
+    """b07 (one H100): n16's GPT, which fits alone (b08 trained: 46,388 MiB), beside a process holding 40 GiB. The
+    request was covered (488.76 MiB free + slack against 256 MiB), but the GPU left to this process cannot hold the
+    step: capacity, not fragmentation. Its fixes, in order: free the other process (b08), else micro-batch 2, which
+    trained beside it (b09)."""
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.policy import Policy
+
+    calibration = FIXTURES / "memory-calibration"
+    report = diagnose([str(calibration / "out-of-memory" / "b07-gpt1b-beside-a-40g-process.log.gz")], policy=Policy())
+    (finding,) = report.findings
+    assert finding.signature.id == "oom-capacity"
+    assert finding.facts["other_processes_bytes"] == pytest.approx(40.51 * GIB, rel=1e-3)
+    assert finding.fix_note.startswith("Other processes hold at least 40.51 GiB of this GPU")
+    assert finding.overrides == ["--micro-batch-size 2"]
+    trained = [row.split("\t") for row in (calibration / "runs.tsv").read_text().splitlines()]
+    assert any(
+        row[0] == "b09-gpt1b-mbs2-beside-a-40g-process-advised" and "--micro-batch-size 2" in row[-1] for row in trained
+    )

@@ -436,11 +436,13 @@ def _estimate(shape: RunShape) -> MemoryEstimate:
 
 def _fit_verdict(result: MemoryEstimate, facts: dict[str, Any]):
     """The memory model's fit verdict (memory/fit.py, as `estimate` and `check --gpu` give it) on the card the
-    OOM message describes: its total less the CUDA context, or a per-process memory fraction's limit."""
+    OOM message describes: its total less the CUDA context and what other processes hold on it (b07: n16's GPT, which
+    fits an H100 alone, beside a process holding 40.51 GiB), or a per-process memory fraction's limit."""
     from offloaddoctor.memory.fit import context_bytes, verdict_within
 
     total, allowed = facts.get("total_capacity_bytes"), facts.get("allowed_bytes")
-    limits = [total - context_bytes(result.shape.world_size > 1)] if isinstance(total, (int, float)) else []
+    others = facts.get("other_processes_bytes", 0)
+    limits = [total - context_bytes(result.shape.world_size > 1) - others] if isinstance(total, (int, float)) else []
     if isinstance(allowed, (int, float)):
         limits.append(allowed)
     return verdict_within(result, min(limits)) if limits else None
