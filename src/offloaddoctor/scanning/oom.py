@@ -220,10 +220,12 @@ def other_processes_first(findings) -> None:
         others, short = finding.facts.get("other_processes_bytes", 0), shortfall_bytes(finding.facts)
         if not others or not 0 < short <= others:
             continue
+        # beside fragmentation's own first fix (the allocator setting, free too), freeing them is the other way
+        what = "freeing them covers it too" if finding.facts.get("fragmentation_suspected") else "free them first"
         said = (
             f"Other processes hold at least {format_bytes(others)} of this GPU, more than the {format_bytes(short)} "
-            "this request was short by: free them first (`nvidia-smi` lists them; where an inference engine shares "
-            "the GPU with training, check that it released its memory before the training step)."
+            f"this request was short by: {what} (`nvidia-smi` lists them; where an inference engine shares the GPU "
+            "with training, check that it released its memory before the training step)."
         )
         finding.fix_note = f"{said} {finding.fix_note}".strip()
 
