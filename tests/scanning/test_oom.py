@@ -313,3 +313,20 @@ def test_a_real_oom_beside_another_process_is_capacity_and_freeing_it_comes_firs
     assert any(
         row[0] == "b09-gpt1b-mbs2-beside-a-40g-process-advised" and "--micro-batch-size 2" in row[-1] for row in trained
     )
+
+
+SLIME_1767 = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 61.34 GiB. GPU 3 has a total capacity of 79.11 GiB "
+    "of which 27.07 GiB is free. Process 520735 has 3.17 GiB memory in use. Process 530150 has 48.84 GiB memory in use. "
+    "Of the allocated memory 44.61 GiB is allocated by PyTorch, and 410.55 MiB is reserved by PyTorch but unallocated."
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "named"), [(SLIME_1767, True), (VERL_5840, False), (TORCH_211_FRAGMENTATION, False)]
+)
+def test_one_allocation_over_half_the_gpu_points_at_its_tensor_first(message, named):
+    from offloaddoctor.api import diagnose_text
+
+    (finding,) = diagnose_text(message).findings
+    assert finding.fix_note.startswith("One allocation of 61.34 GiB is 78% of the memory") is named

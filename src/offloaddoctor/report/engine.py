@@ -26,6 +26,7 @@ from offloaddoctor.scanning import (
     compute_run_facts,
     keep_evidence,
     lead_with_expandable_segments,
+    one_allocation_over_half_the_gpu,
     one_allocation_over_the_gpu,
     other_processes_first,
     parameters_over_the_gpu,
@@ -103,6 +104,7 @@ def build_report(
     if not _megatron_run(scan, store, ordered):
         _drop_megatron_fix_lines(ordered)
     other_processes_first(ordered)
+    one_allocation_over_half_the_gpu(ordered)
     # No config to take the dialect from: the training code the tracebacks ran (ROCm/Megatron-LM#85's paste, in
     # megatron/training/arguments.py, was given Bridge's lines)
     dialect = print_fixes(ordered, store, MEGATRON_LM if scan.training_code == {"megatron-lm"} else BRIDGE)

@@ -296,6 +296,23 @@ def larger_than_the_gpu(facts: dict) -> bool:
     return bool(requested and capacity and requested > capacity)
 
 
+def one_allocation_over_half_the_gpu(findings) -> None:
+    """An allocation larger than half of what the process may use (and not larger than all of it: that is
+    one_allocation_over_the_gpu's) is one tensor's shape before it is the run's budget: the fix says where to look
+    first, and keeps its lines (held-out slime#1767: 61.34 GiB on a 79.11 GiB card, fp32 logits of a long
+    sequence)."""
+    for finding in findings:
+        requested, capacity = finding.facts.get("requested_bytes"), usable_capacity(finding.facts)
+        if not requested or not capacity or not capacity / 2 < requested <= capacity:
+            continue
+        said = (
+            f"One allocation of {format_bytes(requested)} is {requested / capacity:.0%} of the memory the process may "
+            "use: find the tensor in the traceback's last frames and the setting that sizes it (sequence length, "
+            "vocabulary, micro-batch size) before giving anything else up."
+        )
+        finding.fix_note = f"{said} {finding.fix_note}".strip()
+
+
 def one_allocation_over_the_gpu(findings) -> None:
     """No sharding of the optimizer, offloading, recompute or allocator setting makes one allocation larger than the
     GPU fit (larger_than_the_gpu), so none is offered."""
