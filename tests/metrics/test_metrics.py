@@ -698,3 +698,17 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, kind):
 def test_cli_rejects_unknown_format():
     result = RUNNER.invoke(app, ["metrics", "--format", "xml", str(BASELINE)])
     assert result.exit_code == 2
+
+
+def test_a_grad_norm_of_nan_or_inf_is_named_where_megatrons_nan_count_stays_zero():
+    """Megatron's `number of nan iterations` counts the loss; a NaN gradient norm (Megatron-Bridge#5306, in
+    fixtures/held-out) leaves it at 0."""
+    lines = [
+        mlm_line(i, 480.0).replace("grad norm: 3.210", f"grad norm: {norm}")
+        for i, norm in ((4, "3.2"), (5, "nan"), (6, "inf"), (7, "2.9"))
+    ]
+    summary = metrics_from_text("\n".join(lines)).summary
+    assert summary.nan_iterations == 0
+    assert summary.nonfinite_grad_norm_iterations == [5, 6]
+    result = RUNNER.invoke(app, ["metrics", "-"], input="\n".join(lines))
+    assert "grad norm       nan or inf at iterations 5-6" in result.output

@@ -65,6 +65,8 @@ class MetricsSummary:
     loss_series: list[tuple[int, float]] = field(default_factory=list)
     skipped_iterations: int = 0
     nan_iterations: int = 0
+    # iterations whose line printed a grad norm of nan or inf: Megatron's nan count is of the loss, and stays 0 there
+    nonfinite_grad_norm_iterations: list[int] = field(default_factory=list)
     parameter_count: int | None = None
     max_parameters_per_model_parallel_rank: int | None = None
     total_parameters_billions: float | None = None

@@ -27,6 +27,8 @@ iteration, the step takes the slowest time, the lowest throughput and the larges
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 from offloaddoctor.config.from_log import LogConfigCollector
@@ -155,6 +157,9 @@ def _iteration_figures(summary: MetricsSummary, records: list[IterationMetrics])
             summary.loss_series.append((iteration, loss))
         summary.skipped_iterations += step.worst("skipped_iterations") or 0
         summary.nan_iterations += step.worst("nan_iterations") or 0
+        grad_norm = step.last("grad_norm")
+        if grad_norm is not None and not math.isfinite(grad_norm):
+            summary.nonfinite_grad_norm_iterations.append(iteration)
     finite = [(i, loss) for i, loss in summary.loss_series if loss == loss and abs(loss) != float("inf")]
     if finite:
         summary.final_loss_iteration, summary.final_loss = finite[-1]

@@ -26,6 +26,11 @@ def _run(run: RunMetrics) -> str:
             rows.append(("throughput", f"{s.median_tflops_per_gpu:g} TFLOP/s/GPU (steady-state median)"))
         rows.append(("loss", _loss(s)))
         rows.append(("skipped / nan", f"{s.skipped_iterations} / {s.nan_iterations} iterations"))
+        if s.nonfinite_grad_norm_iterations:
+            at = format_ranks(s.nonfinite_grad_norm_iterations)
+            rows.append(
+                ("grad norm", f"nan or inf at iteration{'s' if len(s.nonfinite_grad_norm_iterations) > 1 else ''} {at}")
+            )
     rows.append(("peak memory", _memory(s)))
     rows.append(("parameters", _parameters(s)))
     if s.theoretical_memory_mb:
