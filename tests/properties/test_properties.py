@@ -99,12 +99,18 @@ def _starts_with_decoration(text: str) -> bool:
 _TORCHRUN_PREFIX = re.compile(r"\s*\[(?:rank|default)(\d{1,6})\]:\s?")
 _SLURM_LABEL = re.compile(r"\s*(\d{1,6}): ")
 _LOG_TIMESTAMP = re.compile(r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+")
+_PDSH_IP = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}: ")
+_PDSH_HOST = re.compile(r"[A-Za-z][\w.-]{0,62}: (?=\[(?:rank|default)\d{1,6}\]:)")
 
 
 def _normalize_three_searches(raw: str, default_rank: int | None) -> tuple[str, int | None]:
-    """normalize_line as it was before its three decoration searches became one (_DECORATION)."""
+    """normalize_line as it was before its three decoration searches became one (_DECORATION), with pdsh's node
+    prefix since: a host name with a digit before torchrun's prefix, or an IPv4 address among the decorations."""
     text = strip_terminal_codes(raw)
     torchrun_rank = slurm_rank = None
+    host = _PDSH_HOST.match(text)
+    if host is not None and any(char.isdigit() for char in host.group()):
+        text = text[host.end() :]
     for _ in range(4):
         stripped = text.lstrip()
         match = _TORCHRUN_PREFIX.match(text)
@@ -117,7 +123,7 @@ def _normalize_three_searches(raw: str, default_rank: int | None) -> tuple[str, 
             slurm_rank = int(match.group(1))
             text = text[match.end() :]
             continue
-        match = _LOG_TIMESTAMP.match(stripped)
+        match = _PDSH_IP.match(stripped) or _LOG_TIMESTAMP.match(stripped)
         if match:
             text = stripped[match.end() :]
             continue
@@ -145,6 +151,8 @@ _DECORATION_SOUP = st.lists(
             ":",
             "-",
             "iteration 10/ 100 |",
+            "192.168.0.12: ",
+            "node-7: ",
             "\x1b[1m",
             "\r",
             "x",
