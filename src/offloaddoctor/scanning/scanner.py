@@ -24,7 +24,6 @@ from offloaddoctor.scanning.failure_lines import (
     MODEL_BUILD_FUNCTIONS,
     SOURCE_LINE_LITERALS,
     frame_function,
-    training_code,
     indented_raising_statement,
     is_frame_header,
     is_pasted_frame_header,
@@ -32,6 +31,7 @@ from offloaddoctor.scanning.failure_lines import (
     names_only_its_class,
     raised_by,
     raising_statement,
+    training_code,
 )
 from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
@@ -140,10 +140,11 @@ class TracebackTracker(LineHandler):
 
     literals = (TRACEBACK,)
 
-    def __init__(self, on_exception, on_cut, training_code: set[str] | None = None):
+    def __init__(self, on_exception, on_cut, training_code_seen: set[str] | None = None):
         # (Line, exception text, its raising statement or None, the model-build function it passed or None) -> None
         self.on_exception = on_exception
-        self.training_code = training_code if training_code is not None else set()  # failure_lines.training_code
+        # whose training code the frames are in (failure_lines.training_code), shared with the scan result
+        self.training_code_seen = training_code_seen if training_code_seen is not None else set()
         self.on_cut = on_cut  # (Evidence) -> None
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
@@ -205,7 +206,7 @@ class TracebackTracker(LineHandler):
                 self._frame_header[rank] = body
                 code = training_code(body)
                 if code is not None:
-                    self.training_code.add(code)
+                    self.training_code_seen.add(code)
                 if rank not in self._building:
                     function = frame_function(body)
                     if function in MODEL_BUILD_FUNCTIONS:
