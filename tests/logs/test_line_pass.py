@@ -105,7 +105,9 @@ def test_the_evidence_rule_is_five_lines_one_per_rank_rankless_always():
 
 def test_traceback_tracker_hands_over_the_exception_line_and_gives_up_on_a_runaway():
     ended, cut = [], []
-    tracker = TracebackTracker(lambda line, text, raising, building: ended.append(text), cut.append)
+    tracker = TracebackTracker(
+        lambda line, text, raising, building: ended.append(text), lambda frame, megatron: cut.append(frame)
+    )
     lines = ["Traceback (most recent call last):", '  File "x.py", line 1', "ValueError: bad"]
     for number, text in enumerate(lines, 1):
         assert tracker.feed(Line("x", number, None, text, text, True))
@@ -117,7 +119,7 @@ def test_traceback_tracker_hands_over_the_exception_line_and_gives_up_on_a_runaw
 
 def test_a_traceback_pasted_up_to_its_last_frame_ends_at_the_raise():
     cut = []
-    tracker = TracebackTracker(lambda line, text, raising, building: None, cut.append)
+    tracker = TracebackTracker(lambda line, text, raising, building: None, lambda frame, megatron: cut.append(frame))
     lines = [
         "Traceback (most recent call last):",
         '  File "train.py", line 9, in step',

@@ -28,7 +28,6 @@ iteration, the step takes the slowest time, the lowest throughput and the larges
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 
 from offloaddoctor.config.from_log import LogConfigCollector

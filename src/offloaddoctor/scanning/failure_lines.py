@@ -119,6 +119,29 @@ def indented_raising_statement(text: str) -> str | None:
     return raising_statement(text)
 
 
+# `raise ValueError("can't optimize a non-leaf Tensor")`, `assert x == 1, 'message'`: a message that is one plain
+# string literal (no f-string, no formatting), which the exception line prints as it stands.
+_RAISES_LITERAL = lazy_compile(
+    r"""^raise\s+(?P<cls>[A-Za-z_][\w.]{0,200})\(\s*(?P<q>["'])(?P<msg>(?:(?!(?P=q)|\\).){1,2000})(?P=q)\s*\)$"""
+)
+_ASSERTS_LITERAL = lazy_compile(r"""^assert\b.{1,2000}?,\s*(?P<q>["'])(?P<msg>(?:(?!(?P=q)|\\).){1,2000})(?P=q)$""")
+
+
+def exception_line_raised_by(statement: str) -> str | None:
+    """The exception line a `raise`/`assert` statement prints when its message is one plain string literal
+    (`raise ValueError("can't optimize a non-leaf Tensor")` -> `ValueError: can't optimize a non-leaf Tensor`)."""
+    found = _RAISES_LITERAL.match(statement)
+    if found is not None:
+        return f"{found['cls']}: {found['msg']}"
+    found = _ASSERTS_LITERAL.match(statement)
+    return f"AssertionError: {found['msg']}" if found is not None else None
+
+
+def passes_megatron(header: str) -> bool:
+    """A frame in Megatron's code (megatron-core, Megatron-LM's training, Megatron-Bridge)."""
+    return "megatron/" in header
+
+
 def message_follows(text: str) -> bool:
     """An exception class alone on its line, its message printed on the next one."""
     return _BARE_EXCEPTION.match(text) is not None

@@ -23,12 +23,14 @@ from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_PATTERN,
     MODEL_BUILD_FUNCTIONS,
     SOURCE_LINE_LITERALS,
+    exception_line_raised_by,
     frame_function,
     indented_raising_statement,
     is_frame_header,
     is_pasted_frame_header,
     message_follows,
     names_only_its_class,
+    passes_megatron,
     raised_by,
     raising_statement,
     training_code,
@@ -145,12 +147,13 @@ class TracebackTracker(LineHandler):
         self.on_exception = on_exception
         # whose training code the frames are in (failure_lines.training_code), shared with the scan result
         self.training_code_seen = training_code_seen if training_code_seen is not None else set()
-        self.on_cut = on_cut  # (Evidence) -> None
+        self.on_cut = on_cut  # (Evidence, whether the traceback passed Megatron's code) -> None
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
         self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
         self._frame_header: dict[int | None, str] = {}  # rank -> the last frame header of its open traceback
         self._building: dict[int | None, str] = {}  # rank -> the model-build function its open traceback passed
+        self._through_megatron: set[int | None] = set()  # ranks whose open traceback passed Megatron's code
 
     def feed(self, line: Line) -> bool:
         awaiting = self.awaiting
@@ -167,6 +170,7 @@ class TracebackTracker(LineHandler):
             self._raising_frame.pop(line.rank, None)
             self._frame_header.pop(line.rank, None)
             self._building.pop(line.rank, None)
+            self._through_megatron.discard(line.rank)
             return True
         return False
 
@@ -187,6 +191,7 @@ class TracebackTracker(LineHandler):
         self._raising_frame.clear()
         self._frame_header.clear()
         self._building.clear()
+        self._through_megatron.clear()
 
     def _frame_or_end(self, line: Line) -> bool:
         """True while the line is a frame of the open traceback, or the exception line that ends it."""
@@ -207,6 +212,8 @@ class TracebackTracker(LineHandler):
                 code = training_code(body)
                 if code is not None:
                     self.training_code_seen.add(code)
+                if passes_megatron(body):
+                    self._through_megatron.add(rank)
                 if rank not in self._building:
                     function = frame_function(body)
                     if function in MODEL_BUILD_FUNCTIONS:
@@ -225,7 +232,7 @@ class TracebackTracker(LineHandler):
         """A pasted traceback that stops at its last frame: the `raise`/`assert` there is the failure."""
         frame = self._raising_frame.pop(rank, None)
         if frame is not None:
-            self.on_cut(frame)
+            self.on_cut(frame, rank in self._through_megatron)
 
 
 class PastedExcerpt(LineHandler):
@@ -237,8 +244,11 @@ class PastedExcerpt(LineHandler):
     literals = SOURCE_LINE_LITERALS
     _MESSAGE_WITHIN = 2  # lines after the class line: its message, maybe after one blank line
 
-    def __init__(self, result: ScanResult):
+    def __init__(self, result: ScanResult, on_last_statement=None):
         self.result = result
+        # (Evidence) -> None: at the source's end, its last statement where its frames passed Megatron's code
+        self.on_last_statement = on_last_statement
+        self._through_megatron = False
         self._statement_at: int | None = None  # the line after a frame header: the frame's statement
         self._class_line: tuple[int, Evidence] | None = None  # a bare exception class awaiting its message
         self._joined: Evidence | None = None  # the class and its message, kept over the message line's own reading
@@ -262,6 +272,7 @@ class PastedExcerpt(LineHandler):
             code = training_code(text)
             if code is not None:
                 self.result.training_code.add(code)
+            self._through_megatron = self._through_megatron or passes_megatron(text)
             return False
         statement = indented_raising_statement(text)
         if statement is not None:
@@ -291,7 +302,16 @@ class PastedExcerpt(LineHandler):
         return self._statement_at is not None or self._class_line is not None
 
     def finish(self) -> None:
+        last = self.result.last_source_line
+        if (
+            self._through_megatron
+            and self.on_last_statement is not None
+            and last is not None
+            and last.path == self._path
+        ):
+            self.on_last_statement(last)
         self._statement_at = self._class_line = self._joined = None
+        self._through_megatron = False
 
 
 class IterationSampler(LineHandler):
@@ -425,6 +445,7 @@ class FailureMatcher(LineHandler):
         self._timeouts: dict[str, int] = {}
         self._user_budget = USER_PATTERN_BUDGET_S
         self._user_cost: dict[str, list[float]] = {}  # user signature id -> [seconds searching, characters searched]
+        self._last_matched: tuple[str, int] = ("", 0)  # (path, line) of the last line a matcher took
         self._index_literals()
 
     def _index_literals(self) -> None:
@@ -472,8 +493,11 @@ class FailureMatcher(LineHandler):
         self.match(line.path, line.number, line.rank, line.text)
         return True
 
-    def match(self, path: str, number: int, rank: int | None, text: str, building: str | None = None) -> None:
-        """`building`: the model-build function the line's traceback passed, for an out-of-memory line's verdict."""
+    def match(
+        self, path: str, number: int, rank: int | None, text: str, building: str | None = None, shown: str = ""
+    ) -> None:
+        """`building`: the model-build function the line's traceback passed, for an out-of-memory line's verdict;
+        `shown`: the line as the log has it, where `text` is what it says (a statement's exception line)."""
         matched = False
         for matcher in self._matchers_for(text):
             if matcher.user:
@@ -493,7 +517,8 @@ class FailureMatcher(LineHandler):
             if rank is None:
                 rank = rank_in_message(text)
             matched = True
-            self.aggregates.get(matcher.id, facts).add(Evidence(path, number, rank, text.strip()))
+            self._last_matched = (path, number)
+            self.aggregates.get(matcher.id, facts).add(Evidence(path, number, rank, (shown or text).strip()))
         if not matched and _ERROR_LINE.search(text) and not _C10_NOT_AN_ERROR.match(text):
             self.result.last_error_line = Evidence(
                 path, number, rank if rank is not None else rank_in_message(text), text.strip()
@@ -507,6 +532,29 @@ class FailureMatcher(LineHandler):
         shown = f"{text.strip()}, raised by {raising}" if raising else text.strip()
         self.result.remember_exception(Evidence(line.path, line.number, line.rank, shown))
         self.match(line.path, line.number, line.rank, shown if raising else text, building)
+
+    def cut_traceback(self, frame: Evidence, through_megatron: bool) -> None:
+        """A traceback that stops at its raising frame: the statement is its failure (remembered as the traceback's
+        exception), and where the traceback passed Megatron's code, matched as the exception line it prints."""
+        self.result.remember_exception(frame)
+        if through_megatron:
+            self.statement_raised(frame)
+
+    def statement_raised(self, statement: Evidence) -> None:
+        """A paste's last `raise`/`assert` in Megatron's code, matched as the exception line it prints when its
+        message is one plain string (failure_lines.exception_line_raised_by), unless a failure line follows it.
+        Only in Megatron's code: torch's own `raise ValueError("can't optimize a non-leaf Tensor")` is a user's
+        tensor in fixtures/excerpt-cut-traceback, and optimizer offloading's refusal in Megatron-LM PR 7013's quote
+        (fixtures/held-out/mcore-hdo-fp32-param-nonleaf), told apart by the frames above it."""
+        path, number, result = statement.path, statement.line or 0, self.result
+        if self._last_matched[0] == path and self._last_matched[1] >= number:
+            return  # a signature took the statement's own line (pp-cpu-offload's message), or a line after it
+        later = [(e.path, e.line or 0) for e in (result.last_error_line, *result.exceptions[-1:]) if e is not None]
+        if any(at_path == path and at_line > number for at_path, at_line in later):
+            return
+        raised = exception_line_raised_by(statement.text)
+        if raised is not None:
+            self.match(path, number, statement.rank, raised, shown=statement.text)
 
     def _user_search(self, matcher: Matcher, path: str, number: int, text: str) -> dict | Literal[False] | None:
         """A user pattern's search, timed: its time is taken from the shared budget whether it gives up or not.
@@ -570,8 +618,8 @@ class Scanner:
             RanksSeen(result),
             MegatronStartup(result),
             *config_handlers(collector),
-            TracebackTracker(self.failures.exception, self.result.remember_exception, result.training_code),
-            PastedExcerpt(result),
+            TracebackTracker(self.failures.exception, self.failures.cut_traceback, result.training_code),
+            PastedExcerpt(result, self.failures.statement_raised),
             IterationSampler(result.iterations, self._unparsed, collector),
             ParameterLines(result.parameters),
             self.failures,

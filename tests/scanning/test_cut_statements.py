@@ -1,0 +1,61 @@
+"""A paste that stops at its raising frame in Megatron's code is read as the exception line the statement prints
+(scanning/failure_lines.py exception_line_raised_by; FailureMatcher.statement_raised)."""
+
+from __future__ import annotations
+
+import pytest
+
+from offloaddoctor.api import diagnose_text
+from offloaddoctor.scanning.failure_lines import exception_line_raised_by
+
+PP_RAISE = '    raise ValueError("Currently there is no support for Pipeline parallelism with CPU offloading")'
+MEGATRON_FRAME = (
+    '  File "/usr/local/lib/python3.12/dist-packages/megatron/core/transformer/transformer_config.py", '
+    "line 1300, in __post_init__"
+)
+USER_FRAME = '  File "/workspace/train.py", line 12, in main'
+
+
+@pytest.mark.parametrize(
+    ("statement", "line"),
+    [
+        ('raise ValueError("can\'t optimize a non-leaf Tensor")', "ValueError: can't optimize a non-leaf Tensor"),
+        ("raise RuntimeError('x y')", "RuntimeError: x y"),
+        ('assert args.pp == 1, "no PP with offloading"', "AssertionError: no PP with offloading"),
+        ('raise ValueError(f"layers {n}")', None),  # formatted: the printed message is not in the source
+        ('raise ValueError("a" + b)', None),
+        ("assert args.sequence_parallel, \\", None),  # the message is on the next line
+        ("raise", None),
+    ],
+)
+def test_the_exception_line_a_statement_prints(statement, line):
+    assert exception_line_raised_by(statement) == line
+
+
+@pytest.mark.parametrize("header", [True, False], ids=["with a header", "headless"])
+def test_a_cut_paste_in_megatrons_code_is_its_exception(header):
+    lines = (["Traceback (most recent call last):"] if header else []) + [MEGATRON_FRAME, PP_RAISE]
+    (finding,) = diagnose_text("\n".join(lines)).findings
+    assert finding.signature.id == "pp-cpu-offload"
+    assert finding.evidence[0].text == PP_RAISE.strip()  # shown as the log has it
+
+
+def test_a_cut_paste_outside_megatrons_code_claims_nothing():
+    report = diagnose_text("\n".join(["Traceback (most recent call last):", USER_FRAME, PP_RAISE]))
+    assert report.findings == [] and report.unmatched.text == PP_RAISE.strip()
+
+
+NON_LEAF_FRAME = '  File "megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py", line 57, in __init__'
+NON_LEAF_RAISE = '    raise ValueError("can\'t optimize a non-leaf Tensor")'
+
+
+def test_a_statement_followed_by_its_exception_line_is_read_once():
+    exception = "ValueError: can't optimize a non-leaf Tensor"
+    (finding,) = diagnose_text("\n".join([NON_LEAF_FRAME, NON_LEAF_RAISE, exception])).findings
+    assert finding.occurrences == 1 and finding.evidence[0].text == exception
+
+
+def test_a_statement_a_signature_already_took_is_not_read_twice():
+    """pp-cpu-offload's pattern takes the raise line itself."""
+    (finding,) = diagnose_text("\n".join([MEGATRON_FRAME, PP_RAISE])).findings
+    assert finding.occurrences == 1
