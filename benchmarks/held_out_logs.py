@@ -30,19 +30,32 @@ def cases(names: list[str] | None = None) -> list[Path]:
 
 
 def diagnose_case(case: Path) -> dict:
-    """What diagnose reports for the case, as the CLI would with the case's config: the finding ids in the
-    report's order and the failure it shows as unexplained, or why it refused."""
+    """What diagnose reports for the case, as the CLI would with the case's config (the log alone where diagnose
+    refuses that config, as a user would go on): the finding ids in the report's order, the failure it shows as
+    unexplained, and why it refused the config, or why it refused."""
     from offloaddoctor.api import diagnose
     from offloaddoctor.errors import UserError
     from offloaddoctor.policy import Policy
 
     configs = [str(case / name) for name in CONFIG_NAMES if (case / name).exists()]
+    refused_config = ""
     try:
         report = diagnose([str(case / "job.log")], configs, policy=Policy())
     except UserError as error:
-        return {"refused": str(error)}
+        if not configs:
+            return {"refused": str(error)}
+        # what a user does next: the log alone (a NeMo-Run launcher YAML is no run config)
+        refused_config = str(error)
+        try:
+            report = diagnose([str(case / "job.log")], policy=Policy())
+        except UserError as again:
+            return {"refused": str(again)}
     unmatched = report.unmatched.text if report.unmatched is not None else ""
-    return {"findings": [finding.signature.id for finding in report.findings], "unexplained": unmatched}
+    return {
+        "findings": [finding.signature.id for finding in report.findings],
+        "unexplained": unmatched,
+        "refused_config": refused_config,
+    }
 
 
 def outcome(label: dict, report: dict) -> str:
@@ -72,6 +85,7 @@ def evaluate(names: list[str] | None = None) -> list[dict]:
                 "confidence": label.get("confidence", ""),
                 "findings": report.get("findings", []),
                 "unexplained": report.get("unexplained", ""),
+                "refused_config": report.get("refused_config", ""),
                 "outcome": outcome(label, report),
             }
         )

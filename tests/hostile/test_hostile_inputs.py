@@ -462,7 +462,13 @@ def test_the_installed_command_never_shows_a_traceback(tmp_path, case):
     elif case == "tagged-config":
         config.write_text('model: !!python/object/apply:os.system ["touch PWNED"]\n')
         result = run_module("check", config, cwd=tmp_path)
-        assert result.returncode == 0 and not result.stderr and not (tmp_path / "PWNED").exists()
+        assert not (tmp_path / "PWNED").exists()
+        # `model` holds no setting offloaddoctor knows: refused in one line, the tag never run
+        assert (
+            result.returncode == 2
+            and result.stderr.count("\n") == 1
+            and "no setting offloaddoctor knows" in result.stderr
+        )
         return
     elif case == "set-without-equals":
         args, fragments = ["check", "--set", "optimizer.optimizer_cpu_offload"], ["KEY=VALUE"]

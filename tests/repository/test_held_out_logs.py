@@ -70,3 +70,11 @@ def test_a_miss_still_shows_the_failure_it_could_not_explain_where_the_paste_has
 def test_the_failure_line_shown_is_the_runs_own(case, shown):
     (row,) = _benchmark().evaluate([case])
     assert row["unexplained"].startswith(shown) if shown else row["unexplained"] == ""
+
+
+def test_a_launcher_yaml_given_as_the_config_is_refused_and_the_log_read_alone():
+    """Megatron-Bridge#771's config.yaml is NeMo-Run's launcher Script, with no run setting in it: `check` once
+    passed it as "no violation" on defaults alone."""
+    (row,) = _benchmark().evaluate(["mbridge-llama3-8b-fp8-nccl-oom"])
+    assert "no setting offloaddoctor knows (it has _target_, args" in row["refused_config"]
+    assert row["outcome"] == "right"

