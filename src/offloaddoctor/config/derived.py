@@ -40,7 +40,8 @@ MODEL_PARALLEL_KEYS = (
     "model.pipeline_model_parallel_size",
     "model.context_parallel_size",
 )
-_EXPERT_GRID = (
+# The sizes a model's parameters are split by (expert TP x TP x EP x PP must divide the world: expert-grid-divides-world).
+EXPERT_GRID_KEYS = (
     "model.expert_tensor_parallel_size",
     "model.tensor_model_parallel_size",
     "model.expert_model_parallel_size",
@@ -56,7 +57,7 @@ DERIVED_INPUTS.update(
             *NODES_KEYS,
             *TASKS_KEYS,
         ),
-        "parallel.expert_grid_size": _EXPERT_GRID,
+        "parallel.expert_grid_size": EXPERT_GRID_KEYS,
         "model.offload_modules_refused": (
             "model.fine_grained_activation_offloading",
             "model.offload_modules",
@@ -277,7 +278,7 @@ def _run_world_size(store: ConfigStore) -> None:
 
 def _expert_tensor_pipeline(store: ConfigStore) -> tuple[list[Resolved], int | None]:
     """(the sizes given, expert TP (TP when unset) x PP); None where a given size is not a count."""
-    given = [r for r in map(store.resolve, _EXPERT_GRID) if r is not None and r.value is not None]
+    given = [r for r in map(store.resolve, EXPERT_GRID_KEYS) if r is not None and r.value is not None]
     counts = {r.key: _count(r) for r in given}
     if not all(counts.values()):
         return given, None  # a size that is not a count (0, a word): its own error, not this one

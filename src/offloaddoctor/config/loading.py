@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from offloaddoctor.config.derived import add_derived_values
+from offloaddoctor.config.keys import is_known
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.errors import UserError
@@ -75,8 +76,6 @@ def explicit_config(config_paths: Sequence[str], overrides: Sequence[str]) -> li
 def _with_a_known_setting(values: list[ConfigValue], path: str) -> list[ConfigValue]:
     """A YAML config none of whose settings offloaddoctor knows is refused: checked, it would pass on defaults alone
     (a NeMo-Run launcher YAML, held-out Megatron-Bridge#771, read as `no violation`)."""
-    from offloaddoctor.config.keys import is_known
-
     if values and not any(is_known(value.key) or value.key.startswith("env.") for value in values):
         found = ", ".join(dict.fromkeys(value.key for value in values[:6]))
         raise UserError(

@@ -201,15 +201,9 @@ def raised_while_building(facts: dict, function: str) -> dict:
     return {**built, "fragmentation_suspected": verdict[0], "fragmentation_arithmetic": verdict[1]}
 
 
-# What spreads a model's parameters over more GPUs; every other memory fix acts after the model is built.
-_SPREADS_PARAMETERS = (
-    "model.tensor_model_parallel_size",
-    "model.pipeline_model_parallel_size",
-    "model.expert_model_parallel_size",
-    "model.expert_tensor_parallel_size",
-    "model.num_layers_in_first_pipeline_stage",
-    "model.num_layers_in_last_pipeline_stage",
-)
+# How pipeline parallelism deals out the layers: with the sizes that split the parameters (config/derived.py
+# EXPERT_GRID_KEYS), what spreads a model's parameters over more GPUs; every other memory fix acts after the build.
+_DEALS_OUT_LAYERS = ("model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage")
 
 
 def other_processes_first(findings) -> None:
@@ -227,7 +221,7 @@ def other_processes_first(findings) -> None:
             f"this request was short by: {what} (`nvidia-smi` lists them; where an inference engine shares the GPU "
             "with training, check that it released its memory before the training step)."
         )
-        finding.fix_note = f"{said} {finding.fix_note}".strip()
+        _say_first(finding, said)
 
 
 def parameters_over_the_gpu(findings, store) -> None:
@@ -236,14 +230,17 @@ def parameters_over_the_gpu(findings, store) -> None:
     allocator act after the build: lines that change only those come after the spreading ones, for the step that
     follows (b01's lines, PP 2 first, then selective recompute and offloading, trained as printed: b06, fixtures/
     memory-calibration), and a fix with no spreading line at all is left out (ms-swift#9191 was offered only those)."""
+    from offloaddoctor.config.derived import EXPERT_GRID_KEYS  # here: `signatures` and `explain` load no config
     from offloaddoctor.config.dialect import parse_fix_line
+
+    spreads_parameters = (*EXPERT_GRID_KEYS, *_DEALS_OUT_LAYERS)
 
     for finding in findings:
         function = finding.facts.get("raised_while_building_the_model")
         if not function:
             continue
         spreads = [
-            bool(changes) and all(key in _SPREADS_PARAMETERS for key, _ in changes)
+            bool(changes) and all(key in spreads_parameters for key, _ in changes)
             for changes in map(parse_fix_line, finding.overrides)
         ]
         layout = ", ".join(
@@ -310,7 +307,12 @@ def one_allocation_over_half_the_gpu(findings) -> None:
             "use: find the tensor in the traceback's last frames and the setting that sizes it (sequence length, "
             "vocabulary, micro-batch size) before giving anything else up."
         )
-        finding.fix_note = f"{said} {finding.fix_note}".strip()
+        _say_first(finding, said)
+
+
+def _say_first(finding, sentence: str) -> None:
+    """Put a sentence before what the fix's note says already (the advice's numbers, the Megatron lines left out)."""
+    finding.fix_note = f"{sentence} {finding.fix_note}".strip()
 
 
 def one_allocation_over_the_gpu(findings) -> None:
