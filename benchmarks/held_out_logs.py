@@ -94,7 +94,12 @@ def evaluate(names: list[str] | None = None) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     as_json = "--json" in argv
-    rows = evaluate([arg for arg in argv if not arg.startswith("--")] or None)
+    names = [arg for arg in argv if not arg.startswith("--")]
+    unknown = sorted(set(names) - {case.name for case in cases()})
+    if unknown:
+        print(f"held_out_logs.py: error: no case {unknown[0]!r} in {HELD_OUT}", file=sys.stderr)
+        return 2
+    rows = evaluate(names or None)
     if as_json:
         print(json.dumps(rows, indent=1))
         return 0
