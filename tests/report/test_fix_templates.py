@@ -58,3 +58,48 @@ def test_no_fixtures_fix_line_is_an_unfilled_suggestion():
     for log in logs:
         for finding in diagnose([str(log)], policy=Policy()).findings:
             assert not any("<suggested." in str(value) for _, value in finding.changes), (log, finding.id)
+
+
+def test_a_fix_line_whose_value_nothing_gives_is_left_out_with_a_note_naming_its_key(tmp_path):
+    """slime#1818 (held-out batch 5): the message gives the expert grid's product (16) and the world (8), not the
+    expert-parallel size, so no value can be suggested; a `<suggested.…>` line is not one to paste."""
+    log = tmp_path / "job.log"
+    log.write_text("RuntimeError: world_size (8) is not divisible by expert_tensor_model_pipeline_parallel size (16)\n")
+    [finding] = diagnose([str(log)], policy=Policy()).findings
+    assert finding.id == "expert-grid-divides-world"
+    assert finding.overrides == [] and finding.changes == []
+    assert "Left out of this fix: `model.expert_model_parallel_size`" in finding.fix_sentences[0]
+    with_config = tmp_path / "cfg.yaml"
+    with_config.write_text("model:\n  expert_model_parallel_size: 8\n  pipeline_model_parallel_size: 2\n")
+    [configured] = diagnose([str(log)], config_paths=[str(with_config)], policy=Policy()).findings
+    # the config's EP and PP, with the world the message printed: 8 GPUs over PP 2 leave room for EP 4
+    assert configured.overrides == ["model.expert_model_parallel_size=4"] and not configured.fix_note
+
+
+def test_check_fills_the_offloaded_layer_count_from_the_config_when_no_message_gives_it(tmp_path):
+    """`check` reads no megatron-core message: `{max_offload_layers}` came only from one, so `check` printed
+    `model.cpu_offloading_num_layers=<max_offload_layers>`. The most TransformerConfig takes is num_layers - 1."""
+    from offloaddoctor.api import check
+
+    config = tmp_path / "cfg.yaml"
+    config.write_text("model:\n  num_layers: 8\n  cpu_offloading: true\n  cpu_offloading_num_layers: 8\n")
+    [violation] = [v for v in check([str(config)]).violations if v.id == "cpu-offload-num-layers"]
+    assert violation.overrides == ["model.cpu_offloading_num_layers=7"]
+
+
+def test_the_vpp_suggestion_divides_the_first_stages_layers_where_only_those_are_known(tmp_path):
+    """The first stage's 3 layers take no VPP of 2 or more: VPP goes off (null), not an unfilled template."""
+    config = tmp_path / "cfg.yaml"
+    config.write_text("model:\n  num_layers_in_first_pipeline_stage: 3\n  virtual_pipeline_model_parallel_size: 2\n")
+    log = tmp_path / "job.log"
+    log.write_text(
+        "ValueError: number of layers at first stage: 3must be divisible by virtual pipelineparallel degree 2\n"
+    )
+    [finding] = diagnose([str(log)], config_paths=[str(config)], policy=Policy()).findings
+    assert finding.overrides == ["model.virtual_pipeline_model_parallel_size=null"]
+    assert (
+        fix_values(
+            store_of(model__num_layers_in_first_pipeline_stage=6, model__virtual_pipeline_model_parallel_size=4)
+        )["suggested.virtual_pipeline_size"]
+        == 3
+    )

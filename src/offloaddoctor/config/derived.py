@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from offloaddoctor.coerce import boolean, names, number  # shared coercion rules
+from offloaddoctor.coerce import boolean, integer, names, number  # shared coercion rules
 from offloaddoctor.config.values import ConfigStore, Resolved, Source, format_value
 
 TYPE_CHECKING = False
@@ -119,10 +119,13 @@ def fix_values(store: ConfigStore, facts: dict[str, Any] | None = None) -> dict[
     vpp = _suggested_virtual_pipeline_size(store)
     if vpp is not _UNKNOWN:
         values[SUGGESTED + "virtual_pipeline_size"] = vpp
-    expert_parallel = _suggested_expert_parallel_size(store)
+    expert_parallel = _suggested_expert_parallel_size(store, (facts or {}).get("world_size"))
     if expert_parallel is not None:
         values[SUGGESTED + "expert_model_parallel_size"] = expert_parallel
     values[SUGGESTED + "omp_threads"] = _suggested_omp_threads(store)
+    offload_layers = _suggested_offload_layers(store, (facts or {}).get("max_offload_layers"))
+    if offload_layers is not None:
+        values[SUGGESTED + "offload_layers"] = offload_layers
     if store.resolve("model.offload_modules_refused") is not None:  # the list is known (or the run's default)
         modules = store.value("model.offload_modules")
         values[SUGGESTED + "offload_modules"] = list(offload_modules_taken(names(modules), _recomputes_moe(store)))
@@ -131,6 +134,16 @@ def fix_values(store: ConfigStore, facts: dict[str, Any] | None = None) -> dict[
         in_moe = names(str(facts.get("offload_modules_in_recomputed_moe", "")).strip("{}"))
         values[SUGGESTED + "offload_modules"] = list(offload_modules_taken(named + in_moe, bool(in_moe)))
     return values
+
+
+def _suggested_offload_layers(store: ConfigStore, message_most: Any = None) -> int | None:
+    """The most layers activation offloading takes: one under the model's (TransformerConfig refuses a count not
+    below num_layers), from megatron-core's refusal where it printed the layer count, else from the config."""
+    most = integer(str(message_most if message_most is not None else ""))
+    if most is None:
+        layers = _count(store.resolve("model.num_layers"))
+        most = layers - 1 if layers else None
+    return most if most is not None and most >= 0 else None
 
 
 def _suggested_omp_threads(store: ConfigStore) -> str:
@@ -312,8 +325,9 @@ def _suggested_offload_fraction(store: ConfigStore) -> float | None:
 
 
 def _suggested_virtual_pipeline_size(store: ConfigStore):
-    """The largest VPP size up to the current one that divides the layers per stage; None turns VPP off. With
-    layers per virtual stage that do not divide a stage (no VPP derived), the current one is what they ask for."""
+    """The largest VPP size up to the current one that divides the layers of every stage whose count is known
+    (the middle ones', and the first's and last's where set apart); None turns VPP off. With layers per virtual
+    stage that do not divide a stage (no VPP derived), the current one is what they ask for."""
     layers, current, chunk = (
         number(store.value(key))
         for key in (
@@ -324,21 +338,23 @@ def _suggested_virtual_pipeline_size(store: ConfigStore):
     )
     if layers and not current and chunk:
         current = layers // chunk
-    if not layers or not current or not math.isfinite(layers * current):
+    ends = (number(store.value(f"model.num_layers_in_{end}_pipeline_stage")) for end in ("first", "last"))
+    stages = [count for count in (layers, *ends) if count and math.isfinite(count)]
+    if not stages or not current or not math.isfinite(current):
         return _UNKNOWN
-    whole, top = int(layers), int(current)
-    if whole:
-        top = min(top, abs(whole))  # no divisor is larger
+    wholes, top = [int(count) for count in stages], int(current)
+    top = min(top, *(abs(whole) for whole in wholes if whole))  # no divisor is larger
     if top > SEARCHED_COUNT_LIMIT:
         return _UNKNOWN
-    divisors = [d for d in range(top, 1, -1) if whole % d == 0]
+    divisors = [d for d in range(top, 1, -1) if all(whole % d == 0 for whole in wholes)]
     return divisors[0] if divisors else None
 
 
-def _suggested_expert_parallel_size(store: ConfigStore) -> int | None:
+def _suggested_expert_parallel_size(store: ConfigStore, message_world: Any = None) -> int | None:
     """The largest EP up to the current one that divides world / (expert TP x PP) and the experts (MoELayer
-    asserts num_moe_experts % EP == 0); None where no EP makes the expert grid divide the world."""
-    world = _count(store.resolve("parallel.run_world_size"))
+    asserts num_moe_experts % EP == 0); None where no EP makes the expert grid divide the world. The world is
+    the config's, else the one megatron-core's refusal printed (`message_world`)."""
+    world = _count(store.resolve("parallel.run_world_size")) or integer(str(message_world or ""))
     current = _count(store.resolve("model.expert_model_parallel_size"))
     experts = _count(store.resolve("model.num_moe_experts"))
     _, tensor_pipeline = _expert_tensor_pipeline(store)

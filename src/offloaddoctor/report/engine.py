@@ -276,9 +276,10 @@ def _merge(
         # A later rank ran out by more: its figures are the finding's (and its fix's), the first-seen order stays.
         existing.facts = dict(aggregate.facts)
         existing.config = verdict_for(signature.config, store, {**run.values, **existing.facts})
-        existing.overrides = render_overrides(signature, store, {**run.values, **existing.facts})
+        existing.overrides, existing.fix_note = render_overrides(signature, store, {**run.values, **existing.facts})
     if existing is None:
         facts = dict(aggregate.facts)
+        overrides, left_out = render_overrides(signature, store, {**run.values, **facts})
         findings[signature.id] = Finding(
             signature=signature,
             evidence=list(aggregate.evidence),
@@ -286,9 +287,10 @@ def _merge(
             occurrences=aggregate.count,
             facts=facts,
             config=verdict_for(signature.config, store, {**run.values, **facts}),
-            overrides=render_overrides(signature, store, {**run.values, **facts}),
+            overrides=overrides,
             first_seen=aggregate.first_seen,
             files=sorted(aggregate.paths),
+            fix_note=left_out,
         )
         return
     existing.occurrences += aggregate.count
@@ -320,6 +322,7 @@ def condition_finding(
     # Two facts read from one line (the median iteration time and the slowdown) cite it once.
     evidence = list({(e.path, e.line, e.text): e for e in evidence}.values())
     used = set(fact_names) | set(names_in(signature.config, "fact"))
+    overrides, left_out = render_overrides(signature, store, facts)
     return Finding(
         signature=signature,
         evidence=evidence,
@@ -327,9 +330,10 @@ def condition_finding(
         occurrences=1,
         facts={k: v for k, v in facts.items() if k in used},
         config=verdict_for(signature.config or signature.when, store, facts),
-        overrides=render_overrides(signature, store, facts),
+        overrides=overrides,
         first_seen=10**12,  # after every log match of the same priority
         trigger=trigger or ("metrics" if fact_names else "config"),
+        fix_note=left_out,
     )
 
 
@@ -367,9 +371,11 @@ def verdict_for(predicate: Predicate | None, store: ConfigStore, facts: dict) ->
     return ConfigVerdict(UNKNOWN, values, "the values that would confirm this cause are not known")
 
 
-def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> list[str]:
-    """Fill a fix's `{name}` placeholders: a fact, a `suggested.*` value (config/derived.py), or a config key."""
+def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> tuple[list[str], str]:
+    """Fill a fix's `{name}` placeholders: a fact, a `suggested.*` value (config/derived.py), or a config key.
+    A line with a value nothing gives is left out (a `<name>` is not a line to paste), and the note says so."""
     suggestions = fix_values(store, facts) if any(SUGGESTED in line for line in signature.fix.overrides) else {}
+    unknown: list[str] = []
 
     def fill(match: re.Match) -> str:
         name = match.group(1)
@@ -378,9 +384,26 @@ def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> l
         if name in suggestions:
             return _override_value(suggestions[name])
         resolved = None if name.startswith(SUGGESTED) else store.resolve(name)
-        return _override_value(resolved.value) if resolved is not None else f"<{name}>"
+        if resolved is None:
+            unknown.append(name)
+            return ""
+        return _override_value(resolved.value)
 
-    return [_PLACEHOLDER.sub(fill, line) if "{" in line else line for line in signature.fix.overrides]
+    lines = []
+    for line in signature.fix.overrides:
+        before = len(unknown)
+        filled = _PLACEHOLDER.sub(fill, line) if "{" in line else line
+        if len(unknown) == before:
+            lines.append(filled)
+        else:
+            unknown[before:] = [line.split("=", 1)[0]]
+    note = (
+        f"Left out of this fix: {', '.join(f'`{key}`' for key in unknown)}, whose value needs settings that neither "
+        "the log nor the config gives; the text says how to choose it."
+        if unknown
+        else ""
+    )
+    return lines, note
 
 
 def _override_value(value: Any) -> str:
