@@ -166,9 +166,11 @@ def test_rank_logs_without_steady_state_keep_shared_stand_ins_with_the_same_fact
 def test_steady_records_of_logs_that_cannot_be_cited_become_stand_ins_and_no_report_changes(
     tmp_path, monkeypatch, catalog
 ):
-    """Of steady-state records run_facts cites only the last log's and those of segments whose optimizer
-    offload setting is known (a slowdown between segments). Every other log's become stand-ins, one log
-    late; the report over every fixture, and over rank logs with steady states, is what it is without."""
+    """Of steady-state records run_facts cites only the last log's of each run, and runs are told apart by the
+    config their logs print: the records of logs that print none become stand-ins, but the last, one log
+    late; the report over every fixture, and over rank logs with steady states, is what it is without (two
+    held-out FlagScale logs, one run, lost the first one's median iteration time when only config that
+    said whether the optimizer was offloaded kept records)."""
     from offloaddoctor.scanning.scanner import Scanner
     from offloaddoctor.api import diagnose
     from offloaddoctor.render.json_report import render_json

