@@ -20,7 +20,7 @@ from offloaddoctor.metrics.layout import parse_layout_line
 from offloaddoctor.metrics.memory_lines import parse_memory_report, parse_theoretical_memory
 from offloaddoctor.metrics.model import ParameterCounts
 from offloaddoctor.metrics.numbers import BRIDGE_REPORT_UNIT_BYTES, MIB, parse_number, to_mib
-from offloaddoctor.metrics.parameter_lines import parameter_count, read_parameter_line
+from offloaddoctor.metrics.parameter_lines import parameter_count, read_parameter_line, trainable_share
 from offloaddoctor.metrics.summary import percentile
 from offloaddoctor.render.metrics_csv import COLUMNS
 
@@ -338,6 +338,54 @@ def test_billions_parameter_lines_of_every_release():
     assert counts.billions["Number of dense and embedding parameters"] == 3.10
     assert parameter_count(counts) == 470_000_000  # no exact line: the rounded total
     assert not read_parameter_line("Number of buckets for gradient all-reduce / reduce-scatter: 1", counts)
+
+
+# megatron-core's DDP bucket lines, from param_and_grad_buffer.py's format strings (0.16.1; 0.19.0 adds the count of
+# parameters with extra main grads), with the counts of a real LoRA run (held-out flagscale-…-oom-capacity)
+BUCKET_0161 = "Params for bucket 1 (38797312 elements, 38797312 padded size):"
+BUCKET_0190 = "Params for bucket 2 (470503424 elements, 470503424 padded size, 0 param(s) with extra main_grads):"
+LORA_RANK = " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 8874364928"
+
+
+def test_gradient_bucket_lines_of_both_releases_add_up():
+    counts = ParameterCounts()
+    assert read_parameter_line(BUCKET_0161, counts) and read_parameter_line(BUCKET_0190, counts)
+    assert counts.gradient_bucket_elements == 38797312 + 470503424
+    assert not read_parameter_line("Params for bucket 1 (many elements):", counts)
+
+
+def test_buckets_far_below_the_parameters_say_most_are_frozen_and_how_many_train():
+    lora = ParameterCounts()
+    for text in (LORA_RANK, BUCKET_0161):
+        read_parameter_line(text, lora)
+    assert trainable_share(lora) == pytest.approx(38797312 / 8874364928)
+    whole = ParameterCounts()
+    for text in (
+        BUCKET_0190.replace("bucket 2", "bucket 1"),
+        " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 470503424",
+    ):
+        read_parameter_line(text, whole)
+    assert trainable_share(whole) is None  # every parameter trains
+    assert trainable_share(ParameterCounts(per_model_parallel_rank={(("tensor", 0),): 10})) is None  # no bucket line
+
+
+@given(
+    stages=st.lists(st.integers(10**6, 10**10), min_size=1, max_size=8),
+    tensor=st.integers(1, 8),
+    printed=st.data(),
+)
+def test_a_model_that_trains_every_parameter_is_never_called_frozen_whichever_stages_printed_buckets(
+    stages, tensor, printed
+):
+    """Each stage's buckets (printed at tensor rank 0) hold its whole count; a log may keep any non-empty subset of the
+    stages' bucket lines (a rank's own file, a cut paste) and every rank's count line."""
+    counts = ParameterCounts()
+    for stage, count in enumerate(stages):
+        for rank in range(tensor):
+            counts.per_model_parallel_rank[(("tensor", rank), ("pipeline", stage))] = count
+    kept = printed.draw(st.lists(st.sampled_from(range(len(stages))), min_size=1, unique=True))
+    counts.gradient_bucket_elements = sum(stages[stage] for stage in kept)
+    assert trainable_share(counts) is None
 
 
 def test_parameter_count_adds_model_parallel_ranks_once_each():

@@ -21,7 +21,7 @@ from offloaddoctor.coerce import boolean, number
 from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.advice.slowdown import expected_slowdown
-from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts
+from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts, trainable_share
 from offloaddoctor.scanning import larger_than_the_gpu, shortfall_bytes
 
 TYPE_CHECKING = False
@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
 NEEDED_FRACTION = "_offload_fraction_needed"  # the number behind the fact's sentence, carried to the fix likewise
+FROZEN = "trained_parameters"
 
 
 def add_advice(
@@ -108,12 +109,25 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     )
     given = {line.split("=", 1)[0]: line for line in finding.overrides}
     leading = [given.get(line.split("=", 1)[0], line) for line in first]
-    finding.overrides = leading + [line for line in finding.overrides if line not in leading]
+    frozen = FROZEN in finding.facts
+    rest = [line for line in finding.overrides if line not in leading and not (frozen and _optimizer_line(line))]
+    finding.overrides = leading + rest
     finding.fix_note_replaces_summary = True  # "raise the fraction by a step" is what the numbers rule out
     finding.fix_note = (
-        "The numbers say optimizer offloading alone cannot free enough (it would need a fraction of "
-        f"{needed:.2f})" + (f": {more} first." if more else ".")
-    )
+        (
+            "Most of the model is frozen, so the optimizer's state is small: sharding or offloading it cannot free "
+            f"enough (offloading would need a fraction of {needed:.2f})"
+        )
+        if frozen
+        else f"The numbers say optimizer offloading alone cannot free enough (it would need a fraction of {needed:.2f})"
+    ) + (f": {more} first." if more else ".")
+
+
+_OPTIMIZER_SETTINGS = ("optimizer.", "ddp.use_distributed_optimizer")
+
+
+def _optimizer_line(line: str) -> bool:
+    return line.startswith(_OPTIMIZER_SETTINGS)
 
 
 PIPELINE = "model.pipeline_model_parallel_size"
@@ -147,8 +161,11 @@ def oom_advice(
     bytes_per_parameter = optimizer_state_bytes_per_parameter()  # the config is not known yet; the model may refine
     distributed = boolean(store.value("optimizer.use_distributed_optimizer"))
     dp = number(store.value("data_parallel_size")) if distributed is not False else 1
-    state = count * bytes_per_parameter / (dp or 1)
-    shape = _memory_shape(store)
+    share = trainable_share(parameters)
+    trained = count if share is None else round(count * share)
+    state = trained * bytes_per_parameter / (dp or 1)
+    # The memory model trains every parameter: where most are frozen (LoRA) its optimizer state and peak are not this run's.
+    shape = _memory_shape(store) if share is None else None
     result = _estimate(shape) if shape else None
     model = memory_model_facts(result, count) if result else {}
     if model:
@@ -200,7 +217,8 @@ def oom_advice(
             (
                 model.pop("basis")
                 if model
-                else f"{bytes_per_parameter} B/parameter × {count:,} parameters per GPU"
+                else f"{bytes_per_parameter} B/parameter × {trained:,} "
+                + ("parameters per GPU" if share is None else f"trained parameters per GPU (of {count:,})")
                 + (f" ÷ data-parallel size {int(dp)}" if dp and dp > 1 else "")
                 + ("" if dp or distributed is False else " (data-parallel size unknown: not divided)")
             )
@@ -208,6 +226,11 @@ def oom_advice(
         ),
         **model,
     }
+    if share is not None:
+        advice[FROZEN] = (
+            f"{parameters.gradient_bucket_elements:,} parameters in the gradient buckets, {share:.1%} of the model's: "
+            "the rest are frozen (no gradient, no optimizer state)"
+        )
     if larger_than_the_gpu(facts):
         # No offloading or recompute makes one allocation larger than the GPU fit, so neither is quoted; a change
         # that shrinks the tensor (micro-batch) is kept.

@@ -37,6 +37,7 @@ _LABELS = {
     "shortfall_bytes": "missing for this request (requested − free to the process)",
     "whole_step_shortfall_bytes": "missing for the whole step (memory model, with CUDA context and NCCL)",
     "whole_step_shortfall_at_most_bytes": "missing for the whole step, at most (memory model worst case, with CUDA context and NCCL)",
+    "trained_parameters": "parameters that train",
     "optimizer_state_estimate_bytes": "offloadable optimizer state per GPU",
     "offload_fraction_needed": "optimizer_offload_fraction that would free it",
     "offload_fraction_needed_with_manual_gc": "with manual garbage collection (the first optimizer build freed)",

@@ -42,6 +42,7 @@ from offloaddoctor.logs.normalize import rank_in_message
 from offloaddoctor.logs.sources import LogSource
 from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
 from offloaddoctor.metrics.iteration_lines import IterationMetrics, has_steady_state, iteration_found, speed_record
+from offloaddoctor.metrics.parameter_lines import BUCKET_LITERAL
 from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
 from offloaddoctor.metrics.parameter_lines import ParameterCounts, read_parameter_line
 
@@ -370,13 +371,14 @@ class IterationSampler(LineHandler):
 
 
 class ParameterLines(LineHandler):
-    literals = (PARAMETERS_LITERAL,)
+    literals = (PARAMETERS_LITERAL, BUCKET_LITERAL)
 
     def __init__(self, counts: ParameterCounts):
         self.counts = counts
 
     def feed(self, line: Line) -> bool:
-        return PARAMETERS_LITERAL in line.text and read_parameter_line(line.text, self.counts)
+        text = line.text
+        return (PARAMETERS_LITERAL in text or BUCKET_LITERAL in text) and read_parameter_line(text, self.counts)
 
 
 class RanksSeen(LineHandler):
@@ -734,6 +736,7 @@ class Scanner:
             merged.megatron_startup |= partial.megatron_startup
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
+            merged.parameters.gradient_bucket_elements += partial.parameters.gradient_bucket_elements
         return self.finish()
 
     def finish(self) -> ScanResult:
