@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from offloaddoctor.config.from_log import LogConfigCollector
-from offloaddoctor.config.keys import canonical_key
+from offloaddoctor.config.keys import canonical_key, legacy_setting
 from offloaddoctor.config.printed import parse_printed
 from offloaddoctor.config.loading import build_store, explicit_config, load_config_file
 from offloaddoctor.config.overrides import parse_overrides
@@ -173,6 +173,31 @@ def test_a_second_arguments_block_starts_a_new_segment():
     assert collector.segment == 1
     assert [v.value for v in collector.segment_values(0)] == [False]
     assert [v.value for v in collector.segment_values(1)] == [True]
+
+
+def test_an_arguments_block_of_a_megatron_lm_before_2022_reads_checkpoint_activations_as_full_recompute():
+    """Megatron-LM#92 (held-out batch 5): a 2021 block, its first line pasted behind Markdown's quote marker, with
+    `checkpoint_activations True`. Unread, the report printed Bridge overrides for a Megatron-LM run and offered
+    selective recompute to a run that recomputed every layer."""
+    collector = LogConfigCollector("job.log")
+    for number, line in enumerate(
+        [
+            "> ------------------------ arguments ------------------------",
+            "  checkpoint_activations .......................... True",
+            "  data_parallel_size .............................. 1",
+            "-------------------- end of arguments ---------------------",
+            "python pretrain_gpt.py --checkpoint-activations",
+            "python pretrain_gpt.py --checkpoint_activations false",
+        ],
+        start=1,
+    ):
+        collector.feed(line, number)
+    read = [(v.key, v.value, v.source.line) for v in collector.values if v.key == "model.recompute_granularity"]
+    assert read == [("model.recompute_granularity", "full", 2), ("model.recompute_granularity", "full", 5)] + [
+        ("model.recompute_granularity", None, 6)
+    ]
+    assert "checkpoint_activations (Megatron-LM before 2022)" in collector.values[0].source.detail
+    assert legacy_setting("checkpoint_activations", "yes") is None  # a value it never took: read as printed
 
 
 def test_yaml_tags_are_read_as_data_never_executed(tmp_path):

@@ -8,13 +8,14 @@ from itertools import takewhile
 
 from offloaddoctor.config.bridge_summary import TITLE as BRIDGE_SUMMARY_TITLE
 from offloaddoctor.config.bridge_summary import BridgeSummaryBlock
-from offloaddoctor.config.keys import LIST_KEYS, canonical_key
+from offloaddoctor.config.keys import LIST_KEYS, canonical_key, legacy_name, legacy_setting
 from offloaddoctor.config.printed import parse_printed
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.logs.line_pass import Line, LineHandler
 
-_ARGS_START = lazy_compile(r"^-{3,} arguments -{3,}\s*$")
+# (a pasted block's first line may keep Markdown's quote marker: Megatron-LM#92)
+_ARGS_START = lazy_compile(r"^(?:> )?-{3,} arguments -{3,}\s*$")
 _ARGS_END = lazy_compile(r"^-{3,} end of arguments -{3,}\s*$")
 _ARGS_ENTRY = lazy_compile(r"^\s+([A-Za-z_]\w*) (?:\.+ ?)?(.*)$")
 # Environment variables a log's dump or `export` lines show that we read: these prefixes, and each one a literal.
@@ -136,7 +137,7 @@ class LogConfigCollector:
             self.in_megatron_arguments = False  # a block cut short by a crash or interleaved output
         # Each regex behind a test its match implies (a dash first; an `=`): cheap for the lines most logs
         # deliver here (iteration lines: 11k -> 5k instructions).
-        if text[:1] == "-" and _ARGS_START.match(text):
+        if (text[:1] == "-" or text[:2] == "> ") and _ARGS_START.match(text):
             if any(v.source.detail == "arguments block" for v in self._by_segment.get(self.segment, [])):
                 self.segment_starts.append(line)
             self.in_megatron_arguments = True
@@ -227,6 +228,10 @@ class LogConfigCollector:
         if len(self.values) >= MAX_VALUES_PER_LOG:
             self.not_kept += 1
             return
+        legacy = legacy_setting(name, value)
+        if legacy is not None:
+            name, value = legacy
+            detail = f"{detail}, as {legacy_name(name)}"
         value = ConfigValue(canonical_key(name), value, Source(self.path, line, detail), self.origin)
         self.values.append(value)
         self._by_segment.setdefault(self.segment, []).append(value)

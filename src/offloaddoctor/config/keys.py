@@ -244,6 +244,26 @@ def _build_aliases() -> dict[str, str]:
 _ALIASES = _build_aliases()
 
 
+# Megatron-LM's settings before recompute_granularity (2022): `--checkpoint-activations` recomputed every layer in
+# full (its successor, `--recompute-activations`, means selective). Read as the setting that replaced them.
+_LEGACY = {"checkpoint_activations": ("model.recompute_granularity", {True: "full", False: None})}
+
+
+def legacy_setting(name: str, value: object) -> tuple[str, object] | None:
+    """A retired setting's (canonical key, value) in today's terms; None for every other name, or a value it never
+    took."""
+    found = _LEGACY.get(name.lstrip("-").replace("-", "_"))
+    if found is None or not isinstance(value, bool):
+        return None
+    key, values = found
+    return key, values[value]
+
+
+def legacy_name(canonical: str) -> str:
+    """How a source note names the retired setting read as `canonical`."""
+    return next(f"{old} (Megatron-LM before 2022)" for old, (key, _) in _LEGACY.items() if key == canonical)
+
+
 def is_known(canonical: str) -> bool:
     return canonical in _BY_CANONICAL
 
