@@ -6,6 +6,7 @@ no finding explains is kept as "unexplained"."""
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 from offloaddoctor.report.findings import (
     CONFIRMED,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
     from collections.abc import Callable, Sequence
 
+    from offloaddoctor.metrics.iteration_lines import IterationMetrics
     from offloaddoctor.metrics.parameter_lines import ParameterCounts
     from offloaddoctor.scanning import Matcher, ScanResult
 
@@ -123,6 +125,15 @@ def build_report(
             ):
                 finding.config.explanation += "; but the config is probably from another run"
     unmatched = _unexplained_failure(scan, ordered, matchers, unclaimed)
+    went_on = _run_went_on_after(scan, unmatched) if unmatched is not None else None
+    if unmatched is not None and went_on is not None:
+        later, last = went_on
+        notes.append(
+            f"{unmatched.path}:{unmatched.line}: `{_shortened(unmatched.text)}` reads like an error, but the "
+            f"run logged {later} more iterations after it (up to iteration {last.iteration}, line {last.line}): it "
+            "did not stop the run"
+        )
+        unmatched = None
     return Report(
         findings=ordered,
         unmatched=unmatched,
@@ -421,6 +432,28 @@ def _later(error_line: Evidence | None, source_line: Evidence | None) -> Evidenc
     if error_line.path == source_line.path and (source_line.line or 0) > (error_line.line or 0) and not other_rank:
         return source_line
     return error_line
+
+
+# A rank that fails stops every rank at the next collective, so only the iteration it was in can still be logged after
+# its error (another rank's line, or buffered output); an error line this many iterations were logged after did not
+# stop the run (a start-up ERROR of a held-out FlagScale run that trained its 5 iterations was its "failure line").
+_ITERATIONS_PAST_AN_ERROR = 2
+
+
+def _shortened(text: str, most: int = 100) -> str:
+    text = text.strip()
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _run_went_on_after(scan: ScanResult, evidence: Evidence) -> tuple[int, IterationMetrics] | None:
+    """How many iterations the same log and segment logged after `evidence`, and the last, where enough were."""
+    if evidence.line is None:
+        return None
+    starts = next((c.segment_starts for c in scan.collectors if c.path == evidence.path), [0])
+    segment = bisect_right(starts, evidence.line) - 1
+    later = [r for r in scan.iterations.get((evidence.path, max(segment, 0)), ()) if r.path and r.line > evidence.line]
+    iterations = {r.iteration for r in later}
+    return (len(iterations), later[-1]) if len(iterations) >= _ITERATIONS_PAST_AN_ERROR else None
 
 
 def _unexplained_failure(
