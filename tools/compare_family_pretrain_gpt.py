@@ -220,6 +220,24 @@ if __name__ == "__main__":
             _print_args(title, args)
 
         _arguments._print_args = _precision_aware_off
+    if __import__("os").environ.get("ODR_TRAIN_ONLY"):
+        # A frozen base, as a LoRA run has (fixtures/memory-calibration b10-b12): every parameter whose name the
+        # regex does not find is frozen before DDP wraps the model (and before the distributed optimizer lays out
+        # its shards), so Megatron's own buffers and optimizer leave it out, as they leave out a LoRA run's base.
+        import re as _re
+
+        import megatron.training.training as _training
+
+        _trained = _re.compile(__import__("os").environ["ODR_TRAIN_ONLY"])
+        _wrap = _training.wrap_model_chunks_with_ddp
+
+        def _wrap_frozen(model_chunks, *wrap_args, **wrap_kwargs):
+            for _chunk in model_chunks:
+                for _name, _param in _chunk.named_parameters():
+                    _param.requires_grad_(bool(_trained.search(_name)))
+            return _wrap(model_chunks, *wrap_args, **wrap_kwargs)
+
+        _training.wrap_model_chunks_with_ddp = _wrap_frozen
     parse_and_validate_args(args_defaults={"tokenizer_type": "GPT2BPETokenizer"})
     args = get_args()
     cfg = pretrain_cfg_container_from_args(args, gpt_config_from_args(args))

@@ -1170,6 +1170,17 @@ RUNS["b08-gpt1b-alone-advised"] = (1, 0, dense_cost())
 # Where the other process must stay: the change diagnose prints next for b07's OOM, micro-batch 4 -> 2, beside the
 # same 40 GiB process ("fits": 36,734 MiB left to PyTorch; planned after b07/b08 ran, before b09 did).
 RUNS["b09-gpt1b-mbs2-beside-a-40g-process-advised"] = (1, 0, dense_cost(mbs=2))
+# A mostly frozen model (advice/fix_numbers.py trainable_share; held-out FlagScale LoRA run): n21's GPT at 8,192
+# tokens, every parameter but the layer norms frozen before DDP wraps it (ODR_TRAIN_ONLY), so its gradient buckets
+# hold 0.01 % of the parameters. Out of memory in the forward's attention scores (b10); diagnose's fix for it,
+# selective recompute, trains (b11); the optimizer lines the fix gave before, at their most (the distributed
+# optimizer, all of the state offloaded), do not (b12). Planned in benchmarks/build_oom_plan.json before they ran.
+FROZEN_S8K = f"{shape(16, 2048, 16, 8192, 1, 32000, gbs=2)} --bf16"
+RUNS["b10-gpt1b-frozen-s8k-oom"] = (1, 0, FROZEN_S8K)
+RUNS["b11-gpt1b-frozen-s8k-sel-advised"] = (1, 0, f"{FROZEN_S8K} {SELECTIVE}")
+RUNS["b12-gpt1b-frozen-s8k-offload-all"] = (1, 0, f"{FROZEN_S8K} {DISTOPT} {OFFLOAD} 1 {GC}")
+for _name in ("b10-gpt1b-frozen-s8k-oom", "b11-gpt1b-frozen-s8k-sel-advised", "b12-gpt1b-frozen-s8k-offload-all"):
+    RUN_ENV[_name] = {"ODR_TRAIN_ONLY": "layernorm"}
 
 
 class SmiPoller(threading.Thread):
