@@ -224,20 +224,26 @@ if __name__ == "__main__":
         # A frozen base, as a LoRA run has (fixtures/memory-calibration b10-b12): every parameter whose name the
         # regex does not find is frozen before DDP wraps the model (and before the distributed optimizer lays out
         # its shards), so Megatron's own buffers and optimizer leave it out, as they leave out a LoRA run's base.
+        # The config-container path (this script's) wraps in models/dist_utils.py `_ddp_wrap`, get_model's path in
+        # training.py `wrap_model_chunks_with_ddp`: both are patched, each called by its module's global name.
         import re as _re
 
+        import megatron.training.models.dist_utils as _dist_utils
         import megatron.training.training as _training
 
         _trained = _re.compile(__import__("os").environ["ODR_TRAIN_ONLY"])
-        _wrap = _training.wrap_model_chunks_with_ddp
 
-        def _wrap_frozen(model_chunks, *wrap_args, **wrap_kwargs):
-            for _chunk in model_chunks:
-                for _name, _param in _chunk.named_parameters():
-                    _param.requires_grad_(bool(_trained.search(_name)))
-            return _wrap(model_chunks, *wrap_args, **wrap_kwargs)
+        def _freezing(wrap):
+            def wrap_frozen(model_chunks, *wrap_args, **wrap_kwargs):
+                for _chunk in model_chunks:
+                    for _name, _param in _chunk.named_parameters():
+                        _param.requires_grad_(bool(_trained.search(_name)))
+                return wrap(model_chunks, *wrap_args, **wrap_kwargs)
 
-        _training.wrap_model_chunks_with_ddp = _wrap_frozen
+            return wrap_frozen
+
+        _dist_utils._ddp_wrap = _freezing(_dist_utils._ddp_wrap)
+        _training.wrap_model_chunks_with_ddp = _freezing(_training.wrap_model_chunks_with_ddp)
     parse_and_validate_args(args_defaults={"tokenizer_type": "GPT2BPETokenizer"})
     args = get_args()
     cfg = pretrain_cfg_container_from_args(args, gpt_config_from_args(args))
