@@ -148,8 +148,22 @@ def _report(catalog: Catalog, scan, store, matchers, baseline_metrics=None) -> R
     from offloaddoctor.advice import add_advice, weigh_whole_step
     from offloaddoctor.report import build_report
 
+    store.extend(_trained_share(scan.parameters, next(iter(scan.lines_read), "")))
     weigh_whole_step(scan, store)
     return build_report(catalog, scan, store, matchers, baseline_metrics, advise=add_advice)
+
+
+def _trained_share(parameters, path: str) -> list[ConfigValue]:
+    """The share of the parameters that train, where the log's gradient buckets say most are frozen: a log value
+    (the memory model reads it; a config or --set value wins)."""
+    from offloaddoctor.config import ConfigValue, Source
+    from offloaddoctor.metrics.parameter_lines import trainable_share
+
+    share = trainable_share(parameters)
+    if share is None:
+        return []
+    source = Source(path, None, "gradient buckets against the parameter count")
+    return [ConfigValue("runtime.trained_parameter_share", share, source, "log")]
 
 
 def did_you_mean(name: str, catalog: Catalog) -> str:
@@ -267,12 +281,13 @@ def estimate(
     from offloaddoctor.advice import build_estimate, refusals
     from offloaddoctor.config import explicit_config, load_log_config
     from offloaddoctor.logs.sources import reads_as_log
+    from offloaddoctor.scanning import read_parameter_counts
 
     if not config_paths and not overrides and not log_paths:
         raise UserError("nothing to estimate: pass a config file, a launch script or a log, and/or --set KEY=VALUE")
     capacity, budget = _memory_budget(gpu, gpu_memory, target, world_size)
     logs = [p for p in config_paths if reads_as_log(p)] + list(log_paths)
-    values = [v for path in logs for v in load_log_config(path)]
+    values = [v for path in logs for v in [*load_log_config(path), *_trained_share(read_parameter_counts(path), path)]]
     values += explicit_config([p for p in config_paths if p not in logs], overrides)
     catalog = catalog or load_catalog()
     host = _host_memory(host_memory)

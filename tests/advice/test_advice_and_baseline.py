@@ -253,10 +253,33 @@ def test_a_mostly_frozen_model_gets_the_optimizer_state_of_what_trains_and_no_op
     [finding] = diagnose([str(log)]).findings
     assert finding.id == "oom-capacity"
     assert finding.facts["optimizer_state_estimate_bytes"] == 12 * 38797312
-    assert finding.facts["trained_parameters"].startswith("38,797,312 parameters in the gradient buckets, 0.4%")
+    assert finding.facts["trained_parameters"].startswith("38,797,312 parameters in the gradient buckets, 0.44%")
     assert "38,797,312 trained parameters per GPU (of 8,874,364,928)" in finding.facts["estimate_basis"]
     assert not any(
         line.startswith(("--use-distributed-optimizer", "--optimizer", "--use-precision")) for line in finding.overrides
     )
     assert finding.overrides == ["--recompute-granularity selective"]
     assert finding.fix_sentences[0].startswith("Most of the model is frozen")
+
+
+FROZEN_RUNS = FIXTURES / "memory-calibration"
+
+
+def test_a_recorded_oom_of_a_mostly_frozen_gpt_gets_the_recompute_that_trained_not_the_offloading_that_did_not():
+    """b10-b12 (H100, fixtures/memory-calibration; planned in benchmarks/build_oom_plan.json): a 0.89B GPT at 8,192
+    tokens with all but its layer norms frozen (135,168 of 888,049,664 parameters in its gradient buckets). Its OOM's
+    fix is the memory model's with that share, selective recompute: b11 ran it and trained (17,123 MiB, estimated
+    19,776). The optimizer lines the fix gave before, at their most (b12: the distributed optimizer, all of it
+    offloaded), ran out of memory as b10 did."""
+    oom = FROZEN_RUNS / "out-of-memory" / "b10-gpt1b-frozen-s8k-oom.log.gz"
+    [finding] = diagnose([str(oom)]).findings
+    assert finding.id == "oom-capacity"
+    assert finding.facts["trained_parameters"].startswith("135,168 parameters in the gradient buckets, 0.02%")
+    assert finding.overrides == ["--recompute-granularity selective", "--recompute-modules core_attn"]
+    trained = (FROZEN_RUNS / "runs.tsv").read_text()
+    assert "b11-gpt1b-frozen-s8k-sel-advised" in trained and "ODR_TRAIN_ONLY=layernorm" in trained
+    advised = next(line for line in trained.splitlines() if line.startswith("b11-"))
+    assert "--recompute-granularity selective" in advised  # selective's modules default to core_attn
+    offloaded = gzip.open(FROZEN_RUNS / "out-of-memory" / "b12-gpt1b-frozen-s8k-offload-all.log.gz", "rt").read()
+    assert "--optimizer-cpu-offload" in (FROZEN_RUNS / "out-of-memory" / "runs.tsv").read_text()
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in offloaded

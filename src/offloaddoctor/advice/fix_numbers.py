@@ -164,10 +164,9 @@ def oom_advice(
     share = trainable_share(parameters)
     trained = count if share is None else round(count * share)
     state = trained * bytes_per_parameter / (dp or 1)
-    # The memory model trains every parameter: where most are frozen (LoRA) its optimizer state and peak are not this run's.
-    shape = _memory_shape(store) if share is None else None
+    shape = _memory_shape(store)
     result = _estimate(shape) if shape else None
-    model = memory_model_facts(result, count) if result else {}
+    model = memory_model_facts(result, count, share) if result else {}
     if model:
         state = model.pop("optimizer_state_bytes")
     offloading = boolean(store.value("optimizer.optimizer_cpu_offload")) is True
@@ -228,7 +227,7 @@ def oom_advice(
     }
     if share is not None:
         advice[FROZEN] = (
-            f"{parameters.gradient_bucket_elements:,} parameters in the gradient buckets, {share:.1%} of the model's: "
+            f"{parameters.gradient_bucket_elements:,} parameters in the gradient buckets, {share:.2%} of the model's: "
             "the rest are frozen (no gradient, no optimizer state)"
         )
     if larger_than_the_gpu(facts):
@@ -362,17 +361,23 @@ def _memory_shape(store: ConfigStore) -> RunShape | None:
         return None
 
 
-def memory_model_facts(result: MemoryEstimate, logged_parameters: int) -> dict[str, Any]:
+def memory_model_facts(result: MemoryEstimate, logged_parameters: int, share: float | None = None) -> dict[str, Any]:
     """The memory model's view of the run: optimizer-state bytes per parameter on one GPU (precision, sharding)
-    times the parameters the log printed, its peak and largest component."""
+    times the parameters the log printed (those that train, where `share` says most are frozen), its peak and
+    largest component."""
     from offloaddoctor.memory import offloadable_state
 
     states = offloadable_state(result.shape)
-    per_parameter = states.bytes / result.most_loaded.parameters.total
+    trained = round(logged_parameters * (share or 1.0))
+    per_parameter = states.bytes / (result.most_loaded.parameters.total * (share or 1.0))
+    counted = (
+        f"{logged_parameters:,} parameters per GPU (the log's count)"
+        if share is None
+        else f"{trained:,} trained parameters per GPU (of {logged_parameters:,}, the log's count)"
+    )
     return {
-        "optimizer_state_bytes": per_parameter * logged_parameters,
-        "basis": f"memory model: {per_parameter:.3g} B/parameter (the config's {states.formula}) × "
-        f"{logged_parameters:,} parameters per GPU (the log's count)",
+        "optimizer_state_bytes": per_parameter * trained,
+        "basis": f"memory model: {per_parameter:.3g} B/parameter (the config's {states.formula}) × {counted}",
         **estimate_facts(result),
     }
 

@@ -128,6 +128,11 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     ),
     KnownKey("runtime.megatron_core_version", "megatron-core version, from a pip list / pip freeze line in the log"),
     KnownKey(
+        "runtime.trained_parameter_share",
+        "share of the parameters that train (a LoRA run's adapters), where a log's gradient buckets say most are frozen",
+        kind="number",
+    ),
+    KnownKey(
         "runtime.te_fused_adam_available", "False when MCore logs that it fell back to torch optimizers", kind="bool"
     ),
     # Read by the memory model (memory/shape.py).

@@ -164,7 +164,9 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     on_gpu = 1.0 - offloaded_share(shape, params)
     shards = shape.optimizer_shards
     expert_shards = _expert_data_parallel(shape) if shape.distributed_optimizer else 1
-    optimizer_params = params.dense / shards + params.expert / expert_shards  # per GPU, before offloading
+    trained = shape.trained_share
+    # per GPU, before offloading: what trains (frozen parameters have neither gradients nor optimizer state)
+    optimizer_params = (params.dense / shards + params.expert / expert_shards) * trained
     states = optimizer_params * state_bytes * on_gpu
     # Optimizer-state offloading (PR 2811) moves the Adam moments to the host between steps.
     moments_resident = 0.0 if shape.offload_optimizer_states else 1.0
@@ -192,8 +194,9 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
     )
     grads = Component(
         "gradients",
-        count * grad_bytes,
-        f"{count:,} parameters x {grad_bytes} B (main gradients, {_DTYPE_NAMES[grad_bytes]})",
+        count * trained * grad_bytes,
+        f"{round(count * trained):,} parameters x {grad_bytes} B (main gradients, {_DTYPE_NAMES[grad_bytes]})"
+        + (f": the {trained:.2%} that train" if trained < 1 else ""),
     )
     shard = f" per rank (the distributed optimizer's 1/{shards} shard)" if shards > 1 else ""
     state_formula = (
@@ -263,9 +266,10 @@ def _stage(shape: RunShape, params: StageParameters) -> StageEstimate:
         phase = "model set-up"
         weights = Component(
             "weights",
-            2 * weights.bytes,
+            weights.bytes * (1 + trained),
             f"{weights.formula} x 2: the model's own tensors and the distributed optimizer's contiguous buffer "
-            "they are copied into, both allocated while DDP builds its buffers",
+            "they are copied into, both allocated while DDP builds its buffers"
+            + (f" (the buffer holds the {trained:.2%} that train)" if trained < 1 else ""),
         )
         other = Component("other", 0.0, "not allocated yet")
         act = Component("activations", 0.0, f"not allocated yet ({activations / MIB:,.0f} MiB during training)")
@@ -323,7 +327,8 @@ def _set_up_bytes(shape: RunShape, weight_bytes: float, grad_bytes: float) -> fl
     recompute): the run's peak was this moment, 2 x 12,700 + 25,400 MiB (50,802 MiB measured). Without the
     distributed optimizer the parameters are not re-mapped and nothing is held twice.
     """
-    return 2 * weight_bytes + grad_bytes if shape.distributed_optimizer else 0.0
+    # (the contiguous buffer holds only what trains: DDP leaves frozen parameters out of its buffers)
+    return weight_bytes * (1 + shape.trained_share) + grad_bytes if shape.distributed_optimizer else 0.0
 
 
 def _uncollected_first_build(shape: RunShape, params: StageParameters) -> float:

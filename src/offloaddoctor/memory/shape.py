@@ -120,6 +120,9 @@ class RunShape(NamedTuple):
     recompute_num_layers: int | None = None
     recompute_modules: tuple[str, ...] = ("core_attn",)
     cpu_offloading_num_layers: int = 0
+    # The share of the parameters that train (a LoRA run's adapters): only those have gradients and optimizer state.
+    # 1 unless a log's gradient buckets say most are frozen (metrics/parameter_lines.py trainable_share).
+    trained_share: float = 1.0
     # What was assumed and where each value came from: the last two fields, left out of == and hash (two reads
     # of one run are one shape).
     assumptions: tuple[str, ...] = ()
@@ -309,6 +312,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
         offload_optimizer_states=bool(reader.flag("optimizer.offload_optimizer_states")),
         clip_grad=reader.real("optimizer.clip_grad", 1.0),
         manual_gc=bool(reader.flag("train.manual_gc")),
+        trained_share=_trained_share(reader.value("runtime.trained_parameter_share")),
         data_loader_workers=_data_loader_workers(reader),
         omp_threads_set=reader.value("env.OMP_NUM_THREADS") is not None,
         expandable_segments=bool(reader.flag("allocator.expandable_segments")),
@@ -566,3 +570,9 @@ def _offloaded_layers(reader: _Reader) -> int:
     if enabled is False or activations is False:
         return 0
     return layers
+
+
+def _trained_share(value: Any) -> float:
+    """The share of the parameters that train: a number in (0, 1], else every parameter trains."""
+    share = number(value)
+    return share if share is not None and 0 < share <= 1 else 1.0

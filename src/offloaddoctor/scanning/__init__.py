@@ -25,7 +25,13 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
     from offloaddoctor.scanning.ranks import format_ranks
     from offloaddoctor.scanning.run_facts import RunFacts, apply_baseline, compute_run_facts
     from offloaddoctor.scanning.scan_result import ScanResult
-    from offloaddoctor.scanning.scanner import WRAPPER_EXCEPTIONS, Matcher, Scanner, build_matchers
+    from offloaddoctor.scanning.scanner import (
+        WRAPPER_EXCEPTIONS,
+        Matcher,
+        Scanner,
+        build_matchers,
+        read_parameter_counts,
+    )
     from offloaddoctor.scanning.units import format_bytes
 
 # What the layers above use, and the module that defines each: imported on first use, for start-up time.
@@ -53,6 +59,7 @@ _HOMES = {
     "Matcher": "scanner",
     "Scanner": "scanner",
     "build_matchers": "scanner",
+    "read_parameter_counts": "scanner",
     "format_bytes": "units",
 }
 
@@ -78,6 +85,7 @@ __all__ = [
     "one_allocation_over_the_gpu",
     "other_processes_first",
     "parameters_over_the_gpu",
+    "read_parameter_counts",
     "says_only_that_a_rank_failed",
     "scan_sources",
     "shortfall_bytes",

@@ -40,7 +40,7 @@ from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, pass_literals
 from offloaddoctor.logs.normalize import rank_in_message
-from offloaddoctor.logs.sources import LogSource
+from offloaddoctor.logs.sources import LogSource, resolve_sources
 from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
 from offloaddoctor.metrics.iteration_lines import IterationMetrics, has_steady_state, iteration_found, speed_record
 from offloaddoctor.metrics.parameter_lines import BUCKET_LITERAL
@@ -395,6 +395,15 @@ class ParameterLines(LineHandler):
     def feed(self, line: Line) -> bool:
         text = line.text
         return (PARAMETERS_LITERAL in text or BUCKET_LITERAL in text) and read_parameter_line(text, self.counts)
+
+
+def read_parameter_counts(path: str) -> ParameterCounts:
+    """A log's parameter-count and gradient-bucket lines alone, read as the scan reads them (`estimate --log`)."""
+    counts = ParameterCounts()
+    handlers = [ParameterLines(counts)]
+    for source in resolve_sources([path]):
+        LinePass(pass_literals(handlers), []).read_source(source, handlers)
+    return counts
 
 
 class RanksSeen(LineHandler):
