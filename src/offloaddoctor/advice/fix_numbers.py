@@ -166,7 +166,7 @@ def oom_advice(
     state = trained * bytes_per_parameter / (dp or 1)
     shape = _memory_shape(store)
     result = _estimate(shape) if shape else None
-    model = memory_model_facts(result, count, share) if result else {}
+    model = memory_model_facts(result, count) if result else {}
     if model:
         state = model.pop("optimizer_state_bytes")
     offloading = boolean(store.value("optimizer.optimizer_cpu_offload")) is True
@@ -361,18 +361,18 @@ def _memory_shape(store: ConfigStore) -> RunShape | None:
         return None
 
 
-def memory_model_facts(result: MemoryEstimate, logged_parameters: int, share: float | None = None) -> dict[str, Any]:
+def memory_model_facts(result: MemoryEstimate, logged_parameters: int) -> dict[str, Any]:
     """The memory model's view of the run: optimizer-state bytes per parameter on one GPU (precision, sharding)
-    times the parameters the log printed (those that train, where `share` says most are frozen), its peak and
-    largest component."""
+    times the parameters the log printed (those that train, where most are frozen), its peak and largest component."""
     from offloaddoctor.memory import offloadable_state
 
     states = offloadable_state(result.shape)
-    trained = round(logged_parameters * (share or 1.0))
-    per_parameter = states.bytes / (result.most_loaded.parameters.total * (share or 1.0))
+    share = result.shape.trained_share
+    trained = round(logged_parameters * share)
+    per_parameter = states.bytes / (result.most_loaded.parameters.total * share)
     counted = (
         f"{logged_parameters:,} parameters per GPU (the log's count)"
-        if share is None
+        if share == 1
         else f"{trained:,} trained parameters per GPU (of {logged_parameters:,}, the log's count)"
     )
     return {
