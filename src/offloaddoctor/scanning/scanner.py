@@ -687,8 +687,8 @@ class Scanner:
         become stand-ins shared by every log, one per iteration number, without being parsed further.
         run_facts cites only steady-state records (it reads of the others only how many there are and their
         iteration numbers), and of those only the last log's of each run; runs are told apart by the config their
-        logs print, so every log that prints config keeps its records, and of the rest only the last. The last log is known only once the next
-        one is done, so that rule waits a log, and its lines wait unparsed with it."""
+        logs print, so every log that prints config keeps its records, and of the rest only the last. The last
+        log is known only once the next one is done, so that rule waits a log, and its lines wait unparsed."""
         result = self.result
         collector = result.collectors[-1]
         for segment in range(len(collector.segment_starts)):
