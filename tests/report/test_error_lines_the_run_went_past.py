@@ -53,3 +53,34 @@ def test_an_error_line_the_run_did_not_go_on_past_is_still_the_failure_line(tmp_
     report = report_of(tmp_path, lines)
     assert report.unmatched is not None and report.unmatched.text == ERROR
     assert not any("reads like an error" in note for note in report.notes)
+
+
+def test_an_error_line_before_the_training_loops_end_is_a_note_not_the_failure(tmp_path):
+    """Held-out megatron-core 0.7.0 run (batch 6): a UCX ERROR, then `[after training is done]`, no iteration line
+    (its log interval was longer than the run)."""
+    ucx = "[1724682542.404473] [host:88700:f]        vfs_fuse.c:281  UCX  ERROR inotify_add_watch(/tmp) failed"
+    done = "[after training is done] datetime: 2024-08-26 14:32:36 "
+    report = report_of(tmp_path, [*ARGUMENTS, ucx, "training ...", done])
+    assert report.unmatched is None
+    assert any("ended its training after it (`[after training is done]`, line 6)" in note for note in report.notes)
+    assert report_of(tmp_path, [*ARGUMENTS, done, ucx]).unmatched.text == ucx  # after the end: still the failure
+
+
+SEQUENCE_PARALLEL_ON_LOCAL = [
+    "------------------------ arguments ------------------------",
+    "  transformer_impl ................................ local",
+    "  sequence_parallel ............................... True",
+    "  tensor_model_parallel_size ...................... 2",
+    "-------------------- end of arguments ---------------------",
+]
+
+
+def test_a_constraint_the_config_breaks_but_the_run_trained_past_is_a_note_not_a_finding(tmp_path):
+    """megatron-core 0.7.0 took the local implementation with sequence parallelism (held-out batch 6), which 0.16.1
+    refuses at model build: a config-only finding there was called this healthy run's failure."""
+    trained = report_of(tmp_path, [*SEQUENCE_PARALLEL_ON_LOCAL, *map(iteration, range(1, 7))])
+    assert not trained.findings
+    [note] = [n for n in trained.notes if n.startswith("local-impl-sequence-parallel: the config breaks")]
+    assert "the log shows the run training past where megatron-core refuses it" in note
+    untrained = report_of(tmp_path, SEQUENCE_PARALLEL_ON_LOCAL)
+    assert [f.id for f in untrained.findings] == ["local-impl-sequence-parallel"]

@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
     from collections.abc import Callable, Sequence
 
-    from offloaddoctor.metrics.iteration_lines import IterationMetrics
     from offloaddoctor.metrics.parameter_lines import ParameterCounts
     from offloaddoctor.scanning import Matcher, ScanResult
 
@@ -74,6 +73,7 @@ def build_report(
         apply_baseline(run, baseline.summary)
     findings: dict[str, Finding] = {}
     unclaimed: list[Evidence] = []  # error lines a signature matched but whose condition did not hold
+    went_past: list[Finding] = []  # constraints the config breaks that the run trained past
     for aggregate in scan.aggregates:
         signature = _winner(catalog, aggregate, store, run)
         if signature is not None:
@@ -89,6 +89,9 @@ def build_report(
             # The constraint is violated in the run's config although the log does not show the error
             # (cut short, another error first): report it, marked as found in the config.
             finding = condition_finding(signature, signature.config, store, run, trigger="config")
+            if finding is not None and _trained(scan):
+                went_past.append(finding)
+                finding = None
         else:
             finding = None
         if finding is not None:
@@ -116,6 +119,7 @@ def build_report(
     if baseline is not None:
         notes.append(_baseline_note(run.values, ordered))
     notes += [note for _, note in keyed]
+    notes += [_trained_past_note(finding) for finding in went_past]
     if mismatch:
         for finding in ordered:
             if (
@@ -127,11 +131,9 @@ def build_report(
     unmatched = _unexplained_failure(scan, ordered, matchers, unclaimed)
     went_on = _run_went_on_after(scan, unmatched) if unmatched is not None else None
     if unmatched is not None and went_on is not None:
-        later, last = went_on
         notes.append(
-            f"{unmatched.path}:{unmatched.line}: `{_shortened(unmatched.text)}` reads like an error, but the "
-            f"run logged {later} more iterations after it (up to iteration {last.iteration}, line {last.line}): it "
-            "did not stop the run"
+            f"{unmatched.path}:{unmatched.line}: `{_shortened(unmatched.text)}` reads like an error, but the run "
+            f"{went_on}: it did not stop the run"
         )
         unmatched = None
     return Report(
@@ -440,20 +442,46 @@ def _later(error_line: Evidence | None, source_line: Evidence | None) -> Evidenc
 _ITERATIONS_PAST_AN_ERROR = 2
 
 
+def _trained(scan: ScanResult) -> bool:
+    """The log shows training steps (iteration lines) or the training loop's end: every refusal a preflight
+    constraint stands for (config classes, validate_args, model build, the first step's checks) is behind it."""
+    return bool(scan.iterations) or scan.training_done is not None
+
+
+def _trained_past_note(finding: Finding) -> str:
+    """A constraint the run's config breaks but the run trained past (held-out: megatron-core 0.7.0 took the local
+    implementation with sequence parallelism, which 0.16.1 refuses): a note, not a failure of this run."""
+    settings = "; ".join(e.text for e in finding.evidence)
+    return (
+        f"{finding.id}: the config breaks this constraint ({settings}), but the log shows the run training past "
+        f"where megatron-core refuses it, so the release that ran takes it; a newer one may not ({finding.signature.title})"
+    )
+
+
 def _shortened(text: str, most: int = 100) -> str:
     text = text.strip()
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
-def _run_went_on_after(scan: ScanResult, evidence: Evidence) -> tuple[int, IterationMetrics] | None:
-    """How many iterations the same log and segment logged after `evidence`, and the last, where enough were."""
+def _run_went_on_after(scan: ScanResult, evidence: Evidence) -> str | None:
+    """What the same log and segment show of the run after `evidence`, where it went on: enough iterations, or its
+    training loop's end."""
     if evidence.line is None:
         return None
     starts = next((c.segment_starts for c in scan.collectors if c.path == evidence.path), [0])
-    segment = bisect_right(starts, evidence.line) - 1
-    later = [r for r in scan.iterations.get((evidence.path, max(segment, 0)), ()) if r.path and r.line > evidence.line]
+    segment = max(bisect_right(starts, evidence.line) - 1, 0)
+    later = [r for r in scan.iterations.get((evidence.path, segment), ()) if r.path and r.line > evidence.line]
     iterations = {r.iteration for r in later}
-    return (len(iterations), later[-1]) if len(iterations) >= _ITERATIONS_PAST_AN_ERROR else None
+    if len(iterations) >= _ITERATIONS_PAST_AN_ERROR:
+        last = later[-1]
+        return f"logged {len(iterations)} more iterations after it (up to iteration {last.iteration}, line {last.line})"
+    from offloaddoctor.scanning import TRAINING_DONE  # here: `check` loads no scanner
+
+    done = scan.training_done
+    same_segment = done is not None and done[0] == evidence.path and bisect_right(starts, done[1]) - 1 == segment
+    if done is not None and same_segment and done[1] > evidence.line:
+        return f"ended its training after it (`{TRAINING_DONE}`, line {done[1]})"
+    return None
 
 
 def _unexplained_failure(

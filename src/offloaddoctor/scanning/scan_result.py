@@ -37,6 +37,8 @@ class ScanResult:
     # the fixes' dialect when the run prints no config (failure_lines.training_code)
     training_code: set[str] = field(default_factory=set)
     megatron_startup: bool = False  # a line Megatron's training loop prints at start-up (MegatronStartup)
+    # where Megatron's `[after training is done]` was last read, (path, line) (MegatronStartup)
+    training_done: tuple[str, int] | None = None
 
     def remember_exception(self, evidence: Evidence) -> None:
         self.exceptions.append(evidence)

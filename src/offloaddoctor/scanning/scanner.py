@@ -428,6 +428,10 @@ class RanksSeen(LineHandler):
             self._in_source = set()
 
 
+# What Megatron-LM's training loop prints when it returns (training.py print_datetime): the run went past its steps.
+TRAINING_DONE = "[after training is done]"
+
+
 class MegatronStartup(LineHandler):
     """Whether the log has a line Megatron's training loop prints on its way to the first step (training.py's
     timestamps and setup lines, Megatron-LM and Megatron-Bridge): a run's log without an arguments block, iteration
@@ -440,6 +444,7 @@ class MegatronStartup(LineHandler):
         "done with setup ...",
         "Setting rerun_state_machine.current_iteration",
         "time to initialize megatron",
+        TRAINING_DONE,
     )
 
     def __init__(self, result: ScanResult):
@@ -448,6 +453,8 @@ class MegatronStartup(LineHandler):
     def feed(self, line: Line) -> bool:
         if not self.result.megatron_startup and any(literal in line.text for literal in self.literals):
             self.result.megatron_startup = True
+        if TRAINING_DONE in line.text:
+            self.result.training_done = (line.path, line.number)
         return False
 
 
@@ -759,6 +766,7 @@ class Scanner:
             merged.skipped |= partial.skipped
             merged.training_code |= partial.training_code
             merged.megatron_startup |= partial.megatron_startup
+            merged.training_done = partial.training_done or merged.training_done
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
             merged.parameters.gradient_bucket_elements += partial.parameters.gradient_bucket_elements
