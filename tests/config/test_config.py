@@ -393,3 +393,31 @@ def test_a_plain_number_past_the_int_digit_limit_stays_text():
     assert parse_override(huge) == huge
     assert parse_override(f"[1, {huge}]") == f"[1, {huge}]"
     assert parse_override("9" * 45) == int("9" * 45)
+
+
+def test_the_tokenizers_vocabulary_is_read_where_the_arguments_block_says_none_and_tells_no_dialect():
+    """A GPT-2 BPE run's block says `vocab_size None`; the tokenizer build prints what it gave (held-out
+    megatron-legacy-gpt2-mbs10: without it the memory model had no vocabulary, and its OOM got the optimizer's lines)."""
+    from offloaddoctor.config.dialect import BRIDGE, MEGATRON_LM, dialect_of
+
+    padded = " > padded vocab (size: 50257) with 47 dummy tokens (new size: 50304)"
+    block = [
+        "------------------------ arguments ------------------------",
+        "  vocab_size ..... {}",
+        "-- end of arguments --",
+    ]
+    for printed, expected in (("None", 50257), ("32000", 32000)):
+        collector = LogConfigCollector("job.log")
+        lines = [
+            block[0],
+            block[1].format(printed),
+            "-------------------- end of arguments ---------------------",
+            padded,
+        ]
+        for number, line in enumerate(lines, start=1):
+            collector.feed(line, number)
+        assert build_store(collector.values).resolve("model.vocab_size").value == expected
+    alone = LogConfigCollector("job.log")
+    alone.feed("INFO:megatron.core.tokenizers.utils.build_tokenizer:" + padded, 1)
+    assert [v.value for v in alone.values] == [50257]
+    assert dialect_of(alone.values, MEGATRON_LM) == MEGATRON_LM and dialect_of(alone.values) == BRIDGE  # the fallback

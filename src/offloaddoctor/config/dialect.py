@@ -180,6 +180,10 @@ def _key_of_flag(flag: str) -> str:
     return next((key for key, name in _FLAGS.items() if name == flag), None) or canonical_key(flag)
 
 
+# Lines both Megatron-LM and Megatron-Bridge print (megatron-core's tokenizer build): they tell no dialect.
+EITHER_DIALECT = "megatron-core's tokenizer line"
+
+
 def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRIDGE) -> str:
     """The dialect of the config the user edits. Config files given with --config (and --set) win over
     what the log prints: a launch script's `--flags` are Megatron-LM, a YAML file, Hydra overrides and --set
@@ -189,11 +193,15 @@ def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRID
     for origins in (("config", "set"), ("log",)):
         tally = {MEGATRON_LM: 0, BRIDGE: 0}
         for value in values:
-            if value.origin in origins and not value.key.startswith(("env.", "runtime.")):
+            if value.origin in origins and not value.key.startswith(("env.", "runtime.")) and not _either(value):
                 tally[_dialect_of_value(value)] += 1
         if any(tally.values()):
             return MEGATRON_LM if tally[MEGATRON_LM] > tally[BRIDGE] else BRIDGE
     return fallback
+
+
+def _either(value: ConfigValue) -> bool:
+    return value.source.detail == EITHER_DIALECT
 
 
 def set_by_megatron_flags(value: ConfigValue | Resolved) -> bool:

@@ -8,6 +8,7 @@ from itertools import takewhile
 
 from offloaddoctor.config.bridge_summary import TITLE as BRIDGE_SUMMARY_TITLE
 from offloaddoctor.config.bridge_summary import BridgeSummaryBlock
+from offloaddoctor.config.dialect import EITHER_DIALECT
 from offloaddoctor.config.keys import LIST_KEYS, canonical_key, legacy_name, legacy_setting
 from offloaddoctor.config.printed import parse_printed
 from offloaddoctor.config.values import ConfigValue, Source
@@ -34,6 +35,11 @@ _VERSION_LINE = lazy_compile(
     rf"^\s*({'|'.join(_VERSIONED_PACKAGES)})\s*(?:==\s*|\s+)(\d+\.\d+\.\d+(?:\.?(?:rc|a|b|dev|post)\d+)?)\s*$"
 )
 _REPR_SECTION = {"OptimizerConfig": "optimizer", "DistributedDataParallelConfig": "ddp"}
+# The tokenizer build (Megatron-LM's `_vocab_size_with_padding`, megatron-core's build_tokenizer), after the arguments
+# block: the vocabulary the tokenizer gave (before padding), where the block says `vocab_size None` (a GPT-2 BPE or
+# HuggingFace tokenizer's run).
+PADDED_VOCAB = "> padded vocab (size: "
+_PADDED_VOCAB_LINE = lazy_compile(r"> padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: \d+\)")
 # What one log may make us keep: Megatron's arguments block has ~900 entries, Bridge's summary about as many.
 # Past this, config lines are counted, not kept (200 MB of repeated `NCCL_…=` lines kept 5 GB), and an arguments
 # block this long that never ends is taken as ended (every line after it was read as config).
@@ -61,6 +67,7 @@ LITERALS = (
     *(program + blank for program in ("python", "python3", ".py") for blank in " \t"),
     " -m torch.distributed",
     *_VERSIONED_PACKAGES,
+    PADDED_VOCAB,
 )
 
 
@@ -152,6 +159,13 @@ class LogConfigCollector:
                 self._environment[printed] = env.group(2)
                 self._add("env." + env.group(1), env.group(2), line, "environment")
             return True
+        if PADDED_VOCAB in text:
+            padded = _PADDED_VOCAB_LINE.search(text)
+            if padded:
+                given = self._by_segment.get(self.segment, [])
+                if not any(v.key == "model.vocab_size" and v.value is not None for v in given):
+                    self._add("vocab_size", int(padded.group(1)), line, EITHER_DIALECT)
+                return True
         for literal, (key, value) in _RUNTIME_FACTS.items():
             if literal in text:
                 self._add(key, value, line, "runtime message")
