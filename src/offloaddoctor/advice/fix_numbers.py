@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from offloaddoctor.memory import MemoryEstimate, RunShape
 
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
+HELPS_MOST_OVERRIDES = "_helps_most_overrides"  # likewise, where no single change fits
 NEEDED_FRACTION = "_offload_fraction_needed"  # the number behind the fact's sentence, carried to the fix likewise
 FROZEN = "trained_parameters"
 
@@ -74,8 +75,26 @@ def _doubt_the_verdict(finding: Finding, store: ConfigStore) -> None:
 
 
 def _use_cheapest_change(finding: Finding) -> None:
-    """When the memory model found a change that makes the whole step fit, the fix leads with it."""
+    """When the memory model found a change that makes the whole step fit, the fix leads with it; when no single
+    change does, with the one that frees the most, saying that it is not enough."""
+    helps = finding.facts.pop(HELPS_MOST_OVERRIDES, None)
     overrides = finding.facts.pop(CHEAPEST_OVERRIDES, None)
+    # a model-build OOM's fix spreads the parameters (scanning/oom.py parameters_over_the_gpu): what acts after the
+    # build, which is what frees the most in training, cannot help it
+    if helps and not overrides and "raised_while_building_the_model" not in finding.facts:
+        short = finding.facts.get("whole_step_shortfall_bytes") or finding.facts.get(
+            "whole_step_shortfall_at_most_bytes"
+        )
+        finding.overrides = list(helps)
+        finding.fix_note_replaces_summary = True
+        finding.fix_note = (
+            "No single change the memory model tries makes the whole step fit this GPU"
+            + (f" (it is {short / GIB:,.2f} GiB short)" if short else "")
+            + f"; the one that frees the most: {finding.facts.get('change_that_helps_most', '')}. Shorten what "
+            "sizes the activations (sequence length, micro-batch) or spread the model over more GPUs as well; "
+            "`offloaddoctor estimate` lists the others."
+        )
+        return
     if overrides:
         finding.overrides = overrides
         finding.fix_note_replaces_summary = True  # the signature's summary describes another change
@@ -198,6 +217,8 @@ def oom_advice(
         change = _cheapest_change(shape, result, fit, store, catalog, credit)
         if change:
             model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
+        elif (helps := _change_that_helps_most(shape, result, fit, store, catalog, credit)) is not None:
+            model["change_that_helps_most"], model[HELPS_MOST_OVERRIDES] = helps
         # Offloading frees more than the state it moves (its optimizer takes no step temporary), and a first
         # optimizer build Python has not collected holds more than the state says: the model's fraction for the
         # run as it collects (g1-f010 ran out of memory at 0.1, g1-f020 ran), and the one `estimate` advises
@@ -235,6 +256,8 @@ def oom_advice(
         # that shrinks the tensor (micro-batch) is kept.
         if any("offload" in line or "recompute" in line for line in advice.get(CHEAPEST_OVERRIDES, ())):
             del advice["cheapest_change_that_fits"], advice[CHEAPEST_OVERRIDES]
+        if any("offload" in line or "recompute" in line for line in advice.get(HELPS_MOST_OVERRIDES, ())):
+            del advice["change_that_helps_most"], advice[HELPS_MOST_OVERRIDES]
         advice.pop("offload_fraction_needed_with_manual_gc", None)
         return advice
     fraction = needed_fraction(needed)
@@ -428,6 +451,31 @@ def _cheapest_change(
     moved = fitting[0].host_bytes_moved(result or _estimate(shape))
     host = host_memory_sentence(fitting[0].estimate) if moved else ""
     return f"{fitting[0].change}; cost: {fitting[0].cost}" + (f"; {host}" if host else ""), list(fitting[0].overrides)
+
+
+def _change_that_helps_most(
+    shape: RunShape | None,
+    result: MemoryEstimate | None,
+    fit,
+    store: ConfigStore,
+    catalog: Catalog | None,
+    expandable_segments: bool,
+) -> tuple[str, list[str]] | None:
+    """Where no single change fits, the one that lowers the peak most (`estimate`'s first "helps most")."""
+    from offloaddoctor.advice.changes import suggest
+    from offloaddoctor.memory.fit import budget_for
+
+    if shape is None or fit is None:
+        return None
+    budget = budget_for(fit.limit_bytes, shape.world_size > 1)
+    options = suggest(shape, budget, store.all_values(), catalog, result, expandable_segments)
+    if not options or any(s.fits for s in options):
+        return None
+    best = options[0]
+    return (
+        f"{best.change}: peak {best.peak_allocated_bytes / MIB:,.0f} MiB, still too much; cost: {best.cost}",
+        list(best.overrides),
+    )
 
 
 def weigh_whole_step(scan, store: ConfigStore) -> None:

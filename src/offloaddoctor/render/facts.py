@@ -55,6 +55,7 @@ _LABELS = {
     "largest_component": "largest component",
     "estimate_vs_allocated": "estimate vs the message",
     "cheapest_change_that_fits": "cheapest change that fits",
+    "change_that_helps_most": "no single change fits; the one that frees the most",
     "host_memory_per_rank_bytes": "host memory a rank needs for optimizer offloading",
     "host_memory_per_rank_without_workers_bytes": "the same without data-loader workers and with --manual-gc",
     "host_memory_per_node_bytes": "host memory a node's ranks need",
