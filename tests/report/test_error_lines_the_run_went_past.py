@@ -84,3 +84,13 @@ def test_a_constraint_the_config_breaks_but_the_run_trained_past_is_a_note_not_a
     assert "the log shows the run training past where megatron-core refuses it" in note
     untrained = report_of(tmp_path, SEQUENCE_PARALLEL_ON_LOCAL)
     assert [f.id for f in untrained.findings] == ["local-impl-sequence-parallel"]
+
+
+def test_an_error_line_before_a_saved_checkpoint_did_not_stop_the_run(tmp_path):
+    """Held-out checkpoint conversion (batch 6): RCCL's `NCCL WARN MSCCL++: Cannot enable MSCCL++`, then Megatron's
+    `successfully saved checkpoint`: the job did what it was run for."""
+    warn = "host:2824929:2829259 [0] /src/rccl/init.cc:2065 NCCL WARN MSCCL++: Cannot enable MSCCL++"
+    saved = "  successfully saved checkpoint from iteration   88000 to /mnt/ckpt [ t 1/1, p 1/1 ]"
+    report = report_of(tmp_path, [*ARGUMENTS, warn, saved])
+    assert report.unmatched is None
+    assert any("saved a checkpoint after it (`successfully saved checkpoint`, line 5)" in note for note in report.notes)

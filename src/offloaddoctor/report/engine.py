@@ -475,12 +475,17 @@ def _run_went_on_after(scan: ScanResult, evidence: Evidence) -> str | None:
     if len(iterations) >= _ITERATIONS_PAST_AN_ERROR:
         last = later[-1]
         return f"logged {len(iterations)} more iterations after it (up to iteration {last.iteration}, line {last.line})"
-    from offloaddoctor.scanning import TRAINING_DONE  # here: `check` loads no scanner
+    from offloaddoctor.scanning import CHECKPOINT_SAVED, TRAINING_DONE  # here: `check` loads no scanner
 
-    done = scan.training_done
-    same_segment = done is not None and done[0] == evidence.path and bisect_right(starts, done[1]) - 1 == segment
-    if done is not None and same_segment and done[1] > evidence.line:
-        return f"ended its training after it (`{TRAINING_DONE}`, line {done[1]})"
+    for marker, what, literal in (
+        (scan.training_done, "ended its training", TRAINING_DONE),
+        (scan.checkpoint_saved, "saved a checkpoint", CHECKPOINT_SAVED),
+    ):
+        same_segment = (
+            marker is not None and marker[0] == evidence.path and bisect_right(starts, marker[1]) - 1 == segment
+        )
+        if marker is not None and same_segment and marker[1] > evidence.line:
+            return f"{what} after it (`{literal}`, line {marker[1]})"
     return None
 
 

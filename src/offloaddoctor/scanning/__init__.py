@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
     from offloaddoctor.scanning.run_facts import RunFacts, apply_baseline, compute_run_facts
     from offloaddoctor.scanning.scan_result import ScanResult
     from offloaddoctor.scanning.scanner import (
+        CHECKPOINT_SAVED,
         TRAINING_DONE,
         WRAPPER_EXCEPTIONS,
         Matcher,
@@ -56,6 +57,7 @@ _HOMES = {
     "apply_baseline": "run_facts",
     "compute_run_facts": "run_facts",
     "ScanResult": "scan_result",
+    "CHECKPOINT_SAVED": "scanner",
     "TRAINING_DONE": "scanner",
     "WRAPPER_EXCEPTIONS": "scanner",
     "Matcher": "scanner",
@@ -66,6 +68,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "CHECKPOINT_SAVED",
     "FACT_PARSERS",
     "TRAINING_DONE",
     "WRAPPER_EXCEPTIONS",

@@ -39,6 +39,8 @@ class ScanResult:
     megatron_startup: bool = False  # a line Megatron's training loop prints at start-up (MegatronStartup)
     # where Megatron's `[after training is done]` was last read, (path, line) (MegatronStartup)
     training_done: tuple[str, int] | None = None
+    # where Megatron's `successfully saved checkpoint` was last read, (path, line) (MegatronStartup)
+    checkpoint_saved: tuple[str, int] | None = None
 
     def remember_exception(self, evidence: Evidence) -> None:
         self.exceptions.append(evidence)

@@ -428,8 +428,10 @@ class RanksSeen(LineHandler):
             self._in_source = set()
 
 
-# What Megatron-LM's training loop prints when it returns (training.py print_datetime): the run went past its steps.
+# What Megatron-LM's training loop prints when it returns (training.py print_datetime): the run went past its steps;
+# and what save_checkpoint prints once a checkpoint is written (checkpointing.py): the run went on to save one.
 TRAINING_DONE = "[after training is done]"
+CHECKPOINT_SAVED = "successfully saved checkpoint"
 
 
 class MegatronStartup(LineHandler):
@@ -445,6 +447,7 @@ class MegatronStartup(LineHandler):
         "Setting rerun_state_machine.current_iteration",
         "time to initialize megatron",
         TRAINING_DONE,
+        CHECKPOINT_SAVED,
     )
 
     def __init__(self, result: ScanResult):
@@ -455,6 +458,8 @@ class MegatronStartup(LineHandler):
             self.result.megatron_startup = True
         if TRAINING_DONE in line.text:
             self.result.training_done = (line.path, line.number)
+        elif CHECKPOINT_SAVED in line.text:
+            self.result.checkpoint_saved = (line.path, line.number)
         return False
 
 
@@ -767,6 +772,7 @@ class Scanner:
             merged.training_code |= partial.training_code
             merged.megatron_startup |= partial.megatron_startup
             merged.training_done = partial.training_done or merged.training_done
+            merged.checkpoint_saved = partial.checkpoint_saved or merged.checkpoint_saved
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
             merged.parameters.gradient_bucket_elements += partial.parameters.gradient_bucket_elements
