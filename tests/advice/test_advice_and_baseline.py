@@ -307,3 +307,14 @@ def test_an_oom_whose_model_reads_the_tokenizers_vocabulary_gets_the_smaller_mic
     four = estimate([str(log)], ["train.micro_batch_size=4"], gpu_memory="15.77GiB").estimate
     assert abs(four.peak_allocated_bytes / 2**20 / 7161.89 - 1) < 0.05
     assert "max: 7161.890625 MB" in (log.parent / "SOURCE.md").read_text()
+
+
+def test_the_micro_batch_fix_for_that_oom_trained_on_the_gpu_under_its_cards_budget():
+    """b13-b15 (H100, PyTorch capped at the 12,805 MiB `estimate --gpu-memory 15.77GiB` gives; planned in
+    benchmarks/build_oom_plan.json): the held-out run's shape on the wheel route ran out of memory at micro-batch 10
+    asking the same 1.92 GiB; diagnose's fix for it, micro-batch 5, trained at 8,723 MiB (the model: 8,710)."""
+    oom = FROZEN_RUNS / "out-of-memory" / "b13-gpt2s-mbs10-cap16-oom.log.gz"
+    [finding] = diagnose([str(oom)]).findings
+    assert finding.id == "oom-capacity" and finding.overrides == ["--micro-batch-size 5"]
+    trained = next(row for row in (FROZEN_RUNS / "runs.tsv").read_text().splitlines() if row.startswith("b14-"))
+    assert "ODR_CAP_MIB=12805" in trained and "--micro-batch-size 5 " in trained
