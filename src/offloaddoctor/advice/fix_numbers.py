@@ -214,11 +214,13 @@ def oom_advice(
         # A fragmentation finding's fix leads with expandable segments; the changes that follow are for an OOM that
         # stays with them, so they get no credit for the setting (e31 -> e33 ran with it; e69, the change, ran).
         credit = facts.get("fragmentation_suspected") is not True
-        change = _cheapest_change(shape, result, fit, store, catalog, credit)
-        if change:
-            model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = change
-        elif (helps := _change_that_helps_most(shape, result, fit, store, catalog, credit)) is not None:
-            model["change_that_helps_most"], model[HELPS_MOST_OVERRIDES] = helps
+        change = _modelled_change(shape, result, fit, store, catalog, credit)
+        if change is not None:
+            sentence, lines, fitting = change
+            if fitting:
+                model["cheapest_change_that_fits"], model[CHEAPEST_OVERRIDES] = sentence, lines
+            else:
+                model["change_that_helps_most"], model[HELPS_MOST_OVERRIDES] = sentence, lines
         # Offloading frees more than the state it moves (its optimizer takes no step temporary), and a first
         # optimizer build Python has not collected holds more than the state says: the model's fraction for the
         # run as it collects (g1-f010 ran out of memory at 0.1, g1-f020 ran), and the one `estimate` advises
@@ -424,16 +426,17 @@ def _modelled_fraction(shape: RunShape | None, fit, manual_gc: bool) -> float | 
     return smallest_offload_fraction(shape, budget_for(fit.limit_bytes, shape.world_size > 1), manual_gc)
 
 
-def _cheapest_change(
+def _modelled_change(
     shape: RunShape | None,
     result: MemoryEstimate | None,
     fit,
     store: ConfigStore,
     catalog: Catalog | None,
     expandable_segments: bool,
-) -> tuple[str, list[str]] | None:
-    """The memory model's cheapest single change that fits this GPU (the same advice as `estimate`);
-    `expandable_segments`: as `suggest` takes it."""
+) -> tuple[str, list[str], bool] | None:
+    """The memory model's cheapest single change that fits this GPU (the same advice as `estimate`), or where none
+    does, the one that lowers the peak most (`estimate`'s first "helps most"): its sentence, lines and whether it
+    fits. `expandable_segments`: as `suggest` takes it."""
     from offloaddoctor.advice.changes import suggest
     from offloaddoctor.memory.fit import budget_for
 
@@ -441,41 +444,19 @@ def _cheapest_change(
         return None
     budget = budget_for(fit.limit_bytes, shape.world_size > 1)
     options = suggest(shape, budget, store.all_values(), catalog, result, expandable_segments)
-    fitting = [s for s in options if s.fits]
-    if not fitting:
+    if not options:
         return None
+    first = options[0]
+    if not first.fits:
+        peak = f"peak {first.peak_allocated_bytes / MIB:,.0f} MiB, still too much"
+        return f"{first.change}: {peak}; cost: {first.cost}", list(first.overrides), False
     from offloaddoctor.memory.model import host_memory_sentence
 
     # A change that moves the host's figure says it, as estimate does (n132: the GPU fitted, the host did not; the run
     # it was advised for had died on its GPU before its host filled).
-    moved = fitting[0].host_bytes_moved(result or _estimate(shape))
-    host = host_memory_sentence(fitting[0].estimate) if moved else ""
-    return f"{fitting[0].change}; cost: {fitting[0].cost}" + (f"; {host}" if host else ""), list(fitting[0].overrides)
-
-
-def _change_that_helps_most(
-    shape: RunShape | None,
-    result: MemoryEstimate | None,
-    fit,
-    store: ConfigStore,
-    catalog: Catalog | None,
-    expandable_segments: bool,
-) -> tuple[str, list[str]] | None:
-    """Where no single change fits, the one that lowers the peak most (`estimate`'s first "helps most")."""
-    from offloaddoctor.advice.changes import suggest
-    from offloaddoctor.memory.fit import budget_for
-
-    if shape is None or fit is None:
-        return None
-    budget = budget_for(fit.limit_bytes, shape.world_size > 1)
-    options = suggest(shape, budget, store.all_values(), catalog, result, expandable_segments)
-    if not options or any(s.fits for s in options):
-        return None
-    best = options[0]
-    return (
-        f"{best.change}: peak {best.peak_allocated_bytes / MIB:,.0f} MiB, still too much; cost: {best.cost}",
-        list(best.overrides),
-    )
+    moved = first.host_bytes_moved(result or _estimate(shape))
+    host = host_memory_sentence(first.estimate) if moved else ""
+    return f"{first.change}; cost: {first.cost}" + (f"; {host}" if host else ""), list(first.overrides), True
 
 
 def weigh_whole_step(scan, store: ConfigStore) -> None:
