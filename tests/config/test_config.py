@@ -421,3 +421,17 @@ def test_the_tokenizers_vocabulary_is_read_where_the_arguments_block_says_none_a
     alone.feed("INFO:megatron.core.tokenizers.utils.build_tokenizer:" + padded, 1)
     assert [v.value for v in alone.values] == [50257]
     assert dialect_of(alone.values, MEGATRON_LM) == MEGATRON_LM and dialect_of(alone.values) == BRIDGE  # the fallback
+
+
+def test_a_list_of_overrides_given_as_the_config_is_refused_naming_what_it_is(tmp_path):
+    """Held-out Pai-Megatron-Patch run (batch 5): its config.yaml is Hydra's overrides.yaml, a list of KEY=VALUE."""
+    listed = tmp_path / "overrides.yaml"
+    listed.write_text(
+        "- algorithm.adv_estimator=grpo\n- actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2\n"
+    )
+    with pytest.raises(UserError, match=r"top level; this is a list of KEY=VALUE overrides \(Hydra's overrides.yaml\)"):
+        load_yaml_config(str(listed))
+    numbers = tmp_path / "numbers.yaml"
+    numbers.write_text("- 1\n- 2\n")
+    with pytest.raises(UserError, match=r"at the top level$"):
+        load_yaml_config(str(numbers))

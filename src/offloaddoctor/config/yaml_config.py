@@ -93,7 +93,16 @@ def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[Conf
         mixup = log_given_as_config(path, text)
         if mixup is not None:
             raise mixup
-        raise UserError(f"{path}: config must be a mapping of keys to values at the top level")
+        overrides = isinstance(root, yaml.SequenceNode) and all(
+            isinstance(item, yaml.ScalarNode) and "=" in str(item.value) for item in root.value[:_LISTED]
+        )
+        hint = (
+            "; this is a list of KEY=VALUE overrides (Hydra's overrides.yaml): give the run's config file, or the "
+            "overrides offloaddoctor knows with --set"
+            if overrides and root.value
+            else ""
+        )
+        raise UserError(f"{path}: config must be a mapping of keys to values at the top level{hint}")
     budget = [MAX_NODES]
     read = []
     try:
@@ -103,6 +112,9 @@ def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[Conf
     except RecursionError:
         raise UserError(_TOO_DEEP.format(path=path)) from None
     return _model_section_first(read)
+
+
+_LISTED = 50  # the items looked at to tell a list of overrides
 
 
 def _model_section_first(read: list[tuple[str, ConfigValue]]) -> list[ConfigValue]:
