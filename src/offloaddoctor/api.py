@@ -148,12 +148,23 @@ def _report(catalog: Catalog, scan, store, matchers, baseline_metrics=None) -> R
     from offloaddoctor.advice import add_advice, weigh_whole_step
     from offloaddoctor.report import build_report
 
-    store.extend(_trained_share(scan.parameters, next(iter(scan.lines_read), "")))
+    store.extend(_trained_share_values(scan.parameters, next(iter(scan.lines_read), "")))
     weigh_whole_step(scan, store)
     return build_report(catalog, scan, store, matchers, baseline_metrics, advise=add_advice)
 
 
-def _trained_share(parameters, path: str) -> list[ConfigValue]:
+def _log_config(path: str) -> list[ConfigValue]:
+    """What a log given to `estimate` prints of its config, and the share of its parameters that train, in one
+    pass over it."""
+    from offloaddoctor.config import load_log_config
+    from offloaddoctor.metrics import ParameterCounts
+    from offloaddoctor.scanning import ParameterLines
+
+    counts = ParameterCounts()
+    return [*load_log_config(path, also=[ParameterLines(counts)]), *_trained_share_values(counts, path)]
+
+
+def _trained_share_values(parameters, path: str) -> list[ConfigValue]:
     """The share of the parameters that train, where the log's gradient buckets say most are frozen: a log value
     (the memory model reads it; a config or --set value wins)."""
     from offloaddoctor.config import ConfigValue, Source
@@ -279,15 +290,14 @@ def estimate(
     `log_paths`: logs of the run, read like a log among `config_paths` whatever their name (the config wins).
     `host_memory`: a node's memory (e.g. "125GiB"), for the host verdict of optimizer offloading."""
     from offloaddoctor.advice import build_estimate, refusals
-    from offloaddoctor.config import explicit_config, load_log_config
+    from offloaddoctor.config import explicit_config
     from offloaddoctor.logs.sources import reads_as_log
-    from offloaddoctor.scanning import read_parameter_counts
 
     if not config_paths and not overrides and not log_paths:
         raise UserError("nothing to estimate: pass a config file, a launch script or a log, and/or --set KEY=VALUE")
     capacity, budget = _memory_budget(gpu, gpu_memory, target, world_size)
     logs = [p for p in config_paths if reads_as_log(p)] + list(log_paths)
-    values = [v for path in logs for v in [*load_log_config(path), *_trained_share(read_parameter_counts(path), path)]]
+    values = [v for path in logs for v in _log_config(path)]
     values += explicit_config([p for p in config_paths if p not in logs], overrides)
     catalog = catalog or load_catalog()
     host = _host_memory(host_memory)

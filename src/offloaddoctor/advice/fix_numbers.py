@@ -256,10 +256,12 @@ def oom_advice(
     if larger_than_the_gpu(facts):
         # No offloading or recompute makes one allocation larger than the GPU fit, so neither is quoted; a change
         # that shrinks the tensor (micro-batch) is kept.
-        if any("offload" in line or "recompute" in line for line in advice.get(CHEAPEST_OVERRIDES, ())):
-            del advice["cheapest_change_that_fits"], advice[CHEAPEST_OVERRIDES]
-        if any("offload" in line or "recompute" in line for line in advice.get(HELPS_MOST_OVERRIDES, ())):
-            del advice["change_that_helps_most"], advice[HELPS_MOST_OVERRIDES]
+        for said, carried in (
+            ("cheapest_change_that_fits", CHEAPEST_OVERRIDES),
+            ("change_that_helps_most", HELPS_MOST_OVERRIDES),
+        ):
+            if any("offload" in line or "recompute" in line for line in advice.get(carried, ())):
+                del advice[said], advice[carried]
         advice.pop("offload_fraction_needed_with_manual_gc", None)
         return advice
     fraction = needed_fraction(needed)

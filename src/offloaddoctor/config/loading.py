@@ -11,6 +11,10 @@ from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config.values import ConfigStore, ConfigValue
 from offloaddoctor.errors import UserError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from offloaddoctor.logs.line_pass import LineHandler
+
 SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
 
 
@@ -36,15 +40,16 @@ def parse_config_text(text: str, label: str, name: str) -> list[ConfigValue]:
     return parse_yaml_config(text, label)
 
 
-def load_log_config(path: str) -> list[ConfigValue]:
+def load_log_config(path: str, also: Sequence[LineHandler] = ()) -> list[ConfigValue]:
     """What a training log prints about its own config (arguments block, Bridge's start-up summary, launch line,
-    config reprs), read by the same line pass and config handlers as `diagnose`: gzip, rank prefixes and all."""
+    config reprs), read by the same line pass and config handlers as `diagnose`: gzip, rank prefixes and all.
+    `also`: other handlers that read the same pass (the log is read once)."""
     from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
     from offloaddoctor.logs.line_pass import LinePass, pass_literals
     from offloaddoctor.logs.sources import resolve_sources
 
     collector = LogConfigCollector(path, origin="log")
-    handlers = config_handlers(collector)
+    handlers = [*config_handlers(collector), *also]
     for source in resolve_sources([path]):
         LinePass(pass_literals(handlers), []).read_source(source, handlers)
     if not collector.values:

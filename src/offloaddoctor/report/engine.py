@@ -388,7 +388,7 @@ def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> t
     """Fill a fix's `{name}` placeholders: a fact, a `suggested.*` value (config/derived.py), or a config key.
     A line with a value nothing gives is left out (a `<name>` is not a line to paste), and the note says so."""
     suggestions = fix_values(store, facts) if any(SUGGESTED in line for line in signature.fix.overrides) else {}
-    unknown: list[str] = []
+    unfilled: list[str] = []  # the current line's placeholders nothing gives
 
     def fill(match: re.Match) -> str:
         name = match.group(1)
@@ -398,25 +398,24 @@ def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> t
             return _override_value(suggestions[name])
         resolved = None if name.startswith(SUGGESTED) else store.resolve(name)
         if resolved is None:
-            unknown.append(name)
+            unfilled.append(name)
             return ""
         return _override_value(resolved.value)
 
-    lines = []
+    lines, left_out = [], []
     for line in signature.fix.overrides:
-        before = len(unknown)
+        unfilled.clear()
         filled = _PLACEHOLDER.sub(fill, line) if "{" in line else line
-        if len(unknown) == before:
-            lines.append(filled)
+        if unfilled:
+            left_out.append(f"`{line.split('=', 1)[0]}`")
         else:
-            unknown[before:] = [line.split("=", 1)[0]]
-    note = (
-        f"Left out of this fix: {', '.join(f'`{key}`' for key in unknown)}, whose value needs settings that neither "
-        "the log nor the config gives; the text says how to choose it."
-        if unknown
-        else ""
+            lines.append(filled)
+    if not left_out:
+        return lines, ""
+    return lines, (
+        f"Left out of this fix: {', '.join(left_out)}, whose value needs settings that neither the log nor the "
+        "config gives; the text says how to choose it."
     )
-    return lines, note
 
 
 def _override_value(value: Any) -> str:
@@ -469,8 +468,13 @@ def _run_went_on_after(scan: ScanResult, evidence: Evidence) -> str | None:
     if evidence.line is None:
         return None
     starts = next((c.segment_starts for c in scan.collectors if c.path == evidence.path), [0])
-    segment = max(bisect_right(starts, evidence.line) - 1, 0)
-    later = [r for r in scan.iterations.get((evidence.path, segment), ()) if r.path and r.line > evidence.line]
+
+    def segment(line: int) -> int:
+        return max(bisect_right(starts, line) - 1, 0)
+
+    later = [
+        r for r in scan.iterations.get((evidence.path, segment(evidence.line)), ()) if r.path and r.line > evidence.line
+    ]
     iterations = {r.iteration for r in later}
     if len(iterations) >= _ITERATIONS_PAST_AN_ERROR:
         last = later[-1]
@@ -481,10 +485,12 @@ def _run_went_on_after(scan: ScanResult, evidence: Evidence) -> str | None:
         (scan.training_done, "ended its training", TRAINING_DONE),
         (scan.checkpoint_saved, "saved a checkpoint", CHECKPOINT_SAVED),
     ):
-        same_segment = (
-            marker is not None and marker[0] == evidence.path and bisect_right(starts, marker[1]) - 1 == segment
-        )
-        if marker is not None and same_segment and marker[1] > evidence.line:
+        if (
+            marker
+            and marker[0] == evidence.path
+            and marker[1] > evidence.line
+            and segment(marker[1]) == segment(evidence.line)
+        ):
             return f"{what} after it (`{literal}`, line {marker[1]})"
     return None
 

@@ -31,8 +31,8 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
         WRAPPER_EXCEPTIONS,
         Matcher,
         Scanner,
+        ParameterLines,
         build_matchers,
-        read_parameter_counts,
     )
     from offloaddoctor.scanning.units import format_bytes
 
@@ -63,7 +63,7 @@ _HOMES = {
     "Matcher": "scanner",
     "Scanner": "scanner",
     "build_matchers": "scanner",
-    "read_parameter_counts": "scanner",
+    "ParameterLines": "scanner",
     "format_bytes": "units",
 }
 
@@ -75,6 +75,7 @@ __all__ = [
     "Aggregate",
     "Evidence",
     "Matcher",
+    "ParameterLines",
     "RunFacts",
     "ScanResult",
     "Scanner",
@@ -91,7 +92,6 @@ __all__ = [
     "one_allocation_over_the_gpu",
     "other_processes_first",
     "parameters_over_the_gpu",
-    "read_parameter_counts",
     "says_only_that_a_rank_failed",
     "scan_sources",
     "shortfall_bytes",

@@ -40,7 +40,7 @@ from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, pass_literals
 from offloaddoctor.logs.normalize import rank_in_message
-from offloaddoctor.logs.sources import LogSource, resolve_sources
+from offloaddoctor.logs.sources import LogSource
 from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
 from offloaddoctor.metrics.iteration_lines import IterationMetrics, has_steady_state, iteration_found, speed_record
 from offloaddoctor.metrics.parameter_lines import BUCKET_LITERAL
@@ -397,15 +397,6 @@ class ParameterLines(LineHandler):
         return (PARAMETERS_LITERAL in text or BUCKET_LITERAL in text) and read_parameter_line(text, self.counts)
 
 
-def read_parameter_counts(path: str) -> ParameterCounts:
-    """A log's parameter-count and gradient-bucket lines alone, read as the scan reads them (`estimate --log`)."""
-    counts = ParameterCounts()
-    handlers = [ParameterLines(counts)]
-    for source in resolve_sources([path]):
-        LinePass(pass_literals(handlers), []).read_source(source, handlers)
-    return counts
-
-
 class RanksSeen(LineHandler):
     """The ranks of the lines read, and which logs share a rank (config/run_identity.py: another run)."""
 
@@ -437,7 +428,8 @@ CHECKPOINT_SAVED = "successfully saved checkpoint"
 class MegatronStartup(LineHandler):
     """Whether the log has a line Megatron's training loop prints on its way to the first step (training.py's
     timestamps and setup lines, Megatron-LM and Megatron-Bridge): a run's log without an arguments block, iteration
-    line or config is still Megatron's (Megatron-Bridge#771's NCCL OOM came right after `Training ...`)."""
+    line or config is still Megatron's (Megatron-Bridge#771's NCCL OOM came right after `Training ...`). And where
+    the loop ended or saved a checkpoint: an error line before either did not stop the run."""
 
     literals = (
         "[after megatron is initialized]",
