@@ -1199,6 +1199,25 @@ RUNS["b15-gpt2s-mbs4-cap16"] = (
 )
 for _name in ("b13-gpt2s-mbs10-cap16-oom", "b14-gpt2s-mbs5-cap16", "b15-gpt2s-mbs4-cap16"):
     RUN_ENV[_name] = CAP_16G
+# The expert grid's refusal on a real launch (signature expert-grid-divides-world): e05's MoE with EP 4 on two GPUs,
+# refused by initialize_model_parallel (b16); diagnose's fix for that log names EP 2, which is e05 itself, run again
+# here (b17). Planned in benchmarks/build_oom_plan.json before they ran.
+MOE_EP4 = RUNS["e05-moe8-ep2"][2].replace("--expert-model-parallel-size 2", "--expert-model-parallel-size 4")
+RUNS["b16-moe8-ep4-on-2-gpus-refused"] = (2, 0, MOE_EP4)
+RUNS["b17-moe8-ep2-advised"] = (2, 0, RUNS["e05-moe8-ep2"][2])
+# "No single change fits; the one that frees the most" (advice/fix_numbers.py change_that_helps_most): a 0.88B GPT at
+# 4,096 tokens, local implementation, capped at what `estimate --gpu-memory 16GiB` lets PyTorch reserve (13,041 MiB),
+# runs out of memory (b18). The model ranks the single changes it tries, none of which fits: full recompute
+# 19,032 MiB, selective recompute of core_attn 21,868, optimizer offloading at fraction 1 31,257 (Transformer Engine
+# does not install here). b19-b22 run the base and each change without the cap, to measure each peak: the claim
+# holds if every change peaks over 13,041 MiB and full recompute lowest. Planned before they ran.
+HELPS_MOST = f"{shape(16, 2048, 16, 4096, 1, 32000, gbs=2)} --bf16"
+RUNS["b18-gpt1b-s4k-cap16-oom"] = (1, 0, HELPS_MOST)
+RUN_ENV["b18-gpt1b-s4k-cap16-oom"] = {"ODR_CAP_MIB": "13041"}
+RUNS["b19-gpt1b-s4k-full"] = (1, 0, f"{HELPS_MOST} {FULL}")
+RUNS["b20-gpt1b-s4k-selective"] = (1, 0, f"{HELPS_MOST} {SELECTIVE} --recompute-modules core_attn")
+RUNS["b21-gpt1b-s4k-offload-all"] = (1, 0, f"{HELPS_MOST} {DISTOPT} {OFFLOAD} 1 {GC}")
+RUNS["b22-gpt1b-s4k"] = (1, 0, HELPS_MOST)
 
 
 class SmiPoller(threading.Thread):
