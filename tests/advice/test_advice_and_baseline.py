@@ -318,3 +318,57 @@ def test_the_micro_batch_fix_for_that_oom_trained_on_the_gpu_under_its_cards_bud
     assert finding.id == "oom-capacity" and finding.overrides == ["--micro-batch-size 5"]
     trained = next(row for row in (FROZEN_RUNS / "runs.tsv").read_text().splitlines() if row.startswith("b14-"))
     assert "ODR_CAP_MIB=12805" in trained and "--micro-batch-size 5 " in trained
+
+
+def test_the_expert_grids_real_refusal_gets_the_expert_parallel_size_that_trained():
+    """b16-b17 (two H200s; planned in benchmarks/build_oom_plan.json): a MoE with 8 experts and EP 4 on two GPUs, refused
+    by megatron-core 0.19.0's initialize_model_parallel on both ranks. diagnose's fix, EP 2, is b17: the same command
+    with that one flag changed, which trained."""
+    refused = FROZEN_RUNS / "refused" / "b16-moe8-ep4-on-2-gpus-refused.log.gz"
+    [finding] = diagnose([str(refused)]).findings
+    assert finding.id == "expert-grid-divides-world" and finding.ranks == [0, 1]
+    assert finding.overrides == ["--expert-model-parallel-size 2"]
+    commands = {
+        row.split("\t")[0]: row.split("\t")[-1]
+        for tsv in (FROZEN_RUNS / "refused" / "runs.tsv", FROZEN_RUNS / "runs.tsv")
+        for row in tsv.read_text().splitlines()
+    }
+    advised = commands["b16-moe8-ep4-on-2-gpus-refused"].replace("--expert-model-parallel-size 4", finding.overrides[0])
+    assert _without_port(commands["b17-moe8-ep2-advised"]) == _without_port(advised)
+    assert _measured_peak_mib("b17-moe8-ep2-advised") > 0  # it trained: Megatron reported memory after iterations
+
+
+def _without_port(command: str) -> str:
+    return re.sub(r"--master-port \d+ ", "", command)
+
+
+def _measured_peak_mib(name: str) -> float:
+    with gzip.open(FROZEN_RUNS / f"{name}.log.gz", "rt") as log:
+        text = log.read()
+    return max(float(m) for m in re.findall(r"max allocated: ([\d.]+)", text))
+
+
+def test_where_no_single_change_fits_the_one_said_to_free_the_most_did_and_none_fit():
+    """b18-b22 (an H200; planned in benchmarks/build_oom_plan.json): a 0.88B GPT at 4,096 tokens capped at what a 16 GiB
+    card lets PyTorch reserve ran out of memory (b18). diagnose: no single change fits, full recompute frees the most.
+    Each single change the model tries (Transformer Engine aside: it does not install there), run without the cap:
+    every peak was over b18's 12.74 GiB limit, and full recompute's the lowest (19,032 MiB; the model said 19,032)."""
+    [finding] = diagnose([str(FROZEN_RUNS / "out-of-memory" / "b18-gpt1b-s4k-cap16-oom.log.gz")]).findings
+    assert finding.id == "oom-capacity"
+    assert finding.fix_sentences[0].startswith("No single change the memory model tries makes the whole step fit")
+    assert finding.overrides[0] == "--recompute-granularity full"
+    assert finding.facts["change_that_helps_most"].startswith(
+        "full recompute (uniform, one layer per chunk): peak 19,032"
+    )
+    limit_mib = finding.facts["allowed_bytes"] / 2**20
+    peaks = {
+        change: _measured_peak_mib(name)
+        for change, name in [
+            ("full recompute", "b19-gpt1b-s4k-full"),
+            ("selective recompute", "b20-gpt1b-s4k-selective"),
+            ("optimizer offloading at fraction 1", "b21-gpt1b-s4k-offload-all"),
+        ]
+    }
+    assert min(peaks.values()) > limit_mib
+    assert min(peaks, key=peaks.get) == "full recompute"
+    assert _measured_peak_mib("b22-gpt1b-s4k") > max(peaks.values())  # each change freed memory from the base
