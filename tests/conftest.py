@@ -104,6 +104,21 @@ def diagnosed_alone(log: str):
     return diagnose([log], policy=Policy(), catalog=builtin_catalog())
 
 
+EVERY_LOG = pytest.mark.xdist_group("every-log")
+"""For tests that compare a road's report over every fixture log with every_log_report()'s: one worker, one diagnosis."""
+
+
+@functools.cache
+def every_log_report() -> str:
+    """`diagnose` of every non-empty fixtures/**/*.log together, as JSON, once a process: the report two
+    reading roads (hyperscan or not; steady records kept or stood in for) must each give."""
+    from offloaddoctor.api import diagnose
+    from offloaddoctor.render.json_report import render_json
+
+    logs = sorted(str(p) for p in FIXTURES.rglob("*.log") if p.stat().st_size > 0)
+    return render_json(diagnose(logs, catalog=builtin_catalog()))
+
+
 def parsed_source(path: Path) -> ast.Module:
     """ast.parse of a Python file, once a process for as long as the file is unchanged: the architecture checks
     each walk every module of src/ (~0.4 s a pass). Shared: walk it, never change it."""

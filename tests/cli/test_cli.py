@@ -161,16 +161,40 @@ def _diagnosed_as_json(log: Path) -> tuple[int, str]:
 
 
 @EVERY_FIXTURE
-@pytest.mark.parametrize("fmt", ["text", "json", "terminal"])
-def test_every_format_runs_on_every_fixture(fmt):
+def test_the_cli_exits_by_the_policy_on_every_fixture():
     for case in sorted(p.parent for p in FIXTURES.glob("*/job.log")):
-        expected = 1 if _fails(case / "job.log") else 0
-        if fmt == "json":
-            exit_code, output = _diagnosed_as_json(case / "job.log")
-        else:
-            result = run("diagnose", str(case / "job.log"), "-f", fmt)
-            exit_code, output = result.exit_code, result.output
-        assert exit_code == expected, (case.name, output)
+        exit_code, output = _diagnosed_as_json(case / "job.log")
+        assert exit_code == (1 if _fails(case / "job.log") else 0), (case.name, output)
+
+
+@EVERY_FIXTURE
+@pytest.mark.parametrize("details", [False, True])
+def test_every_fixtures_report_renders_as_text_and_on_a_terminal(details, catalog):
+    """The renderers behind `-f text` and `-f terminal`, on each fixture's report (the CLI's own road for each
+    format is the next test's): every finding named, whatever the report holds."""
+    import io
+
+    from rich.console import Console
+
+    from offloaddoctor.policy import Policy
+    from offloaddoctor.render.outputs import render
+    from offloaddoctor.render.terminal import render_terminal
+
+    for log in sorted(FIXTURES.glob("*/job.log")):
+        report = diagnosed_alone(str(log))
+        screen = Console(file=io.StringIO(), force_terminal=True, width=100)
+        render_terminal(report, screen, details)
+        for output in (render(report, "text", catalog, Policy(), details), screen.file.getvalue()):
+            assert all(finding.id in output for finding in report.findings), log
+
+
+@pytest.mark.parametrize("fmt", ["text", "terminal"])
+@pytest.mark.parametrize("case", ["pp-cpu-offload", "clean-baseline"])
+def test_each_format_through_the_cli_exits_by_the_policy(fmt, case):
+    log = FIXTURES / case / "job.log"
+    result = run("diagnose", str(log), "-f", fmt)
+    assert result.exit_code == (1 if _fails(log) else 0), result.output
+    assert all(finding.id in result.output for finding in diagnosed_alone(str(log)).findings)
 
 
 # `-f json` and `-fjson` (a value glued to a short option): click parses both.

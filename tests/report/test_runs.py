@@ -14,6 +14,7 @@ from offloaddoctor.api import compare, diagnose
 from offloaddoctor.config.run_identity import LogIdentity, group_runs
 from offloaddoctor.metrics import collect_metrics
 from offloaddoctor.policy import Policy
+from offloaddoctor.render.outputs import render
 
 from offloaddoctor.cli import app
 
@@ -46,7 +47,7 @@ def test_every_fixture_together_is_each_fixture_alone(catalog):
         assert [[k.issue.id for k in f.known_issues] for f in run.findings] == [
             [k.issue.id for k in f.known_issues] for f in alone.findings
         ]
-    text = RUNNER.invoke(app, ["diagnose", *logs, "-f", "text"]).stdout
+    text = render(together, "text", catalog, Policy())
     # Merged, one Config line cited ~2,500 characters of values from every fixture; now no line mixes two logs.
     assert all(len(set(re.findall(r"fixtures/([\w.-]+)/job\.log", line))) <= 1 for line in text.splitlines())
 

@@ -8,7 +8,7 @@ from offloaddoctor.scanning import parallel
 from offloaddoctor.scanning.scanner import Scanner, build_matchers
 from offloaddoctor.logs.sources import resolve_sources
 
-from tests.conftest import FIXTURES, RUNNER, builtin_catalog
+from tests.conftest import EVERY_LOG, FIXTURES, RUNNER, builtin_catalog, every_log_report
 
 MATCHERS = build_matchers(builtin_catalog())
 
@@ -163,6 +163,7 @@ def test_rank_logs_without_steady_state_keep_shared_stand_ins_with_the_same_fact
     assert summary(parallel.scan_sources(MATCHERS, sources, workers=2)) == summary(serial)
 
 
+@EVERY_LOG
 def test_steady_records_of_logs_that_cannot_be_cited_become_stand_ins_and_no_report_changes(
     tmp_path, monkeypatch, catalog
 ):
@@ -183,13 +184,15 @@ def test_steady_records_of_logs_that_cannot_be_cited_become_stand_ins_and_no_rep
         (tmp_path / f"rank{rank:04d}.log").write_text(
             "".join(line.format(r=rank, i=i, ms=300 + rank + i) for i in range(1, 9))
         )
-    logs = [str(p) for p in sorted(FIXTURES.rglob("*.log")) if p.stat().st_size > 0] + [str(tmp_path)]
-    stripped = parallel.scan_sources(MATCHERS, resolve_sources(logs), workers=1)
+    stripped = parallel.scan_sources(MATCHERS, resolve_sources([str(tmp_path)]), workers=1)
     assert stripped.iterations[(str(tmp_path / "rank0000.log"), 0)][-1].path == ""  # a stand-in
     assert stripped.iterations[(str(tmp_path / "rank0039.log"), 0)][-1].text  # the last log's: real
-    with_stripping = render_json(diagnose(logs, catalog=catalog))
+    ranks_with_stripping = render_json(diagnose([str(tmp_path)], catalog=catalog))
+    every_log_with_stripping = every_log_report()
     monkeypatch.setattr(Scanner, "_uncitable_unless_offload_known", lambda self, path, collector: None)
-    assert render_json(diagnose(logs, catalog=catalog)) == with_stripping
+    assert render_json(diagnose([str(tmp_path)], catalog=catalog)) == ranks_with_stripping
+    logs = sorted(str(p) for p in FIXTURES.rglob("*.log") if p.stat().st_size > 0)
+    assert render_json(diagnose(logs, catalog=catalog)) == every_log_with_stripping
 
 
 def test_one_directory_tells_its_files_apart_by_the_listing_and_still_reads_each_once(tmp_path):
