@@ -1242,6 +1242,23 @@ RUNS["b29-gpt6l-pp2-vpp2-refused"] = (
     0,
     f"{shape(6, 512, 8, 512, 1, 32000, gbs=8)} --bf16 {PP2} --num-virtual-stages-per-pipeline-rank 2",
 )
+# The fix diagnose printed for each refusal's log (recorded 10:24 UTC; planned before these ran).
+RUNS["b24-tiny-offload-distopt-advised"] = (1, 0, f"{RUNS['b23-tiny-offload-no-distopt-refused'][2]} {DISTOPT}")
+RUNS["b26-tiny-moe-pad-factor-advised"] = (
+    1,
+    0,
+    f"{RUNS['b25-tiny-moe-pad-no-factor-refused'][2]} --moe-expert-capacity-factor 1",
+)
+RUNS["b28-tiny-moe-factor-aux-loss-advised"] = (
+    1,
+    0,
+    RUNS["b27-tiny-moe-factor-sinkhorn-refused"][2].replace("balancing-type sinkhorn", "balancing-type aux_loss"),
+)
+RUNS["b30-gpt6l-pp2-advised"] = (
+    2,
+    0,
+    RUNS["b29-gpt6l-pp2-vpp2-refused"][2].replace(" --num-virtual-stages-per-pipeline-rank 2", ""),
+)
 
 
 class SmiPoller(threading.Thread):
