@@ -320,24 +320,6 @@ def test_the_micro_batch_fix_for_that_oom_trained_on_the_gpu_under_its_cards_bud
     assert "ODR_CAP_MIB=12805" in trained and "--micro-batch-size 5 " in trained
 
 
-def test_the_expert_grids_real_refusal_gets_the_expert_parallel_size_that_trained():
-    """b16-b17 (two H200s; planned in benchmarks/build_oom_plan.json): a MoE with 8 experts and EP 4 on two GPUs, refused
-    by megatron-core 0.19.0's initialize_model_parallel on both ranks. diagnose's fix, EP 2, is b17: the same command
-    with that one flag changed, which trained."""
-    refused = FROZEN_RUNS / "refused" / "b16-moe8-ep4-on-2-gpus-refused.log.gz"
-    [finding] = diagnose([str(refused)]).findings
-    assert finding.id == "expert-grid-divides-world" and finding.ranks == [0, 1]
-    assert finding.overrides == ["--expert-model-parallel-size 2"]
-    commands = {
-        row.split("\t")[0]: row.split("\t")[-1]
-        for tsv in (FROZEN_RUNS / "refused" / "runs.tsv", FROZEN_RUNS / "runs.tsv")
-        for row in tsv.read_text().splitlines()
-    }
-    advised = commands["b16-moe8-ep4-on-2-gpus-refused"].replace("--expert-model-parallel-size 4", finding.overrides[0])
-    assert _without_port(commands["b17-moe8-ep2-advised"]) == _without_port(advised)
-    assert _measured_peak_mib("b17-moe8-ep2-advised") > 0  # it trained: Megatron reported memory after iterations
-
-
 def _without_port(command: str) -> str:
     return re.sub(r"--master-port \d+ ", "", command)
 
@@ -372,3 +354,47 @@ def test_where_no_single_change_fits_the_one_said_to_free_the_most_did_and_none_
     assert min(peaks.values()) > limit_mib
     assert min(peaks, key=peaks.get) == "full recompute"
     assert _measured_peak_mib("b22-gpt1b-s4k") > max(peaks.values())  # each change freed memory from the base
+
+
+def _with_fix(command: str, lines: list[str]) -> str:
+    """A Megatron-LM launch command with diagnose's printed lines applied: `--flag value` sets the flag (replacing
+    its value where it is there), `remove --flag from the launch command` drops it and its value."""
+    for line in lines:
+        removed = re.fullmatch(r"remove (--[\w-]+) from the launch command", line)
+        flag, _, value = (removed.group(1) if removed else line).partition(" ")
+        present = re.search(rf" {flag}(?: (?!--)\S+)?(?= |$)", command)
+        new = "" if removed else f" {flag} {value}".rstrip()
+        command = command.replace(present.group(0), new) if present else command + new
+    return command
+
+
+@pytest.mark.parametrize(
+    ("refused", "advised", "signature"),
+    [
+        (
+            "b23-tiny-offload-no-distopt-refused",
+            "b24-tiny-offload-distopt-advised",
+            "optimizer-offload-requires-distributed-optimizer",
+        ),
+        ("b25-tiny-moe-pad-no-factor-refused", "b26-tiny-moe-pad-factor-advised", "moe-pad-requires-capacity-factor"),
+        (
+            "b27-tiny-moe-factor-sinkhorn-refused",
+            "b28-tiny-moe-factor-aux-loss-advised",
+            "moe-capacity-factor-load-balancing",
+        ),
+        ("b29-gpt6l-pp2-vpp2-refused", "b30-gpt6l-pp2-advised", "vpp-layer-divisibility"),
+        ("b16-moe8-ep4-on-2-gpus-refused", "b17-moe8-ep2-advised", "expert-grid-divides-world"),
+    ],
+)
+def test_a_start_up_refusal_recorded_on_the_gpu_trained_with_the_fix_printed_for_its_log(refused, advised, signature):
+    """b16-b30 (two H200s, megatron-core 0.19.0; planned in benchmarks/build_oom_plan.json): each refusal's own log,
+    diagnosed; its printed lines applied to its launch command give the command of a run that trained."""
+    [finding] = diagnose([str(FROZEN_RUNS / "refused" / f"{refused}.log.gz")]).findings
+    assert finding.id == signature and finding.config.verdict == "confirmed"
+    commands = {
+        row.split("\t")[0]: row.split("\t")[-1]
+        for tsv in (FROZEN_RUNS / "refused" / "runs.tsv", FROZEN_RUNS / "runs.tsv")
+        for row in tsv.read_text().splitlines()
+    }
+    assert _without_port(_with_fix(commands[refused], finding.overrides)) == _without_port(commands[advised])
+    assert _measured_peak_mib(advised) > 0  # it trained: Megatron reported memory after its iterations
