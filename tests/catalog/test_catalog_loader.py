@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,25 @@ def test_hostile_signature_files_are_problems_not_crashes_or_hangs(tmp_path):
     assert "deep.yaml: nested deeper than 64 levels" in message
     assert "pipe.yaml: not a regular file" in message
     assert "huge.yaml: larger than 256 KiB" in message
+
+
+def test_fix_tried_is_a_list_of_sentences(tmp_path):
+    write(
+        tmp_path,
+        "tried",
+        GOOD.replace("id: recompute-cpu-offload", "id: tried").replace("\nfix:\n", "\nfix:\n  tried: a run\n"),
+    )
+    with pytest.raises(CatalogError, match=r"fix\.tried.*must be a list of sentences"):
+        load_catalog([tmp_path], include_builtin=False)
+
+
+def test_every_run_a_fix_was_tried_on_names_fixtures_that_are_there(catalog):
+    """`fix.tried` (shown on the signature's page) says where the printed fix ran; each sentence names the runs'
+    recorded logs, so a claim without its evidence in the repository fails here."""
+    root = Path(__file__).resolve().parents[2]
+    tried = [(s.id, run) for s in catalog.signatures for run in s.fix.tried]
+    assert len(tried) >= 10
+    for signature, run in tried:
+        named = re.findall(r"fixtures/[\w./-]+\.log(?:\.gz)?", run)
+        assert len(named) >= 2, (signature, run)  # the failing run and the run of the fix
+        assert all((root / path).is_file() for path in named), (signature, run)

@@ -373,14 +373,20 @@ def _load_fix(raw: Any, problem) -> Fix | None:
     if not isinstance(raw, dict) or not _nonempty_str(raw.get("summary")):
         problem("fix", "must be a mapping with a non-empty `summary`")
         return None
-    unknown = sorted(set(raw) - {"summary", "overrides"})
+    unknown = sorted(set(raw) - {"summary", "overrides", "tried"})
     if unknown:
         problem("fix", f"unknown field(s) {', '.join(unknown)}")
-    overrides = raw.get("overrides", [])
-    if not isinstance(overrides, list) or not all(_nonempty_str(o) for o in overrides):
-        problem("fix.overrides", "must be a list of override lines")
-        overrides = []
-    return Fix(safe_lines(raw["summary"].strip()), tuple(safe_text(o.strip()) for o in overrides))
+    lines = {}
+    for name, what in (("overrides", "override lines"), ("tried", "sentences, one a run of this fix")):
+        lines[name] = raw.get(name, [])
+        if not isinstance(lines[name], list) or not all(_nonempty_str(o) for o in lines[name]):
+            problem(f"fix.{name}", f"must be a list of {what}")
+            lines[name] = []
+    return Fix(
+        safe_lines(raw["summary"].strip()),
+        tuple(safe_text(o.strip()) for o in lines["overrides"]),
+        tuple(safe_text(t.strip()) for t in lines["tried"]),
+    )
 
 
 def _load_examples(raw: Any, has_match: bool, problem) -> tuple[Example, ...]:

@@ -36,6 +36,7 @@ class MatchSpec:
 class Fix(NamedTuple):
     summary: str
     overrides: tuple[str, ...] = ()
+    tried: tuple[str, ...] = ()  # real runs of this fix, each naming its fixtures (docs only)
 
 
 @dataclass(frozen=True)

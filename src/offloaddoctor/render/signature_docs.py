@@ -54,6 +54,8 @@ def signature_page(signature: Signature) -> str:
     out += ["## Fix", "", _paragraph(signature.fix.summary), ""]
     if signature.fix.overrides:
         out += fenced(list(signature.fix.overrides), "text") + [""]
+    if signature.fix.tried:
+        out += ["Where this fix was run:", ""] + [f"- {_paragraph(run)}" for run in signature.fix.tried] + [""]
     if signature.known_issues:
         out += [
             "## Known upstream bugs",
