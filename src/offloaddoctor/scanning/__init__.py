@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; at run time each name loads its module on first use
     from offloaddoctor.scanning.evidence import Aggregate, Evidence, keep_evidence
     from offloaddoctor.scanning.fact_parsers import FACT_PARSERS
-    from offloaddoctor.scanning.failure_lines import says_only_that_a_rank_failed
+    from offloaddoctor.scanning.failure_lines import RAY_TASK_ERROR, says_only_that_a_rank_failed
     from offloaddoctor.scanning.oom import (
         fragmentation_verdict,
         larger_than_the_gpu,
@@ -42,6 +42,7 @@ _HOMES = {
     "Evidence": "evidence",
     "keep_evidence": "evidence",
     "FACT_PARSERS": "fact_parsers",
+    "RAY_TASK_ERROR": "failure_lines",
     "says_only_that_a_rank_failed": "failure_lines",
     "fragmentation_verdict": "oom",
     "larger_than_the_gpu": "oom",
@@ -70,6 +71,7 @@ _HOMES = {
 __all__ = [
     "CHECKPOINT_SAVED",
     "FACT_PARSERS",
+    "RAY_TASK_ERROR",
     "TRAINING_DONE",
     "WRAPPER_EXCEPTIONS",
     "Aggregate",

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 from offloaddoctor.lazy_pattern import lazy_compile
 
+# Ray's header of a task's exception, `ray.exceptions.RayTaskError(OutOfMemoryError): ray::Actor.method() (pid=…)`:
+# the task's frames and its own exception line follow it, so where a paste stops before that line, it is the failure
+# (held-out nemo-rl-ppo-default-config-oom-in-get-logprobs).
+RAY_TASK_ERROR = "RayTaskError("
 # Each literal is on every line its alternative below matches (the scanner's gate and grep prefilter).
-FAILURE_LINE_LITERALS = ("Assertion `", "NCCL WARN", "received by PID", "exitcode  : ")
+FAILURE_LINE_LITERALS = ("Assertion `", "NCCL WARN", "received by PID", "exitcode  : ", RAY_TASK_ERROR)
 FAILURE_LINE_PATTERN = (
     r"\.cu:\d+: .*Assertion `.*` failed"
     r"|\bNCCL WARN\b"
     r"|\bSignal \d+ \(SIG\w+\) received by PID"
     r"|^\s*exitcode  : -?[1-9]\d* \(pid"
+    r"|\bRayTaskError\(\w+\):"
 )
 _RAISING = ("raise ", "assert ", "assert(")
 # On every indented raise/assert source line (a frame's statement) and every frame header (`File "x.py", line 3,
