@@ -485,3 +485,14 @@ def test_a_config_decides_the_dialect_over_the_traceback():
     )
     report = diagnose_text(log, {"model.num_moe_experts": 8, "model.tensor_model_parallel_size": 2})
     assert report.fix_dialect == BRIDGE  # diagnose_text's config is a Bridge-keyed mapping
+
+
+def test_a_megatron_deepspeed_run_is_not_given_megatron_cores_optimizer_flags():
+    """Held-out megatron-deepspeed-summit-moe-oom-…: `deepspeed True` in the arguments block. Megatron-DeepSpeed
+    takes no --use-distributed-optimizer or --optimizer-cpu-offload (DeepSpeed's ZeRO config does that work): the
+    lines are left out, and the note says why and where instead."""
+    log = FIXTURES / "held-out" / "megatron-deepspeed-summit-moe-oom-optimizer-step-nccl-noise" / "job.log"
+    finding = next(f for f in diagnose([str(log)]).findings if f.id == "oom-capacity")
+    assert not any("optimizer" in line for line in finding.overrides)
+    assert "uses DeepSpeed (`deepspeed True` in its arguments)" in finding.fix_note
+    assert "zero_optimization.stage" in finding.fix_note

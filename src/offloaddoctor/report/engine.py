@@ -109,6 +109,8 @@ def build_report(
     parameters_over_the_gpu(ordered, store)
     if not _megatron_run(scan, store, ordered):
         _drop_megatron_fix_lines(ordered)
+    elif store.value("deepspeed") is True:
+        _drop_megatron_core_optimizer_lines(ordered)
     other_processes_first(ordered)
     one_allocation_over_half_the_gpu(ordered)
     # No config to take the dialect from: the training code the tracebacks ran (ROCm/Megatron-LM#85's paste, in
@@ -246,6 +248,25 @@ def _drop_megatron_fix_lines(findings: list[Finding]) -> None:
                 "block, iteration lines or Megatron config), and they apply only to Megatron runs; the capacity "
                 "fixes the text names are those settings, for a Megatron run."
             )
+
+
+# Megatron-Core's optimizer settings (the distributed optimizer, HybridDeviceOptimizer's offloading): Megatron-DeepSpeed
+# takes none of them as flags; DeepSpeed's ZeRO does that work (held-out megatron-deepspeed-summit-moe-oom-…).
+_MEGATRON_CORE_OPTIMIZER = ("optimizer.", "ddp.use_distributed_optimizer")
+
+
+def _drop_megatron_core_optimizer_lines(findings: list[Finding]) -> None:
+    """A Megatron-DeepSpeed run (`deepspeed True` in its arguments): Megatron-Core's optimizer lines would not parse."""
+    for finding in findings:
+        kept = [line for line in finding.overrides if not line.split("=", 1)[0].startswith(_MEGATRON_CORE_OPTIMIZER)]
+        if len(kept) != len(finding.overrides):
+            finding.overrides = kept
+            finding.fix_note = (
+                f"{finding.fix_note} Megatron-Core's optimizer settings left out of this fix: the run uses "
+                "DeepSpeed (`deepspeed True` in its arguments), whose ZeRO stage shards the optimizer state and "
+                "offloads it (zero_optimization.stage and offload_optimizer in the DeepSpeed config), not those "
+                "flags."
+            ).strip()
 
 
 def config_lookup(store: ConfigStore, facts: dict):
