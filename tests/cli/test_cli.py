@@ -113,6 +113,13 @@ def test_signatures_and_explain():
     assert explained.exit_code == 0 and "expandable_segments" in explained.stdout
 
 
+def test_explain_says_where_the_fix_was_run_with_each_log_name_whole():
+    explained = run("explain", "vpp-layer-divisibility").stdout
+    assert "Where this fix was run" in explained
+    assert "fixtures/memory-calibration/b30-gpt6l-pp2-advised.log.gz trained" in " ".join(explained.split())
+    assert "fixtures/memory-calibration/refused/b29-gpt6l-pp2-vpp2-refused.log.gz" in explained  # one line
+
+
 def test_explain_cites_the_guides_as_published_not_as_files_users_do_not_have():
     """References named the project's reference files (`seeds/skill-cpu-offloading.txt`), which no user has."""
     explained = run("explain", "pp-cpu-offload").stdout

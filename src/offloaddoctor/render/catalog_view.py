@@ -60,6 +60,11 @@ def render_explain(signature: Signature) -> str:
         section("Config confirms it when", _wrap(describe(signature.config)))
     section("How to confirm", [f"- {step}" for step in signature.confirm])
     section("Fix", _wrap(signature.fix.summary) + [f"  {line}" for line in signature.fix.overrides])
+    if signature.fix.tried:
+        runs = [_wrap(run) for run in signature.fix.tried]
+        section(
+            "Where this fix was run", [f"{'  ' if n else '- '}{line}" for run in runs for n, line in enumerate(run)]
+        )
     if signature.known_issues:
         section(
             "Known upstream bugs",
@@ -83,7 +88,8 @@ def render_explain(signature: Signature) -> str:
 
 
 def _wrap(text: str) -> list[str]:
-    return textwrap.wrap(" ".join(text.split()), width=96) or [""]
+    # never inside a word: a file name with hyphens stays whole, to be copied
+    return textwrap.wrap(" ".join(text.split()), width=96, break_on_hyphens=False, break_long_words=False) or [""]
 
 
 def render_confusion(run) -> str:
