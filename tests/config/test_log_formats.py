@@ -180,7 +180,8 @@ def test_the_oldest_cached_wording_gives_its_figures():
     assert facts["reserved_unallocated_bytes"] == round(4.68 * 2**20)
     assert facts["reserved_bytes"] == round(4.68 * 2**20) + round(8.57 * 2**20)
     assert facts["reserved_bytes"] >= facts["allocated_bytes"]
-    assert facts["fragmentation_suspected"] is True
+    # the sum covers the 12.50 MiB asked, but 9.28 GiB free alone is over twice it: not the cache's pieces
+    assert facts["fragmentation_suspected"] is False
 
 
 def test_ub_registration_failure_needs_user_buffers_on():
