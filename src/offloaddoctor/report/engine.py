@@ -108,9 +108,9 @@ def build_report(
     one_allocation_over_the_gpu(ordered)
     parameters_over_the_gpu(ordered, store)
     if not _megatron_run(scan, store, ordered):
-        _drop_megatron_fix_lines(ordered)
+        _drop_fix_lines(ordered, *_NOT_MEGATRON)
     elif store.value("deepspeed") is True:
-        _drop_megatron_core_optimizer_lines(ordered)
+        _drop_fix_lines(ordered, *_DEEPSPEED)
     other_processes_first(ordered)
     one_allocation_over_half_the_gpu(ordered)
     # No config to take the dialect from: the training code the tracebacks ran (ROCm/Megatron-LM#85's paste, in
@@ -237,36 +237,29 @@ def _raised_by_megatron(signature: Signature) -> bool:
     return bool(sources) and sources[0].startswith("megatron/")
 
 
-def _drop_megatron_fix_lines(findings: list[Finding]) -> None:
-    """A log with no Megatron line and no Megatron config: Megatron settings in a fix would not apply."""
+# Why a fix's lines under these sections would not apply: a log with no Megatron line and no Megatron config; a
+# Megatron-DeepSpeed run (`deepspeed True` in its arguments), which takes none of Megatron-Core's optimizer settings
+# as flags, DeepSpeed's ZeRO doing that work (held-out megatron-deepspeed-summit-moe-oom-…).
+_NOT_MEGATRON = (
+    _MEGATRON_SECTIONS,
+    "Megatron settings left out of this fix: the log shows no Megatron run (no arguments block, iteration lines or "
+    "Megatron config), and they apply only to Megatron runs; the capacity fixes the text names are those settings, "
+    "for a Megatron run.",
+)
+_DEEPSPEED = (
+    ("optimizer.", "ddp.use_distributed_optimizer"),
+    "Megatron-Core's optimizer settings left out of this fix: the run uses DeepSpeed (`deepspeed True` in its "
+    "arguments), whose ZeRO stage shards the optimizer state and offloads it (zero_optimization.stage and "
+    "offload_optimizer in the DeepSpeed config), not those flags.",
+)
+
+
+def _drop_fix_lines(findings: list[Finding], sections: tuple[str, ...], note: str) -> None:
     for finding in findings:
-        kept = [line for line in finding.overrides if not line.split("=", 1)[0].startswith(_MEGATRON_SECTIONS)]
+        kept = [line for line in finding.overrides if not line.split("=", 1)[0].startswith(sections)]
         if len(kept) != len(finding.overrides):
             finding.overrides = kept
-            finding.fix_note = (
-                "Megatron settings left out of this fix: the log shows no Megatron run (no arguments "
-                "block, iteration lines or Megatron config), and they apply only to Megatron runs; the capacity "
-                "fixes the text names are those settings, for a Megatron run."
-            )
-
-
-# Megatron-Core's optimizer settings (the distributed optimizer, HybridDeviceOptimizer's offloading): Megatron-DeepSpeed
-# takes none of them as flags; DeepSpeed's ZeRO does that work (held-out megatron-deepspeed-summit-moe-oom-…).
-_MEGATRON_CORE_OPTIMIZER = ("optimizer.", "ddp.use_distributed_optimizer")
-
-
-def _drop_megatron_core_optimizer_lines(findings: list[Finding]) -> None:
-    """A Megatron-DeepSpeed run (`deepspeed True` in its arguments): Megatron-Core's optimizer lines would not parse."""
-    for finding in findings:
-        kept = [line for line in finding.overrides if not line.split("=", 1)[0].startswith(_MEGATRON_CORE_OPTIMIZER)]
-        if len(kept) != len(finding.overrides):
-            finding.overrides = kept
-            finding.fix_note = (
-                f"{finding.fix_note} Megatron-Core's optimizer settings left out of this fix: the run uses "
-                "DeepSpeed (`deepspeed True` in its arguments), whose ZeRO stage shards the optimizer state and "
-                "offloads it (zero_optimization.stage and offload_optimizer in the DeepSpeed config), not those "
-                "flags."
-            ).strip()
+            finding.fix_note = f"{finding.fix_note} {note}".strip()
 
 
 def config_lookup(store: ConfigStore, facts: dict):
