@@ -1259,6 +1259,20 @@ RUNS["b30-gpt6l-pp2-advised"] = (
     0,
     RUNS["b29-gpt6l-pp2-vpp2-refused"][2].replace(" --num-virtual-stages-per-pipeline-rank 2", ""),
 )
+# Two refusals recorded earlier whose printed fix had not been run (planned before these ran): n125, fine-grained
+# activation offloading on the local implementation, fixed by `remove --fine-grained-activation-offloading from the
+# launch command` (its --offload-modules stays, as printed); fixtures/cpu-offload-requires-te's run, layer-level
+# activation offloading without Transformer Engine, fixed by `--cpu-offloading-num-layers 0`.
+RUNS["b31-gpt1b-fine-grained-removed-advised"] = (
+    1,
+    0,
+    f"{shape(16, 2048, 16, 2048, 4, 32000, gbs=16)} --bf16 {DISTOPT} --offload-modules core_attn",
+)
+RUNS["b32-gpt8l-cpu-offload-layers-0-advised"] = (
+    1,
+    0,
+    f"{shape(8, 2048, 16, 1024, 4, 32000, gbs=8)} --bf16 {DISTOPT} --cpu-offloading-num-layers 0",
+)
 
 
 class SmiPoller(threading.Thread):
