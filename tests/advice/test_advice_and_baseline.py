@@ -384,13 +384,14 @@ def _with_fix(command: str, lines: list[str]) -> str:
         ),
         ("b29-gpt6l-pp2-vpp2-refused", "b30-gpt6l-pp2-advised", "vpp-layer-divisibility"),
         ("b16-moe8-ep4-on-2-gpus-refused", "b17-moe8-ep2-advised", "expert-grid-divides-world"),
+        ("n125-gpt1b-fine-grained-local", "b31-gpt1b-fine-grained-removed-advised", "fine-grained-offload-requires-te"),
     ],
 )
 def test_a_start_up_refusal_recorded_on_the_gpu_trained_with_the_fix_printed_for_its_log(refused, advised, signature):
-    """b16-b30 (two H200s, megatron-core 0.19.0; planned in benchmarks/build_oom_plan.json): each refusal's own log,
-    diagnosed; its printed lines applied to its launch command give the command of a run that trained."""
+    """b16-b31 (two H200s and an H100, megatron-core 0.19.0; planned in benchmarks/build_oom_plan.json): each refusal's
+    own log, diagnosed; its printed lines applied to its launch command give the command of a run that trained."""
     [finding] = diagnose([str(FROZEN_RUNS / "refused" / f"{refused}.log.gz")]).findings
-    assert finding.id == signature and finding.config.verdict == "confirmed"
+    assert finding.id == signature and finding.config.verdict != "contradicted"
     commands = {
         row.split("\t")[0]: row.split("\t")[-1]
         for tsv in (FROZEN_RUNS / "refused" / "runs.tsv", FROZEN_RUNS / "runs.tsv")
@@ -398,3 +399,16 @@ def test_a_start_up_refusal_recorded_on_the_gpu_trained_with_the_fix_printed_for
     }
     assert _without_port(_with_fix(commands[refused], finding.overrides)) == _without_port(commands[advised])
     assert _measured_peak_mib(advised) > 0  # it trained: Megatron reported memory after its iterations
+
+
+def test_layer_level_activation_offloading_without_te_trained_with_the_fix_printed_for_its_log():
+    """fixtures/cpu-offload-requires-te (an H100, no Transformer Engine): its printed line, applied to the recorded
+    command in its SOURCE.md, is b32's command, which trained."""
+    case = FIXTURES / "cpu-offload-requires-te"
+    [finding] = diagnose([str(case / "job.log")]).findings
+    assert finding.id == "cpu-offload-requires-te" and finding.config.verdict == "confirmed"
+    recorded = next(line for line in (case / "SOURCE.md").read_text().splitlines() if line.startswith("cmd: "))
+    advised = next(row for row in (FROZEN_RUNS / "runs.tsv").read_text().splitlines() if row.startswith("b32-"))
+    fixed = _with_fix(recorded.removeprefix("cmd: "), finding.overrides)
+    assert _without_port(fixed) == _without_port(advised.split("\t")[-1])
+    assert _measured_peak_mib("b32-gpt8l-cpu-offload-layers-0-advised") > 0
