@@ -85,14 +85,16 @@ def index_page(catalog: Catalog) -> str:
     out = [
         "# Signature catalogue",
         "",
-        "Generated from `signatures/*.yaml` by `tools/gen_signature_docs.py`.",
+        "Generated from `signatures/*.yaml` by `tools/gen_signature_docs.py`. *Fix run*: the fix as printed was run,",
+        "and the run trained (or served the request); the signature's page names the logs.",
         "",
-        "| id | severity | priority | preflight | title |",
-        "| --- | --- | --- | --- | --- |",
+        "| id | severity | priority | preflight | fix run | title |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for s in sorted(catalog.signatures, key=lambda s: s.id):
         out.append(
-            f"| [`{s.id}`]({s.id}.md) | {s.severity} | {s.priority} | {'yes' if s.preflight else ''} | {s.title} |"
+            f"| [`{s.id}`]({s.id}.md) | {s.severity} | {s.priority} | {'yes' if s.preflight else ''} "
+            f"| {'yes' if s.fix.tried else ''} | {s.title} |"
         )
     return "\n".join(out) + "\n"
 
