@@ -603,3 +603,20 @@ def test_estimates_changes_leave_out_the_settings_the_run_already_has():
     report = estimate_run([str(HOST / "a7b-f080.log.gz")], gpu="H100-80GB", host_memory="124GiB")
     share = next(s for s in report.suggestions if any("optimizer_offload_fraction" in o for o in s.overrides))
     assert share.overrides == ("optimizer.optimizer_offload_fraction=0.65",)
+
+
+def test_where_no_share_fits_the_gpu_and_the_host_the_change_that_frees_most_of_the_hosts_is_said():
+    """n132 (an H100, a 125 GiB host): the 8.27B GPT offloading all of its optimizer was killed by the host. No share
+    fits both the GPU and that host; `estimate` said nothing at all, while diagnose's fix sent the user to it for the
+    share. It now says no single change fits and leads with the one that frees most of the host's share (no
+    data-loader workers, with --manual-gc: about 130 GiB a rank, still over 125)."""
+    from offloaddoctor.api import estimate as estimate_config
+    from offloaddoctor.config.dialect import MEGATRON_LM, render_lines
+
+    log = FIXTURES / "memory-calibration" / "out-of-memory" / "n132-gpt8b-f100-full-precision-aware-advised.log.gz"
+    report = estimate_config([str(log)], gpu="H100-80GB", host_memory="125GiB")
+    assert not report.fits and report.suggestions and not any(s.fits for s in report.suggestions)
+    first = report.suggestions[0]
+    assert first.gpu_fits and not first.host_fits
+    assert first.estimate.host_bytes < report.estimate.host_bytes
+    assert "--num-workers 0" in " ".join(render_lines(first.overrides, MEGATRON_LM))

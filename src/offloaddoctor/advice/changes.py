@@ -95,23 +95,27 @@ def suggest(
     def fits_both(result: MemoryEstimate, budget: float) -> bool:
         return gpu_fitting(result, budget) and held(result)
 
-    peak, fits_now = now.peak_allocated_bytes, fits(now, budget) and held(now)
-    for_host = [] if held(now) else [_smaller_offload_share(shape, budget, fits_both), _no_workers(shape, budget)]
+    peak, fits_now, host_short = now.peak_allocated_bytes, fits(now, budget) and held(now), not held(now)
+    for_host = [] if not host_short else [_smaller_offload_share(shape, budget, fits_both), _no_workers(shape, budget)]
     found = [
         c._replace(host_fits=held(c.estimate))
         for c in _candidates(shape, budget, fits_both) + [s for s in for_host if s is not None]
     ]
-    candidates = [
-        c
-        for c in found
-        if (c.peak_allocated_bytes < peak or (c.fits and not fits_now)) and _allowed(c, values, catalog)
-    ]
+
+    def lowers(c: Suggestion) -> bool:  # what is short: the GPU's peak, or the host's share where the host is short
+        return c.peak_allocated_bytes < peak or (host_short and c.estimate.host_bytes < now.host_bytes)
+
+    candidates = [c for c in found if (lowers(c) or (c.fits and not fits_now)) and _allowed(c, values, catalog)]
     fitting = sorted((c for c in candidates if c.fits), key=lambda c: (c.cost_rank, c.peak_allocated_bytes))
     if any(c.overrides == (EXPANDABLE_SEGMENTS,) for c in fitting):  # enough alone: a change it was added to is not
         fitting = [
             c for c in fitting if c.overrides == (EXPANDABLE_SEGMENTS,) or EXPANDABLE_SEGMENTS not in c.overrides
         ]
-    chosen = fitting or sorted(candidates, key=lambda c: c.peak_allocated_bytes)[:4]
+    # where nothing fits, the ones that free most of what is short (a host short of memory: its share first)
+    chosen = (
+        fitting
+        or sorted(candidates, key=lambda c: (c.estimate.host_bytes if host_short else 0.0, c.peak_allocated_bytes))[:4]
+    )
     return _without_what_the_run_has(chosen, values)
 
 
