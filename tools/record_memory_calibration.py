@@ -1273,6 +1273,13 @@ RUNS["b32-gpt8l-cpu-offload-layers-0-advised"] = (
     0,
     f"{shape(8, 2048, 16, 1024, 4, 32000, gbs=8)} --bf16 {DISTOPT} --cpu-offloading-num-layers 0",
 )
+# optimizer-offload-fraction-range: megatron-core does not check the fraction. HybridDeviceOptimizer offloads
+# parameters while the offloaded count is under fraction x all of them (_get_sub_optimizer_param_groups), so a
+# fraction over 1 should offload all of it, as 1 does, and a negative one none, as 0 does (read in 0.19.0's source;
+# planned before these ran): b33-b36 measure each pair's peak.
+RANGE_GPT = f"{shape(8, 1024, 16, 1024, 2, 32000)} --bf16 {DISTOPT} {GC} --optimizer-cpu-offload --use-precision-aware-optimizer"
+for _name, _fraction in (("b33", "1.5"), ("b34", "1.0"), ("b35", "-1"), ("b36", "0.0")):
+    RUNS[f"{_name}-gpt-offload-fraction-{_fraction}"] = (1, 0, f"{RANGE_GPT} --optimizer-offload-fraction {_fraction}")
 
 
 class SmiPoller(threading.Thread):
