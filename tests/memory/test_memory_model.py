@@ -33,10 +33,10 @@ def _text(path: Path) -> str:
 
 
 def test_every_recorded_run_is_there():
-    assert len(RUNS) == 267
+    assert len(RUNS) == 271
     # the changes diagnose printed for a model-build OOM, one beside another process, one of a mostly frozen model,
     # the expert grid's refusal and the single changes an OOM none of them fits ranks (benchmarks/build_oom_plan.json)
-    assert sum(p.name.startswith("b") for p in RUNS) == 19
+    assert sum(p.name.startswith("b") for p in RUNS) == 23
     assert sum(p.name.startswith("h") for p in RUNS) == 12  # held out of calibration
     # recorded after the model was frozen (n15: planned in benchmarks/moe_plan.json)
     assert sum(p.name.startswith("n") for p in RUNS) == 120
@@ -544,3 +544,17 @@ def test_frozen_parameters_have_no_gradients_or_optimizer_state_and_stay_out_of_
         assert _shape(*MINIMAL, f"runtime.trained_parameter_share={not_a_share}").trained_share == 1.0
     with pytest.raises(UserError, match="takes a number"):
         _shape(*MINIMAL, "runtime.trained_parameter_share=lots")
+
+
+def test_an_offload_fraction_outside_zero_to_one_acts_as_the_end_it_passed():
+    """b33-b36 (an H200, planned in benchmarks/build_oom_plan.json): megatron-core checks no fraction; 1.5 offloaded all
+    of the optimizer, as 1.0 did, and -1 none, as 0.0 did (optimizer-offload-fraction-range's cause). The model,
+    clamping the fraction, agrees within 1 %."""
+    runs = ROOT / "fixtures" / "memory-calibration"
+    names = {1.5: "b33-gpt-offload-fraction-1.5", 1.0: "b34-gpt-offload-fraction-1.0"}
+    names |= {-1.0: "b35-gpt-offload-fraction--1", 0.0: "b36-gpt-offload-fraction-0.0"}
+    peak = {f: max(float(m) for m in MAX_ALLOCATED.findall(_text(runs / f"{n}.log.gz"))) for f, n in names.items()}
+    assert peak[1.5] == peak[1.0] and peak[-1.0] == peak[0.0] and peak[0.0] > peak[1.0]
+    for fraction, name in names.items():
+        estimated = estimate_run([str(runs / f"{name}.log.gz")]).estimate.peak_allocated_bytes / 2**20
+        assert abs(estimated / peak[fraction] - 1) < 0.01
