@@ -1280,6 +1280,13 @@ RUNS["b32-gpt8l-cpu-offload-layers-0-advised"] = (
 RANGE_GPT = f"{shape(8, 1024, 16, 1024, 2, 32000)} --bf16 {DISTOPT} {GC} --optimizer-cpu-offload --use-precision-aware-optimizer"
 for _name, _fraction in (("b33", "1.5"), ("b34", "1.0"), ("b35", "-1"), ("b36", "0.0")):
     RUNS[f"{_name}-gpt-offload-fraction-{_fraction}"] = (1, 0, f"{RANGE_GPT} --optimizer-offload-fraction {_fraction}")
+# nccl-ub-expandable-segments: megatron-core 0.16.1 refuses NCCL user buffers with expandable segments on any torch;
+# 0.19.0 only below torch 2.11 (DistributedDataParallelConfig.__post_init__). On this machine's torch 2.11 and 0.19.0:
+# the pair at DP 2 (b37), and user buffers alone (b38). Planned before they ran.
+NCCL_UB_GPT = f"{shape(8, 1024, 16, 1024, 2, 32000, gbs=8)} --bf16 {DISTOPT} --use-nccl-ub"
+RUNS["b37-gpt-dp2-nccl-ub-expandable"] = (2, 0, NCCL_UB_GPT)
+RUN_ENV["b37-gpt-dp2-nccl-ub-expandable"] = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+RUNS["b38-gpt-dp2-nccl-ub"] = (2, 0, NCCL_UB_GPT)
 
 
 class SmiPoller(threading.Thread):
