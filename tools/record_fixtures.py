@@ -447,12 +447,23 @@ def rewrite_startup(line: str, values: dict) -> str:
     return line
 
 
-def compose_log(case: Case, baseline: list[str], traceback: list[str]) -> tuple[str, list[str]]:
+def recorded_header(line: str, versions: str) -> str:
+    """The baseline's `> PyTorch version` / `> Megatron-Core version` lines with the releases that recorded the
+    traceback (`versions`: probe_versions' line), so a log's releases are the ones that raised its error."""
+    found = re.match(r"megatron-core (\S+) with torch (\S+) on Python", versions)
+    if found is None:
+        return line
+    for label, release in (("PyTorch", found.group(2)), ("Megatron-Core", found.group(1))):
+        line = re.sub(rf"^(> {label} version \.+ )\S+$", lambda m: f"{m.group(1)}{release}", line)  # noqa: B023
+    return line
+
+
+def compose_log(case: Case, baseline: list[str], traceback: list[str], versions: str = "") -> tuple[str, list[str]]:
     begin = next(i for i, line in enumerate(baseline) if ARGS_BEGIN in line)
     end = baseline.index(ARGS_END)
     stop = next(i for i, line in enumerate(baseline) if line.startswith(STARTUP_END))
     block, values, changes = rewrite_args(baseline[begin + 1 : end], case.args)
-    startup = [rewrite_startup(line, values) for line in baseline[: begin + 1]]
+    startup = [recorded_header(rewrite_startup(line, values), versions) for line in baseline[: begin + 1]]
     after = [rewrite_startup(line, values) for line in baseline[end : stop + 1]]
     env_dump = [f"{k}={v}" for k, v in case.env.items()]
     return "\n".join(env_dump + startup + block + after + traceback) + "\n", changes
@@ -505,7 +516,8 @@ def source_md(case: Case, versions: str, changes: list[str], log_lines: int) -> 
             "- Argument lines (`print_args` padding, sorted): " + "; ".join(changes) + ".",
             "- Start-up lines derived from the arguments (world, data-parallel and pipeline sizes, "
             "virtual stages, number of microbatches) follow them.",
-            "- The header still says Megatron-Core 0.19.0; the frames and line numbers are 0.16.1's.",
+            "- The header's `> PyTorch version` and `> Megatron-Core version` lines: the releases that recorded the "
+            "traceback (above), not the baseline's.",
             f"- Ranks merged {merge}; start-up lines appear once (rank 0 prints them)."
             if case.ranks > 1
             else "- Single rank: the traceback follows the start-up lines.",
@@ -547,7 +559,7 @@ def probe_versions(python: str) -> tuple[str, str]:
 
 
 def render_case(case: Case, baseline: list[str], python: str, versions: str, site: str) -> dict[str, str]:
-    log, changes = compose_log(case, baseline, interleave(case, record(case, python, site)))
+    log, changes = compose_log(case, baseline, interleave(case, record(case, python, site)), versions)
     return {
         "job.log": log,
         "expected.yaml": expected_yaml(case),

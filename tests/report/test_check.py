@@ -326,3 +326,35 @@ def test_a_violation_that_an_earlier_fix_settles_keeps_no_lines_of_its_own():
     settled = by_id["recompute-cpu-offload"]
     assert settled.changes == [] and settled.fix_note.startswith("pp-cpu-offload's fix")
     assert by_id["optimizer-offload-fraction-range"].changes == []  # off with state-offload-conflict's fix
+
+
+@pytest.mark.parametrize(
+    ("versions", "refused"),
+    [
+        ({}, True),  # not known: taken as the releases that refuse it
+        ({"runtime.megatron_core_version": "0.16.1", "runtime.torch_version": "2.11.0"}, True),
+        ({"runtime.megatron_core_version": "0.19.0", "runtime.torch_version": "2.9.1"}, True),
+        ({"runtime.megatron_core_version": "0.19.0", "runtime.torch_version": "2.11.0+cu130"}, False),
+    ],
+)
+def test_nccl_user_buffers_with_expandable_segments_is_refused_only_where_the_releases_refuse_it(versions, refused):
+    """megatron-core 0.16.1 refuses the pair on any torch; 0.19.0 below torch 2.11 only
+    (DistributedDataParallelConfig.__post_init__); with 0.19.0 and torch 2.11 it trained (fixtures/memory-calibration
+    b37, two H200s, beside b38 without expandable segments)."""
+    config = {"ddp.nccl_ub": True, "env.PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", **versions}
+    report = check_store(CATALOG, store_of(config), only=["nccl-ub-expandable-segments"])
+    assert ("nccl-ub-expandable-segments" in [v.id for v in report.violations]) is refused
+    assert ("nccl-ub-expandable-segments" in report.passed) is not refused
+
+
+def test_megatron_lms_start_up_lines_give_the_releases():
+    log = FIXTURES / "memory-calibration" / "b37-gpt-dp2-nccl-ub-expandable.log.gz"
+    from offloaddoctor.config.loading import load_log_config
+
+    versions = {v.key: v.value for v in load_log_config(str(log)) if v.key.startswith("runtime.")}
+    assert versions["runtime.torch_version"] == "2.11.0+cu130"
+    assert versions["runtime.megatron_core_version"] == "0.19.0"
+    trained = next(
+        r for r in (FIXTURES / "memory-calibration" / "runs.tsv").read_text().splitlines() if r.startswith("b37")
+    )
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in trained and "--use-nccl-ub" in trained

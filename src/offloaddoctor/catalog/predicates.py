@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from offloaddoctor.coerce import boolean, is_none, number
+from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -31,8 +32,11 @@ OPERATORS = (
     "exists",
     "multiple_of",
     "not_multiple_of",
+    "version_lt",
+    "version_ge",
 )
 _MISSING = object()
+_RELEASE = lazy_compile(r"\d{1,6}(?:\.\d{1,6}){0,3}")
 
 
 class Ref(NamedTuple):
@@ -121,6 +125,8 @@ def _parse_leaf(raw: dict, where: str) -> Leaf:
         raise PredicateError(f"{where}.{op}: expected a list")
     if op == "exists" and not isinstance(operand, bool):
         raise PredicateError(f"{where}.exists: expected true or false")
+    if op.startswith("version_") and release(operand) is None:
+        raise PredicateError(f'{where}.{op}: expected a release such as "2.11" or "0.19.0"')
     if_missing = raw.get("if_missing")
     if if_missing is not None and not isinstance(if_missing, bool):
         raise PredicateError(f"{where}.if_missing: expected true or false")
@@ -168,6 +174,11 @@ def _compare(op: str, actual: Any, operand: Any) -> Truth:
         each = [_inside(value, operand) for value in (actual if isinstance(actual, (list, tuple)) else [actual])]
         inside = False if False in each else None if None in each else True
         return None if inside is None else inside if op == "in" else not inside
+    if op in ("version_lt", "version_ge"):  # releases as printed (`2.11.0+cu130`, `0.19.0rc1`): their numbers only
+        mine, theirs = release(actual), release(operand)
+        if mine is None or theirs is None:
+            return None
+        return mine < theirs if op == "version_lt" else mine >= theirs
     if op in ("contains", "not_contains"):
         if actual is None:
             return op == "not_contains"
@@ -185,6 +196,16 @@ def _compare(op: str, actual: Any, operand: Any) -> Truth:
         multiple = left % right == 0
         return multiple if op == "multiple_of" else not multiple
     return {"gt": left > right, "ge": left >= right, "lt": left < right, "le": left <= right}[op]
+
+
+def release(value: Any) -> tuple[int, ...] | None:
+    """A version's leading numbers, padded to three (`2.11` and `2.11.0a0+cu130` are both (2, 11, 0)); None when
+    it starts with none."""
+    found = _RELEASE.match(str(value).strip()) if value is not None and not isinstance(value, bool) else None
+    if found is None:
+        return None
+    numbers = tuple(int(n) for n in found.group(0).split("."))
+    return numbers + (0,) * (3 - len(numbers))
 
 
 def _inside(value: Any, operand: list) -> Truth:

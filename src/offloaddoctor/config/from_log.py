@@ -9,6 +9,7 @@ from itertools import takewhile
 from offloaddoctor.config.bridge_summary import TITLE as BRIDGE_SUMMARY_TITLE
 from offloaddoctor.config.bridge_summary import BridgeSummaryBlock
 from offloaddoctor.config.dialect import EITHER_DIALECT
+from offloaddoctor.config.run_identity import START_UP_LINE
 from offloaddoctor.config.keys import LIST_KEYS, canonical_key, legacy_name, legacy_setting
 from offloaddoctor.config.printed import parse_printed
 from offloaddoctor.config.values import ConfigValue, Source
@@ -35,6 +36,12 @@ _VERSION_LINE = lazy_compile(
     rf"^\s*({'|'.join(_VERSIONED_PACKAGES)})\s*(?:==\s*|\s+)(\d+\.\d+\.\d+(?:\.?(?:rc|a|b|dev|post)\d+)?)\s*$"
 )
 _REPR_SECTION = {"OptimizerConfig": "optimizer", "DistributedDataParallelConfig": "ddp"}
+# Megatron-LM's start-up lines (`> PyTorch version ................ 2.11.0+cu130`): read as START_UP_LINE.
+_HEADER_VERSIONS = {
+    "> PyTorch version ": "runtime.torch_version",
+    "> Megatron-Core version ": "runtime.megatron_core_version",
+}
+_HEADER_VERSION = lazy_compile(r"^> (?:PyTorch|Megatron-Core) version \.+ (\d+\.\d+\S*)\s*$")
 # The tokenizer build (Megatron-LM's `_vocab_size_with_padding`, megatron-core's build_tokenizer), after the arguments
 # block: the vocabulary the tokenizer gave (before padding), where the block says `vocab_size None` (a GPT-2 BPE or
 # HuggingFace tokenizer's run).
@@ -67,6 +74,7 @@ LITERALS = (
     *(program + blank for program in ("python", "python3", ".py") for blank in " \t"),
     " -m torch.distributed",
     *_VERSIONED_PACKAGES,
+    *_HEADER_VERSIONS,
     PADDED_VOCAB,
 )
 
@@ -169,6 +177,10 @@ class LogConfigCollector:
         for literal, (key, value) in _RUNTIME_FACTS.items():
             if literal in text:
                 self._add(key, value, line, "runtime message")
+                return True
+        for literal, key in _HEADER_VERSIONS.items():
+            if literal in text and (version := _HEADER_VERSION.match(text.strip())):
+                self._add(key, version.group(1), line, START_UP_LINE)
                 return True
         # (a traceback's megatron/ paths are not version lines: no pattern compiled for them, start-up)
         if "megatron" in text and text.lstrip().startswith(_VERSIONED_PACKAGES):

@@ -126,7 +126,11 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey(
         "runtime.megatron_bridge_version", "megatron-bridge version, from a pip list / pip freeze line in the log"
     ),
-    KnownKey("runtime.megatron_core_version", "megatron-core version, from a pip list / pip freeze line in the log"),
+    KnownKey(
+        "runtime.megatron_core_version",
+        "megatron-core version, from a pip list / pip freeze line or Megatron-LM's `> Megatron-Core version` line",
+    ),
+    KnownKey("runtime.torch_version", "PyTorch version, from Megatron-LM's `> PyTorch version` start-up line"),
     KnownKey(
         "runtime.trained_parameter_share",
         "share of the parameters that train (a LoRA run's adapters), where a log's gradient buckets say most are frozen",

@@ -21,6 +21,9 @@ from offloaddoctor.config.values import ConfigValue, format_value
 # Where a log prints its own config once per job (not per line, not per process).
 _IDENTIFYING_DETAILS = ("arguments block", "Bridge summary", "OptimizerConfig", "DistributedDataParallelConfig")
 _IDENTIFYING_PREFIXES = ("runtime.megatron_",)  # package versions
+# Megatron-LM's `> Megatron-Core version …` start-up line: many runs print the same one, so it does not tie a log to
+# a run as a pasted pip list does (config/from_log.py reads it with this detail).
+START_UP_LINE = "start-up line"
 # Printed in the arguments block but different on every process of one job.
 _PER_PROCESS_KEYS = frozenset({"rank", "local_rank", "node_rank", "global_rank"})
 # Shown first when saying what tells runs apart: what a person recognises a run by.
@@ -60,7 +63,9 @@ class Run:
 def identifying(key: str, detail: str) -> bool:
     if key in _PER_PROCESS_KEYS or key.rsplit(".", 1)[-1] in _PER_PROCESS_KEYS:
         return False
-    return detail.startswith(_IDENTIFYING_DETAILS) or key.startswith(_IDENTIFYING_PREFIXES)
+    return detail.startswith(_IDENTIFYING_DETAILS) or (
+        key.startswith(_IDENTIFYING_PREFIXES) and detail != START_UP_LINE
+    )
 
 
 def log_identity(path: str, values: Iterable[ConfigValue], lines: int = 0) -> LogIdentity:
