@@ -157,3 +157,33 @@ def test_every_run_a_fix_was_tried_on_names_fixtures_that_are_there(catalog):
         named = re.findall(r"fixtures/[\w./-]+\.log(?:\.gz)?", run)
         assert len(named) >= 2, (signature, run)  # the failing run and the run of the fix
         assert all((root / path).is_file() for path in named), (signature, run)
+
+
+@pytest.mark.parametrize(
+    ("printed", "operand", "lower"),
+    [
+        ("2.11.0+cu130", "2.11", False),
+        ("2.11.0a0+gitabcdef", "2.11", False),
+        ("2.9.1", "2.11", True),
+        ("0.16.1", "0.19", True),
+        ("0.19.0rc1", "0.19.0", False),
+        ("1.10", "1.9", False),  # numbers, not text: 10 > 9
+    ],
+)
+def test_releases_compare_by_their_numbers(printed, operand, lower):
+    from offloaddoctor.catalog.predicates import evaluate, parse_predicate
+
+    def leaf(op):
+        return parse_predicate({"key": "runtime.torch_version", op: operand}, "t")
+
+    assert evaluate(leaf("version_lt"), lambda kind, name: printed) is lower
+    assert evaluate(leaf("version_ge"), lambda kind, name: printed) is not lower
+
+
+def test_a_release_that_is_not_one_is_unknown_and_an_operand_that_is_not_one_is_refused():
+    from offloaddoctor.catalog.predicates import PredicateError, evaluate, parse_predicate
+
+    leaf = parse_predicate({"key": "runtime.torch_version", "version_lt": "2.11"}, "t")
+    assert evaluate(leaf, lambda kind, name: "nightly") is None
+    with pytest.raises(PredicateError, match="expected a release"):
+        parse_predicate({"key": "runtime.torch_version", "version_lt": "latest"}, "t")
