@@ -162,9 +162,9 @@ def test_run_mode_log_path_timeouts_and_kills_are_skips(tmp_path):
             ({"cfg.yaml": config(1, offload=True), "run.sh": writes_log}, "offload"),
         ],
     )
-    result = bisect_run(str(repo), shas[0], shas[-1], "sh run.sh", CATALOG, log_path="out/train.log", timeout=2)
+    result = bisect_run(str(repo), shas[0], shas[-1], "sh run.sh", CATALOG, log_path="out/train.log", timeout=1)
     reasons = {t.commit.subject: t.outcome.reason for t in result.tested}
-    assert "timed out after 2 s" in reasons["hangs"]
+    assert "timed out after 1 s" in reasons["hangs"]
     assert "killed" in reasons["killed"] or "no log" in reasons["killed"]
     assert {c.sha for c in result.candidates} == set(shas[1:])
 

@@ -145,7 +145,7 @@ def test_background_jobs_and_setsid_grandchildren_end_with_the_command(tmp_path)
     assert finished.output.read_text() == "done\n"
     assert [name for name, pid in pids_in(pids).items() if alive(pid)] == []
 
-    for seconds in (1, 5):  # 5 s only where the command took more than a second to start its processes
+    for seconds in (0.5, 5):  # 5 s only where the command took more than half a second to start its processes
         for name in list(pids.iterdir()):
             name.unlink()
         command = leaves_processes_behind(pids) + f"touch {tmp_path}/ready; sleep 300"
@@ -159,7 +159,7 @@ def test_background_jobs_and_setsid_grandchildren_end_with_the_command(tmp_path)
 
 def fake_git_that_stalls_in_worktree_add(bin_dir: Path, ready: Path) -> None:
     """`git worktree add` as it is while it checks files out: registered and locked ("initializing"). It
-    touches READY there and takes 2 s to finish; a git killed there leaves the worktree locked."""
+    touches READY there and takes 1 s to finish; a git killed there leaves the worktree locked."""
     real = shutil.which("git")
     bin_dir.mkdir()
     script = bin_dir / "git"
@@ -169,7 +169,7 @@ def fake_git_that_stalls_in_worktree_add(bin_dir: Path, ready: Path) -> None:
         '  *" worktree add "*)\n'
         f'    "{real}" "$@" || exit $?\n'
         f'    "{real}" worktree lock --reason initializing "$9" || exit 1\n'
-        f"    touch {ready}; sleep 2\n"
+        f"    touch {ready}; sleep 1\n"
         f'    exec "{real}" worktree unlock "$9" ;;\n'
         f'  *) exec "{real}" "$@" ;;\n'
         "esac\n"
