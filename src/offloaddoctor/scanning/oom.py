@@ -136,8 +136,8 @@ def fragmentation_verdict(
     building_model: str | None = None,
 ) -> tuple[bool, str] | None:
     """THE rule (docs/oom.md): fragmentation when reserved-but-unallocated memory is not zero and, with the
-    usable free memory, covers the request, and the free memory alone is less than twice it; otherwise capacity. The failed request is only the first that did
-    not fit: when the run's config is known and the memory model says the whole step is short even in its best
+    usable free memory, covers the request, and the free memory alone is under twice it; otherwise capacity.
+    The failed request is only the first that did not fit: when the run's config is known and the memory model says the whole step is short even in its best
     case (`whole_step_short` > 0: the peak with the cache squeezed is over the limit), no allocator setting can
     make it fit → capacity (e74's covered request: with expandable segments, e77, it ran out of memory again).
     `first_build_bytes`: the part of that shortfall that is optimizer offloading's first build, which only
@@ -156,7 +156,7 @@ def fragmentation_verdict(
     sums = f"{free_label} {format_bytes(free)} + reserved-unallocated {format_bytes(slack)} = {format_bytes(covered)}"
     if fragmentation and free >= 2 * requested:
         why = (
-            "but the free memory alone was more than twice the request: the allocator takes a new block from the "
+            "but the free memory alone was twice the request or more: the allocator takes a new block from the "
             "driver when its cache has none, so the cache's pieces did not fail it; the memory was gone when it "
             "asked (another process or rank on this GPU) or came back before the message → capacity, as far as "
             "this message tells"
