@@ -412,3 +412,22 @@ def test_layer_level_activation_offloading_without_te_trained_with_the_fix_print
     fixed = _with_fix(recorded.removeprefix("cmd: "), finding.overrides)
     assert _without_port(fixed) == _without_port(advised.split("\t")[-1])
     assert _measured_peak_mib("b32-gpt8l-cpu-offload-layers-0-advised") > 0
+
+
+def test_a_27b_gpt_that_ran_out_of_memory_trained_with_what_diagnose_and_check_print(tmp_path):
+    """fixtures/offload-sweep a-gpt27b-s4096 (an H100, benchmarks/advice_runs.json): its base ran out of memory; the
+    line diagnose prints for that log and the one `check --gpu` prints for its launch are selective recompute, and
+    that run (-1) trained."""
+    from offloaddoctor.api import check
+
+    sweep = FIXTURES / "offload-sweep"
+    [finding] = diagnose([str(sweep / "a-gpt27b-s4096-0.log.gz")]).findings
+    assert finding.id == "oom-capacity"
+    assert finding.overrides == ["--recompute-granularity selective", "--recompute-modules core_attn"]
+    rows = {r.split("\t")[0]: r.split("\t") for r in (sweep / "runs.tsv").read_text().splitlines()}
+    launch = tmp_path / "run.sh"
+    launch.write_text(rows["a-gpt27b-s4096-0"][-1] + "\n")
+    [refused] = check([str(launch)], gpu="H100-80GB").violations
+    assert refused.id == "memory-exceeds-capacity" and refused.overrides == finding.overrides
+    trained = rows["a-gpt27b-s4096-1"]
+    assert trained[1] == "ran" and "--recompute-granularity selective" in trained[-1]
