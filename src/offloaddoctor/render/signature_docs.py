@@ -85,8 +85,9 @@ def index_page(catalog: Catalog) -> str:
     out = [
         "# Signature catalogue",
         "",
-        "Generated from `signatures/*.yaml` by `tools/gen_signature_docs.py`. *Fix run*: the fix as printed was run,",
-        "and the run trained (or served the request); the signature's page names the logs.",
+        "Generated from `signatures/*.yaml` by `tools/gen_signature_docs.py`. *Fix run*: the fix as printed was run on",
+        "a GPU and did what the finding says (trained, served the request, stepped faster); the signature's page names",
+        "the logs.",
         "",
         "| id | severity | priority | preflight | fix run | title |",
         "| --- | --- | --- | --- | --- | --- |",
