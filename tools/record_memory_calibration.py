@@ -1287,6 +1287,11 @@ NCCL_UB_GPT = f"{shape(8, 1024, 16, 1024, 2, 32000, gbs=8)} --bf16 {DISTOPT} --u
 RUNS["b37-gpt-dp2-nccl-ub-expandable"] = (2, 0, NCCL_UB_GPT)
 RUN_ENV["b37-gpt-dp2-nccl-ub-expandable"] = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 RUNS["b38-gpt-dp2-nccl-ub"] = (2, 0, NCCL_UB_GPT)
+# The line diagnose prints today for n133's OOM (g1's 3.35B GPT offloading all of it at micro-batch 3, without the
+# precision-aware optimizer): selective recompute, the model's cheapest change that fits, never run (n134 ran the
+# precision-aware change). On an H100, as n133 was; planned before it ran.
+RUNS["b39-gpt3b-f100-mbs3-selective-advised"] = (1, 0, f"{G1_MBS3} {SELECTIVE} --recompute-modules core_attn")
+RUN_ENV["b39-gpt3b-f100-mbs3-selective-advised"] = {"ODR_PRECISION_AWARE_OFF": "1"}
 
 
 class SmiPoller(threading.Thread):
