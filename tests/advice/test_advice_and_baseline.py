@@ -431,3 +431,21 @@ def test_a_27b_gpt_that_ran_out_of_memory_trained_with_what_diagnose_and_check_p
     assert refused.id == "memory-exceeds-capacity" and refused.overrides == finding.overrides
     trained = rows["a-gpt27b-s4096-1"]
     assert trained[1] == "ran" and "--recompute-granularity selective" in trained[-1]
+
+
+def test_the_fix_printed_today_for_an_offloading_gpts_oom_trained():
+    """b39 (an H100, planned in benchmarks/build_oom_plan.json): out-of-memory/n133 (a 3.35B GPT offloading all of its
+    optimizer, micro-batch 3) gets selective recompute; n133's command with those lines trained, within 0.3 % of the
+    model's peak."""
+    [finding] = diagnose(
+        [str(FROZEN_RUNS / "out-of-memory" / "n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit.log.gz")]
+    ).findings
+    assert finding.id == "oom-capacity"
+    rows = {
+        r.split("\t")[0]: r.split("\t")[-1]
+        for tsv in (FROZEN_RUNS / "out-of-memory" / "runs.tsv", FROZEN_RUNS / "runs.tsv")
+        for r in tsv.read_text().splitlines()
+    }
+    fixed = _with_fix(rows["n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit"], finding.overrides)
+    assert _without_port(fixed) == _without_port(rows["b39-gpt3b-f100-mbs3-selective-advised"])
+    assert _measured_peak_mib("b39-gpt3b-f100-mbs3-selective-advised") > 0
