@@ -52,3 +52,9 @@ def inert_json(document: str) -> str:
     if not document.isascii() or "\x7f" in document:  # isascii is a flag: no scan of a 50 MB report for nothing
         document = _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
     return document.replace("##[", "#\\u0023[")
+
+
+def cut(text: str, most: int) -> str:
+    """Text as a message quotes it: at most `most` characters, the last an ellipsis where it was cut (a
+    5,000-digit value or a whole log line named in full would bury the message)."""
+    return text if len(text) <= most else text[: most - 1] + "…"

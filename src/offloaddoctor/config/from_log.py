@@ -3,6 +3,7 @@ configuration summary (config/bridge_summary.py), the launch command line, envir
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import takewhile
 
@@ -96,6 +97,10 @@ class LogConfigCollector:
     @property
     def segment(self) -> int:
         return len(self.segment_starts) - 1
+
+    def segment_at(self, line: int) -> int:
+        """The segment (one per arguments block) that holds `line` of this log."""
+        return max(bisect_right(self.segment_starts, line) - 1, 0)
 
     def segment_values(self, segment: int) -> list[ConfigValue]:
         return self._by_segment.get(segment, [])

@@ -9,6 +9,7 @@ from offloaddoctor.config.keys import VALUE_CHOICES, VALUE_KINDS, canonical_key,
 from offloaddoctor.config.values import ConfigValue, Source
 from offloaddoctor.errors import UserError
 from offloaddoctor.lazy_pattern import lazy_compile
+from offloaddoctor.text_safety import cut
 
 # Dotted parts, none empty: `a..b` and `a.` name no key (Hydra refuses them too).
 _KEY = lazy_compile(r"^\+{0,2}[A-Za-z_][\w\-]*(?:\.[\w\-]+)*$")
@@ -29,14 +30,9 @@ def parse_overrides(items: Sequence[str]) -> list[ConfigValue]:
         value = parse_value(canonical, raw_value)
         problem = type_problem(canonical, value)
         if problem:
-            raise UserError(f"--set {_cut(item)}: {canonical} takes {problem}, not {_cut(raw_value.strip())!r}")
+            raise UserError(f"--set {cut(item, 60)}: {canonical} takes {problem}, not {cut(raw_value.strip(), 60)!r}")
         values.append(ConfigValue(canonical, value, Source("--set", None, f"#{position} {key}"), "set"))
     return values
-
-
-def _cut(text: str, limit: int = 60) -> str:
-    """A value as an error shows it: a 5,000-digit number named in full would bury the message."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 _KIND_WORDS = {"bool": "True or False", "int": "a whole number", "number": "a number"}

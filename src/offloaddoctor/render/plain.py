@@ -9,7 +9,7 @@ from offloaddoctor.scanning import format_ranks
 from offloaddoctor.config.values import format_value
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.render.facts import fact_lines
-from offloaddoctor.text_safety import safe_text
+from offloaddoctor.text_safety import cut, safe_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: `check`'s text (finding_blocks) loads no run grouping (report/runs.py)
@@ -305,10 +305,6 @@ def finding_block(index: int, finding: Finding, details: bool = True) -> list[st
     return lines
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 # The fields of a Megatron iteration line that a finding's numbers come from (the slowdown's iteration time,
 # the throughput): kept when the line is cut, wherever they stand in it.
 KEY_FIELDS = ("elapsed time per iteration", "throughput per GPU")
@@ -324,7 +320,7 @@ def cut_evidence(text: str, width: int) -> str:
         return text
     text = " ".join(text.split())
     if len(text) <= width or _FIELD_SEPARATOR not in text:
-        return _cut(text, width)
+        return cut(text, width)
     fields = [field for field in text.split(_FIELD_SEPARATOR) if field]
     keys = [next((i for i, field in enumerate(fields) if name in field), None) for name in KEY_FIELDS]
     kept: set[int] = set()
@@ -336,7 +332,7 @@ def cut_evidence(text: str, width: int) -> str:
                 break
             kept.add(index)
     joined = _joined(fields, kept)
-    return joined if len(joined) <= width else _cut(joined, width)
+    return joined if len(joined) <= width else cut(joined, width)
 
 
 def _joined(fields: list[str], kept: set[int]) -> str:

@@ -6,7 +6,6 @@ no finding explains is kept as "unexplained"."""
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 
 from offloaddoctor.report.findings import (
     CONFIRMED,
@@ -42,6 +41,7 @@ from offloaddoctor.config.dialect import BRIDGE, MEGATRON_LM
 from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore, format_value
 from offloaddoctor.lazy_pattern import lazy_compile
+from offloaddoctor.text_safety import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -135,7 +135,7 @@ def build_report(
     went_on = _run_went_on_after(scan, unmatched) if unmatched is not None else None
     if unmatched is not None and went_on is not None:
         notes.append(
-            f"{unmatched.path}:{unmatched.line}: `{_shortened(unmatched.text)}` reads like an error, but the run "
+            f"{unmatched.path}:{unmatched.line}: `{cut(unmatched.text.strip(), 100)}` reads like an error, but the run "
             f"{went_on}: it did not stop the run"
         )
         unmatched = None
@@ -478,20 +478,15 @@ def _trained_past_note(finding: Finding) -> str:
     )
 
 
-def _shortened(text: str, most: int = 100) -> str:
-    text = text.strip()
-    return text if len(text) <= most else text[: most - 1] + "…"
-
-
 def _run_went_on_after(scan: ScanResult, evidence: Evidence) -> str | None:
     """What the same log and segment show of the run after `evidence`, where it went on: enough iterations, or its
     training loop's end."""
     if evidence.line is None:
         return None
-    starts = next((c.segment_starts for c in scan.collectors if c.path == evidence.path), [0])
+    collector = next((c for c in scan.collectors if c.path == evidence.path), None)
 
     def segment(line: int) -> int:
-        return max(bisect_right(starts, line) - 1, 0)
+        return collector.segment_at(line) if collector is not None else 0
 
     later = [
         r for r in scan.iterations.get((evidence.path, segment(evidence.line)), ()) if r.path and r.line > evidence.line

@@ -137,9 +137,9 @@ def fragmentation_verdict(
 ) -> tuple[bool, str] | None:
     """THE rule (docs/oom.md): fragmentation when reserved-but-unallocated memory is not zero and, with the
     usable free memory, covers the request, and the free memory alone is under twice it; otherwise capacity.
-    The failed request is only the first that did not fit: when the run's config is known and the memory model says the whole step is short even in its best
-    case (`whole_step_short` > 0: the peak with the cache squeezed is over the limit), no allocator setting can
-    make it fit → capacity (e74's covered request: with expandable segments, e77, it ran out of memory again).
+    The failed request is only the first that did not fit: when the run's config is known and the memory model
+    says the whole step is short even in its best case (`whole_step_short` > 0: the peak with the cache squeezed
+    is over the limit), no allocator setting can make it fit → capacity (e74's covered request: with expandable segments, e77, it ran out of memory again).
     `first_build_bytes`: the part of that shortfall that is optimizer offloading's first build, which only
     Python's garbage collector frees (memory/model.py), for the wording. `expandable_segments_on`: the run's
     config says so; the allocator then maps memory where a request needs it, no block to miss → capacity.
