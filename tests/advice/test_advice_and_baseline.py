@@ -320,6 +320,16 @@ def test_the_micro_batch_fix_for_that_oom_trained_on_the_gpu_under_its_cards_bud
     assert "ODR_CAP_MIB=12805" in trained and "--micro-batch-size 5 " in trained
 
 
+def _launch_commands() -> dict[str, str]:
+    """Each recorded run's launch command (the last column of runs.tsv), the runs that stopped included."""
+    tables = (
+        FROZEN_RUNS / "runs.tsv",
+        FROZEN_RUNS / "refused" / "runs.tsv",
+        FROZEN_RUNS / "out-of-memory" / "runs.tsv",
+    )
+    return {row.split("\t")[0]: row.split("\t")[-1] for tsv in tables for row in tsv.read_text().splitlines()}
+
+
 def _without_port(command: str) -> str:
     return re.sub(r"--master-port \d+ ", "", command)
 
@@ -392,11 +402,7 @@ def test_a_start_up_refusal_recorded_on_the_gpu_trained_with_the_fix_printed_for
     own log, diagnosed; its printed lines applied to its launch command give the command of a run that trained."""
     [finding] = diagnose([str(FROZEN_RUNS / "refused" / f"{refused}.log.gz")]).findings
     assert finding.id == signature and finding.config.verdict != "contradicted"
-    commands = {
-        row.split("\t")[0]: row.split("\t")[-1]
-        for tsv in (FROZEN_RUNS / "refused" / "runs.tsv", FROZEN_RUNS / "runs.tsv")
-        for row in tsv.read_text().splitlines()
-    }
+    commands = _launch_commands()
     assert _without_port(_with_fix(commands[refused], finding.overrides)) == _without_port(commands[advised])
     assert _measured_peak_mib(advised) > 0  # it trained: Megatron reported memory after its iterations
 
@@ -441,11 +447,7 @@ def test_the_fix_printed_today_for_an_offloading_gpts_oom_trained():
         [str(FROZEN_RUNS / "out-of-memory" / "n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit.log.gz")]
     ).findings
     assert finding.id == "oom-capacity"
-    rows = {
-        r.split("\t")[0]: r.split("\t")[-1]
-        for tsv in (FROZEN_RUNS / "out-of-memory" / "runs.tsv", FROZEN_RUNS / "runs.tsv")
-        for r in tsv.read_text().splitlines()
-    }
+    rows = _launch_commands()
     fixed = _with_fix(rows["n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit"], finding.overrides)
     assert _without_port(fixed) == _without_port(rows["b39-gpt3b-f100-mbs3-selective-advised"])
     assert _measured_peak_mib("b39-gpt3b-f100-mbs3-selective-advised") > 0
