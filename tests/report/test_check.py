@@ -358,3 +358,11 @@ def test_megatron_lms_start_up_lines_give_the_releases():
         r for r in (FIXTURES / "memory-calibration" / "runs.tsv").read_text().splitlines() if r.startswith("b37")
     )
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in trained and "--use-nccl-ub" in trained
+
+
+def test_an_unchecked_constraint_names_only_the_values_it_needs_not_those_a_default_stands_in_for():
+    """nccl-ub-expandable-segments takes unknown releases as the ones that refuse the pair (`if_missing`): where the
+    allocator setting is not known, that is all `check` says it needs."""
+    report = check_store(CATALOG, store_of({"ddp.nccl_ub": True}), only=["nccl-ub-expandable-segments"])
+    [unchecked] = report.unchecked
+    assert unchecked.missing == ("allocator.expandable_segments",)

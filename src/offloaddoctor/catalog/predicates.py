@@ -251,20 +251,21 @@ def unreadable_values(predicate: Predicate, lookup: Lookup) -> list[tuple[str, A
     return out
 
 
-def names_in(predicate: Predicate | None, kind: str) -> Iterator[str]:
-    """Every config key (kind="key") or fact (kind="fact") a predicate reads, in order, refs included."""
+def names_in(predicate: Predicate | None, kind: str, needed_only: bool = False) -> Iterator[str]:
+    """Every config key (kind="key") or fact (kind="fact") a predicate reads, in order, refs included.
+    `needed_only`: not those of leaves that say what their absence means (`if_missing`)."""
     if predicate is None:
         return
     if isinstance(predicate, Leaf):
-        if predicate.kind == kind:
+        if predicate.kind == kind and not (needed_only and predicate.if_missing is not None):
             yield predicate.name
         if kind == "key" and isinstance(predicate.operand, Ref):
             yield predicate.operand.key
     elif isinstance(predicate, Not):
-        yield from names_in(predicate.child, kind)
+        yield from names_in(predicate.child, kind, needed_only)
     else:
         for child in predicate.children:
-            yield from names_in(child, kind)
+            yield from names_in(child, kind, needed_only)
 
 
 def describe(predicate: Predicate) -> str:

@@ -79,7 +79,7 @@ def check_store(
         if outcome is False:
             report.passed.append(signature.id)
         else:
-            keys = dict.fromkeys(names_in(constraint, "key"))
+            keys = dict.fromkeys(names_in(constraint, "key", needed_only=True))  # not those a default stands in for
             invalid = dict(unreadable_values(constraint, lookup))  # key -> value (the same value per key)
             report.unchecked.append(
                 Unchecked(signature.id, tuple(k for k in keys if store.resolve(k) is None), tuple(invalid))
