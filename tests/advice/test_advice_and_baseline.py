@@ -334,6 +334,11 @@ def _without_port(command: str) -> str:
     return re.sub(r"--master-port \d+ ", "", command)
 
 
+def _settings(command: str) -> list[str]:
+    """A launch command as its flags with their values, in any order (Megatron-LM reads them so)."""
+    return sorted(re.split(r" (?=--[a-z])", _without_port(command)))
+
+
 def _measured_peak_mib(name: str) -> float:
     with gzip.open(FROZEN_RUNS / f"{name}.log.gz", "rt") as log:
         text = log.read()
@@ -395,16 +400,52 @@ def _with_fix(command: str, lines: list[str]) -> str:
         ("b29-gpt6l-pp2-vpp2-refused", "b30-gpt6l-pp2-advised", "vpp-layer-divisibility"),
         ("b16-moe8-ep4-on-2-gpus-refused", "b17-moe8-ep2-advised", "expert-grid-divides-world"),
         ("n125-gpt1b-fine-grained-local", "b31-gpt1b-fine-grained-removed-advised", "fine-grained-offload-requires-te"),
+        (
+            "b40-gpt1b-s4k-full-cpu-offload-refused",
+            "b41-gpt1b-s4k-full-offload-off-cap32-advised",
+            "recompute-cpu-offload",
+        ),
+        ("b43-tiny-cpu-offload-all-layers-refused", "b44-tiny-cpu-offload-off-advised", "cpu-offload-num-layers"),
+        ("b45-gpt6l-pp2-cpu-offload-refused", "b46-gpt6l-pp2-optimizer-offload-advised", "pp-cpu-offload"),
+        (
+            "b47-tiny-offload-no-precision-aware-refused",
+            "b48-tiny-offload-precision-aware-advised",
+            "optimizer-offload-precision-aware",
+        ),
+        # not refused: megatron-core trains with any fraction, and the config alone shows it
+        ("b33-gpt-offload-fraction-1.5", "b49-gpt-offload-fraction-0.5-advised", "optimizer-offload-fraction-range"),
     ],
 )
 def test_a_start_up_refusal_recorded_on_the_gpu_trained_with_the_fix_printed_for_its_log(refused, advised, signature):
-    """b16-b31 (two H200s and an H100, megatron-core 0.19.0; planned in benchmarks/build_oom_plan.json): each refusal's
-    own log, diagnosed; its printed lines applied to its launch command give the command of a run that trained."""
-    [finding] = diagnose([str(FROZEN_RUNS / "refused" / f"{refused}.log.gz")]).findings
-    assert finding.id == signature and finding.config.verdict != "contradicted"
+    """b16-b49 (H200s and an H100, megatron-core 0.19.0; planned in benchmarks/build_oom_plan.json): each refusal's
+    own log, diagnosed; every line the report prints, applied to its launch command, gives the command of a run that
+    trained."""
+    log = FROZEN_RUNS / "refused" / f"{refused}.log.gz"
+    findings = diagnose([str(log if log.exists() else FROZEN_RUNS / f"{refused}.log.gz")]).findings
+    assert findings[0].id == signature and findings[0].config.verdict != "contradicted"
     commands = _launch_commands()
-    assert _without_port(_with_fix(commands[refused], finding.overrides)) == _without_port(commands[advised])
+    fixed = _with_fix(commands[refused], [line for finding in findings for line in finding.overrides])
+    assert _settings(fixed) == _settings(commands[advised])
     assert _measured_peak_mib(advised) > 0  # it trained: Megatron reported memory after its iterations
+
+
+def test_a_fix_that_would_meet_the_next_refusal_gives_way_to_the_one_that_settles_both():
+    """b40-b42 (an H200 under a 32 GiB card's budget, 29,425 MiB, without Transformer Engine): full recompute with
+    activation offloading was refused. Its own fix, recompute off, would still meet cpu-offload-requires-te; the report
+    now prints activation offloading off for both, which keeps recompute: b41 trained at 19,032 MiB. The lines printed
+    before (recompute removed, offloading off), run as printed on the same budget, ran out of memory (b42)."""
+    findings = diagnose([str(FROZEN_RUNS / "refused" / "b40-gpt1b-s4k-full-cpu-offload-refused.log.gz")]).findings
+    assert [f.id for f in findings] == ["recompute-cpu-offload", "cpu-offload-requires-te"]
+    assert findings[0].overrides == ["--cpu-offloading-num-layers 0"] and findings[1].overrides == []
+    assert "would still be refused by cpu-offload-requires-te" in findings[0].fix_sentences[0]
+    assert _measured_peak_mib("b41-gpt1b-s4k-full-offload-off-cap32-advised") < 29425
+    before = _with_fix(
+        _launch_commands()["b40-gpt1b-s4k-full-cpu-offload-refused"],
+        ["remove --recompute-granularity from the launch command", "--cpu-offloading-num-layers 0"],
+    )
+    ran_out = (FROZEN_RUNS / "out-of-memory" / "runs.tsv").read_text().splitlines()
+    row = next(r.split("\t") for r in ran_out if r.startswith("b42-"))
+    assert _without_port(row[-1]) == _without_port(before)
 
 
 def test_layer_level_activation_offloading_without_te_trained_with_the_fix_printed_for_its_log():

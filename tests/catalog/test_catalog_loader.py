@@ -141,7 +141,9 @@ def test_fix_tried_is_a_list_of_sentences(tmp_path):
     write(
         tmp_path,
         "tried",
-        GOOD.replace("id: recompute-cpu-offload", "id: tried").replace("\nfix:\n", "\nfix:\n  tried: a run\n"),
+        re.sub(r"\n  tried:\n(    - .*\n)+", "\n  tried: a run\n", GOOD).replace(
+            "id: recompute-cpu-offload", "id: tried"
+        ),
     )
     with pytest.raises(CatalogError, match=r"fix\.tried.*must be a list of sentences"):
         load_catalog([tmp_path], include_builtin=False)

@@ -63,6 +63,7 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore, fallback: str =
         ]
         for f in findings
     }
+    _leads_into_another_refusal(findings, items, store, dialect)  # before the conflicts: it may settle them
     _resolve_conflicts(findings, items, dialect)
     _settled_by_another_fix(findings, items, store, dialect)
     for finding in findings:
@@ -186,6 +187,44 @@ def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], dial
                 )
 
 
+def _changes_of(finding: Finding, items: dict[int, list]) -> dict[str, Any]:
+    return {key: value for item in items[id(finding)] if not isinstance(item, str) for key, value in item}
+
+
+def _leads_into_another_refusal(
+    findings: Sequence[Finding], items: dict[int, list], store: ConfigStore, dialect: str
+) -> None:
+    """A fix after which the run would still be refused by another finding's constraint, where that finding's fix
+    settles this one too, gives way to it: recompute-cpu-offload's `recompute off` on the local implementation, where
+    cpu-offload-requires-te refuses activation offloading anyway, would lose recompute and still not train; turning
+    activation offloading off settles both and keeps recompute (fixtures/memory-calibration b40-b42)."""
+    for index, finding in enumerate(findings):
+        condition = finding.signature.config
+        own = _changes_of(finding, items)
+        if condition is None or not own or store.holds(condition) is not True:
+            continue
+        for other in findings[index + 1 :]:  # one ranked before it settles it (_settled_by_another_fix)
+            refusal = other.signature.config
+            theirs = _changes_of(other, items)
+            if (
+                other.signature.severity != "error"
+                or refusal is None
+                or not theirs
+                or store.holds(refusal) is not True
+                or store.holds(refusal, own) is not True  # this fix leaves the other refusal standing
+                or store.holds(condition, theirs) is not False  # and the other's fix settles this one
+            ):
+                continue
+            left, taken = _shown(own, store, dialect), _shown(theirs, store, dialect)
+            items[id(finding)] = [list(item) for item in items[id(other)] if not isinstance(item, str)]
+            finding.fix_note = (
+                f"{finding.fix_note} Not `{left}`: the run would still be refused by {other.signature.id}, whose "
+                f"fix (`{taken}`) settles this one too."
+            ).strip()
+            finding.fix_note_replaces_summary = True  # the summary describes the fix left out
+            break
+
+
 def _settled_by_another_fix(
     findings: Sequence[Finding], items: dict[int, list], store: ConfigStore, dialect: str
 ) -> None:
@@ -194,7 +233,7 @@ def _settled_by_another_fix(
     the two would undo both memory savers for one conflict."""
 
     def changes_of(finding: Finding) -> dict[str, Any]:
-        return {key: value for item in items[id(finding)] if not isinstance(item, str) for key, value in item}
+        return _changes_of(finding, items)
 
     for index, finding in enumerate(findings):
         condition = finding.signature.config
@@ -204,10 +243,15 @@ def _settled_by_another_fix(
         for other in findings[:index]:  # a finding ranked before it: the primary keeps its own fix (n76's, n78's run)
             applied = changes_of(other)
             if applied and store.holds(condition, applied) is False:
-                settled = "; ".join(render_changes(list(applied.items()), dialect))
+                settled = _shown(applied, store, dialect)
                 keys = set(changes_of(finding))
                 _leave_out(finding, items, keys, f"{other.signature.id}'s fix (`{settled}`) settles this one as well.")
                 break
+
+
+def _shown(changes: dict[str, Any], store: ConfigStore, dialect: str) -> str:
+    """Changes as a note quotes them: those the run does not have already, as the fix prints them."""
+    return "; ".join(render_changes([c for c in changes.items() if not in_effect(c, store)], dialect))
 
 
 def _leave_out(finding: Finding, items: dict[int, list], keys: set[str], note: str) -> None:
