@@ -121,3 +121,33 @@ def test_another_error_raised_while_building_keeps_its_own_fix():
     (finding,) = diagnose([str(case / "job.log")], policy=Policy()).findings
     assert "raised_while_building_the_model" not in finding.facts
     assert finding.overrides == ["--cpu-offloading-num-layers 0"]
+
+
+# The start-up frames of the held-out bigscience tr1-13B paste (a GPU with an uncorrectable ECC error, reused by the
+# next job) and of Megatron-LM's and Megatron-Bridge's process-group set-up.
+START_UP_FRAMES = {
+    "_compile_dependencies": (
+        '  File "/code/Megatron-DeepSpeed/megatron/initialize.py", line 89, in initialize_megatron\n'
+        "    _compile_dependencies()\n"
+        '  File "/code/Megatron-DeepSpeed/megatron/initialize.py", line 140, in _compile_dependencies\n'
+        "    torch.distributed.barrier()"
+    ),
+    "torch_dist_init": (
+        '  File "/opt/Megatron-Bridge/src/megatron/bridge/training/initialize.py", line 260, in torch_dist_init\n'
+        "    _initialize_distributed("
+    ),
+}
+
+
+@pytest.mark.parametrize("function", sorted(START_UP_FRAMES))
+@pytest.mark.parametrize("message", [OOM, "[rank97]: RuntimeError: CUDA error: out of memory"])
+def test_an_oom_raised_while_the_job_is_set_up_claims_no_memory_cause_and_says_why(function, message):
+    """Before the model exists the job has put nothing on the GPU: it was full or faulty already, and no memory
+    setting of the run's would help (held-out megatron-deepspeed-bad-gpu-ecc-then-oom-at-init-barrier)."""
+    lines = ["Traceback (most recent call last):", *START_UP_FRAMES[function].splitlines(), message]
+    report = diagnose_text("\n".join(f"[rank97]: {line}" if not line.startswith("[") else line for line in lines))
+    assert report.findings == []
+    assert report.unmatched is not None and "out of memory" in report.unmatched.text
+    outermost = "initialize_megatron" if function == "_compile_dependencies" else function
+    [note] = [n for n in report.notes if "while the job was being set up" in n]
+    assert f"raised in {outermost}," in note and "not a memory setting of this run" in note

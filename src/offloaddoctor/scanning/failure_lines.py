@@ -75,6 +75,22 @@ MODEL_BUILD_FUNCTIONS = frozenset(
     }
 )
 
+# The functions that set a job up before anything of its model is on the GPU: Megatron-LM's and Megatron-Bridge's
+# initialize_megatron (-> _initialize_distributed -> init_process_group, initialize_model_parallel;
+# _compile_dependencies' barrier), Bridge's torch_dist_init. A CUDA out-of-memory error there is not the run's
+# memory: the GPU was full or faulty when the job started (held-out megatron-deepspeed-bad-gpu-ecc-then-oom-…).
+START_UP_FUNCTIONS = frozenset(
+    {
+        "initialize_megatron",
+        "finish_mpu_init",
+        "_initialize_distributed",
+        "init_process_group",
+        "initialize_model_parallel",
+        "_compile_dependencies",
+        "torch_dist_init",
+    }
+)
+
 
 def training_code(header: str) -> str | None:
     """Whose training loop a frame is in: Megatron-LM's (`megatron/training/`) or Megatron-Bridge's

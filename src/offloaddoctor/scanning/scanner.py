@@ -21,6 +21,7 @@ from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_LITERALS,
     FAILURE_LINE_PATTERN,
     MODEL_BUILD_FUNCTIONS,
+    START_UP_FUNCTIONS,
     DYNAMO_USER_CODE,
     SOURCE_LINE_LITERALS,
     exception_line_raised_by,
@@ -153,7 +154,8 @@ class TracebackTracker(LineHandler):
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
         self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
         self._frame_header: dict[int | None, str] = {}  # rank -> the last frame header of its open traceback
-        self._building: dict[int | None, str] = {}  # rank -> the model-build function its open traceback passed
+        # rank -> the model-build or start-up function its open traceback passed (failure_lines.py)
+        self._building: dict[int | None, str] = {}
         self._through_megatron: set[int | None] = set()  # ranks whose open traceback passed Megatron's code
 
     def feed(self, line: Line) -> bool:
@@ -217,7 +219,7 @@ class TracebackTracker(LineHandler):
                     self._through_megatron.add(rank)
                 if rank not in self._building:
                     function = frame_function(body)
-                    if function in MODEL_BUILD_FUNCTIONS:
+                    if function in MODEL_BUILD_FUNCTIONS or function in START_UP_FUNCTIONS:
                         self._building[rank] = function
             return True
         if _EXCEPTION_LINE.match(body):
@@ -542,7 +544,9 @@ class FailureMatcher(LineHandler):
                     continue
             if facts is None:
                 continue
-            if building is not None and matcher.spec.facts == "cuda-oom":
+            if building in START_UP_FUNCTIONS and matcher.spec.facts == "cuda-oom":
+                facts = {**facts, "raised_before_the_model": building}
+            elif building is not None and matcher.spec.facts == "cuda-oom":
                 facts = raised_while_building(facts, building)
             if rank is None:
                 rank = rank_in_message(text)
@@ -558,7 +562,8 @@ class FailureMatcher(LineHandler):
         """The exception line that ends a traceback (`text`: without the traceback's own indent); `raising`: the
         frame statement that raised it, beside a line that names only its class, shown and matched with it (a
         bare `AssertionError` is known by its `assert`); `building`: the model-build function the traceback
-        passed (an out-of-memory error there is capacity: scanning/oom.py raised_while_building)."""
+        passed (an out-of-memory error there is capacity: scanning/oom.py raised_while_building), or the start-up
+        one (an out-of-memory error there is no memory of the run's: raised_before_the_model)."""
         shown = f"{text.strip()}, raised by {raising}" if raising else text.strip()
         self.result.remember_exception(Evidence(line.path, line.number, line.rank, shown))
         self.match(line.path, line.number, line.rank, shown if raising else text, building)
