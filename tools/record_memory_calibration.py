@@ -1336,6 +1336,32 @@ RUNS["b48-tiny-offload-precision-aware-advised"] = (
 )
 RUNS["b49-gpt-offload-fraction-0.5-advised"] = (1, 0, f"{RANGE_GPT} --optimizer-offload-fraction 0.5")
 
+# cuda-graph-cpu-offload on the local implementation: CUDA graphs (`--cuda-graph-impl local`) with activation
+# offloading, refused by TransformerConfig (b50). Its own fix, CUDA graphs off, would meet cpu-offload-requires-te, so
+# diagnose prints activation offloading off and keeps CUDA graphs (b51): whether local CUDA graphs train without
+# Transformer Engine is what b51 tells. optimizer-offload-slowdown: a 3.35B GPT at DP 2 offloading half its optimizer
+# (b52, expected under 100 TFLOP/s/GPU, which the signature flags), and b52 with every line diagnose prints for it:
+# fraction 0.25, the copies overlapped, OMP_NUM_THREADS at the host's cores over its GPUs (b53: expected faster, at
+# the peak `estimate` gives, 43,283 MiB). Planned before they ran.
+RUNS["b50-tiny-cuda-graph-cpu-offload-refused"] = (
+    1,
+    0,
+    f"{TINY_GPT} --cuda-graph-impl local --cpu-offloading-num-layers 1",
+)
+RUNS["b51-tiny-cuda-graph-offload-off-advised"] = (
+    1,
+    0,
+    f"{TINY_GPT} --cuda-graph-impl local --cpu-offloading-num-layers 0",
+)
+SLOW_GPT = f"{GPT_3B} --micro-batch-size 2 --global-batch-size 8 {TWELVE} {OFFLOAD} 0.5 {GC}"
+RUNS["b52-gpt3b-dp2-f050-slow"] = (2, 0, SLOW_GPT)
+RUNS["b53-gpt3b-dp2-f025-overlap-advised"] = (
+    2,
+    0,
+    f"{SLOW_GPT.replace('fraction 0.5', 'fraction 0.25')} --overlap-cpu-optimizer-d2h-h2d",
+)
+RUN_ENV["b53-gpt3b-dp2-f025-overlap-advised"] = {"OMP_NUM_THREADS": "16"}
+
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
