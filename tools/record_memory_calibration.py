@@ -1362,6 +1362,27 @@ RUNS["b53-gpt3b-dp2-f025-overlap-advised"] = (
 )
 RUN_ENV["b53-gpt3b-dp2-f025-overlap-advised"] = {"OMP_NUM_THREADS": "16"}
 
+# Fixes that need Transformer Engine, on a log that says it is not installed (megatron-core's "Transformer Engine and
+# Apex are not installed. Falling back to Torch optimizers."): signature fix.instead. b54: sequence parallelism on the
+# local implementation at TP 2, refused; b55: the line printed for it without TE, sequence parallelism off. b56: TE's
+# CUDA graphs with expandable segments, refused by Megatron-LM's arguments (megatron-core 0.19.0 asserts it for the
+# transformer_engine implementation only; 0.16.1's local CudaGraphManager did too); b57: b56 with the signature's fix
+# (NCCL_GRAPH_REGISTER=0), expected to stop next for want of Transformer Engine; b58: local CUDA graphs at TP 2 with
+# expandable segments and no NCCL_GRAPH_REGISTER (does 0.19.0 train them?); b59: b56 with local CUDA graphs instead,
+# the candidate line for a log without TE. Planned before they ran.
+TP2 = "--tensor-model-parallel-size 2"
+RUNS["b54-tiny-tp2-sp-local-refused"] = (2, 0, f"{TINY_GPT} {TP2} --sequence-parallel")
+RUNS["b55-tiny-tp2-sp-off-advised"] = (2, 0, f"{TINY_GPT} {TP2}")
+EXPANDABLE_ONLY = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+RUNS["b56-tiny-te-cuda-graph-expandable-refused"] = (1, 0, f"{TINY_GPT} --cuda-graph-impl transformer_engine")
+RUNS["b57-tiny-te-cuda-graph-expandable-graph-register-0"] = (1, 0, f"{TINY_GPT} --cuda-graph-impl transformer_engine")
+RUNS["b58-tiny-tp2-local-cuda-graph-expandable"] = (2, 0, f"{TINY_GPT} {TP2} --cuda-graph-impl local")
+RUNS["b59-tiny-local-cuda-graph-expandable"] = (1, 0, f"{TINY_GPT} --cuda-graph-impl local")
+for _name in ("b56-tiny-te-cuda-graph-expandable-refused", "b58-tiny-tp2-local-cuda-graph-expandable"):
+    RUN_ENV[_name] = EXPANDABLE_ONLY
+RUN_ENV["b59-tiny-local-cuda-graph-expandable"] = EXPANDABLE_ONLY
+RUN_ENV["b57-tiny-te-cuda-graph-expandable-graph-register-0"] = {**EXPANDABLE_ONLY, "NCCL_GRAPH_REGISTER": "0"}
+
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
