@@ -86,6 +86,7 @@ class Case:
     prepend_log: str | None = None  # a whole real log run before this one (a restart)
     expected: str = ""
     source: str = ""
+    megatron_core: str | None = None  # the release the composed error is from, where it is not the base log's
 
 
 def traceback(rank: int | None, frames: list[str], exception: str) -> list[str]:
@@ -152,6 +153,8 @@ def compose(case: Case, logs: Path = SHARED_LOGS) -> str:
         index = next(i for i, line in enumerate(lines) if case.cut_after in line)
         lines = lines[: index + 1]
     lines = rewrite_config_reprs(rewrite_args(lines, case.args), case.args)
+    if case.megatron_core:
+        lines = [re.sub(r"^(> Megatron-Core version \.+ )\S+$", rf"\g<1>{case.megatron_core}", line) for line in lines]
     if case.scale_iterations:
         lines = scale_iteration_lines(lines, case.scale_iterations)
     before = (logs / case.prepend_log).read_text().splitlines() if case.prepend_log else []
@@ -207,7 +210,8 @@ CASES = [
         "overrides: [optimizer.optimizer_offload_fraction=1]\n",
         source="The real 50 % optimizer-offload log, cut after iteration 5 and ended by the real torch 2.11 capacity "
         "OOM; diagnosed together with the Bridge run_config.yaml from shared/reference (fraction 0.5), so the "
-        "verdict cites file:line in the YAML and the fix steps the fraction up to 0.75.",
+        "verdict cites file:line in the YAML and the fix steps the fraction up to 0.75.\n"
+        + "\n`run_config.yaml` was the README's headline example until 2026-11-26 (now a real run, fixtures/offload-sweep g2-f040; this one stays the README's Bridge example): `fixtures/configs/bridge-run-config-optimizer-offload.yaml`\nwith every value this log prints differently set to the log's value (the model shape: `num_layers` 8,\n`transformer_impl` local, `ffn_hidden_size`, attention heads and groups, `kv_channels`; batch sizes; the settings\nof the OptimizerConfig and DistributedDataParallelConfig dumps), so that config and log belong to one run. Line\nnumbers are those of the reference file (`recompute_modules: null` keeps a comment line where the list item\nwas). `optimizer.timers` stays `null` (a config cannot hold the `Timers` object the log prints). `expected.yaml`\nstill diagnoses the log with the unchanged reference config, which disagrees on the model: the report says the\nconfig is probably from another run.",
     ),
     Case(
         "optimizer-offload-slowdown-restart",
@@ -261,7 +265,10 @@ CASES = [
         expected="first: {id: cuda-graph-expandable-segments, verdict: confirmed}\nids: [cuda-graph-expandable-segments]\nexit_code: 1\n",
         source="The assertion text is CudaGraphManager.__init__'s in megatron-core 0.16.1 (cuda_graphs.py:1414); it "
         "only runs on a GPU (it asks torch.cuda for the device capability), so the traceback frames are "
-        "composed, not recorded.",
+        "composed, not recorded. 0.16.1-0.18.0 assert it for megatron-core's own graphs; 0.19.0 does not (it "
+        "asserts for Transformer Engine's only), so the log says 0.16.1. The same words from 0.19.0, recorded: "
+        "fixtures/memory-calibration/refused/b56-tiny-te-cuda-graph-expandable-refused.log.gz.",
+        megatron_core="0.16.1",
     ),
     Case(
         "state-offload-conflict",
@@ -316,6 +323,11 @@ def source_md(case: Case) -> str:
         + (f", after the whole of `shared/logs/{case.prepend_log}`" if case.prepend_log else "")
         + ".\n\n"
         + (f"Rewritten arguments: {', '.join(f'`{k}` = {v}' for k, v in case.args.items())}.\n\n" if case.args else "")
+        + (
+            f"Rewritten start-up line: `> Megatron-Core version` {case.megatron_core}.\n\n"
+            if case.megatron_core
+            else ""
+        )
         + case.source
         + "\n"
     )

@@ -417,6 +417,13 @@ def _with_fix(command: str, lines: list[str]) -> str:
             "b51-tiny-cuda-graph-offload-off-advised",
             "cuda-graph-cpu-offload",
         ),
+        # Transformer Engine not installed, as the logs say: the fixes the run can take (fix.instead)
+        ("b54-tiny-tp2-sp-local-refused", "b55-tiny-tp2-sp-off-advised", "local-impl-sequence-parallel"),
+        (
+            "b56-tiny-te-cuda-graph-expandable-refused",
+            "b59-tiny-local-cuda-graph-expandable",
+            "cuda-graph-expandable-segments",
+        ),
         # not refused: megatron-core trains with any fraction, and the config alone shows it
         ("b33-gpt-offload-fraction-1.5", "b49-gpt-offload-fraction-0.5-advised", "optimizer-offload-fraction-range"),
     ],

@@ -189,3 +189,40 @@ def test_a_release_that_is_not_one_is_unknown_and_an_operand_that_is_not_one_is_
     assert evaluate(leaf, lambda kind, name: "nightly") is None
     with pytest.raises(PredicateError, match="expected a release"):
         parse_predicate({"key": "runtime.torch_version", "version_lt": "latest"}, "t")
+
+
+@pytest.mark.parametrize(
+    ("instead", "error"),
+    [
+        ("  instead: a line\n", r"fix\.instead.*must be a list"),
+        ("  instead:\n    - {note: no condition}\n", r"fix\.instead\[0\].*`when`"),
+        (
+            "  instead:\n    - {when: {key: model.nope, eq: 1}, note: n}\n",
+            r"fix\.instead\[0\]\.when.*unknown config key",
+        ),
+        ("  instead:\n    - {when: {key: model.num_layers}, note: n}\n", r"fix\.instead\[0\]\.when"),
+        ("  instead:\n    - {when: {key: model.num_layers, eq: 1}, note: n, overrides: line}\n", r"overrides.*list"),
+    ],
+)
+def test_fix_instead_is_a_list_of_conditions_with_a_note_and_lines(tmp_path, instead, error):
+    text = GOOD.replace("id: recompute-cpu-offload", "id: instead").replace("\nfix:\n", f"\nfix:\n{instead}")
+    write(tmp_path, "instead", text)
+    with pytest.raises(CatalogError, match=error):
+        load_catalog([tmp_path], include_builtin=False)
+
+
+def test_a_fix_instead_replaces_the_lines_and_the_summary_where_its_condition_holds(tmp_path):
+    from offloaddoctor.api import diagnose_text
+
+    instead = (
+        "  instead:\n    - {when: {key: model.transformer_impl, eq: local}, note: The other way., "
+        "overrides: [model.cpu_offloading=False]}\n"
+    )
+    write(tmp_path, "recompute-cpu-offload", GOOD.replace("\nfix:\n", f"\nfix:\n{instead}"))
+    catalog = load_catalog([tmp_path], include_builtin=False)
+    log = "ValueError: CPU offloading does not work when activation recomputation is enabled"
+    config = {"model.cpu_offloading": True, "model.recompute_granularity": "full"}
+    [plain] = diagnose_text(log, config, catalog=catalog).findings
+    [local] = diagnose_text(log, {**config, "model.transformer_impl": "local"}, catalog=catalog).findings
+    assert plain.overrides == ["model.recompute_granularity=null"] and plain.fix_sentences[-1].startswith("Turn")
+    assert local.overrides == ["model.cpu_offloading=False"] and local.fix_sentences == ["The other way."]

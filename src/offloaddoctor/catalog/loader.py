@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from offloaddoctor.catalog.cache import catalog_key, forget_cached, read_cached, write_cached
-from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, MatchSpec, Signature
+from offloaddoctor.catalog.model import SEVERITIES, Catalog, Example, Fix, FixInstead, MatchSpec, Signature
 from offloaddoctor.catalog.predicates import PredicateError, names_in, parse_predicate
 from offloaddoctor.lazy_pattern import lazy_compile
 from offloaddoctor.text_safety import safe_lines, safe_text
@@ -259,7 +259,7 @@ def _build_signature(
         not isinstance(confirm, list) or not confirm or not all(_nonempty_str(c) for c in confirm)
     ):
         problem("confirm", "must be a non-empty list of strings")
-    fix = _load_fix(data.get("fix"), problem) if "fix" in data else None
+    fix = _load_fix(data.get("fix"), problem, vocabulary.is_known_key) if "fix" in data else None
     references = data.get("references")
     if "references" in data and (
         not isinstance(references, list)
@@ -369,11 +369,11 @@ def _load_predicate(data: dict, name: str, problem):
         return None
 
 
-def _load_fix(raw: Any, problem) -> Fix | None:
+def _load_fix(raw: Any, problem, is_known_key: Callable[[str], bool]) -> Fix | None:
     if not isinstance(raw, dict) or not _nonempty_str(raw.get("summary")):
         problem("fix", "must be a mapping with a non-empty `summary`")
         return None
-    unknown = sorted(set(raw) - {"summary", "overrides", "tried"})
+    unknown = sorted(set(raw) - {"summary", "overrides", "tried", "instead"})
     if unknown:
         problem("fix", f"unknown field(s) {', '.join(unknown)}")
     lines = {}
@@ -386,7 +386,38 @@ def _load_fix(raw: Any, problem) -> Fix | None:
         safe_lines(raw["summary"].strip()),
         tuple(safe_text(o.strip()) for o in lines["overrides"]),
         tuple(safe_text(t.strip()) for t in lines["tried"]),
+        _load_fix_instead(raw.get("instead", []), problem, is_known_key),
     )
+
+
+def _load_fix_instead(raw: Any, problem, is_known_key: Callable[[str], bool]) -> tuple[FixInstead, ...]:
+    """`fix.instead`: lines that replace the fix's where a condition on the run's config holds."""
+    if not isinstance(raw, list):
+        problem("fix.instead", "must be a list of mappings with `when`, `note` and `overrides`")
+        return ()
+    out = []
+    for index, entry in enumerate(raw):
+        where = f"fix.instead[{index}]"
+        if (
+            not isinstance(entry, dict)
+            or set(entry) - {"when", "note", "overrides"}
+            or "when" not in entry
+            or not _nonempty_str(entry.get("note"))
+        ):
+            problem(where, "must be a mapping with `when`, a non-empty `note` and `overrides`")
+            continue
+        when = _load_predicate(entry, "when", lambda _name, why, where=where: problem(f"{where}.when", why))
+        overrides = entry.get("overrides", [])
+        if not isinstance(overrides, list) or not all(_nonempty_str(o) for o in overrides):
+            problem(f"{where}.overrides", "must be a list of override lines")
+            continue
+        unknown_keys = [key for key in names_in(when, "key") if not is_known_key(key)]
+        for key in unknown_keys:
+            problem(f"{where}.when", f"unknown config key {key!r} (see config/keys.py)")
+        if when is not None and not unknown_keys:
+            note = safe_lines(entry["note"].strip())
+            out.append(FixInstead(when, note, tuple(safe_text(o.strip()) for o in overrides)))
+    return tuple(out)
 
 
 def _load_examples(raw: Any, has_match: bool, problem) -> tuple[Example, ...]:

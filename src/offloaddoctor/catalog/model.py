@@ -33,10 +33,19 @@ class MatchSpec:
         return tuple(regex.compile(source) for source in self.pattern_sources)
 
 
+class FixInstead(NamedTuple):
+    """Lines that replace the fix's where `when` holds on the run's config (Transformer Engine not installed)."""
+
+    when: Predicate
+    note: str
+    overrides: tuple[str, ...] = ()
+
+
 class Fix(NamedTuple):
     summary: str
     overrides: tuple[str, ...] = ()
     tried: tuple[str, ...] = ()  # real runs of this fix, each naming its fixtures (docs only)
+    instead: tuple[FixInstead, ...] = ()  # the first whose `when` holds replaces `overrides`
 
 
 @dataclass(frozen=True)

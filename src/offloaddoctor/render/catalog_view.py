@@ -60,6 +60,13 @@ def render_explain(signature: Signature) -> str:
         section("Config confirms it when", _wrap(describe(signature.config)))
     section("How to confirm", [f"- {step}" for step in signature.confirm])
     section("Fix", _wrap(signature.fix.summary) + [f"  {line}" for line in signature.fix.overrides])
+    for instead in signature.fix.instead:
+        section(
+            "Fix instead",
+            _wrap(f"where {describe(instead.when)}:")
+            + _wrap(instead.note)
+            + [f"  {line}" for line in instead.overrides],
+        )
     if signature.fix.tried:
         runs = [_wrap(run) for run in signature.fix.tried]
         section(

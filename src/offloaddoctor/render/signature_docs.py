@@ -54,6 +54,9 @@ def signature_page(signature: Signature) -> str:
     out += ["## Fix", "", _paragraph(signature.fix.summary), ""]
     if signature.fix.overrides:
         out += fenced(list(signature.fix.overrides), "text") + [""]
+    for instead in signature.fix.instead:
+        out += [f"Instead, where `{describe(instead.when)}`: {_paragraph(instead.note)}", ""]
+        out += fenced(list(instead.overrides), "text") + [""] if instead.overrides else []
     if signature.fix.tried:
         out += ["Where this fix was run:", ""] + [f"- {_paragraph(run)}" for run in signature.fix.tried] + [""]
     if signature.known_issues:

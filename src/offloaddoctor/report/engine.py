@@ -307,10 +307,12 @@ def _merge(
         # A later rank ran out by more: its figures are the finding's (and its fix's), the first-seen order stays.
         existing.facts = dict(aggregate.facts)
         existing.config = verdict_for(signature.config, store, {**run.values, **existing.facts})
-        existing.overrides, existing.fix_note = render_overrides(signature, store, {**run.values, **existing.facts})
+        existing.overrides, existing.fix_note, existing.fix_note_replaces_summary = render_overrides(
+            signature, store, {**run.values, **existing.facts}
+        )
     if existing is None:
         facts = dict(aggregate.facts)
-        overrides, left_out = render_overrides(signature, store, {**run.values, **facts})
+        overrides, left_out, instead = render_overrides(signature, store, {**run.values, **facts})
         findings[signature.id] = Finding(
             signature=signature,
             evidence=list(aggregate.evidence),
@@ -322,6 +324,7 @@ def _merge(
             first_seen=aggregate.first_seen,
             files=sorted(aggregate.paths),
             fix_note=left_out,
+            fix_note_replaces_summary=instead,
         )
         return
     existing.occurrences += aggregate.count
@@ -353,7 +356,7 @@ def condition_finding(
     # Two facts read from one line (the median iteration time and the slowdown) cite it once.
     evidence = list({(e.path, e.line, e.text): e for e in evidence}.values())
     used = set(fact_names) | set(names_in(signature.config, "fact"))
-    overrides, left_out = render_overrides(signature, store, facts)
+    overrides, left_out, instead = render_overrides(signature, store, facts)
     return Finding(
         signature=signature,
         evidence=evidence,
@@ -365,6 +368,7 @@ def condition_finding(
         first_seen=10**12,  # after every log match of the same priority
         trigger=trigger or ("metrics" if fact_names else "config"),
         fix_note=left_out,
+        fix_note_replaces_summary=instead,
     )
 
 
@@ -402,10 +406,14 @@ def verdict_for(predicate: Predicate | None, store: ConfigStore, facts: dict) ->
     return ConfigVerdict(UNKNOWN, values, "the values that would confirm this cause are not known")
 
 
-def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> tuple[list[str], str]:
+def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> tuple[list[str], str, bool]:
     """Fill a fix's `{name}` placeholders: a fact, a `suggested.*` value (config/derived.py), or a config key.
-    A line with a value nothing gives is left out (a `<name>` is not a line to paste), and the note says so."""
-    suggestions = fix_values(store, facts) if any(SUGGESTED in line for line in signature.fix.overrides) else {}
+    A line with a value nothing gives is left out (a `<name>` is not a line to paste), and the note says so. Where
+    one of the fix's `instead` conditions holds on the run's config, its lines replace the fix's and its note the
+    summary (the third value says so)."""
+    instead = next((i for i in signature.fix.instead if store.holds(i.when) is True), None)
+    templates = instead.overrides if instead is not None else signature.fix.overrides
+    suggestions = fix_values(store, facts) if any(SUGGESTED in line for line in templates) else {}
     unfilled: list[str] = []  # the current line's placeholders nothing gives
 
     def fill(match: re.Match) -> str:
@@ -421,18 +429,21 @@ def render_overrides(signature: Signature, store: ConfigStore, facts: dict) -> t
         return _override_value(resolved.value)
 
     lines, left_out = [], []
-    for line in signature.fix.overrides:
+    for line in templates:
         unfilled.clear()
         filled = _PLACEHOLDER.sub(fill, line) if "{" in line else line
         if unfilled:
             left_out.append(f"`{line.split('=', 1)[0]}`")
         else:
             lines.append(filled)
+    note = " ".join(instead.note.split()) if instead is not None else ""
     if not left_out:
-        return lines, ""
-    return lines, (
-        f"Left out of this fix: {', '.join(left_out)}, whose value needs settings that neither the log nor the "
-        "config gives; the text says how to choose it."
+        return lines, note, instead is not None
+    return (
+        lines,
+        f"{note} Left out of this fix: {', '.join(left_out)}, whose value needs settings that neither the log nor "
+        "the config gives; the text says how to choose it.".strip(),
+        instead is not None,
     )
 
 
