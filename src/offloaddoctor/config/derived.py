@@ -122,6 +122,9 @@ def fix_values(store: ConfigStore, facts: dict[str, Any] | None = None) -> dict[
     expert_parallel = _suggested_expert_parallel_size(store, (facts or {}).get("world_size"))
     if expert_parallel is not None:
         values[SUGGESTED + "expert_model_parallel_size"] = expert_parallel
+    without_tp = _suggested_expert_parallel_without_tensor_parallel(store)
+    if without_tp is not None:
+        values[SUGGESTED + "expert_parallel_without_tensor_parallel"] = without_tp
     values[SUGGESTED + "omp_threads"] = _suggested_omp_threads(store)
     offload_layers = _suggested_offload_layers(store, (facts or {}).get("max_offload_layers"))
     if offload_layers is not None:
@@ -364,6 +367,21 @@ def _suggested_expert_parallel_size(store: ConfigStore, message_world: Any = Non
     if min(current, room) > SEARCHED_COUNT_LIMIT:
         return None
     return next(d for d in range(min(current, room), 0, -1) if room % d == 0 and (not experts or experts % d == 0))
+
+
+def _suggested_expert_parallel_without_tensor_parallel(store: ConfigStore) -> int | None:
+    """A MoE model that gives up tensor parallelism (moe-tp-requires-sequence-parallel where Transformer Engine is not
+    there for sequence parallelism) spreads its experts over the GPUs TP held: up to EP x TP, as far as the experts
+    and the world over PP divide (expert TP is TP's, 1, then). None where the world is not known."""
+    tensor = _count(store.resolve("model.tensor_model_parallel_size"))
+    experts = _count(store.resolve("model.num_moe_experts"))
+    expert = _count(store.resolve("model.expert_model_parallel_size")) or 1
+    world = _count(store.resolve("parallel.run_world_size"))
+    pipeline = _count(store.resolve("model.pipeline_model_parallel_size")) or 1
+    if not tensor or not experts or not world or world % pipeline or tensor * expert > SEARCHED_COUNT_LIMIT:
+        return None
+    room = world // pipeline
+    return next(d for d in range(min(tensor * expert, experts, room), 0, -1) if experts % d == 0 and room % d == 0)
 
 
 def _recomputes_moe(store: ConfigStore) -> bool:
