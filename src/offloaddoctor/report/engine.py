@@ -126,6 +126,8 @@ def build_report(
         notes.append(_baseline_note(run.values, ordered))
     notes += [note for _, note in keyed]
     notes += [_trained_past_note(finding) for finding in went_past] + before_the_model
+    if run.values.get("script_rerun_in_child"):
+        notes.append(_script_rerun_note(run.evidence["script_rerun_in_child"][0]))
     if mismatch:
         for finding in ordered:
             if (
@@ -489,6 +491,16 @@ def _before_the_model_note(aggregate: Aggregate) -> str:
         f"{aggregate.facts['raised_before_the_model']}, while the job was being set up, before any of its model was "
         "on the GPU: the GPU was full or faulty when the job started (another process or a previous job's leftovers: "
         "nvidia-smi; a hardware fault: ECC errors or Xid lines in the node's log), not a memory setting of this run"
+    )
+
+
+def _script_rerun_note(where: Evidence) -> str:
+    return (
+        f"{where.path}:{where.line}: a traceback runs the training script's top level through runpy.run_path "
+        f"(`{cut(where.text, 100)}`): multiprocessing's spawn start method re-running it in a child process "
+        "(asynchronous checkpoint saving, data-loader workers), which starts the training again there. Put the "
+        'script\'s training call under `if __name__ == "__main__":`; the NCCL and EOF errors around it follow from '
+        "the second run"
     )
 
 

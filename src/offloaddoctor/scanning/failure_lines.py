@@ -102,6 +102,13 @@ def training_code(header: str) -> str | None:
     return None
 
 
+def runs_a_path(header: str) -> bool:
+    """A frame of runpy.run_path (`File "<frozen runpy>", line 286, in run_path`): the `<module>` frame after it is a
+    script's top level run as a module, as multiprocessing's spawn start method runs the parent's script in each
+    child."""
+    return header.rstrip().endswith(" in run_path") and "runpy" in header
+
+
 def frame_function(header: str) -> str | None:
     """The function a traceback frame's header names (`File "…", line 119, in build_module` → build_module)."""
     found = _FRAME_PARTS.search(header)

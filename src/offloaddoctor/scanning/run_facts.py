@@ -41,6 +41,9 @@ def compute_run_facts(scan: ScanResult) -> RunFacts:
     from offloaddoctor.metrics.iteration_lines import median_of, steady_state  # here: `check` reads no log
 
     facts = RunFacts()
+    if scan.script_rerun:  # a spawned child ran the training script again: what follows is its echo
+        facts.values["script_rerun_in_child"] = True
+        facts.evidence["script_rerun_in_child"] = scan.script_rerun[:1]
     segments = [(key, records) for key, records in scan.iterations.items() if records]
     if not segments:
         return facts

@@ -28,6 +28,7 @@ from offloaddoctor.scanning.failure_lines import (
     frame_function,
     indented_raising_statement,
     is_frame_header,
+    runs_a_path,
     is_pasted_frame_header,
     message_follows,
     names_only_its_class,
@@ -144,12 +145,15 @@ class TracebackTracker(LineHandler):
 
     literals = (TRACEBACK,)
 
-    def __init__(self, on_exception, on_cut, training_code_seen: set[str] | None = None):
+    def __init__(
+        self, on_exception, on_cut, training_code_seen: set[str] | None = None, reruns: list[Evidence] | None = None
+    ):
         # (Line, exception text, its raising statement or None, the model-build function it passed or None) -> None
         self.on_exception = on_exception
         # whose training code the frames are in (failure_lines.training_code), shared with the scan result
         self.training_code_seen = training_code_seen if training_code_seen is not None else set()
         self.on_cut = on_cut  # (Evidence, whether the traceback passed Megatron's code) -> None
+        self.reruns = reruns if reruns is not None else []  # the scan result's script_rerun, where one is found
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
         self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
@@ -157,6 +161,8 @@ class TracebackTracker(LineHandler):
         # rank -> the model-build or start-up function its open traceback passed (failure_lines.py)
         self._building: dict[int | None, str] = {}
         self._through_megatron: set[int | None] = set()  # ranks whose open traceback passed Megatron's code
+        # rank -> the `<module>` frame after runpy.run_path in its open traceback (None until it comes)
+        self._ran_a_path: dict[int | None, Evidence | None] = {}
 
     def feed(self, line: Line) -> bool:
         awaiting = self.awaiting
@@ -173,6 +179,7 @@ class TracebackTracker(LineHandler):
             self._raising_frame.pop(line.rank, None)
             self._frame_header.pop(line.rank, None)
             self._building.pop(line.rank, None)
+            self._ran_a_path.pop(line.rank, None)
             self._through_megatron.discard(line.rank)
             return True
         return False
@@ -195,6 +202,7 @@ class TracebackTracker(LineHandler):
         self._frame_header.clear()
         self._building.clear()
         self._through_megatron.clear()
+        self._ran_a_path.clear()
 
     def _frame_or_end(self, line: Line) -> bool:
         """True while the line is a frame of the open traceback, or the exception line that ends it."""
@@ -217,10 +225,13 @@ class TracebackTracker(LineHandler):
                     self.training_code_seen.add(code)
                 if passes_megatron(body):
                     self._through_megatron.add(rank)
-                if rank not in self._building:
-                    function = frame_function(body)
-                    if function in MODEL_BUILD_FUNCTIONS or function in START_UP_FUNCTIONS:
-                        self._building[rank] = function
+                function = frame_function(body)
+                if function == "run_path" and runs_a_path(body):
+                    self._ran_a_path[rank] = None
+                if rank not in self._building and (function in MODEL_BUILD_FUNCTIONS or function in START_UP_FUNCTIONS):
+                    self._building[rank] = function
+                if rank in self._ran_a_path and not self.reruns:
+                    self._script_rerun(line, rank, body, function, code is not None or passes_megatron(body))
             return True
         if _EXCEPTION_LINE.match(body):
             del self.awaiting[rank]
@@ -230,6 +241,14 @@ class TracebackTracker(LineHandler):
             self.on_exception(line, body, raising, self._building.pop(rank, None))
             return True
         return False
+
+    def _script_rerun(self, line: Line, rank: int | None, body: str, function: str | None, training: bool) -> None:
+        """After runpy.run_path, a script's `<module>` frame that goes on into Megatron's training code: the script
+        run again in a spawned child, training and all (a missing main guard)."""
+        if function == "<module>":
+            self._ran_a_path[rank] = Evidence(line.path, line.number, rank, body.strip())
+        elif training and (found := self._ran_a_path[rank]) is not None:
+            self.reruns.append(found)
 
     def _close_cut(self, rank: int | None) -> None:
         """A pasted traceback that stops at its last frame: the `raise`/`assert` there is the failure."""
@@ -653,7 +672,9 @@ class Scanner:
             RanksSeen(result),
             MegatronStartup(result),
             *config_handlers(collector),
-            TracebackTracker(self.failures.exception, self.failures.cut_traceback, result.training_code),
+            TracebackTracker(
+                self.failures.exception, self.failures.cut_traceback, result.training_code, result.script_rerun
+            ),
             PastedExcerpt(result, self.failures.statement_raised),
             IterationSampler(result.iterations, self._unparsed, collector),
             ParameterLines(result.parameters),
@@ -770,6 +791,8 @@ class Scanner:
             merged.megatron_startup |= partial.megatron_startup
             merged.training_done = partial.training_done or merged.training_done
             merged.checkpoint_saved = partial.checkpoint_saved or merged.checkpoint_saved
+            if not merged.script_rerun:
+                merged.script_rerun.extend(partial.script_rerun)
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
             merged.parameters.gradient_bucket_elements += partial.parameters.gradient_bucket_elements
