@@ -1383,6 +1383,14 @@ for _name in ("b56-tiny-te-cuda-graph-expandable-refused", "b58-tiny-tp2-local-c
 RUN_ENV["b59-tiny-local-cuda-graph-expandable"] = EXPANDABLE_ONLY
 RUN_ENV["b57-tiny-te-cuda-graph-expandable-graph-register-0"] = {**EXPANDABLE_ONLY, "NCCL_GRAPH_REGISTER": "0"}
 
+# moe-tp-requires-sequence-parallel where Transformer Engine is not installed: a MoE at TP 2 without sequence
+# parallelism, refused at its first step (b60); the printed fix, TP 1 with the experts over both GPUs (EP 2, b61).
+# cuda-graph-requires-te: Transformer Engine's CUDA graphs without it (b62), and the printed fix, megatron-core's own
+# graphs (b63). Planned before they ran.
+RUNS["b60-tiny-moe-tp2-no-sp-refused"] = (2, 0, f"{TINY_MOE} {TP2}")
+RUNS["b61-tiny-moe-ep2-advised"] = (2, 0, f"{TINY_MOE} --expert-model-parallel-size 2")
+RUNS["b62-tiny-te-cuda-graph-refused"] = (1, 0, f"{TINY_GPT} --cuda-graph-impl transformer_engine")
+RUNS["b63-tiny-local-cuda-graph-advised"] = (1, 0, f"{TINY_GPT} --cuda-graph-impl local")
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
