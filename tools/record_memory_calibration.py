@@ -1392,6 +1392,7 @@ RUNS["b61-tiny-moe-ep2-advised"] = (2, 0, f"{TINY_MOE} --expert-model-parallel-s
 RUNS["b62-tiny-te-cuda-graph-refused"] = (1, 0, f"{TINY_GPT} --cuda-graph-impl transformer_engine")
 RUNS["b63-tiny-local-cuda-graph-advised"] = (1, 0, f"{TINY_GPT} --cuda-graph-impl local")
 
+
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
 

@@ -334,9 +334,13 @@ def _without_port(command: str) -> str:
     return re.sub(r"--master-port \d+ ", "", command)
 
 
+# Megatron-LM's defaults: a command that sets one says what one without it does
+_DEFAULT_SETTINGS = {"--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1"}
+
+
 def _settings(command: str) -> list[str]:
     """A launch command as its flags with their values, in any order (Megatron-LM reads them so)."""
-    return sorted(re.split(r" (?=--[a-z])", _without_port(command)))
+    return sorted(set(re.split(r" (?=--[a-z])", _without_port(command))) - _DEFAULT_SETTINGS)
 
 
 def _measured_peak_mib(name: str) -> float:
@@ -424,6 +428,8 @@ def _with_fix(command: str, lines: list[str]) -> str:
             "b59-tiny-local-cuda-graph-expandable",
             "cuda-graph-expandable-segments",
         ),
+        ("b60-tiny-moe-tp2-no-sp-refused", "b61-tiny-moe-ep2-advised", "moe-tp-requires-sequence-parallel"),
+        ("b62-tiny-te-cuda-graph-refused", "b63-tiny-local-cuda-graph-advised", "cuda-graph-requires-te"),
         # not refused: megatron-core trains with any fraction, and the config alone shows it
         ("b33-gpt-offload-fraction-1.5", "b49-gpt-offload-fraction-0.5-advised", "optimizer-offload-fraction-range"),
     ],

@@ -33,11 +33,11 @@ def _text(path: Path) -> str:
 
 
 def test_every_recorded_run_is_there():
-    assert len(RUNS) == 285
+    assert len(RUNS) == 287
     # the changes diagnose printed for a model-build OOM, one beside another process, one of a mostly frozen model,
     # the expert grid's refusal, the single changes an OOM none of them fits ranks, and the fixes of start-up refusals
     # (benchmarks/build_oom_plan.json)
-    assert sum(p.name.startswith("b") for p in RUNS) == 37
+    assert sum(p.name.startswith("b") for p in RUNS) == 39
     assert sum(p.name.startswith("h") for p in RUNS) == 12  # held out of calibration
     # recorded after the model was frozen (n15: planned in benchmarks/moe_plan.json)
     assert sum(p.name.startswith("n") for p in RUNS) == 120
@@ -82,7 +82,7 @@ def test_estimate_within_ten_percent_of_the_measured_peak(path):
 
 
 FROZEN_BY_HOOK = "b11-"  # every parameter but the layer norms frozen before DDP (ODR_TRAIN_ONLY)
-CUDA_GRAPHS = ("b51-", "b58-", "b59-")  # megatron-core's own CUDA graphs (--cuda-graph-impl local)
+CUDA_GRAPHS = ("b51-", "b58-", "b59-", "b63-")  # megatron-core's own CUDA graphs (--cuda-graph-impl local)
 
 
 MULTI_GPU = [p for p in RUNS if p.name.startswith("t")]

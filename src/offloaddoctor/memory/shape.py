@@ -249,7 +249,7 @@ def read_shape(store: ConfigStore, world_size: int | None = None) -> RunShape:
     ):
         reader.assume(
             "CUDA graphs' memory pools are not counted: with megatron-core's own graphs a 0.1B GPT peaked 1 % under "
-            "to 11 % over the estimate (fixtures/memory-calibration b51, b58 at TP 2, b59)"
+            "to 11 % over the estimate (fixtures/memory-calibration b51, b58 at TP 2, b59, b63)"
         )
     fused_adam = reader.flag("runtime.te_fused_adam_available")
     distributed = bool(reader.flag("optimizer.use_distributed_optimizer"))
