@@ -231,20 +231,16 @@ def _settled_by_another_fix(
     """A constraint that the fix of a finding ranked before it already settles (activation offloading turned off by
     pp-cpu-offload's fix leaves recompute-cpu-offload nothing to forbid) keeps no lines of its own: applied together,
     the two would undo both memory savers for one conflict."""
-
-    def changes_of(finding: Finding) -> dict[str, Any]:
-        return _changes_of(finding, items)
-
     for index, finding in enumerate(findings):
         condition = finding.signature.config
         # only a constraint the config violates as it is (not one the config contradicts, or cannot tell)
-        if condition is None or not changes_of(finding) or store.holds(condition) is not True:
+        if condition is None or not _changes_of(finding, items) or store.holds(condition) is not True:
             continue
         for other in findings[:index]:  # a finding ranked before it: the primary keeps its own fix (n76's, n78's run)
-            applied = changes_of(other)
+            applied = _changes_of(other, items)
             if applied and store.holds(condition, applied) is False:
                 settled = _shown(applied, store, dialect)
-                keys = set(changes_of(finding))
+                keys = set(_changes_of(finding, items))
                 _leave_out(finding, items, keys, f"{other.signature.id}'s fix (`{settled}`) settles this one as well.")
                 break
 

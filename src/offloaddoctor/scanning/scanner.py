@@ -148,7 +148,8 @@ class TracebackTracker(LineHandler):
     def __init__(
         self, on_exception, on_cut, training_code_seen: set[str] | None = None, reruns: list[Evidence] | None = None
     ):
-        # (Line, exception text, its raising statement or None, the model-build function it passed or None) -> None
+        # (Line, exception text, its raising statement or None, the model-build or start-up function it passed or
+        # None) -> None
         self.on_exception = on_exception
         # whose training code the frames are in (failure_lines.training_code), shared with the scan result
         self.training_code_seen = training_code_seen if training_code_seen is not None else set()
