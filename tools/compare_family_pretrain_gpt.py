@@ -189,7 +189,7 @@ def train_valid_test_datasets_provider(train_val_test_num_samples, vp_stage=None
     return train_ds, valid_ds, test_ds
 
 
-if __name__ == "__main__":
+def main() -> None:
     set_startup_timestamps(program_start=_PROGRAM_START_TIME, main_entry=time.time())
     # ODR_CAP_MIB: what PyTorch may reserve, for a run on a larger GPU standing in for a smaller one (only used
     # where the smaller GPU did not come; the recording's SOURCE.md says so).
@@ -248,3 +248,7 @@ if __name__ == "__main__":
     args = get_args()
     cfg = pretrain_cfg_container_from_args(args, gpt_config_from_args(args))
     pretrain(cfg, train_valid_test_datasets_provider, ModelType.encoder_or_decoder, forward_step)
+
+
+if __name__ == "__main__":
+    main()

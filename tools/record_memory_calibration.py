@@ -1392,6 +1392,16 @@ RUNS["b61-tiny-moe-ep2-advised"] = (2, 0, f"{TINY_MOE} --expert-model-parallel-s
 RUNS["b62-tiny-te-cuda-graph-refused"] = (1, 0, f"{TINY_GPT} --cuda-graph-impl transformer_engine")
 RUNS["b63-tiny-local-cuda-graph-advised"] = (1, 0, f"{TINY_GPT} --cuda-graph-impl local")
 
+# A training script without a main guard (Megatron-Bridge#926, held-out megatron-bridge-pcie-nccl-error-missing-main-
+# guard): megatron-core's persistent asynchronous checkpoint worker is started with the spawn method, which runs the
+# script again in the child, training and all. Expected: the child's traceback runs the script's top level through
+# runpy.run_path into Megatron's training code, and diagnose names the missing guard (script_rerun_in_child), as for
+# the held-out paste. b65: the same run from the guarded script, to show the save itself works. Planned before they ran.
+RUN_SCRIPT = {"b64-tiny-async-save-no-main-guard": "tools/pretrain_gpt_without_main_guard.py"}
+ASYNC_SAVE = "--save /tmp/odr-ckpt --save-interval 2 --ckpt-format torch_dist --async-save --use-persistent-ckpt-worker"
+RUNS["b64-tiny-async-save-no-main-guard"] = (1, 0, f"{TINY_GPT} {ASYNC_SAVE} --train-iters 4")
+RUNS["b65-tiny-async-save"] = (1, 0, f"{TINY_GPT} {ASYNC_SAVE.replace('odr-ckpt', 'odr-ckpt-b65')} --train-iters 4")
+
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
@@ -1437,7 +1447,7 @@ def machine_meta() -> str:
 def launch(name, gpus, args, port, outdir, devices=None, env_extra=None):
     cmd = (
         f"python3 -m torch.distributed.run --nproc-per-node {gpus} --master-port {port} "
-        f"tools/compare_family_pretrain_gpt.py {COMMON} {args}"
+        f"{RUN_SCRIPT.get(name, 'tools/compare_family_pretrain_gpt.py')} {COMMON} {args}"
     )
     env_extra = env_extra or {}
     (outdir / f"{name}.cmd").write_text(cmd + "\n")
