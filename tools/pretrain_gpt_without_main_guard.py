@@ -8,6 +8,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from compare_family_pretrain_gpt import main  # noqa: E402
+from compare_family_pretrain_gpt import main
 
 main()
