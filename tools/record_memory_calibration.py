@@ -1398,7 +1398,12 @@ RUNS["b63-tiny-local-cuda-graph-advised"] = (1, 0, f"{TINY_GPT} --cuda-graph-imp
 # runpy.run_path into Megatron's training code, and diagnose names the missing guard (script_rerun_in_child), as for
 # the held-out paste. b65: the same run from the guarded script, to show the save itself works. Planned before they ran.
 RUN_SCRIPT = {"b64-tiny-async-save-no-main-guard": "tools/pretrain_gpt_without_main_guard.py"}
-ASYNC_SAVE = "--save /tmp/odr-ckpt --save-interval 2 --ckpt-format torch_dist --async-save --use-persistent-ckpt-worker"
+# megatron-core's own asynchronous strategy: 0.19.0's default, nvrx, needs nvidia-resiliency-ext (not installed here:
+# the first try of b64/b65 stopped there, both alike)
+ASYNC_SAVE = (
+    "--save /tmp/odr-ckpt --save-interval 2 --ckpt-format torch_dist --async-save --use-persistent-ckpt-worker "
+    "--async-strategy mcore"
+)
 RUNS["b64-tiny-async-save-no-main-guard"] = (1, 0, f"{TINY_GPT} {ASYNC_SAVE} --train-iters 4")
 RUNS["b65-tiny-async-save"] = (1, 0, f"{TINY_GPT} {ASYNC_SAVE.replace('odr-ckpt', 'odr-ckpt-b65')} --train-iters 4")
 
