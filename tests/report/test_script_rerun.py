@@ -7,6 +7,8 @@ from __future__ import annotations
 from offloaddoctor.api import diagnose, diagnose_text
 from tests.conftest import FIXTURES
 
+CALIBRATION = FIXTURES / "memory-calibration"
+
 NCCL = (
     "torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/distributed/c10d/"
     "NCCLUtils.cpp:77, remote process exited or there was a network error, NCCL version 2.27.3"
@@ -50,3 +52,16 @@ def test_a_child_that_fails_at_the_scripts_imports_never_reached_training_and_is
     report = diagnose_text(_log(RUN_PATH, imports, exception="ModuleNotFoundError: No module named 'datasets'"))
     assert [f.id for f in report.findings] == ["nccl-collective-failure"]
     assert not any("runpy.run_path" in n for n in report.notes)
+
+
+def test_a_real_unguarded_script_under_the_persistent_checkpoint_worker_is_read_so_and_the_guarded_one_is_not():
+    """b64 (an H200, megatron-core 0.19.0, planned in benchmarks/build_oom_plan.json): the training script without a
+    main guard, saving asynchronously with the persistent worker. The worker's child ran the script again and stopped
+    at multiprocessing's own bootstrapping error; the parent hung until it was killed. b65, the same flags from the
+    guarded script, trained and saved."""
+    rerun = diagnose([str(CALIBRATION / "refused" / "b64-tiny-async-save-no-main-guard.log.gz")])
+    assert rerun.findings == []
+    [note] = [n for n in rerun.notes if "runpy.run_path" in n]
+    assert "pretrain_gpt_without_main_guard.py" in note
+    guarded = diagnose([str(CALIBRATION / "b65-tiny-async-save.log.gz")])
+    assert not any("runpy.run_path" in n for n in guarded.notes)

@@ -497,10 +497,10 @@ def _before_the_model_note(aggregate: Aggregate) -> str:
 def _script_rerun_note(where: Evidence) -> str:
     return (
         f"{where.path}:{where.line}: a traceback runs the training script's top level through runpy.run_path "
-        f"(`{cut(where.text, 100)}`): multiprocessing's spawn start method re-running it in a child process "
-        "(asynchronous checkpoint saving, data-loader workers), which starts the training again there. Put the "
-        'script\'s training call under `if __name__ == "__main__":`; the NCCL and EOF errors around it follow from '
-        "the second run"
+        f"(`{cut(where.text, 100)}`): multiprocessing's spawn or forkserver start method re-running it in a child "
+        "process (an asynchronous checkpoint worker, data-loader workers), which starts the training again there. Put "
+        'the script\'s training call under `if __name__ == "__main__":`; the errors after it (NCCL, EOFError, a '
+        "hang) follow from the second run (recorded: fixtures/memory-calibration/refused/b64)"
     )
 
 
