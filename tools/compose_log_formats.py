@@ -256,7 +256,8 @@ CASES = [
         "2 (other failure wordings)",
         old_oom(),
         "The oldest `RuntimeError: CUDA out of memory.` form (torch <= 1.3, `… cached)`), figures as in a widely "
-        "quoted public PyTorch thread; a minimal traceback around it.",
+        "quoted public PyTorch thread; a minimal traceback around it. 9.28 GiB was free for 12.50 MiB asked: no "
+        "shortage of memory, which the report says.",
     ),
     Case(
         "nccl-ub-registration",

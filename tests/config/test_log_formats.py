@@ -140,7 +140,8 @@ def test_real_bridge_run_config_yaml_parses(name):
 
 def test_bridge_run_config_confirms_the_oom_finding():
     report = diagnose(
-        [str(FIXTURES / "oom-old-cached-wording" / "job.log")], [str(BRIDGE / "run_config-optimizer-offload-050.yaml")]
+        [str(FIXTURES / "oom-cuda-error-no-figures" / "job.log")],
+        [str(BRIDGE / "run_config-optimizer-offload-050.yaml")],
     )
     assert report.findings[0].id == "oom-partial-optimizer-offload"
     assert report.findings[0].config.verdict == "confirmed"

