@@ -16,6 +16,10 @@ HELD_OUT = FIXTURES / "held-out"
 CASES = sorted(p.parent for p in HELD_OUT.glob("*/label.yaml"))
 # Each miss and why it stays one (docs/held-out.md): a right outcome that turns into a miss fails below.
 MISSES = {
+    "codegeex-megatron-13b-illegal-memory-access-at-setup": (
+        "an illegal memory access and no out-of-memory message: the maintainer's guess, too few GPUs for 13B, was "
+        "never confirmed, and a kernel fault is no shortage diagnose can read"
+    ),
     "fasttrak-nccl-registration": "two WARN lines of GCP's NCCL network plugin; no collective is said to fail",
     "megatron-deepspeed-summit-moe-ep-not-dividing-world": (
         "DeepSpeed's own expert groups (`12 is not divisible by 8` from its _ensure_divisibility): not megatron-core's "
@@ -57,7 +61,7 @@ def test_each_case_says_where_it_came_from_and_what_is_true(case):
 
 def test_diagnose_never_leads_with_a_wrong_cause_and_misses_only_what_it_is_known_to():
     rows = _benchmark().evaluate()
-    assert len(rows) == len(CASES) == 143
+    assert len(rows) == len(CASES) == 150
     outcomes = {row["case"]: row["outcome"] for row in rows}
     assert {case for case, outcome in outcomes.items() if outcome != "right"} == set(MISSES)
     assert all(outcomes[case] == "missed" for case in MISSES)
