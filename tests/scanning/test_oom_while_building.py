@@ -151,3 +151,19 @@ def test_an_oom_raised_while_the_job_is_set_up_claims_no_memory_cause_and_says_w
     outermost = "initialize_megatron" if function == "_compile_dependencies" else function
     [note] = [n for n in report.notes if "while the job was being set up" in n]
     assert f"raised in {outermost}," in note and "no memory setting is the fix" in note
+
+
+@pytest.mark.parametrize(
+    ("case", "shown"),
+    [
+        # a job placed on a GPU with an uncorrectable ECC error: the OOM in its start-up follows the error above it
+        ("megatron-deepspeed-bad-gpu-ecc-then-oom-at-init-barrier", "uncorrectable ECC error encountered"),
+        # 20 MiB asked with 66.43 GiB free: vLLM's CuMem allocator failed first
+        ("ms-swift-megatron-grpo-colocate-vllm-cumem-invalid-argument", "cumem_allocator.cpp:119"),
+    ],
+)
+def test_an_oom_that_is_no_shortage_points_at_the_failure_above_it(case, shown):
+    report = diagnose([str(FIXTURES / "held-out" / case / "job.log")])
+    assert report.findings == []
+    assert shown in report.unmatched.text
+    assert any("no shortage of this run's memory" in note for note in report.notes)

@@ -76,6 +76,7 @@ def build_report(
     unclaimed: list[Evidence] = []  # error lines a signature matched but whose condition did not hold
     went_past: list[Finding] = []  # constraints the config breaks that the run trained past
     no_shortage: list[str] = []  # out-of-memory errors that say no memory of the run's ran short (scanning/oom.py)
+    no_shortage_lines: set[tuple[str, int | None]] = set()
     for aggregate in scan.aggregates:
         signature = _winner(catalog, aggregate, store, run)
         if signature is not None:
@@ -84,6 +85,7 @@ def build_report(
             unclaimed.append(aggregate.evidence[-1])
             if aggregate.facts.get("not_a_shortage"):
                 no_shortage.append(_no_shortage_note(aggregate))
+                no_shortage_lines.add((aggregate.evidence[-1].path, aggregate.evidence[-1].line))
     for signature in catalog.signatures:
         if signature.id in findings:
             continue
@@ -137,6 +139,8 @@ def build_report(
             ):
                 finding.config.explanation += "; but the config is probably from another run"
     unmatched = _unexplained_failure(scan, ordered, matchers, unclaimed)
+    if unmatched is not None and (unmatched.path, unmatched.line) in no_shortage_lines:
+        unmatched = _failure_before(scan, unmatched)
     went_on = _run_went_on_after(scan, unmatched) if unmatched is not None else None
     if unmatched is not None and went_on is not None:
         notes.append(
@@ -482,6 +486,18 @@ def _trained(scan: ScanResult) -> bool:
     """The log shows training steps (iteration lines) or the training loop's end: every refusal a preflight
     constraint stands for (config classes, validate_args, model build, the first step's checks) is behind it."""
     return bool(scan.iterations) or scan.training_done is not None
+
+
+def _failure_before(scan: ScanResult, oom: Evidence) -> Evidence:
+    """An out-of-memory line that is no shortage points at the failure above it in the same log, where there is one:
+    the last exception or error line before it (the ECC error before a start-up OOM; vLLM's allocator error before
+    an OOM with the memory free)."""
+    earlier = [
+        line
+        for line in (*scan.exceptions, scan.last_error_line)
+        if line is not None and line.path == oom.path and (line.line or 0) < (oom.line or 0)
+    ]
+    return max(earlier, key=lambda line: line.line or 0) if earlier else oom
 
 
 def _no_shortage_note(aggregate: Aggregate) -> str:
