@@ -1407,6 +1407,13 @@ ASYNC_SAVE = (
 RUNS["b64-tiny-async-save-no-main-guard"] = (1, 0, f"{TINY_GPT} {ASYNC_SAVE} --train-iters 4")
 RUNS["b65-tiny-async-save"] = (1, 0, f"{TINY_GPT} {ASYNC_SAVE.replace('odr-ckpt', 'odr-ckpt-b65')} --train-iters 4")
 
+# A GPU full when the job starts (scanning/oom.py raised_before_the_model; held-out megatron-deepspeed-bad-gpu-ecc-…):
+# the device command starts a process that leaves about 300 MiB of GPU 0 free, as a previous job's leftover would,
+# then b66, the tiny GPT, on that GPU. Expected: it fails in initialize_megatron, before any of its model exists, and
+# diagnose claims no memory setting (a CUDA out-of-memory error there is no shortage of the run's), or, if the failure
+# comes as NCCL's own, says what it reads. Planned before it ran.
+RUNS["b66-tiny-on-a-full-gpu"] = (1, 0, TINY_GPT)
+
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
