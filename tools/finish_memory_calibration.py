@@ -31,7 +31,9 @@ FINISHED = re.compile(r"\(after 3 iterations\) memory \(MB\)")
 # PyTorch's allocator, or NCCL's own allocation once PyTorch's cache has taken the GPU (e76: "Failed to CUDA calloc
 # async 4 bytes" in an all_reduce after the first step), or the host's: the kernel's OOM killer ends the rank with
 # SIGKILL, torchrun's summary the only trace (n132, offloading an 8.27B GPT's optimizer to a 125 GiB host).
-OUT_OF_MEMORY = re.compile(r"torch\.OutOfMemoryError: CUDA out of memory|Failed to CUDA calloc|Signal 9 \(SIGKILL\)")
+OUT_OF_MEMORY = re.compile(
+    r"torch\.OutOfMemoryError: CUDA out of memory|CUDA error: out of memory|Failed to CUDA calloc|Signal 9 \(SIGKILL\)"
+)
 # An exception line, with torch's rank prefix or without (validate_args raises before it is installed: n125).
 REFUSED = re.compile(r"^(?:\[rank\d+\]: )?\w+Error(?::| *$)", re.MULTILINE)
 

@@ -167,3 +167,14 @@ def test_an_oom_that_is_no_shortage_points_at_the_failure_above_it(case, shown):
     assert report.findings == []
     assert shown in report.unmatched.text
     assert any("no shortage of this run's memory" in note for note in report.notes)
+
+
+def test_a_real_job_started_on_a_gpu_another_process_held_claims_no_memory_setting():
+    """b66 (an H200, megatron-core 0.19.0): another process held all but 298 MiB of the card; the job stopped at
+    `torch.cuda.set_device` in initialize_megatron with `CUDA error: out of memory`."""
+    log = FIXTURES / "memory-calibration" / "out-of-memory" / "b66-tiny-on-a-full-gpu.log.gz"
+    report = diagnose([str(log)])
+    assert report.findings == []
+    assert report.unmatched.text == "torch.AcceleratorError: CUDA error: out of memory"
+    [note] = [n for n in report.notes if "no shortage" in n]
+    assert "raised in initialize_megatron," in note
