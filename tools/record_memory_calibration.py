@@ -1414,6 +1414,11 @@ RUNS["b65-tiny-async-save"] = (1, 0, f"{TINY_GPT} {ASYNC_SAVE.replace('odr-ckpt'
 # comes as NCCL's own, says what it reads. Planned before it ran.
 RUNS["b66-tiny-on-a-full-gpu"] = (1, 0, TINY_GPT)
 
+# local-impl-sequence-parallel for a MoE at TP 2 where Transformer Engine is not installed: sequence parallelism off
+# alone would meet moe-tp-requires-sequence-parallel, so the fix printed is b61's layout (TP 1, EP 2, no sequence
+# parallelism), which trained. b67 is the refusal. Planned before it ran.
+RUNS["b67-tiny-moe-tp2-sp-local-refused"] = (2, 0, f"{TINY_MOE} {TP2} --sequence-parallel")
+
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
