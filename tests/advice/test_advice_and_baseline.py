@@ -429,6 +429,7 @@ def _with_fix(command: str, lines: list[str]) -> str:
             "cuda-graph-expandable-segments",
         ),
         ("b60-tiny-moe-tp2-no-sp-refused", "b61-tiny-moe-ep2-advised", "moe-tp-requires-sequence-parallel"),
+        ("b67-tiny-moe-tp2-sp-local-refused", "b61-tiny-moe-ep2-advised", "local-impl-sequence-parallel"),
         ("b62-tiny-te-cuda-graph-refused", "b63-tiny-local-cuda-graph-advised", "cuda-graph-requires-te"),
         # not refused: megatron-core trains with any fraction, and the config alone shows it
         ("b33-gpt-offload-fraction-1.5", "b49-gpt-offload-fraction-0.5-advised", "optimizer-offload-fraction-range"),
