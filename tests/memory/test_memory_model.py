@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import re
 from pathlib import Path
@@ -28,8 +29,11 @@ MAX_ALLOCATED = re.compile(r"max allocated: ([\d.]+)")
 PARAMETERS = re.compile(r"model parallel rank \([\d, ]+\): (\d+)")
 
 
+@functools.cache
 def _text(path: Path) -> str:
-    return gzip.open(path, "rt").read()
+    """A recorded run's log, read once a process (several tests read each)."""
+    with gzip.open(path, "rt") as log:
+        return log.read()
 
 
 def test_every_recorded_run_is_there():
