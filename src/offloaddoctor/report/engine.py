@@ -75,8 +75,9 @@ def build_report(
     findings: dict[str, Finding] = {}
     unclaimed: list[Evidence] = []  # error lines a signature matched but whose condition did not hold
     went_past: list[Finding] = []  # constraints the config breaks that the run trained past
-    no_shortage: list[str] = []  # out-of-memory errors that say no memory of the run's ran short (scanning/oom.py)
-    no_shortage_lines: set[tuple[str, int | None]] = set()
+    no_shortage: list[
+        Aggregate
+    ] = []  # out-of-memory errors that say no memory of the run's ran short (scanning/oom.py)
     for aggregate in scan.aggregates:
         signature = _winner(catalog, aggregate, store, run)
         if signature is not None:
@@ -84,8 +85,7 @@ def build_report(
         elif aggregate.evidence and _reads_as_error(catalog, aggregate.matcher_id):
             unclaimed.append(aggregate.evidence[-1])
             if aggregate.facts.get("not_a_shortage"):
-                no_shortage.append(_no_shortage_note(aggregate))
-                no_shortage_lines.add((aggregate.evidence[-1].path, aggregate.evidence[-1].line))
+                no_shortage.append(aggregate)
     for signature in catalog.signatures:
         if signature.id in findings:
             continue
@@ -127,7 +127,7 @@ def build_report(
     if baseline is not None:
         notes.append(_baseline_note(run.values, ordered))
     notes += [note for _, note in keyed]
-    notes += [_trained_past_note(finding) for finding in went_past] + no_shortage
+    notes += [_trained_past_note(finding) for finding in went_past] + [_no_shortage_note(a) for a in no_shortage]
     if run.values.get("script_rerun_in_child"):
         notes.append(_script_rerun_note(run.evidence["script_rerun_in_child"][0]))
     if mismatch:
@@ -139,7 +139,7 @@ def build_report(
             ):
                 finding.config.explanation += "; but the config is probably from another run"
     unmatched = _unexplained_failure(scan, ordered, matchers, unclaimed)
-    if unmatched is not None and (unmatched.path, unmatched.line) in no_shortage_lines:
+    if unmatched is not None and unmatched in [a.evidence[-1] for a in no_shortage]:
         unmatched = _failure_before(scan, unmatched)
     went_on = _run_went_on_after(scan, unmatched) if unmatched is not None else None
     if unmatched is not None and went_on is not None:

@@ -19,6 +19,7 @@ a figure starts only where no digit precedes it, so a hostile line of any length
 
 from __future__ import annotations
 
+from offloaddoctor.scanning.failure_lines import START_UP_FUNCTIONS
 from offloaddoctor.scanning.units import format_bytes, to_bytes
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -162,7 +163,8 @@ def fragmentation_verdict(
     usable free memory, covers the request, and the free memory alone is under twice it; otherwise capacity.
     The failed request is only the first that did not fit: when the run's config is known and the memory model
     says the whole step is short even in its best case (`whole_step_short` > 0: the peak with the cache squeezed
-    is over the limit), no allocator setting can make it fit → capacity (e74's covered request: with expandable segments, e77, it ran out of memory again).
+    is over the limit), no allocator setting can make it fit → capacity (e74's covered request: with expandable
+    segments, e77, it ran out of memory again).
     `first_build_bytes`: the part of that shortfall that is optimizer offloading's first build, which only
     Python's garbage collector frees (memory/model.py), for the wording. `expandable_segments_on`: the run's
     config says so; the allocator then maps memory where a request needs it, no block to miss → capacity.
@@ -217,6 +219,14 @@ def fragmentation_verdict(
         return False, f"{sums}, request {format_bytes(requested)}: {why}"
     why = "the GPU did not have the bytes even in pieces → capacity"
     return False, f"{sums} < request {format_bytes(requested)}: {why}"
+
+
+def raised_in(facts: dict, function: str) -> dict:
+    """An OOM whose traceback passed `function`: the job's start-up (failure_lines.START_UP_FUNCTIONS: no shortage of
+    the run's) or the model's build (failure_lines.MODEL_BUILD_FUNCTIONS: capacity)."""
+    if function in START_UP_FUNCTIONS:
+        return {**facts, "not_a_shortage": raised_before_the_model(function)}
+    return raised_while_building(facts, function)
 
 
 def raised_before_the_model(function: str) -> str:

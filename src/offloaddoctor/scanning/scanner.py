@@ -15,7 +15,7 @@ from time import perf_counter
 
 from offloaddoctor.scanning.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.scanning.fact_parsers import FACT_PARSERS, captured_facts
-from offloaddoctor.scanning.oom import raised_before_the_model, raised_while_building
+from offloaddoctor.scanning.oom import raised_in
 from offloaddoctor.scanning.scan_result import ScanResult
 from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_LITERALS,
@@ -224,7 +224,8 @@ class TracebackTracker(LineHandler):
                 code = training_code(body)
                 if code is not None:
                     self.training_code_seen.add(code)
-                if passes_megatron(body):
+                through_megatron = passes_megatron(body)
+                if through_megatron:
                     self._through_megatron.add(rank)
                 function = frame_function(body)
                 if function == "run_path" and runs_a_path(body):
@@ -232,7 +233,7 @@ class TracebackTracker(LineHandler):
                 if rank not in self._building and (function in MODEL_BUILD_FUNCTIONS or function in START_UP_FUNCTIONS):
                     self._building[rank] = function
                 if rank in self._ran_a_path and not self.reruns:
-                    self._script_rerun(line, rank, body, function, code is not None or passes_megatron(body))
+                    self._script_rerun(line, rank, body, function, code is not None or through_megatron)
             return True
         if _EXCEPTION_LINE.match(body):
             del self.awaiting[rank]
@@ -564,10 +565,8 @@ class FailureMatcher(LineHandler):
                     continue
             if facts is None:
                 continue
-            if building in START_UP_FUNCTIONS and matcher.spec.facts == "cuda-oom":
-                facts = {**facts, "not_a_shortage": raised_before_the_model(building)}
-            elif building is not None and matcher.spec.facts == "cuda-oom":
-                facts = raised_while_building(facts, building)
+            if building is not None and matcher.spec.facts == "cuda-oom":
+                facts = raised_in(facts, building)
             if rank is None:
                 rank = rank_in_message(text)
             matched = True
@@ -582,8 +581,8 @@ class FailureMatcher(LineHandler):
         """The exception line that ends a traceback (`text`: without the traceback's own indent); `raising`: the
         frame statement that raised it, beside a line that names only its class, shown and matched with it (a
         bare `AssertionError` is known by its `assert`); `building`: the model-build function the traceback
-        passed (an out-of-memory error there is capacity: scanning/oom.py raised_while_building), or the start-up
-        one (an out-of-memory error there is no memory of the run's: scanning/oom.py raised_before_the_model)."""
+        passed (an out-of-memory error there is capacity), or the start-up one (no shortage of the run's):
+        scanning/oom.py raised_in."""
         shown = f"{text.strip()}, raised by {raising}" if raising else text.strip()
         self.result.remember_exception(Evidence(line.path, line.number, line.rank, shown))
         self.match(line.path, line.number, line.rank, shown if raising else text, building)
