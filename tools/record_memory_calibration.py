@@ -1419,6 +1419,28 @@ RUNS["b66-tiny-on-a-full-gpu"] = (1, 0, TINY_GPT)
 # parallelism), which trained. b67 is the refusal. Planned before it ran.
 RUNS["b67-tiny-moe-tp2-sp-local-refused"] = (2, 0, f"{TINY_MOE} {TP2} --sequence-parallel")
 
+# The memory model's figure for a refusal's fix (a fix can move the peak: TP 1 with EP 2 puts the dense layers whole on
+# each GPU). e71-e78's MoE at TP 2 without sequence parallelism, without Transformer Engine: refused at its first step
+# (b68: micro-batch 28; b69: 56), both under the H100's limit as e73/e74. diagnose prints TP 1 with EP 2 and, for that
+# layout, the model's peak and which GPUs it fits: 40,573 MiB, fits an H100 (b68); 77,142 MiB, does not fit an H100,
+# fits an H200 (b69). The printed lines run: b70 (b68's, H100's limit; expected to train near 40,573 MiB), b71 (b69's,
+# H100's limit; expected out of memory), b72 (b69's, a whole H200; expected to train near 77,142 MiB). Planned before
+# they ran.
+def moe_top2_tp2(mbs: int) -> str:
+    """e71-e78's MoE (8 experts, top-2) at TP 2 without sequence parallelism, instead of EP 2."""
+    return moe_ep2_top2(mbs, 4 * mbs).replace("--expert-model-parallel-size 2", TP2)
+
+
+RUNS["b68-moe8-tp2-no-sp-mbs28-refused"] = (2, 0, moe_top2_tp2(28))
+RUNS["b69-moe8-tp2-no-sp-mbs56-refused"] = (2, 0, moe_top2_tp2(56))
+RUNS["b70-moe8-ep2-mbs28-advised-cap"] = (2, 0, moe_ep2_top2(28, 112))
+RUNS["b71-moe8-ep2-mbs56-advised-cap"] = (2, 0, moe_ep2_top2(56, 224))
+RUNS["b72-moe8-ep2-mbs56-advised"] = (2, 0, moe_ep2_top2(56, 224))
+for _name in ("b68-moe8-tp2-no-sp-mbs28-refused", "b69-moe8-tp2-no-sp-mbs56-refused"):
+    RUN_ENV[_name] = H100_CAP
+for _name in ("b70-moe8-ep2-mbs28-advised-cap", "b71-moe8-ep2-mbs56-advised-cap"):
+    RUN_ENV[_name] = H100_CAP
+
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
