@@ -431,6 +431,8 @@ def _with_fix(command: str, lines: list[str]) -> str:
         ("b60-tiny-moe-tp2-no-sp-refused", "b61-tiny-moe-ep2-advised", "moe-tp-requires-sequence-parallel"),
         ("b67-tiny-moe-tp2-sp-local-refused", "b61-tiny-moe-ep2-advised", "local-impl-sequence-parallel"),
         ("b62-tiny-te-cuda-graph-refused", "b63-tiny-local-cuda-graph-advised", "cuda-graph-requires-te"),
+        ("b68-moe8-tp2-no-sp-mbs28-refused", "b70-moe8-ep2-mbs28-advised-cap", "moe-tp-requires-sequence-parallel"),
+        ("b69-moe8-tp2-no-sp-mbs56-refused", "b72-moe8-ep2-mbs56-advised", "moe-tp-requires-sequence-parallel"),
         # not refused: megatron-core trains with any fraction, and the config alone shows it
         ("b33-gpt-offload-fraction-1.5", "b49-gpt-offload-fraction-0.5-advised", "optimizer-offload-fraction-range"),
     ],
