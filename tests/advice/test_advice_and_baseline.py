@@ -339,8 +339,11 @@ _DEFAULT_SETTINGS = {"--tensor-model-parallel-size 1", "--pipeline-model-paralle
 
 
 def _settings(command: str) -> list[str]:
-    """A launch command as its flags with their values, in any order (Megatron-LM reads them so)."""
-    return sorted(set(re.split(r" (?=--[a-z])", _without_port(command))) - _DEFAULT_SETTINGS)
+    """A launch command as its flags with their values, in any order (Megatron-LM reads them so). The recorder's
+    ODR_CAP_MIB is the GPU the run was given (an H100's limit on an H200), not a setting of the run: b69 was refused
+    under an H100's limit and its fix trained on a whole H200 (b72)."""
+    command = re.sub(r"\bODR_CAP_MIB=\d+ ", "", _without_port(command))
+    return sorted(set(re.split(r" (?=--[a-z])", command)) - _DEFAULT_SETTINGS)
 
 
 def _measured_peak_mib(name: str) -> float:
