@@ -1419,6 +1419,7 @@ RUNS["b66-tiny-on-a-full-gpu"] = (1, 0, TINY_GPT)
 # parallelism), which trained. b67 is the refusal. Planned before it ran.
 RUNS["b67-tiny-moe-tp2-sp-local-refused"] = (2, 0, f"{TINY_MOE} {TP2} --sequence-parallel")
 
+
 # The memory model's figure for a refusal's fix (a fix can move the peak: TP 1 with EP 2 puts the dense layers whole on
 # each GPU). e71-e78's MoE at TP 2 without sequence parallelism, without Transformer Engine: refused at its first step
 # (b68: micro-batch 28; b69: 56), both under the H100's limit as e73/e74. diagnose prints TP 1 with EP 2 and, for that

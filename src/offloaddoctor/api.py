@@ -145,12 +145,12 @@ def _report(catalog: Catalog, scan, store, matchers, baseline_metrics=None) -> R
     composed here. Whether the OOM is fragmentation or capacity is weighed with the memory model's whole step
     first (it decides which signature claims the line); the numbers are added to the findings before their
     fixes are printed."""
-    from offloaddoctor.advice import add_advice, weigh_whole_step
+    from offloaddoctor.advice import add_advice, weigh_fixes, weigh_whole_step
     from offloaddoctor.report import build_report
 
     store.extend(_trained_share_values(scan.parameters, next(iter(scan.lines_read), "")))
     weigh_whole_step(scan, store)
-    return build_report(catalog, scan, store, matchers, baseline_metrics, advise=add_advice)
+    return build_report(catalog, scan, store, matchers, baseline_metrics, advise=add_advice, weigh_fixes=weigh_fixes)
 
 
 def _log_config(path: str) -> list[ConfigValue]:
@@ -265,9 +265,11 @@ def check(
         from offloaddoctor.advice import attach_memory
 
         attach_memory(report, memory)
+    from offloaddoctor.advice import weigh_fixes
     from offloaddoctor.report import print_fixes
 
     print_fixes(report.violations, store)
+    weigh_fixes(report.violations, store)
     if memory_note:
         report.notes.append(memory_note)
     report.notes[:0] = _unknown_set_keys(values, catalog, store)

@@ -108,3 +108,26 @@ def test_check_world_size_gives_the_expert_grid_its_gpus(tmp_path):
     assert rule in [u.id for u in check([str(script)]).unchecked]
     assert rule in [v.id for v in check([str(script)], world_size=4).violations]
     assert rule in check([str(script)], world_size=16).passed
+
+
+@pytest.mark.parametrize(
+    ("origin", "follows"),
+    [
+        ("log", True),  # an arguments block prints the expert TP Megatron took from TP (b68: 2 at TP 2)
+        ("config", False),  # a config file's is the user's: a fix of TP leaves it
+    ],
+)
+def test_expert_tp_follows_a_fixed_tp_only_where_megatron_derived_it(origin, follows):
+    from offloaddoctor.config.derived import with_derived_changes
+    from offloaddoctor.config.values import ConfigStore
+
+    store = ConfigStore()
+    for key in ("model.tensor_model_parallel_size", "model.expert_tensor_parallel_size"):
+        store.add(ConfigValue(key, 2, Source("run"), origin))
+    changes = [("model.tensor_model_parallel_size", 1), ("model.expert_model_parallel_size", 2)]
+    derived = with_derived_changes(changes, store)
+    assert (("model.expert_tensor_parallel_size", 1) in derived) is follows
+    assert derived[:2] == changes
+    assert with_derived_changes([("model.expert_model_parallel_size", 2)], store) == [
+        ("model.expert_model_parallel_size", 2)
+    ]

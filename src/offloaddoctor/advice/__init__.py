@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
         memory_summary,
         mib,
     )
+    from offloaddoctor.advice.fix_memory import weigh_fixes
     from offloaddoctor.advice.fix_numbers import add_advice, weigh_whole_step
 
 # What the layers above use, and the module that defines each: imported on first use, for start-up time.
@@ -31,6 +32,7 @@ _HOMES = {
     "mib": "estimate_report",
     "add_advice": "fix_numbers",
     "weigh_whole_step": "fix_numbers",
+    "weigh_fixes": "fix_memory",
 }
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "memory_summary",
     "mib",
     "refusals",
+    "weigh_fixes",
     "weigh_whole_step",
 ]
 

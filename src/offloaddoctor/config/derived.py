@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 
 from offloaddoctor.coerce import boolean, integer, names, number  # shared coercion rules
-from offloaddoctor.config.values import ConfigStore, Resolved, Source, format_value
+from offloaddoctor.config.values import ConfigStore, Resolved, Source, format_value, same_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -367,6 +367,24 @@ def _suggested_expert_parallel_size(store: ConfigStore, message_world: Any = Non
     if min(current, room) > SEARCHED_COUNT_LIMIT:
         return None
     return next(d for d in range(min(current, room), 0, -1) if room % d == 0 and (not experts or experts % d == 0))
+
+
+def with_derived_changes(changes: list[tuple[str, Any]], store: ConfigStore) -> list[tuple[str, Any]]:
+    """A fix's changes with what Megatron derives from them where the run does not set it: expert TP is TP's
+    unless given, and the arguments block prints the value it took (b68's `expert_tensor_parallel_size 2` at TP 2),
+    so a log's expert TP equal to TP follows a change of TP. A config file's is the user's and stays."""
+    changed = dict(changes)
+    tensor = changed.get("model.tensor_model_parallel_size")
+    expert_tensor = store.resolve("model.expert_tensor_parallel_size")
+    if (
+        tensor is not None
+        and "model.expert_tensor_parallel_size" not in changed
+        and expert_tensor is not None
+        and expert_tensor.origin == "log"
+        and same_value(expert_tensor.value, store.value("model.tensor_model_parallel_size"))
+    ):
+        return [*changes, ("model.expert_tensor_parallel_size", tensor)]
+    return list(changes)
 
 
 def _suggested_expert_parallel_without_tensor_parallel(store: ConfigStore) -> int | None:

@@ -106,6 +106,14 @@ class ConfigStore:
 
         return evaluate(predicate, lookup)
 
+    def with_changes(self, changes, source: str) -> ConfigStore:
+        """A copy with (canonical key, value) changes set over every value (as --set would), from `source`."""
+        changed = ConfigStore()
+        changed._values = {key: list(values) for key, values in self._values.items()}
+        changed._derived = dict(self._derived)
+        changed.extend(ConfigValue(key, value, Source(source), "set") for key, value in changes)
+        return changed
+
     def set_derived(self, resolved: Resolved) -> None:
         """A derived value only fills a gap: a key given anywhere explicitly is never replaced."""
         if not self._values.get(resolved.key):

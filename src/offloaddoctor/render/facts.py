@@ -49,6 +49,9 @@ _LABELS = {
     "peak_allocated_bytes": "peak allocated",
     "estimated_peak_allocated_bytes": "estimated peak allocated (memory model)",
     "estimated_nvidia_smi_bytes": "estimated nvidia-smi use",
+    "fixed_peak_allocated_bytes": "estimated peak allocated with the fix (memory model)",
+    "configured_peak_allocated_bytes": "estimated peak allocated as configured (memory model)",
+    "fixed_fits_gpus": "GPUs the run with the fix fits (memory model)",
     "fit_verdict": "fit verdict (memory model)",
     "host_verdict": "host verdict (memory model, --host-memory)",
     "gpu_memory_bytes": "GPU memory",
@@ -73,6 +76,8 @@ def fact_lines(facts: dict[str, Any]) -> list[tuple[str, str]]:
 def format_fact(name: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
     if name.endswith("_bytes"):
         return format_bytes(value)
     if name.endswith("_share"):

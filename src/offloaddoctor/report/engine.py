@@ -54,6 +54,8 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
     # What `build_report` calls to add numbers to the findings: (findings, config, parameter counts, catalogue).
     Advise = Callable[[list[Finding], ConfigStore, ParameterCounts, Catalog], None]
+    # And once their fixes are printed, to weigh the changes they print: (findings, config).
+    WeighFixes = Callable[[list[Finding], ConfigStore], None]
 
 _PLACEHOLDER = lazy_compile(r"\{([\w.]+)\}")
 
@@ -65,10 +67,12 @@ def build_report(
     matchers: list[Matcher],
     baseline: Any = None,
     advise: Advise | None = None,
+    weigh_fixes: WeighFixes | None = None,
 ) -> Report:
     """`baseline`: the RunMetrics of a healthy run; its measured numbers replace heuristics. `advise`: adds
     numbers to the findings (the advice package's `add_advice`, given by `api`: the report does not know
-    advice), before the fixes are ordered and printed, since it may change a fix's lines."""
+    advice), before the fixes are ordered and printed, since it may change a fix's lines; `weigh_fixes` (its
+    `weigh_fixes`), after, to weigh the changes printed."""
     run = compute_run_facts(scan)
     if baseline is not None:
         apply_baseline(run, baseline.summary)
@@ -121,6 +125,8 @@ def build_report(
     # No config to take the dialect from: the training code the tracebacks ran (ROCm/Megatron-LM#85's paste, in
     # megatron/training/arguments.py, was given Bridge's lines)
     dialect = print_fixes(ordered, store, MEGATRON_LM if scan.training_code == {"megatron-lm"} else BRIDGE)
+    if weigh_fixes is not None:
+        weigh_fixes(ordered, store)
     mismatch = config_mismatch(store)
     keyed = store.keyed_disagreements()
     notes = ([mismatch] if mismatch else []) + list(scan.warnings) + _empty_log_notes(scan)

@@ -47,14 +47,17 @@ class Finding:
     fix_note: str = ""  # why the fix lines differ from the signature's (the numbers, a run that is not Megatron)
     fix_note_replaces_summary: bool = False  # the numbers contradict the signature's fix summary: show the note only
     changes: list = field(default_factory=list)  # the fix as (canonical key, value) pairs (report/fixes.py)
+    fix_memory: str = ""  # the memory model's peak for the run with these changes (advice/fix_memory.py)
 
     @property
     def fix_sentences(self) -> list[str]:
         """The fix's prose, the same in every output format: the note on this run, then the signature's summary
-        unless the run's numbers contradict it."""
+        unless the run's numbers contradict it, then what the changes do to the run's memory."""
         note = " ".join(self.fix_note.split())
         summary = " ".join(self.signature.fix.summary.split())
-        return [text for text in (note, "" if self.fix_note_replaces_summary and note else summary) if text]
+        return [
+            text for text in (note, "" if self.fix_note_replaces_summary and note else summary, self.fix_memory) if text
+        ]
 
     @property
     def id(self) -> str:

@@ -1,0 +1,98 @@
+"""What a refusal's fix does to the run's memory: the memory model's peak per GPU with the fix's changes, against
+the run as configured, and which GPUs that fits by `estimate`'s rule.
+
+A start-up refusal's fix can move the peak a long way: TP 1 with the experts spread instead puts a MoE's dense
+layers whole on each GPU (b69: 77,142 MiB, where its TP 2 layout was never measured), and turning recompute off
+instead of activation offloading costs the activations (b42: 41,324 MiB). The user cannot see that in the lines;
+the figure says it before the relaunch. Recorded: fixtures/memory-calibration b68-b72.
+"""
+
+from __future__ import annotations
+
+from offloaddoctor.byte_units import MIB
+from offloaddoctor.config.derived import with_derived_changes
+from offloaddoctor.config.values import ConfigStore
+from offloaddoctor.errors import UserError
+from offloaddoctor.report import Finding
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from collections.abc import Sequence
+
+    from offloaddoctor.memory import MemoryEstimate, RunShape
+
+# A fix that raises the peak by less says nothing worth a sentence; one that lowers it is no risk to the relaunch.
+_SMALLEST_RISE = 0.01
+
+
+def weigh_fixes(findings: Sequence[Finding], store: ConfigStore) -> None:
+    """Adds the figure to each error finding of a constraint whose printed changes raise the modelled peak; the OOM
+    findings' fixes come from the memory model already. Nothing where the config does not give the model's keys."""
+    before: MemoryEstimate | None = None
+    for finding in findings:
+        facts = finding.facts
+        if (
+            finding.signature.severity != "error"
+            or not finding.signature.preflight
+            or not finding.changes
+            or "requested_bytes" in facts
+            or "estimated_peak_allocated_bytes" in facts
+        ):
+            continue
+        before = before or _estimate(store)
+        if before is None:
+            return
+        after = _estimate(store.with_changes(with_derived_changes(finding.changes, store), "the fix"))
+        if after is None or after.peak_allocated_bytes < before.peak_allocated_bytes * (1 + _SMALLEST_RISE):
+            continue
+        fits, tight, short = gpus_by_verdict(after)
+        facts["fixed_peak_allocated_bytes"] = int(after.peak_allocated_bytes)
+        facts["configured_peak_allocated_bytes"] = int(before.peak_allocated_bytes)
+        facts["fixed_fits_gpus"] = fits
+        finding.fix_memory = _sentence(before, after, fits, tight, short)
+
+
+def gpus_by_verdict(result: MemoryEstimate) -> tuple[list[str], list[str], list[str]]:
+    """The known GPUs (memory/gpus.py) the estimate fits, is tight on and does not fit, smallest first."""
+    from offloaddoctor.memory.fit import DOES_NOT_FIT, FITS, verdict
+    from offloaddoctor.memory.gpus import GPUS
+
+    grouped: dict[str, list[str]] = {FITS: [], DOES_NOT_FIT: []}
+    for name, (mib, _) in sorted(GPUS.items(), key=lambda item: item[1][0]):
+        grouped.setdefault(verdict(result, mib * MIB).status, []).append(name)
+    return (
+        grouped[FITS],
+        [n for s, names in grouped.items() if s not in (FITS, DOES_NOT_FIT) for n in names],
+        grouped[DOES_NOT_FIT],
+    )
+
+
+def _sentence(
+    before: MemoryEstimate, after: MemoryEstimate, fits: list[str], tight: list[str], short: list[str]
+) -> str:
+    verdicts = [
+        f"it fits {_either(fits)}" if fits else "",
+        f"is tight on {_either(tight)}" if tight else "",
+        f"does not fit {_either(short)}" if short else "",
+    ]
+    return (
+        f"The memory model puts the run with this fix at {after.peak_allocated_bytes / MIB:,.0f} MiB per GPU at its "
+        f"peak (up from {before.peak_allocated_bytes / MIB:,.0f} MiB as configured): by `estimate`'s rule, "
+        f"{'; '.join(v for v in verdicts if v)}."
+    )
+
+
+def _either(names: list[str]) -> str:
+    """`an H200, B200 or GB200`."""
+    text = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return f"{'an' if names[0][0] in 'AH' else 'a'} {text}"
+
+
+def _estimate(store: ConfigStore) -> MemoryEstimate | None:
+    from offloaddoctor.memory import estimate, read_shape
+
+    try:
+        shape: RunShape = read_shape(store)
+    except UserError:
+        return None
+    return estimate(shape)
