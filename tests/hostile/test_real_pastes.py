@@ -5,6 +5,8 @@ the one their message names."""
 
 from __future__ import annotations
 
+import re
+
 
 import pytest
 
@@ -47,6 +49,31 @@ def test_one_allocation_larger_than_the_gpu_gets_no_memory_setting():
     assert finding.overrides == []
     assert finding.fix_note_replaces_summary
     assert finding.fix_note.startswith("One allocation of 355.43 GiB is larger than all the memory")
+
+
+@pytest.mark.parametrize(
+    ("case", "times"),
+    [
+        ("te-megatron-unfused-attention-fallback-oom-4096gib", "52x"),  # TransformerEngine#3006: a mask built whole
+        ("megatron-deepspeed-dataloader-bug-attention-mask-oom-37631gib", "475x"),  # a data-loader bug's shape
+    ],
+)
+def test_a_request_ten_times_the_gpu_or_more_is_a_tensor_sized_wrongly_not_a_capacity_limit(case, times):
+    """Held-out batch 13: no OOM signature claims it (oom-capacity's "genuine capacity limit" misled); the OOM line is
+    the failure shown, and the note says a tensor was sized wrongly."""
+    report = diagnose([str(FIXTURES / "held-out" / case / "job.log")])
+    assert report.findings == []
+    assert "Tried to allocate" in report.unmatched.text
+    [note] = [n for n in report.notes if "no shortage of this run's memory" in n]
+    assert f"is {times} all the memory the process may use" in note and "a tensor sized wrongly" in note
+
+
+def test_a_request_just_under_ten_times_the_gpu_is_still_the_runs_capacity():
+    text = (FIXTURES / "excerpt-oom-larger-than-gpu" / "job.log").read_text()
+    capacity = float(re.search(r"total capac\w* of ([\d.]+) GiB", text).group(1))
+    [finding] = diagnose_text(text.replace("355.43 GiB", f"{capacity * 9.9:.2f} GiB")).findings
+    assert finding.id == "oom-capacity" and "larger than all the memory" in finding.fix_note
+    assert diagnose_text(text.replace("355.43 GiB", f"{capacity * 10.01:.2f} GiB")).findings == []
 
 
 def test_an_allocation_within_the_gpu_keeps_its_fixes():

@@ -26,6 +26,7 @@ from offloaddoctor.scanning import (
     apply_baseline,
     compute_run_facts,
     keep_evidence,
+    larger_than_the_gpu,
     lead_with_expandable_segments,
     one_allocation_over_half_the_gpu,
     one_allocation_over_the_gpu,
@@ -145,8 +146,8 @@ def build_report(
             ):
                 finding.config.explanation += "; but the config is probably from another run"
     unmatched = _unexplained_failure(scan, ordered, matchers, unclaimed)
-    if unmatched is not None and unmatched in [a.evidence[-1] for a in no_shortage]:
-        unmatched = _failure_before(scan, unmatched)
+    if unmatched is not None and unmatched in [a.evidence[-1] for a in no_shortage if not larger_than_the_gpu(a.facts)]:
+        unmatched = _failure_before(scan, unmatched)  # a request sized wrongly is the failure itself
     went_on = _run_went_on_after(scan, unmatched) if unmatched is not None else None
     if unmatched is not None and went_on is not None:
         notes.append(
@@ -258,8 +259,8 @@ def _raised_by_megatron(signature: Signature) -> bool:
 _NOT_MEGATRON = (
     _MEGATRON_SECTIONS,
     "Megatron settings left out of this fix: the log shows no Megatron run (no arguments block, iteration lines or "
-    "Megatron config), and they apply only to Megatron runs; the capacity fixes the text names are those settings, "
-    "for a Megatron run.",
+    "Megatron config), and they apply only to Megatron runs; in a Megatron run, they are the settings the text "
+    "names.",
 )
 _DEEPSPEED = (
     ("optimizer.", "ddp.use_distributed_optimizer"),

@@ -78,9 +78,9 @@ def parse_oom(text: str) -> dict[str, Any]:
     others = _other_processes_bytes(facts, [to_bytes(*found.groups()) for found in _PROCESS.finditer(text)])
     if others:
         facts["other_processes_bytes"] = others
-    memory_was_there = memory_was_free(facts)
-    if memory_was_there:
-        facts["not_a_shortage"] = memory_was_there
+    no_shortage = memory_was_free(facts) or sized_wrongly(facts)
+    if no_shortage:
+        facts["not_a_shortage"] = no_shortage
     verdict = fragmentation_verdict(facts)
     if verdict is not None:
         facts["fragmentation_suspected"], facts["fragmentation_arithmetic"] = verdict
@@ -129,6 +129,23 @@ def memory_was_free(facts: dict) -> str:
         f"the GPU had {format_bytes(free)} free for a request of {format_bytes(requested)}: the allocation failed "
         "with the memory there (a custom allocator such as vLLM's CuMem pool, a driver or device error: the error "
         "before it in the log says which), not for want of memory"
+    )
+
+
+def sized_wrongly(facts: dict) -> str:
+    """Why an out-of-memory message is no shortage of the run's memory, where its one request is ten times or more all
+    the memory the process may use: a tensor sized wrongly, not a budget any setting of the run's meets; "" otherwise.
+    Held-out te-megatron-unfused-attention-fallback-…: 4096 GiB of 79.18 GiB, a mask Transformer Engine's unfused
+    fallback built whole; megatron-deepspeed-dataloader-bug-…: 37,631.79 GiB, a data-loader bug's shape. A request
+    over the GPU by less is the run's settings: n79's 128 GiB of 79.18 GiB, unfused attention's score gradients at
+    micro-batch 16, fitted at micro-batch 1 (oom-capacity says so: one_allocation_over_the_gpu)."""
+    requested, capacity = facts.get("requested_bytes"), usable_capacity(facts)
+    if not requested or not capacity or requested < FREE_NO_SHORTAGE_TIMES * capacity:
+        return ""
+    return (
+        f"one allocation of {format_bytes(requested)} is {requested / capacity:,.0f}x all the memory the process may "
+        f"use ({format_bytes(capacity)}): a tensor sized wrongly (a shape or length mistake, or a bug in the code "
+        "that sizes it), which the traceback's last frames name, not a budget the run's settings can meet"
     )
 
 
