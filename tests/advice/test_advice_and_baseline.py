@@ -507,6 +507,19 @@ def test_every_memory_figure_printed_with_a_fix_is_near_the_peak_of_the_run_that
     assert abs(_measured_peak_mib(advised) / _figure_mib(weighed) - 1) < 0.10
 
 
+def test_a_fix_the_figure_calls_tight_on_a_gpu_is_not_said_to_fit_it():
+    """e30 (four H200s): a MoE at TP 2 and EP 4 without sequence parallelism, refused. Its fix, TP 1, is e23's command,
+    which ran out of memory on four H200s: the figure (122,382 MiB) says tight on an H200, not fits."""
+    [finding] = diagnose([str(FROZEN_RUNS / "refused" / "e30-moe8-ep4-top2-mbs92-tp2-h200.log.gz")]).findings
+    assert "is tight on an H200" in finding.fix_memory and "H200" not in finding.facts["fixed_fits_gpus"]
+    commands = _launch_commands()
+    fixed = _with_fix(commands["e30-moe8-ep4-top2-mbs92-tp2-h200"], finding.overrides)
+    assert _settings(fixed.replace(" --expert-tensor-parallel-size 1", "")) == _settings(
+        commands["e23-moe8-ep4-top2-mbs92-h200"]
+    )
+    assert (FROZEN_RUNS / "out-of-memory" / "e23-moe8-ep4-top2-mbs92-h200.log.gz").exists()
+
+
 def test_a_fix_that_lowers_the_peak_or_a_log_without_the_model_gets_no_figure():
     """pp-cpu-offload's fix (optimizer offloading instead, b45) lowers the peak: no risk to the relaunch, no sentence.
     b47 stopped before Megatron printed its arguments: nothing to weigh."""

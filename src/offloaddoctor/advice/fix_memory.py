@@ -3,8 +3,9 @@ the run as configured, and which GPUs that fits by `estimate`'s rule.
 
 A start-up refusal's fix can move the peak a long way: TP 1 with the experts spread instead puts a MoE's dense
 layers whole on each GPU (b69: 77,142 MiB, where its TP 2 layout was never measured), and turning recompute off
-instead of activation offloading costs the activations (b42: 41,324 MiB). The user cannot see that in the lines;
-the figure says it before the relaunch. Recorded: fixtures/memory-calibration b68-b72.
+instead of activation offloading would have cost the activations (b42: 41,324 MiB, out of memory under a 32 GiB
+card's budget). The user cannot see that in the lines; the figure says it before the relaunch. Recorded:
+fixtures/memory-calibration b68-b72.
 """
 
 from __future__ import annotations
@@ -45,40 +46,34 @@ def weigh_fixes(findings: Sequence[Finding], store: ConfigStore) -> None:
         after = _estimate(store.with_changes(with_derived_changes(finding.changes, store), "the fix"))
         if after is None or after.peak_allocated_bytes < before.peak_allocated_bytes * (1 + _SMALLEST_RISE):
             continue
-        fits, tight, short = gpus_by_verdict(after)
+        fits, tight, short = _gpus_by_verdict(after)
         facts["fixed_peak_allocated_bytes"] = int(after.peak_allocated_bytes)
         facts["configured_peak_allocated_bytes"] = int(before.peak_allocated_bytes)
         facts["fixed_fits_gpus"] = fits
         finding.fix_memory = _sentence(before, after, fits, tight, short)
 
 
-def gpus_by_verdict(result: MemoryEstimate) -> tuple[list[str], list[str], list[str]]:
+def _gpus_by_verdict(result: MemoryEstimate) -> tuple[list[str], list[str], list[str]]:
     """The known GPUs (memory/gpus.py) the estimate fits, is tight on and does not fit, smallest first."""
-    from offloaddoctor.memory.fit import DOES_NOT_FIT, FITS, verdict
+    from offloaddoctor.memory.fit import DOES_NOT_FIT, FITS, TIGHT, verdict
     from offloaddoctor.memory.gpus import GPUS
 
-    grouped: dict[str, list[str]] = {FITS: [], DOES_NOT_FIT: []}
+    grouped: dict[str, list[str]] = {FITS: [], TIGHT: [], DOES_NOT_FIT: []}
     for name, (mib, _) in sorted(GPUS.items(), key=lambda item: item[1][0]):
-        grouped.setdefault(verdict(result, mib * MIB).status, []).append(name)
-    return (
-        grouped[FITS],
-        [n for s, names in grouped.items() if s not in (FITS, DOES_NOT_FIT) for n in names],
-        grouped[DOES_NOT_FIT],
-    )
+        grouped[verdict(result, mib * MIB).status].append(name)
+    return grouped[FITS], grouped[TIGHT], grouped[DOES_NOT_FIT]
 
 
 def _sentence(
     before: MemoryEstimate, after: MemoryEstimate, fits: list[str], tight: list[str], short: list[str]
 ) -> str:
-    verdicts = [
-        f"it fits {_either(fits)}" if fits else "",
-        f"is tight on {_either(tight)}" if tight else "",
-        f"does not fit {_either(short)}" if short else "",
-    ]
+    """`… by estimate's rule it fits an H200, B200 or GB200 and does not fit an A100-40GB, H100-80GB or A100-80GB.`"""
+    groups = (("fits", fits), ("is tight on", tight), ("does not fit", short))
+    verdicts = [f"{verb} {_either(names)}" for verb, names in groups if names]
+    said = verdicts[0] if len(verdicts) == 1 else f"{', '.join(verdicts[:-1])} and {verdicts[-1]}"
     return (
         f"The memory model puts the run with this fix at {after.peak_allocated_bytes / MIB:,.0f} MiB per GPU at its "
-        f"peak (up from {before.peak_allocated_bytes / MIB:,.0f} MiB as configured): by `estimate`'s rule, "
-        f"{'; '.join(v for v in verdicts if v)}."
+        f"peak (up from {before.peak_allocated_bytes / MIB:,.0f} MiB as configured): by `estimate`'s rule it {said}."
     )
 
 
