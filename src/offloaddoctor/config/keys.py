@@ -213,6 +213,11 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
         "fine-grained activation offloading's module list is one megatron-core refuses",
         kind="bool",
     ),
+    # Megatron-Bridge's ConfigContainer.peft; FlagScale's model.peft_type, ms-swift's train_type, LLaMA-Factory's
+    # finetuning_type: `lora` and the like train adapters over a frozen model
+    KnownKey(
+        "peft", "parameter-efficient fine-tuning (LoRA, adapters)", ("peft_type", "train_type", "finetuning_type")
+    ),
 )
 # Keys whose value is a list of names: one name after the flag is a list of one.
 LIST_KEYS = frozenset({"model.recompute_modules", "model.offload_modules"})

@@ -121,6 +121,9 @@ def build_report(
         _drop_fix_lines(ordered, *_NOT_MEGATRON)
     elif store.value("deepspeed") is True:
         _drop_fix_lines(ordered, *_DEEPSPEED)
+    adapters = _trains_adapters(store, run)
+    if adapters is not None:
+        _leave_the_optimizer_of_adapters(ordered, adapters)
     other_processes_first(ordered)
     one_allocation_over_half_the_gpu(ordered)
     # No config to take the dialect from: the training code the tracebacks ran (ROCm/Megatron-LM#85's paste, in
@@ -268,6 +271,48 @@ _DEEPSPEED = (
     "arguments), whose ZeRO stage shards the optimizer state and offloads it (zero_optimization.stage and "
     "offload_optimizer in the DeepSpeed config), not those flags.",
 )
+
+
+# What names a parameter-efficient fine-tuning method that trains adapters (the `peft` key's value, or a part of it)
+_ADAPTER_METHODS = ("lora", "dora", "adapter", "ia3")
+
+
+def _trains_adapters(store: ConfigStore, run: RunFacts) -> str | None:
+    """Where the run says it trains adapters over a frozen model: its config's `peft` (Bridge's `peft._target_` too),
+    or a traceback frame in adapter code (held-out flagscale-memrift-lora-…: `flagscale/train/peft/lora.py`)."""
+    for key in sorted(store.keys()):  # a ConfigStore, not a dict
+        if key == "peft" or key.startswith("peft."):
+            given = store.resolve(key)
+            if given is not None and any(method in str(given.value).lower() for method in _ADAPTER_METHODS):
+                return f"{key} = {format_value(given.value)} at {given.source}"
+    if run.values.get("trains_adapters"):
+        frame = run.evidence["trains_adapters"][0]
+        return f"its traceback runs {cut(frame.text, 100)} at {frame.path}:{frame.line}"
+    return None
+
+
+def _leave_the_optimizer_of_adapters(findings: list[Finding], where: str) -> None:
+    """An out-of-memory fix for a run that trains adapters keeps no optimizer setting and says why, in place of the
+    summary (whose first advice is the optimizer's): the optimizer holds the adapters' state alone (the frozen model
+    has none), so sharding or offloading it frees next to nothing."""
+    why = (
+        f"the run trains adapters over a frozen model ({where}), so the optimizer holds the adapters' state alone and "
+        "sharding or offloading it frees next to nothing. The step's memory is the frozen weights and the "
+        "activations: recompute, a shorter sequence, context parallelism or a smaller micro-batch cut the activations."
+    )
+    for finding in findings:
+        if "requested_bytes" not in finding.facts and "allocator_figures" not in finding.facts:
+            continue
+        before = len(finding.overrides)
+        _drop_fix_lines([finding], ("optimizer.", "ddp.use_distributed_optimizer"), "")
+        if len(finding.overrides) < before:
+            said = f"Optimizer settings left out of this fix: {why}"
+        elif not finding.fix_note_replaces_summary:  # the summary would be shown, and it leads with the optimizer
+            said = why[0].upper() + why[1:]
+        else:  # the memory model's own change, which is not the optimizer's
+            continue
+        finding.fix_note = f"{finding.fix_note} {said}".strip()
+        finding.fix_note_replaces_summary = True
 
 
 def _drop_fix_lines(findings: list[Finding], sections: tuple[str, ...], note: str) -> None:

@@ -102,6 +102,15 @@ def training_code(header: str) -> str | None:
     return None
 
 
+# A frame in adapter code (`flagscale/train/peft/lora.py`, `megatron/bridge/peft/lora.py`, `swift/tuners/lora/…`,
+# `peft/tuners/lora/layer.py`): the run trains adapters over a frozen model (held-out flagscale-memrift-lora-…).
+_ADAPTER_FRAME = lazy_compile(r'File "[^"]{0,1000}/(?:peft|tuners)/[^"]{0,1000}lora')
+
+
+def adapter_frame(header: str) -> bool:
+    return "lora" in header and _ADAPTER_FRAME.search(header) is not None
+
+
 def runs_a_path(header: str) -> bool:
     """A frame of runpy.run_path (`File "<frozen runpy>", line 286, in run_path`): the `<module>` frame after it is a
     script's top level run as a module, as multiprocessing's spawn start method runs the parent's script in each

@@ -44,6 +44,9 @@ def compute_run_facts(scan: ScanResult) -> RunFacts:
     if scan.script_rerun:  # a spawned child ran the training script again: what follows is its echo
         facts.values["script_rerun_in_child"] = True
         facts.evidence["script_rerun_in_child"] = scan.script_rerun[:1]
+    if scan.adapter_frames:  # the traceback ran adapter code (LoRA): the model under it is frozen
+        facts.values["trains_adapters"] = True
+        facts.evidence["trains_adapters"] = scan.adapter_frames[:1]
     segments = [(key, records) for key, records in scan.iterations.items() if records]
     if not segments:
         return facts

@@ -44,6 +44,9 @@ class ScanResult:
     # a traceback frame where runpy.run_path ran a script's top level: multiprocessing's spawn re-running the training
     # script in a child (no `if __name__ == "__main__":` guard), the first one read (TracebackTracker)
     script_rerun: list[Evidence] = field(default_factory=list)
+    # a traceback frame in adapter code (LoRA): the run trains adapters over a frozen model, the first one read
+    # (TracebackTracker, failure_lines.adapter_frame)
+    adapter_frames: list[Evidence] = field(default_factory=list)
 
     def remember_exception(self, evidence: Evidence) -> None:
         self.exceptions.append(evidence)

@@ -36,6 +36,7 @@ from offloaddoctor.scanning.failure_lines import (
     raised_by,
     raising_statement,
     training_code,
+    adapter_frame,
 )
 from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
@@ -146,7 +147,12 @@ class TracebackTracker(LineHandler):
     literals = (TRACEBACK,)
 
     def __init__(
-        self, on_exception, on_cut, training_code_seen: set[str] | None = None, reruns: list[Evidence] | None = None
+        self,
+        on_exception,
+        on_cut,
+        training_code_seen: set[str] | None = None,
+        reruns: list[Evidence] | None = None,
+        adapters: list[Evidence] | None = None,
     ):
         # (Line, exception text, its raising statement or None, the model-build or start-up function it passed or
         # None) -> None
@@ -155,6 +161,7 @@ class TracebackTracker(LineHandler):
         self.training_code_seen = training_code_seen if training_code_seen is not None else set()
         self.on_cut = on_cut  # (Evidence, whether the traceback passed Megatron's code) -> None
         self.reruns = reruns if reruns is not None else []  # the scan result's script_rerun, where one is found
+        self.adapters = adapters if adapters is not None else []  # the scan result's adapter_frames, likewise
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
         self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
@@ -227,6 +234,8 @@ class TracebackTracker(LineHandler):
                 through_megatron = passes_megatron(body)
                 if through_megatron:
                     self._through_megatron.add(rank)
+                if not self.adapters and adapter_frame(body):
+                    self.adapters.append(Evidence(line.path, line.number, rank, body.strip()))
                 function = frame_function(body)
                 if function == "run_path" and runs_a_path(body):
                     self._ran_a_path[rank] = None
@@ -673,7 +682,11 @@ class Scanner:
             MegatronStartup(result),
             *config_handlers(collector),
             TracebackTracker(
-                self.failures.exception, self.failures.cut_traceback, result.training_code, result.script_rerun
+                self.failures.exception,
+                self.failures.cut_traceback,
+                result.training_code,
+                result.script_rerun,
+                result.adapter_frames,
             ),
             PastedExcerpt(result, self.failures.statement_raised),
             IterationSampler(result.iterations, self._unparsed, collector),
@@ -793,6 +806,8 @@ class Scanner:
             merged.checkpoint_saved = partial.checkpoint_saved or merged.checkpoint_saved
             if not merged.script_rerun:
                 merged.script_rerun.extend(partial.script_rerun)
+            if not merged.adapter_frames:
+                merged.adapter_frames.extend(partial.adapter_frames)
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
             merged.parameters.gradient_bucket_elements += partial.parameters.gradient_bucket_elements

@@ -1,0 +1,83 @@
+"""A run that trains adapters (LoRA) over a frozen model: its optimizer holds the adapters' state alone, so an
+out-of-memory fix offers no optimizer sharding or offloading (held-out flagscale-memrift-lora-…, batch 14)."""
+
+from __future__ import annotations
+
+import pytest
+
+from offloaddoctor.api import diagnose, diagnose_text
+from offloaddoctor.scanning.failure_lines import adapter_frame
+
+from tests.conftest import FIXTURES
+
+MEMRIFT = FIXTURES / "held-out" / "flagscale-memrift-lora-llama8b-64k-context-oom-metax"
+OOM = (
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.55 GiB. GPU 0 has a total capacity of "
+    "63.59 GiB of which 2.63 GiB is free. Of the allocated memory 59.02 GiB is allocated by PyTorch, and 210.29 MiB "
+    "is reserved by PyTorch but unallocated."
+)
+MEGATRON_RUN = {"model.transformer_impl": "transformer_engine", "optimizer.use_distributed_optimizer": False}
+
+
+def test_the_optimizer_lines_of_a_lora_run_out_of_memory_are_left_out_and_the_fix_says_why():
+    [finding] = diagnose([str(MEMRIFT / "job.log")], [str(MEMRIFT / "config.yaml")]).findings
+    assert finding.id == "oom-capacity"
+    assert finding.overrides == ["model.recompute_granularity=selective"]
+    [note] = finding.fix_sentences  # in place of the summary, which leads with sharding the optimizer
+    assert note.startswith("Optimizer settings left out of this fix: the run trains adapters over a frozen model")
+    assert "config.yaml:65" in note
+
+
+def test_a_traceback_through_adapter_code_says_it_without_the_config():
+    report = diagnose([str(MEMRIFT / "job.log")])
+    assert report.run_facts["trains_adapters"] is True
+    [finding] = report.findings
+    assert "flagscale/train/peft/lora.py" in finding.fix_sentences[0]
+    assert not any("optimizer" in line for line in finding.overrides)
+
+
+@pytest.mark.parametrize(
+    ("setting", "adapters"),
+    [
+        ({"peft": "lora"}, True),  # Megatron-Bridge
+        ({"peft._target_": "megatron.bridge.peft.lora.LoRA"}, True),
+        ({"peft_type": "lora"}, True),  # FlagScale
+        ({"train_type": "lora"}, True),  # ms-swift
+        ({"train_type": "full"}, False),
+        ({"peft": None}, False),
+        ({}, False),
+    ],
+)
+def test_which_configs_train_adapters(setting, adapters):
+    [finding] = diagnose_text(OOM, {**MEGATRON_RUN, **setting}).findings
+    offered = any(line.startswith("optimizer.") for line in finding.overrides)
+    assert offered is not adapters
+    assert ("trains adapters" in " ".join(finding.fix_sentences)) is adapters
+
+
+def test_a_refusal_keeps_its_optimizer_lines_in_a_lora_run():
+    """Only an out-of-memory fix: the lines that settle a refusal of the optimizer's settings stay."""
+    text = (
+        "AssertionError: The optimizer cpu offload must be used in conjunction with `--use-precision-aware-optimizer`, "
+        "as the hybrid device optimizer reuses the code path of this flag."
+    )
+    settings = {"optimizer.optimizer_cpu_offload": True, "optimizer.use_precision_aware_optimizer": False}
+    [finding] = diagnose_text(text, {**settings, "peft": "lora"}).findings
+    assert finding.id == "optimizer-offload-precision-aware"
+    assert "optimizer.use_precision_aware_optimizer=True" in finding.overrides
+    assert "trains adapters" not in " ".join(finding.fix_sentences)
+
+
+@pytest.mark.parametrize(
+    ("header", "adapters"),
+    [
+        ('  File "/x/flagscale/train/peft/lora.py", line 46, in forward', True),
+        ('  File "/opt/megatron/bridge/peft/lora.py", line 120, in forward', True),
+        ('  File "/usr/lib/python3/site-packages/peft/tuners/lora/layer.py", line 9, in forward', True),
+        ('  File "/root/swift/tuners/lora.py", line 9, in forward', True),
+        ('  File "/x/megatron/core/transformer/mlp.py", line 9, in forward', False),
+        ('  File "/x/explora/model.py", line 9, in forward', False),
+    ],
+)
+def test_adapter_frames(header, adapters):
+    assert adapter_frame(header) is adapters
