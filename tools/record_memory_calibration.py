@@ -1442,6 +1442,19 @@ for _name in ("b68-moe8-tp2-no-sp-mbs28-refused", "b69-moe8-tp2-no-sp-mbs56-refu
 for _name in ("b70-moe8-ep2-mbs28-advised-cap", "b71-moe8-ep2-mbs56-advised-cap"):
     RUN_ENV[_name] = H100_CAP
 
+# A pipeline's last stage out of memory on its fp32 logits (held-out megatron-lm-pp8-a10g-last-stage-logits-oom: PP 8 on
+# A10Gs, which two GPUs cannot run): a 256,000-token vocabulary at PP 2, micro-batch 4, under what an A10G (23,028 MiB)
+# lets PyTorch reserve at two GPUs, 18,647 MiB (`estimate --gpu-memory 23028MiB`). The model: stage 1 (the output
+# layer and the logits) the most loaded, 26,977 MiB, does not fit; its cheapest change, micro-batch 4 -> 1, 14,839
+# MiB. b73 expected to run out of memory on rank 1, and diagnose to print that change; b74, the printed line under
+# the same limit, expected to train near 14,839 MiB. Planned before they ran.
+A10G_CAP = {"ODR_CAP_MIB": "18647"}
+LOGITS_PP2 = f"{shape(4, 2048, 16, 2048, 4, 256000, gbs=32)} --bf16 {DISTOPT} --pipeline-model-parallel-size 2"
+RUNS["b73-gpt-v256k-pp2-mbs4-a10g-oom"] = (2, 0, LOGITS_PP2)
+RUNS["b74-gpt-v256k-pp2-mbs1-a10g-advised"] = (2, 0, LOGITS_PP2.replace("--micro-batch-size 4", "--micro-batch-size 1"))
+for _name in ("b73-gpt-v256k-pp2-mbs4-a10g-oom", "b74-gpt-v256k-pp2-mbs1-a10g-advised"):
+    RUN_ENV[_name] = A10G_CAP
+
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
