@@ -618,3 +618,19 @@ def test_the_fix_printed_today_for_an_offloading_gpts_oom_trained():
     fixed = _with_fix(rows["n133-gpt3b-f100-mbs3-precision-aware-off-does-not-fit"], finding.overrides)
     assert _without_port(fixed) == _without_port(rows["b39-gpt3b-f100-mbs3-selective-advised"])
     assert _measured_peak_mib("b39-gpt3b-f100-mbs3-selective-advised") > 0
+
+
+def test_a_pipelines_last_stage_out_of_memory_on_its_logits_trained_with_the_change_printed_at_the_peak_it_said():
+    """b73-b74 (two H200s under an A10G's budget, 18,647 MiB; planned in benchmarks/build_oom_plan.json): a 256,000-token
+    vocabulary at PP 2 ran out of memory on rank 1, the last stage, asking 7.81 GiB for its fp32 logits (held-out
+    megatron-lm-pp8-a10g-last-stage-logits-oom, at PP 2). The change diagnose printed, micro-batch 4 -> 1, trained
+    under the same budget, within 1 % of the peak the finding said (14,839 MiB; 14,869 measured)."""
+    [finding] = diagnose([str(FROZEN_RUNS / "out-of-memory" / "b73-gpt-v256k-pp2-mbs4-a10g-oom.log.gz")]).findings
+    assert (finding.id, finding.ranks, finding.overrides) == ("oom-capacity", [1], ["--micro-batch-size 1"])
+    rows = _launch_commands()
+    fixed = _with_fix(rows["b73-gpt-v256k-pp2-mbs4-a10g-oom"], finding.overrides)
+    assert _settings(fixed) == _settings(rows["b74-gpt-v256k-pp2-mbs1-a10g-advised"])
+    assert rows["b74-gpt-v256k-pp2-mbs1-a10g-advised"].startswith("ODR_CAP_MIB=18647 ")
+    cheapest = finding.facts["cheapest_change_that_fits"]
+    said = float(re.search(r"^micro-batch size 4 -> 1 [^:]*: peak ([\d,]+) MiB;", cheapest)[1].replace(",", ""))
+    assert abs(_measured_peak_mib("b74-gpt-v256k-pp2-mbs1-a10g-advised") / said - 1) < 0.01

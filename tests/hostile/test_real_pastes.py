@@ -225,7 +225,7 @@ def test_a_recorded_allocation_larger_than_the_gpu_quotes_no_offloading_or_recom
     assert not any("recompute" in str(value) for key, value in finding.facts.items() if key != "largest_component")
     assert "of attention-score gradients during a layer's backward" in finding.facts["largest_component"]
     assert finding.facts["cheapest_change_that_fits"].startswith(
-        "micro-batch size 16 -> 1 (same global batch, more micro-batches), with expandable segments;"
+        "micro-batch size 16 -> 1 (same global batch, more micro-batches), with expandable segments: peak "
     )
     [then] = diagnose([str(recorded / "out-of-memory" / "n80-gpt-s16k-mbs1-advised.log.gz")]).findings
     assert then.signature.id == "oom-fragmentation"

@@ -458,7 +458,8 @@ def _modelled_change(
     # it was advised for had died on its GPU before its host filled).
     moved = first.host_bytes_moved(result or _estimate(shape))
     host = host_memory_sentence(first.estimate) if moved else ""
-    return f"{first.change}; cost: {first.cost}" + (f"; {host}" if host else ""), list(first.overrides), True
+    peak = f"peak {first.peak_allocated_bytes / MIB:,.0f} MiB"  # what the relaunch's `max allocated` should read
+    return f"{first.change}: {peak}; cost: {first.cost}" + (f"; {host}" if host else ""), list(first.overrides), True
 
 
 def weigh_whole_step(scan, store: ConfigStore) -> None:
