@@ -1455,6 +1455,20 @@ RUNS["b74-gpt-v256k-pp2-mbs1-a10g-advised"] = (2, 0, LOGITS_PP2.replace("--micro
 for _name in ("b73-gpt-v256k-pp2-mbs4-a10g-oom", "b74-gpt-v256k-pp2-mbs1-a10g-advised"):
     RUN_ENV[_name] = A10G_CAP
 
+# The same figure from two more refusals whose fix is b69's layout (TP 1, EP 2, micro-batch 56): b75, the MoE with
+# EP 4 on two GPUs (expert-grid-divides-world: the fix is EP 2); b76, at TP 2 with sequence parallelism on the local
+# implementation (local-impl-sequence-parallel: sequence parallelism off, TP 1, EP 2). Both under the H100's limit.
+# Expected: both refused at start-up, both printed 77,142 MiB, does not fit an H100, fits an H200: what b71 (out of
+# memory under the H100's limit) and b72 (trained on a whole H200) did. Planned before they ran.
+RUNS["b75-moe8-ep4-on-2-gpus-mbs56-refused"] = (
+    2,
+    0,
+    moe_ep2_top2(56, 224).replace("--expert-model-parallel-size 2", "--expert-model-parallel-size 4"),
+)
+RUNS["b76-moe8-tp2-sp-local-mbs56-refused"] = (2, 0, f"{moe_top2_tp2(56)} --sequence-parallel")
+for _name in ("b75-moe8-ep4-on-2-gpus-mbs56-refused", "b76-moe8-tp2-sp-local-mbs56-refused"):
+    RUN_ENV[_name] = H100_CAP
+
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
