@@ -436,6 +436,8 @@ def _with_fix(command: str, lines: list[str]) -> str:
         ("b62-tiny-te-cuda-graph-refused", "b63-tiny-local-cuda-graph-advised", "cuda-graph-requires-te"),
         ("b68-moe8-tp2-no-sp-mbs28-refused", "b70-moe8-ep2-mbs28-advised-cap", "moe-tp-requires-sequence-parallel"),
         ("b69-moe8-tp2-no-sp-mbs56-refused", "b72-moe8-ep2-mbs56-advised", "moe-tp-requires-sequence-parallel"),
+        ("b75-moe8-ep4-on-2-gpus-mbs56-refused", "b72-moe8-ep2-mbs56-advised", "expert-grid-divides-world"),
+        ("b76-moe8-tp2-sp-local-mbs56-refused", "b72-moe8-ep2-mbs56-advised", "local-impl-sequence-parallel"),
         # not refused: megatron-core trains with any fraction, and the config alone shows it
         ("b33-gpt-offload-fraction-1.5", "b49-gpt-offload-fraction-0.5-advised", "optimizer-offload-fraction-range"),
     ],
@@ -462,13 +464,20 @@ def test_the_memory_figure_printed_with_a_refusals_fix_held_on_the_gpu():
     MoE refused at TP 2 without sequence parallelism. Its fix, TP 1 with EP 2, puts the dense layers whole on each GPU;
     the report gives the memory model's peak for that layout and the GPUs it fits. At micro-batch 28: 40,573 MiB, fits
     an H100; the lines trained under an H100's limit (b70). At 56: 77,142 MiB, does not fit an H100, fits an H200; the
-    lines ran out of memory under the H100's limit (b71) and trained on a whole H200 (b72)."""
+    lines ran out of memory under the H100's limit (b71) and trained on a whole H200 (b72). Two other refusals whose fix
+    is that layout (b75, b76) print the same figure."""
     commands = _launch_commands()
     said = {}
     for refused in ("b68-moe8-tp2-no-sp-mbs28-refused", "b69-moe8-tp2-no-sp-mbs56-refused"):
         [finding] = diagnose([str(FROZEN_RUNS / "refused" / f"{refused}.log.gz")]).findings
         assert finding.fix_sentences[-1].startswith("The memory model puts the run with this fix at ")
         said[refused] = finding
+    # b75 (EP 4 on two GPUs) and b76 (TP 2 with sequence parallelism, local): other refusals, b69's layout as the fix
+    for refused in ("b75-moe8-ep4-on-2-gpus-mbs56-refused", "b76-moe8-tp2-sp-local-mbs56-refused"):
+        [finding] = diagnose([str(FROZEN_RUNS / "refused" / f"{refused}.log.gz")]).findings
+        assert finding.fix_memory == said["b69-moe8-tp2-no-sp-mbs56-refused"].fix_memory.replace(
+            "43,709", f"{finding.facts['configured_peak_allocated_bytes'] / 2**20:,.0f}"
+        )
     fits = said["b68-moe8-tp2-no-sp-mbs28-refused"]
     assert "H100-80GB" in fits.facts["fixed_fits_gpus"]
     assert abs(_measured_peak_mib("b70-moe8-ep2-mbs28-advised-cap") / _figure_mib(fits) - 1) < 0.02
@@ -494,6 +503,8 @@ def test_the_memory_figure_printed_with_a_refusals_fix_held_on_the_gpu():
         ("b33-gpt-offload-fraction-1.5", "b49-gpt-offload-fraction-0.5-advised"),
         ("b68-moe8-tp2-no-sp-mbs28-refused", "b70-moe8-ep2-mbs28-advised-cap"),
         ("b69-moe8-tp2-no-sp-mbs56-refused", "b72-moe8-ep2-mbs56-advised"),
+        ("b75-moe8-ep4-on-2-gpus-mbs56-refused", "b72-moe8-ep2-mbs56-advised"),  # another refusal, the same fix
+        ("b76-moe8-tp2-sp-local-mbs56-refused", "b72-moe8-ep2-mbs56-advised"),
     ],
 )
 def test_every_memory_figure_printed_with_a_fix_is_near_the_peak_of_the_run_that_took_it(refused, advised):
