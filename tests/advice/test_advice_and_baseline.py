@@ -509,9 +509,7 @@ def test_the_memory_figure_printed_with_a_refusals_fix_held_on_the_gpu():
 )
 def test_every_memory_figure_printed_with_a_fix_is_near_the_peak_of_the_run_that_took_it(refused, advised):
     """Each recorded log whose printed fix raises the modelled peak, and the run that trained with those lines: the
-    measured peak within 5 % of the figure (0.1-1.1 % above it; b16's 9 GiB MoE 3.6 % above)."""Each recorded refusal whose printed fix raises the modelled peak, and the run that trained with those lines:
-    within 10 % of its max allocated (the tiny 4-expert MoE, whose 0.8 GiB peak is mostly fixed overheads, is 9 % under;
-    the others within 4 %)."""
+    measured peak within 5 % of the figure (0.1-1.1 % above it; b16's 9 GiB MoE 3.6 % above)."""
     log = FROZEN_RUNS / "refused" / f"{refused}.log.gz"
     findings = diagnose([str(log if log.exists() else FROZEN_RUNS / f"{refused}.log.gz")]).findings
     [weighed] = [f for f in findings if "fixed_peak_allocated_bytes" in f.facts]
