@@ -1469,6 +1469,13 @@ RUNS["b76-moe8-tp2-sp-local-mbs56-refused"] = (2, 0, f"{moe_top2_tp2(56)} --sequ
 for _name in ("b75-moe8-ep4-on-2-gpus-mbs56-refused", "b76-moe8-tp2-sp-local-mbs56-refused"):
     RUN_ENV[_name] = H100_CAP
 
+# An OOM raised while the optimizer was being built (get_megatron_optimizer) is offered no line that changes only the
+# step's activations (scanning/oom.py optimizer_state_over_the_gpu): b03 with full recompute, the most such a line
+# saves, under the same 28 GiB card's limit. Expected: out of memory again in get_megatron_optimizer, asking what b03
+# asked. Planned before it ran.
+RUNS["b77-gpt5b-pp2-full-recompute-cap28"] = (2, 0, f"{GPT_5B_BUILD} {PP2} {FULL}")
+RUN_ENV["b77-gpt5b-pp2-full-recompute-cap28"] = CAP_28G
+
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
