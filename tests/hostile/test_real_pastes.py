@@ -297,3 +297,18 @@ def test_a_megatron_oom_while_the_optimizer_is_built_drops_only_the_activation_l
     assert finding.facts["raised_while_building_the_optimizer"] == "get_megatron_optimizer"
     assert finding.overrides and not any("recompute" in line or "micro_batch" in line for line in finding.overrides)
     assert any(line.startswith("optimizer.") for line in finding.overrides)
+
+
+def test_full_recompute_did_not_help_an_oom_raised_while_the_optimizer_was_built():
+    """b77 (two H200s under a 28 GiB card's limit; planned in benchmarks/build_oom_plan.json): b03 with full recompute,
+    the most an activation line saves, ran out of memory again in get_megatron_optimizer, asking what b03 asked."""
+    recorded = FIXTURES / "memory-calibration" / "out-of-memory"
+    asked = []
+    for run in ("b03-gpt5b-pp2-cap28", "b77-gpt5b-pp2-full-recompute-cap28"):
+        [finding] = diagnose([str(recorded / f"{run}.log.gz")]).findings
+        assert finding.facts["raised_while_building_the_optimizer"] == "get_megatron_optimizer"
+        asked.append(finding.facts["requested_bytes"])
+    assert asked[0] == asked[1]
+    assert LAUNCHES["b77-gpt5b-pp2-full-recompute-cap28"] == (
+        f"{LAUNCHES['b03-gpt5b-pp2-cap28']} --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+    )
