@@ -390,64 +390,87 @@ def _with_fix(command: str, lines: list[str]) -> str:
     return command
 
 
+def _findings_of_refusal(name: str):
+    """diagnose's findings for a recorded refusal's log (refused/, or beside the runs that trained past it)."""
+    log = FROZEN_RUNS / "refused" / f"{name}.log.gz"
+    return diagnose([str(log if log.exists() else FROZEN_RUNS / f"{name}.log.gz")]).findings
+
+
+# Each start-up refusal recorded on the GPU (or a config the run trained past), the run that took the lines printed
+# for its log, and the signature that printed them.
+REFUSALS_AND_THE_RUNS_OF_THEIR_FIX = [
+    (
+        "b23-tiny-offload-no-distopt-refused",
+        "b24-tiny-offload-distopt-advised",
+        "optimizer-offload-requires-distributed-optimizer",
+    ),
+    ("b25-tiny-moe-pad-no-factor-refused", "b26-tiny-moe-pad-factor-advised", "moe-pad-requires-capacity-factor"),
+    (
+        "b27-tiny-moe-factor-sinkhorn-refused",
+        "b28-tiny-moe-factor-aux-loss-advised",
+        "moe-capacity-factor-load-balancing",
+    ),
+    ("b29-gpt6l-pp2-vpp2-refused", "b30-gpt6l-pp2-advised", "vpp-layer-divisibility"),
+    ("b16-moe8-ep4-on-2-gpus-refused", "b17-moe8-ep2-advised", "expert-grid-divides-world"),
+    ("n125-gpt1b-fine-grained-local", "b31-gpt1b-fine-grained-removed-advised", "fine-grained-offload-requires-te"),
+    (
+        "b40-gpt1b-s4k-full-cpu-offload-refused",
+        "b41-gpt1b-s4k-full-offload-off-cap32-advised",
+        "recompute-cpu-offload",
+    ),
+    ("b43-tiny-cpu-offload-all-layers-refused", "b44-tiny-cpu-offload-off-advised", "cpu-offload-num-layers"),
+    ("b45-gpt6l-pp2-cpu-offload-refused", "b46-gpt6l-pp2-optimizer-offload-advised", "pp-cpu-offload"),
+    (
+        "b47-tiny-offload-no-precision-aware-refused",
+        "b48-tiny-offload-precision-aware-advised",
+        "optimizer-offload-precision-aware",
+    ),
+    (
+        "b50-tiny-cuda-graph-cpu-offload-refused",
+        "b51-tiny-cuda-graph-offload-off-advised",
+        "cuda-graph-cpu-offload",
+    ),
+    # Transformer Engine not installed, as the logs say: the fixes the run can take (fix.instead)
+    ("b54-tiny-tp2-sp-local-refused", "b55-tiny-tp2-sp-off-advised", "local-impl-sequence-parallel"),
+    (
+        "b56-tiny-te-cuda-graph-expandable-refused",
+        "b59-tiny-local-cuda-graph-expandable",
+        "cuda-graph-expandable-segments",
+    ),
+    ("b60-tiny-moe-tp2-no-sp-refused", "b61-tiny-moe-ep2-advised", "moe-tp-requires-sequence-parallel"),
+    ("b67-tiny-moe-tp2-sp-local-refused", "b61-tiny-moe-ep2-advised", "local-impl-sequence-parallel"),
+    ("b62-tiny-te-cuda-graph-refused", "b63-tiny-local-cuda-graph-advised", "cuda-graph-requires-te"),
+    ("b68-moe8-tp2-no-sp-mbs28-refused", "b70-moe8-ep2-mbs28-advised-cap", "moe-tp-requires-sequence-parallel"),
+    ("b69-moe8-tp2-no-sp-mbs56-refused", "b72-moe8-ep2-mbs56-advised", "moe-tp-requires-sequence-parallel"),
+    ("b75-moe8-ep4-on-2-gpus-mbs56-refused", "b72-moe8-ep2-mbs56-advised", "expert-grid-divides-world"),
+    ("b76-moe8-tp2-sp-local-mbs56-refused", "b72-moe8-ep2-mbs56-advised", "local-impl-sequence-parallel"),
+    # not refused: megatron-core trains with any fraction, and the config alone shows it
+    ("b33-gpt-offload-fraction-1.5", "b49-gpt-offload-fraction-0.5-advised", "optimizer-offload-fraction-range"),
+]
+# Those whose printed fix raises the modelled peak: the report gives its memory figure (advice/fix_memory.py).
+FIX_RAISES_THE_PEAK = {
+    "b16-moe8-ep4-on-2-gpus-refused",
+    "b43-tiny-cpu-offload-all-layers-refused",
+    "b54-tiny-tp2-sp-local-refused",
+    "b60-tiny-moe-tp2-no-sp-refused",
+    "b67-tiny-moe-tp2-sp-local-refused",
+    "b33-gpt-offload-fraction-1.5",
+    "b68-moe8-tp2-no-sp-mbs28-refused",
+    "b69-moe8-tp2-no-sp-mbs56-refused",
+    "b75-moe8-ep4-on-2-gpus-mbs56-refused",
+    "b76-moe8-tp2-sp-local-mbs56-refused",
+}
+
+
 @pytest.mark.parametrize(
     ("refused", "advised", "signature"),
-    [
-        (
-            "b23-tiny-offload-no-distopt-refused",
-            "b24-tiny-offload-distopt-advised",
-            "optimizer-offload-requires-distributed-optimizer",
-        ),
-        ("b25-tiny-moe-pad-no-factor-refused", "b26-tiny-moe-pad-factor-advised", "moe-pad-requires-capacity-factor"),
-        (
-            "b27-tiny-moe-factor-sinkhorn-refused",
-            "b28-tiny-moe-factor-aux-loss-advised",
-            "moe-capacity-factor-load-balancing",
-        ),
-        ("b29-gpt6l-pp2-vpp2-refused", "b30-gpt6l-pp2-advised", "vpp-layer-divisibility"),
-        ("b16-moe8-ep4-on-2-gpus-refused", "b17-moe8-ep2-advised", "expert-grid-divides-world"),
-        ("n125-gpt1b-fine-grained-local", "b31-gpt1b-fine-grained-removed-advised", "fine-grained-offload-requires-te"),
-        (
-            "b40-gpt1b-s4k-full-cpu-offload-refused",
-            "b41-gpt1b-s4k-full-offload-off-cap32-advised",
-            "recompute-cpu-offload",
-        ),
-        ("b43-tiny-cpu-offload-all-layers-refused", "b44-tiny-cpu-offload-off-advised", "cpu-offload-num-layers"),
-        ("b45-gpt6l-pp2-cpu-offload-refused", "b46-gpt6l-pp2-optimizer-offload-advised", "pp-cpu-offload"),
-        (
-            "b47-tiny-offload-no-precision-aware-refused",
-            "b48-tiny-offload-precision-aware-advised",
-            "optimizer-offload-precision-aware",
-        ),
-        (
-            "b50-tiny-cuda-graph-cpu-offload-refused",
-            "b51-tiny-cuda-graph-offload-off-advised",
-            "cuda-graph-cpu-offload",
-        ),
-        # Transformer Engine not installed, as the logs say: the fixes the run can take (fix.instead)
-        ("b54-tiny-tp2-sp-local-refused", "b55-tiny-tp2-sp-off-advised", "local-impl-sequence-parallel"),
-        (
-            "b56-tiny-te-cuda-graph-expandable-refused",
-            "b59-tiny-local-cuda-graph-expandable",
-            "cuda-graph-expandable-segments",
-        ),
-        ("b60-tiny-moe-tp2-no-sp-refused", "b61-tiny-moe-ep2-advised", "moe-tp-requires-sequence-parallel"),
-        ("b67-tiny-moe-tp2-sp-local-refused", "b61-tiny-moe-ep2-advised", "local-impl-sequence-parallel"),
-        ("b62-tiny-te-cuda-graph-refused", "b63-tiny-local-cuda-graph-advised", "cuda-graph-requires-te"),
-        ("b68-moe8-tp2-no-sp-mbs28-refused", "b70-moe8-ep2-mbs28-advised-cap", "moe-tp-requires-sequence-parallel"),
-        ("b69-moe8-tp2-no-sp-mbs56-refused", "b72-moe8-ep2-mbs56-advised", "moe-tp-requires-sequence-parallel"),
-        ("b75-moe8-ep4-on-2-gpus-mbs56-refused", "b72-moe8-ep2-mbs56-advised", "expert-grid-divides-world"),
-        ("b76-moe8-tp2-sp-local-mbs56-refused", "b72-moe8-ep2-mbs56-advised", "local-impl-sequence-parallel"),
-        # not refused: megatron-core trains with any fraction, and the config alone shows it
-        ("b33-gpt-offload-fraction-1.5", "b49-gpt-offload-fraction-0.5-advised", "optimizer-offload-fraction-range"),
-    ],
+    REFUSALS_AND_THE_RUNS_OF_THEIR_FIX,
 )
 def test_a_start_up_refusal_recorded_on_the_gpu_trained_with_the_fix_printed_for_its_log(refused, advised, signature):
     """b16-b49 (H200s and an H100, megatron-core 0.19.0; planned in benchmarks/build_oom_plan.json): each refusal's
     own log, diagnosed; every line the report prints, applied to its launch command, gives the command of a run that
     trained."""
-    log = FROZEN_RUNS / "refused" / f"{refused}.log.gz"
-    findings = diagnose([str(log if log.exists() else FROZEN_RUNS / f"{refused}.log.gz")]).findings
+    findings = _findings_of_refusal(refused)
     assert findings[0].id == signature and findings[0].config.verdict != "contradicted"
     commands = _launch_commands()
     fixed = _with_fix(commands[refused], [line for finding in findings for line in finding.overrides])
@@ -495,23 +518,15 @@ def test_the_memory_figure_printed_with_a_refusals_fix_held_on_the_gpu():
 @pytest.mark.parametrize(
     ("refused", "advised"),
     [
-        ("b16-moe8-ep4-on-2-gpus-refused", "b17-moe8-ep2-advised"),
-        ("b43-tiny-cpu-offload-all-layers-refused", "b44-tiny-cpu-offload-off-advised"),
-        ("b54-tiny-tp2-sp-local-refused", "b55-tiny-tp2-sp-off-advised"),
-        ("b60-tiny-moe-tp2-no-sp-refused", "b61-tiny-moe-ep2-advised"),
-        ("b67-tiny-moe-tp2-sp-local-refused", "b61-tiny-moe-ep2-advised"),
-        ("b33-gpt-offload-fraction-1.5", "b49-gpt-offload-fraction-0.5-advised"),
-        ("b68-moe8-tp2-no-sp-mbs28-refused", "b70-moe8-ep2-mbs28-advised-cap"),
-        ("b69-moe8-tp2-no-sp-mbs56-refused", "b72-moe8-ep2-mbs56-advised"),
-        ("b75-moe8-ep4-on-2-gpus-mbs56-refused", "b72-moe8-ep2-mbs56-advised"),  # another refusal, the same fix
-        ("b76-moe8-tp2-sp-local-mbs56-refused", "b72-moe8-ep2-mbs56-advised"),
+        (refused, advised)
+        for refused, advised, _ in REFUSALS_AND_THE_RUNS_OF_THEIR_FIX
+        if refused in FIX_RAISES_THE_PEAK
     ],
 )
 def test_every_memory_figure_printed_with_a_fix_is_near_the_peak_of_the_run_that_took_it(refused, advised):
     """Each recorded log whose printed fix raises the modelled peak, and the run that trained with those lines: the
     measured peak within 5 % of the figure (0.1-1.1 % above it; b16's 9 GiB MoE 3.6 % above)."""
-    log = FROZEN_RUNS / "refused" / f"{refused}.log.gz"
-    findings = diagnose([str(log if log.exists() else FROZEN_RUNS / f"{refused}.log.gz")]).findings
+    findings = _findings_of_refusal(refused)
     [weighed] = [f for f in findings if "fixed_peak_allocated_bytes" in f.facts]
     assert weighed.facts["fixed_peak_allocated_bytes"] > weighed.facts["configured_peak_allocated_bytes"]
     assert abs(_measured_peak_mib(advised) / _figure_mib(weighed) - 1) < 0.05

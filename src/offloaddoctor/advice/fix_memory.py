@@ -13,14 +13,14 @@ from __future__ import annotations
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.config.derived import with_derived_changes
 from offloaddoctor.config.values import ConfigStore
-from offloaddoctor.errors import UserError
+from offloaddoctor.advice.fix_numbers import memory_shape
 from offloaddoctor.report import Finding
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from collections.abc import Sequence
 
-    from offloaddoctor.memory import MemoryEstimate, RunShape
+    from offloaddoctor.memory import MemoryEstimate
 
 # A fix that raises the peak by less says nothing worth a sentence; one that lowers it is no risk to the relaunch.
 _SMALLEST_RISE = 0.01
@@ -84,10 +84,7 @@ def _either(names: list[str]) -> str:
 
 
 def _estimate(store: ConfigStore) -> MemoryEstimate | None:
-    from offloaddoctor.memory import estimate, read_shape
+    from offloaddoctor.memory import estimate
 
-    try:
-        shape: RunShape = read_shape(store)
-    except UserError:
-        return None
-    return estimate(shape)
+    shape = memory_shape(store)
+    return None if shape is None else estimate(shape)

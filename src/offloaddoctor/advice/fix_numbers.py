@@ -183,7 +183,7 @@ def oom_advice(
     share = trainable_share(parameters)
     trained = count if share is None else round(count * share)
     state = trained * bytes_per_parameter / (dp or 1)
-    shape = _memory_shape(store)
+    shape = memory_shape(store)
     result = _estimate(shape) if shape else None
     model = memory_model_facts(result, count) if result else {}
     if model:
@@ -279,7 +279,7 @@ def host_memory_advice(store: ConfigStore) -> dict[str, Any]:
     from offloaddoctor.memory import calibration as cal
     from offloaddoctor.memory.host import bytes_a_parameter, workers_bytes_a_parameter
 
-    shape = _memory_shape(store)
+    shape = memory_shape(store)
     if shape is None:
         return {}
     result = _estimate(shape)
@@ -329,7 +329,7 @@ def _unsized_oom_advice(finding: Finding, store: ConfigStore) -> None:
     The fix lines are then the signature's usual ones, not sized for the run: the note says so, and where the model
     puts the peak, so that a change that frees little there is not taken for the fix (e76: offloading half its
     optimizer frees ~1 GiB of a peak that is 60,846 MiB of activations)."""
-    shape = _memory_shape(store)
+    shape = memory_shape(store)
     if shape is None:
         return
     result, named = _estimate(shape), _named_log(finding)
@@ -377,7 +377,7 @@ def _needed_fraction_fact(fraction: float, store: ConfigStore, shape: RunShape |
     return f"more than 1.0 ({fraction:.2f}): optimizer offloading alone cannot free enough; {more}"
 
 
-def _memory_shape(store: ConfigStore) -> RunShape | None:
+def memory_shape(store: ConfigStore) -> RunShape | None:
     """The run as the memory model reads it, or None when the keys it needs are not known."""
     from offloaddoctor.errors import UserError
     from offloaddoctor.memory import read_shape
@@ -470,7 +470,7 @@ def weigh_whole_step(scan, store: ConfigStore) -> None:
 
     suspects = [a for a in scan.aggregates if a.facts.get("fragmentation_suspected") is True]
     expandable = store.value("allocator.expandable_segments") is True
-    shape = _memory_shape(store) if suspects and not expandable else None
+    shape = memory_shape(store) if suspects and not expandable else None
     result = _estimate(shape) if shape is not None else None
     for aggregate in suspects:
         if expandable:
@@ -517,7 +517,7 @@ def _check_the_lower_fraction(finding: Finding, store: ConfigStore) -> None:
 
     changes = dict(change for line in finding.overrides for change in parse_fix_line(line))
     lower = number(changes.get("optimizer.optimizer_offload_fraction"))
-    shape = _memory_shape(store)
+    shape = memory_shape(store)
     if lower is None or shape is None or not shape.optimizer_cpu_offload or lower >= shape.optimizer_offload_fraction:
         return
     now = _estimate(shape).peak_allocated_bytes
@@ -538,7 +538,7 @@ def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
     fraction = number(store.value("optimizer.optimizer_offload_fraction"))
     advice: dict[str, Any] = {}
     if fraction is not None and 0 < fraction <= 1:
-        shape = _memory_shape(store)  # the tokens a data-parallel rank steps over, as `estimate` reads them
+        shape = memory_shape(store)  # the tokens a data-parallel rank steps over, as `estimate` reads them
         tokens, shards = (shape.tokens_per_rank, shape.optimizer_shards) if shape else (None, 1)
         advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), tokens, shards)
     overlap = store.value("optimizer.overlap_cpu_optimizer_d2h_h2d")
