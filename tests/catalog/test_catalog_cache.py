@@ -13,12 +13,38 @@ from offloaddoctor.api import load_catalog
 from offloaddoctor.catalog.loader import CatalogError, builtin_signature_dir
 
 
+class NothingKept(dict):
+    """The process's memo of built catalogues, keeping nothing: each load goes to the disk cache."""
+
+    def __setitem__(self, key, value) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def nothing_kept(monkeypatch):
+    monkeypatch.setattr(loader, "_BUILT", NothingKept())
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     directory = tmp_path / "cache"
     monkeypatch.setenv("OFFLOADDOCTOR_CACHE_DIR", str(directory))
     monkeypatch.delenv("OFFLOADDOCTOR_NO_CACHE", raising=False)
     return directory
+
+
+def test_a_process_builds_a_catalogue_once_and_again_when_a_file_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(loader, "_BUILT", {})
+    team = tmp_path / "team"
+    shutil.copytree(builtin_signature_dir(), team)
+    first = load_catalog([team], include_builtin=False)
+    with monkeypatch.context() as patched:
+        _no_yaml(patched)
+        patched.setattr(loader, "read_cached", lambda *args: pytest.fail("read the disk cache"))
+        assert load_catalog([team], include_builtin=False) is first
+    target = team / "oom-capacity.yaml"
+    target.write_text(target.read_text().replace("title: ", "title: Edited ", 1))
+    assert load_catalog([team], include_builtin=False).get("oom-capacity").title.startswith("Edited ")
 
 
 def _no_yaml(monkeypatch):

@@ -540,8 +540,13 @@ def test_explain_lists_known_upstream_bugs():
 
 
 def test_known_issues_survive_the_catalogue_cache(tmp_path, monkeypatch):
+    from offloaddoctor.catalog import loader
+
     monkeypatch.setenv("OFFLOADDOCTOR_CACHE_DIR", str(tmp_path))
-    first, cached = load_catalog(), load_catalog()  # the second load reads the JSON cache
+    monkeypatch.setattr(loader, "_BUILT", {})
+    first = load_catalog()
+    monkeypatch.setattr(loader, "_BUILT", {})
+    cached = load_catalog()  # read from the JSON cache: the process's memo is empty again
     assert list(tmp_path.iterdir())
     for catalog in (first, cached):
         issue = catalog.get("pp-cpu-offload").known_issues[0]

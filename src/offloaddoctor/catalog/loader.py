@@ -74,7 +74,13 @@ def builtin_signature_dir() -> Path:
 def is_team_signature(path: str | Path) -> bool:
     """The one answer to "is this signature a team's?": its file is not in the built-in catalogue. A team's
     patterns are untrusted (a give-up budget when scanning), and a clash with a built-in id says so."""
-    return Path(path).resolve().parent != _builtin_real_directory()
+    return _real_parent(str(path)) != _builtin_real_directory()
+
+
+@functools.lru_cache(maxsize=1024)
+def _real_parent(path: str) -> Path:
+    """(Asked for every signature at every scan: one resolution each, an lstat per path component.)"""
+    return Path(path).resolve().parent
 
 
 @functools.lru_cache(maxsize=1)
@@ -104,19 +110,35 @@ def load_catalog(vocabulary: Vocabulary, extra_dirs: Sequence[Path] = (), includ
             if content is not None:
                 contents.append((path, content))
     key = None if problems else catalog_key(contents)
-    cached = read_cached(key, len(contents)) if key else None
-    if key and cached is not None:
+    if key is None:
+        return _build_catalog(contents, _parsed(contents, problems), problems, include_builtin, vocabulary, False)
+    built = _BUILT.get((key, include_builtin, vocabulary))
+    if built is not None:
+        return built
+    cached = read_cached(key, len(contents))
+    catalog = None
+    if cached is not None:
         try:
             catalog = _build_catalog(contents, cached, [], include_builtin, vocabulary, trusted_patterns=True)
         except (CatalogError, TypeError, ValueError, KeyError, AttributeError):
             forget_cached(key)  # an entry that does not validate: the YAML decides, and is cached again
-        else:
-            return catalog
-    parsed = [_parse_file(path, content, problems) for path, content in contents]
-    catalog = _build_catalog(contents, parsed, problems, include_builtin, vocabulary, trusted_patterns=False)
-    if key:
+    if catalog is None:
+        parsed = _parsed(contents, problems)
+        catalog = _build_catalog(contents, parsed, problems, include_builtin, vocabulary, trusted_patterns=False)
         write_cached(key, [data for data in parsed if data is not None])  # all of them: it loaded
+    if len(_BUILT) >= 4:
+        del _BUILT[next(iter(_BUILT))]
+    _BUILT[key, include_builtin, vocabulary] = catalog
     return catalog
+
+
+# The last catalogues this process built, by their files' key: a library caller diagnosing log after log
+# (and the test suite) builds each once; the files are still read and checked every time.
+_BUILT: dict[tuple[str, bool, Vocabulary], Catalog] = {}
+
+
+def _parsed(contents: list[tuple[Path, bytes]], problems: list[CatalogProblem]) -> list[dict | None]:
+    return [_parse_file(path, content, problems) for path, content in contents]
 
 
 def _build_catalog(

@@ -126,6 +126,9 @@ class ConfigStore:
         """(key, note) for every key whose winning value disagrees with one from another origin."""
         notes = []
         for key in sorted(self._values):
+            values = self._values[key]
+            if all(v.origin == values[0].origin for v in values):  # one origin: nothing from another to disagree
+                continue
             resolved = self.resolve(key)
             note = resolved.disagreement if resolved else None
             if resolved and note and any(v.origin != resolved.origin for v in resolved.overridden):

@@ -27,7 +27,16 @@ class Line:
     rank: int | None
     text: str
     raw: str
-    candidate: bool
+    found: bool | None  # None: delivered because a handler wants every line, `gate` not tested yet
+    gate: tuple[str, ...] = ()
+
+    @property
+    def candidate(self) -> bool:
+        # Tested only when a handler asks (an open traceback's tracker): most lines delivered whole are
+        # config, and testing each against every literal was a fifth of the test suite's CPU.
+        if self.found is None:
+            self.found = any(literal in self.raw for literal in self.gate)
+        return self.found
 
 
 class LineHandler:
@@ -133,16 +142,17 @@ class LinePass:
         for number, raw in numbered:
             # A line the reader found by a literal holds one (its bytes did, and decoding keeps valid UTF-8):
             # only lines read for a block, or cut (the literal may have been in the cut part), are tested again.
-            candidate = (not every and reader is not None and number != reader.last_cut) or any(
-                literal in raw for literal in gate_literals
-            )
+            found: bool | None = None
             if not every:
-                if not candidate:
+                if (reader is None or number == reader.last_cut) and not any(
+                    literal in raw for literal in gate_literals
+                ):
                     continue
                 if reader is None and skip is not None and skip(number, raw.encode("utf-8", "surrogateescape")):
                     continue
+                found = True
             text, rank = normalize_line(raw, default_rank, reader is not None and reader.no_controls)
-            line = Line(path, number, rank, text, raw, candidate)
+            line = Line(path, number, rank, text, raw, found, gate_literals)
             if declined[0] != number:
                 for feeds in feed_sets:
                     for feed in feeds:
