@@ -1007,6 +1007,32 @@ RUNS["e93-moe8-top4-mbs8"] = moe_top4_cost(8)
 RUNS["n115-gpt1b-gbs24-mbs4"] = (1, 0, dense_cost(mbs=4, gbs=24))
 RUNS["n116-gpt1b-gbs24-mbs3"] = (1, 0, dense_cost(mbs=3, gbs=24))
 
+
+def moe_top4_etp(mbs: int, etp: int, ep: int) -> tuple:
+    """Four GPUs, TP 1: 8 experts of f 1,024 at hidden 2,048, top-4, over expert TP `etp` x EP `ep` (= 4)."""
+    return (
+        4,
+        0,
+        f"{shape(8, 2048, 16, 1024, mbs, 32000, gbs=4 * mbs)} --bf16 {DISTOPT} --disable-bias-linear "
+        f"--num-experts 8 --moe-router-topk 4 --moe-ffn-hidden-size 1024 --expert-model-parallel-size {ep} "
+        f"--expert-tensor-parallel-size {etp}",
+    )
+
+
+# Expert tensor parallelism other than TP (memory/activations.py routed_expert_bytes, 2026-11-27): both dispatchers
+# gather the expert-TP group's tokens, so a rank's experts process ETP x topk x its tokens, at 1/ETP of f. The model
+# before read ETP only in the parameters and gave these three one figure, 26,636 MiB; now 32,804 (ETP 4), 28,692
+# (ETP 2 x EP 2) and 26,636 (EP 4). On an H100's limit (H100_CAP): e97, ETP 4 at micro-batch 33, the largest "fits"
+# now (64,524; expected to train), e98 at 44, "does not fit" now (85,049; before: 68,087, "tight"; expected out of
+# memory). Planned in benchmarks/moe_plan.json before they ran.
+RUNS["e94-moe8-top4-etp4-mbs16"] = moe_top4_etp(16, 4, 1)
+RUNS["e95-moe8-top4-etp2-ep2-mbs16"] = moe_top4_etp(16, 2, 2)
+RUNS["e96-moe8-top4-ep4-mbs16"] = moe_top4_etp(16, 1, 4)
+RUNS["e97-moe8-top4-etp4-mbs33-fits-cap"] = moe_top4_etp(33, 4, 1)
+RUNS["e98-moe8-top4-etp4-mbs44-does-not-fit-cap"] = moe_top4_etp(44, 4, 1)
+RUN_ENV["e97-moe8-top4-etp4-mbs33-fits-cap"] = H100_CAP
+RUN_ENV["e98-moe8-top4-etp4-mbs44-does-not-fit-cap"] = H100_CAP
+
 # Optimizer offloading in fp16 (dynamic loss scaling, the precision-aware optimizer's fp32 master weights): n16's GPT
 # with --fp16 offloading 0.5 (n117), three iterations; outcome not predicted, memory planned.
 RUNS["n117-gpt1b-fp16-f050"] = (

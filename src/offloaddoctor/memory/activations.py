@@ -61,8 +61,8 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
         sharded += sb * (a * q + a * kv / 2) / t
     glu = 2 if shape.gated_linear_unit else 1
     if shape.num_experts and routed_experts:
-        sharded += routed_expert_bytes(shape) / t
-        replicated += router_bytes(shape) / sp
+        sharded += routed_expert_bytes(shape)
+        replicated += router_bytes(shape)
         if shape.moe_shared_expert_intermediate_size:
             sharded += sb * (a * shape.moe_shared_expert_intermediate_size * (glu + 1)) / t
     else:
@@ -85,18 +85,21 @@ def layer_activations(shape: RunShape, routed_experts: bool = False) -> LayerAct
 def routed_activations(shape: RunShape) -> LayerActivations:
     """The routed tokens' part of `layer_activations(shape, routed_experts=True)`: what one layer keeps that
     grows on a rank whose experts the router sends more than top-k x its tokens."""
-    routed = routed_expert_bytes(shape) / shape.tensor_parallel if shape.num_experts else 0.0
+    routed = routed_expert_bytes(shape) if shape.num_experts else 0.0
     return LayerActivations(routed, 0.0, 0.0)
 
 
 def routed_expert_bytes(shape: RunShape) -> float:
-    """Bytes one MoE layer saves for backward per micro-batch for its routed tokens, times the tensor-parallel
-    size (the expert MLP's f is split over it, its input is not): what megatron-core 0.19.0 keeps with the local
-    experts (SequentialMLP) and a dispatcher that does not fuse permutation (no --moe-permute-fusion).
+    """Bytes one MoE layer saves for backward per micro-batch on a rank for the tokens its experts process: what
+    megatron-core 0.19.0 keeps with the local experts (SequentialMLP) and a dispatcher that does not fuse
+    permutation (no --moe-permute-fusion).
 
-    A rank's experts receive topk x its tokens: exactly on one GPU; with expert parallelism, when the router
-    balances them (a run without an auxiliary loss can send one rank more, and the measured peak moves with it);
-    with a capacity factor, `shape.routed_token_share` of that.
+    Both dispatchers gather the tokens of the expert-tensor-parallel group (token_dispatcher.py: the allgather
+    dispatcher over `tp_ep`, the alltoall one after its all-to-all over `expt_tp`), and each of its ranks holds
+    1/ETP of every local expert's f: so a rank's experts process ETP x topk x its tokens (its tokens: s x b,
+    over TP with sequence parallelism), exactly on one GPU; with expert parallelism, when the router balances
+    them (a run without an auxiliary loss can send one rank more, and the measured peak moves with it); with a
+    capacity factor, `shape.routed_token_share` of that. The f-sized tensors below are split over ETP.
     Per routed token:
     - 2h: the permuted copy of its hidden state, each expert's fc1 input (moe_utils.py `permute`:
       `tokens.index_select(0, sorted_indices)`, kept by the experts' linear_fc1: experts.py SequentialMLP.forward
@@ -114,7 +117,6 @@ def routed_expert_bytes(shape: RunShape) -> float:
     tensors are the same for these paths (0.16.1's `permute` selects with masked_select, 0.19.0's with argsort).
     """
     f = shape.moe_ffn_hidden_size or shape.ffn
-    t = shape.tensor_parallel
     a = activation_bytes(shape)
     glu = 2 if shape.gated_linear_unit else 1
     if not shape.gated_linear_unit:
@@ -123,8 +125,16 @@ def routed_expert_bytes(shape: RunShape) -> float:
         activation_outputs = 0
     else:
         activation_outputs = _unfused_glu_outputs(f, a) + a * f
-    per_token = a * shape.hidden_size * t + a * f * glu + activation_outputs + a * f + (8 + a) * t
-    return tokens_per_rank(shape) * shape.moe_router_topk * shape.routed_token_share * per_token
+    etp = shape.expert_tensor_parallel_size or shape.tensor_parallel
+    per_token = a * shape.hidden_size + (8 + a) + (a * f * glu + activation_outputs + a * f) / etp
+    return _gathered_tokens(shape) * shape.moe_router_topk * shape.routed_token_share * per_token
+
+
+def _gathered_tokens(shape: RunShape) -> float:
+    """The tokens of a rank's expert-tensor-parallel group: ETP x the rank's own (s x b, over TP with sequence
+    parallelism)."""
+    own = tokens_per_rank(shape) / (shape.tensor_parallel if shape.sequence_parallel else 1)
+    return own * (shape.expert_tensor_parallel_size or shape.tensor_parallel)
 
 
 def _unfused_glu_outputs(f: int, a: int) -> int:
@@ -135,18 +145,22 @@ def _unfused_glu_outputs(f: int, a: int) -> int:
 
 
 def router_bytes(shape: RunShape) -> float:
-    """Bytes the router and the dispatcher's bookkeeping save for backward per micro-batch (megatron-core 0.19.0,
-    unfused router): per token, the int64 top-k indices (moe_utils.py `topk_routing_with_score_function`, kept by
-    torch.topk's and scatter's backward) and the fp32 softmax output (`softmax(..., dtype=torch.float32)`: over the
-    top-k scores, or over every expert with --moe-router-pre-softmax); then the allgather dispatcher's
-    `local_probs.T.contiguous().masked_select(local_map.T.contiguous())` keeps its 16-bit input and bool mask
-    (token_dispatcher.py MoEAllGatherTokenDispatcher.dispatch_postprocess), the alltoall dispatcher's
-    `probs.T.contiguous().reshape(-1)[flat_sorted]` the int64 argsort over every expert (moe_utils.py `permute`)."""
+    """Bytes the router and the dispatcher's bookkeeping save for backward per micro-batch on a rank (megatron-core
+    0.19.0, unfused router): per token of its own, the int64 top-k indices (moe_utils.py
+    `topk_routing_with_score_function`, kept by torch.topk's and scatter's backward) and the fp32 softmax output
+    (`softmax(..., dtype=torch.float32)`: over the top-k scores, or over every expert with --moe-router-pre-softmax);
+    then the allgather dispatcher's `local_probs.T.contiguous().masked_select(local_map.T.contiguous())` keeps its
+    16-bit input and bool mask over the tokens it gathered from the TP x EP group, its local experts' columns
+    (token_dispatcher.py MoEAllGatherTokenDispatcher.dispatch_postprocess: ETP x the rank's tokens x every expert),
+    the alltoall dispatcher's `probs.T.contiguous().reshape(-1)[flat_sorted]` the int64 argsort of its own tokens
+    over every expert (moe_utils.py `permute`)."""
     experts = shape.num_experts or 0
     topk = shape.moe_router_topk
     softmax = 4 * (experts if shape.moe_router_pre_softmax else topk)
-    dispatch = 8 * experts if shape.moe_token_dispatcher_type == "alltoall" else (activation_bytes(shape) + 1) * experts
-    return tokens_per_rank(shape) * (8 * topk + softmax + dispatch)
+    own = tokens_per_rank(shape) / (shape.tensor_parallel if shape.sequence_parallel else 1)
+    if shape.moe_token_dispatcher_type == "alltoall":
+        return own * (8 * topk + softmax + 8 * experts)
+    return own * (8 * topk + softmax) + _gathered_tokens(shape) * (activation_bytes(shape) + 1) * experts
 
 
 def micro_batches_in_flight(shape: RunShape, stage: int) -> float:
