@@ -81,3 +81,33 @@ def test_a_refusal_keeps_its_optimizer_lines_in_a_lora_run():
 )
 def test_adapter_frames(header, adapters):
     assert adapter_frame(header) is adapters
+
+
+SEQ9728 = FIXTURES / "held-out" / "flagscale-lora-llama8b-seq9728-oom-output-layer"
+
+
+def test_an_oom_in_megatrons_road_for_a_frozen_weight_leaves_out_the_optimizer_and_says_where():
+    """Held-out batch 16 (first read: right, with the distributed optimizer and offloading first in its fix): the LoRA
+    run's output layer ran out of memory in `linear_with_frozen_weight`, megatron-core's road for a weight that takes no
+    gradient, and neither its config nor its traceback names adapters."""
+    report = diagnose([str(SEQ9728 / "job.log")], [str(SEQ9728 / "config.sh")])
+    assert report.run_facts["frozen_weight_in_traceback"] is True and "trains_adapters" not in report.run_facts
+    [finding] = report.findings
+    assert finding.id == "oom-capacity"
+    assert not any(line.split("=")[0].startswith(("optimizer.", "ddp.")) for line in finding.overrides)
+    [note] = finding.fix_sentences
+    assert "job.log:215" in note and "where the frozen part is the bulk of the model" in note
+
+
+@pytest.mark.parametrize(
+    ("header", "frozen"),
+    [
+        ('  File "/opt/megatron/core/tensor_parallel/layers.py", line 435, in linear_with_frozen_weight', True),
+        ('  File "/opt/megatron/core/tensor_parallel/layers.py", line 956, in _forward_impl', False),
+        ('  File "/x/train.py", line 9, in linear_with_frozen_weight_stats', False),
+    ],
+)
+def test_which_frames_are_megatrons_road_for_a_frozen_weight(header, frozen):
+    from offloaddoctor.scanning.failure_lines import frozen_weight_frame
+
+    assert frozen_weight_frame(header) is frozen

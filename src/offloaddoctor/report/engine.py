@@ -123,9 +123,9 @@ def build_report(
         _drop_fix_lines(ordered, *_NOT_MEGATRON)
     elif store.value("deepspeed") is True:
         _drop_fix_lines(ordered, *_DEEPSPEED)
-    adapters = _trains_adapters(store, run)
-    if adapters is not None:
-        _leave_the_optimizer_of_adapters(ordered, adapters)
+    frozen = _frozen_model(store, run)
+    if frozen is not None:
+        _leave_the_optimizer_of_a_frozen_model(ordered, frozen)
     other_processes_first(ordered)
     one_allocation_over_half_the_gpu(ordered)
     # No config to take the dialect from: the training code the tracebacks ran (ROCm/Megatron-LM#85's paste, in
@@ -279,28 +279,38 @@ _DEEPSPEED = (
 _ADAPTER_METHODS = ("lora", "dora", "adapter", "ia3")
 
 
-def _trains_adapters(store: ConfigStore, run: RunFacts) -> str | None:
-    """Where the run says it trains adapters over a frozen model: its config's `peft` (Bridge's `peft._target_` too),
-    or a traceback frame in adapter code (held-out flagscale-memrift-lora-…: `flagscale/train/peft/lora.py`)."""
+def _frozen_model(store: ConfigStore, run: RunFacts) -> str | None:
+    """Why the run's model is frozen under what it trains, in words: its config's `peft` (Bridge's `peft._target_`
+    too), a traceback frame in adapter code (held-out flagscale-memrift-lora-…: `flagscale/train/peft/lora.py`), or
+    one in megatron-core's road for a frozen weight (held-out flagscale-lora-…-seq9728: its output layer)."""
     for key in sorted(store.keys()):  # a ConfigStore, not a dict
         if key == "peft" or key.startswith("peft."):
             given = store.resolve(key)
             if given is not None and any(method in str(given.value).lower() for method in _ADAPTER_METHODS):
-                return f"{key} = {format_value(given.value)} at {given.source}"
+                where = f"{key} = {format_value(given.value)} at {given.source}"
+                return f"the run trains adapters over a frozen model ({where}), so the optimizer holds the adapters' state alone and sharding or offloading it frees next to nothing"
     if run.values.get("trains_adapters"):
         frame = run.evidence["trains_adapters"][0]
-        return f"its traceback runs {cut(frame.text, 100)} at {frame.path}:{frame.line}"
+        where = f"its traceback runs {cut(frame.text, 100)} at {frame.path}:{frame.line}"
+        return f"the run trains adapters over a frozen model ({where}), so the optimizer holds the adapters' state alone and sharding or offloading it frees next to nothing"
+    if run.values.get("frozen_weight_in_traceback"):
+        frame = run.evidence["frozen_weight_in_traceback"][0]
+        return (
+            f"the weight its traceback multiplies by is frozen ({frame.path}:{frame.line}: megatron-core's "
+            "`linear_with_frozen_weight`, for a weight that takes no gradient), as a run that trains adapters leaves "
+            "its model: the optimizer holds state only for what trains, so where the frozen part is the bulk of the "
+            "model, sharding or offloading it frees next to nothing"
+        )
     return None
 
 
-def _leave_the_optimizer_of_adapters(findings: list[Finding], where: str) -> None:
-    """An out-of-memory fix for a run that trains adapters keeps no optimizer setting and says why, in place of the
-    summary (whose first advice is the optimizer's): the optimizer holds the adapters' state alone (the frozen model
-    has none), so sharding or offloading it frees next to nothing."""
+def _leave_the_optimizer_of_a_frozen_model(findings: list[Finding], frozen: str) -> None:
+    """An out-of-memory fix for a run whose model is frozen under what it trains (adapters) keeps no optimizer setting
+    and says why, in place of the summary (whose first advice is the optimizer's): the frozen model has no optimizer
+    state, so sharding or offloading it frees next to nothing (b10-b12: a model frozen but its layer norms)."""
     why = (
-        f"the run trains adapters over a frozen model ({where}), so the optimizer holds the adapters' state alone and "
-        "sharding or offloading it frees next to nothing. The step's memory is the frozen weights and the "
-        "activations: recompute, a shorter sequence, context parallelism or a smaller micro-batch cut the activations."
+        f"{frozen}. The step's memory is the frozen weights and the activations: recompute, a shorter sequence, "
+        "context parallelism or a smaller micro-batch cut the activations."
     )
     for finding in findings:
         if "requested_bytes" not in finding.facts and "allocator_figures" not in finding.facts:

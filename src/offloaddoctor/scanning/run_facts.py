@@ -47,6 +47,9 @@ def compute_run_facts(scan: ScanResult) -> RunFacts:
     if scan.adapter_frames:  # the traceback ran adapter code (LoRA): the model under it is frozen
         facts.values["trains_adapters"] = True
         facts.evidence["trains_adapters"] = scan.adapter_frames[:1]
+    if scan.frozen_weight_frames:  # the traceback multiplied by a weight that takes no gradient
+        facts.values["frozen_weight_in_traceback"] = True
+        facts.evidence["frozen_weight_in_traceback"] = scan.frozen_weight_frames[:1]
     segments = [(key, records) for key, records in scan.iterations.items() if records]
     if not segments:
         return facts

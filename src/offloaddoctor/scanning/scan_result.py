@@ -47,6 +47,9 @@ class ScanResult:
     # a traceback frame in adapter code (LoRA): the run trains adapters over a frozen model, the first one read
     # (TracebackTracker, failure_lines.adapter_frame)
     adapter_frames: list[Evidence] = field(default_factory=list)
+    # a traceback frame in megatron-core's `linear_with_frozen_weight`, its road for a weight that takes no gradient:
+    # the model is at least partly frozen, as LoRA leaves it; the first one read (failure_lines.frozen_weight_frame)
+    frozen_weight_frames: list[Evidence] = field(default_factory=list)
 
     def remember_exception(self, evidence: Evidence) -> None:
         self.exceptions.append(evidence)

@@ -38,6 +38,7 @@ from offloaddoctor.scanning.failure_lines import (
     raising_statement,
     training_code,
     adapter_frame,
+    frozen_weight_frame,
 )
 from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
@@ -156,6 +157,7 @@ class TracebackTracker(LineHandler):
         training_code_seen: set[str] | None = None,
         reruns: list[Evidence] | None = None,
         adapters: list[Evidence] | None = None,
+        frozen_weights: list[Evidence] | None = None,
     ):
         # (Line, exception text, its raising statement or None, the model-build or start-up function it passed or
         # None) -> None
@@ -165,6 +167,7 @@ class TracebackTracker(LineHandler):
         self.on_cut = on_cut  # (Evidence, whether the traceback passed Megatron's code) -> None
         self.reruns = reruns if reruns is not None else []  # the scan result's script_rerun, where one is found
         self.adapters = adapters if adapters is not None else []  # the scan result's adapter_frames, likewise
+        self.frozen_weights = frozen_weights if frozen_weights is not None else []  # its frozen_weight_frames
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
         self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
@@ -239,6 +242,8 @@ class TracebackTracker(LineHandler):
                     self._through_megatron.add(rank)
                 if not self.adapters and adapter_frame(body):
                     self.adapters.append(Evidence(line.path, line.number, rank, body.strip()))
+                if not self.frozen_weights and frozen_weight_frame(body):
+                    self.frozen_weights.append(Evidence(line.path, line.number, rank, body.strip()))
                 function = frame_function(body)
                 if function == "run_path" and runs_a_path(body):
                     self._ran_a_path[rank] = None
@@ -690,6 +695,7 @@ class Scanner:
                 result.training_code,
                 result.script_rerun,
                 result.adapter_frames,
+                result.frozen_weight_frames,
             ),
             PastedExcerpt(result, self.failures.statement_raised),
             IterationSampler(result.iterations, self._unparsed, collector),
@@ -811,6 +817,8 @@ class Scanner:
                 merged.script_rerun.extend(partial.script_rerun)
             if not merged.adapter_frames:
                 merged.adapter_frames.extend(partial.adapter_frames)
+            if not merged.frozen_weight_frames:
+                merged.frozen_weight_frames.extend(partial.frozen_weight_frames)
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
             merged.parameters.gradient_bucket_elements += partial.parameters.gradient_bucket_elements
