@@ -1032,6 +1032,13 @@ RUNS["e97-moe8-top4-etp4-mbs33-fits-cap"] = moe_top4_etp(33, 4, 1)
 RUNS["e98-moe8-top4-etp4-mbs44-does-not-fit-cap"] = moe_top4_etp(44, 4, 1)
 RUN_ENV["e97-moe8-top4-etp4-mbs33-fits-cap"] = H100_CAP
 RUN_ENV["e98-moe8-top4-etp4-mbs44-does-not-fit-cap"] = H100_CAP
+# The alltoall dispatcher gathers the expert-TP group's tokens after its all-to-all (token_dispatcher.py
+# MoEAlltoAllTokenDispatcher: `gather_from_sequence_parallel_region` over `expt_tp`), its bookkeeping being an argsort
+# of the rank's own tokens: e94 and e95 with `--moe-token-dispatcher-type alltoall` (e99: ETP 4, no expert
+# parallelism, so no router imbalance; e100: ETP 2 x EP 2). Planned in benchmarks/moe_plan.json before they ran.
+_ALLTOALL = " --moe-token-dispatcher-type alltoall"
+RUNS["e99-moe8-top4-etp4-alltoall-mbs16"] = (4, 0, RUNS["e94-moe8-top4-etp4-mbs16"][2] + _ALLTOALL)
+RUNS["e100-moe8-top4-etp2-ep2-alltoall-mbs16"] = (4, 0, RUNS["e95-moe8-top4-etp2-ep2-mbs16"][2] + _ALLTOALL)
 
 # Optimizer offloading in fp16 (dynamic loss scaling, the precision-aware optimizer's fp32 master weights): n16's GPT
 # with --fp16 offloading 0.5 (n117), three iterations; outcome not predicted, memory planned.
