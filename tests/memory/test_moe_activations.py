@@ -779,7 +779,7 @@ def test_expert_tensor_parallelism_gathers_its_groups_tokens_and_splits_f():
 
 
 def test_expert_tensor_parallel_runs_on_four_gpus_have_the_figures_and_verdicts_planned():
-    """e94-e98 (four H200, megatron-core 0.19.0, planned in benchmarks/moe_plan.json before they ran). The model before
+    """e94-e100 (four H200, megatron-core 0.19.0, planned in benchmarks/moe_plan.json before they ran). The model before
     read ETP only in the parameters and gave ETP 4, ETP 2 x EP 2 and EP 4 one figure (26,636 MiB at micro-batch 16).
     Measured: 32,810 (ETP 4: planned 32,804), 30,193 (ETP 2 x EP 2: planned 28,692; rank 0's peak grew step after step
     as the router, with no auxiliary loss, sent its experts more) and 26,429 (EP 4: planned 26,636). Under an H100's
@@ -790,6 +790,11 @@ def test_expert_tensor_parallel_runs_on_four_gpus_have_the_figures_and_verdicts_
         "e95-moe8-top4-etp2-ep2-mbs16": 0.06,  # the router's imbalance: the verdict's allowance covers it
         "e96-moe8-top4-ep4-mbs16": 0.01,
         "e97-moe8-top4-etp4-mbs33-fits-cap": 0.005,
+        # the alltoall dispatcher, which gathers the expert-TP group's tokens after its all-to-all: 33,209 against
+        # 32,800 (+1.2 %: something transient of about 50 MiB a layer the model does not count) and 30,197 against
+        # 28,694 (the router's imbalance, as e95)
+        "e99-moe8-top4-etp4-alltoall-mbs16": 0.015,
+        "e100-moe8-top4-etp2-ep2-alltoall-mbs16": 0.06,
     }
     for run, within in planned_and_measured.items():
         assert trained(run)
