@@ -1039,6 +1039,13 @@ RUN_ENV["e98-moe8-top4-etp4-mbs44-does-not-fit-cap"] = H100_CAP
 _ALLTOALL = " --moe-token-dispatcher-type alltoall"
 RUNS["e99-moe8-top4-etp4-alltoall-mbs16"] = (4, 0, RUNS["e94-moe8-top4-etp4-mbs16"][2] + _ALLTOALL)
 RUNS["e100-moe8-top4-etp2-ep2-alltoall-mbs16"] = (4, 0, RUNS["e95-moe8-top4-etp2-ep2-mbs16"][2] + _ALLTOALL)
+# The verdict with expert TP beside EP, where the router's imbalance counts (e95): under an H100's limit, ETP 2 x EP 2
+# at micro-batch 35, the largest "fits" (59,261 MiB balanced; expected to train), and at 46, the smallest "does not
+# fit" (76,958; expected out of memory). Planned in benchmarks/moe_plan.json before they ran.
+RUNS["e101-moe8-top4-etp2-ep2-mbs35-fits-cap"] = moe_top4_etp(35, 2, 2)
+RUNS["e102-moe8-top4-etp2-ep2-mbs46-does-not-fit-cap"] = moe_top4_etp(46, 2, 2)
+RUN_ENV["e101-moe8-top4-etp2-ep2-mbs35-fits-cap"] = H100_CAP
+RUN_ENV["e102-moe8-top4-etp2-ep2-mbs46-does-not-fit-cap"] = H100_CAP
 
 # Optimizer offloading in fp16 (dynamic loss scaling, the precision-aware optimizer's fp32 master weights): n16's GPT
 # with --fp16 offloading 0.5 (n117), three iterations; outcome not predicted, memory planned.
