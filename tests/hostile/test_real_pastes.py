@@ -312,3 +312,17 @@ def test_full_recompute_did_not_help_an_oom_raised_while_the_optimizer_was_built
     assert LAUNCHES["b77-gpt5b-pp2-full-recompute-cap28"] == (
         f"{LAUNCHES['b03-gpt5b-pp2-cap28']} --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
     )
+
+
+def test_nccls_own_allocation_failing_while_the_job_is_set_up_is_the_cause_and_its_echoes_are_not_a_finding():
+    """Held-out batch 17 (first read: misleading, nccl-collective-failure): on two nodes, rank 0's process group
+    creation (initialize_megatron -> initialize_model_parallel) failed with a DistBackendError whose message ends in
+    NCCL's `Failed to CUDA calloc async 4 bytes` (the GPU was already taken); every other NCCL error followed. The
+    message's lines belong to the exception raised in start-up, so the OOM is no shortage of the run's, the NCCL
+    errors are its echo, and the failure shown is rank 0's."""
+    case = FIXTURES / "held-out" / "megatron-deepspeed-2node-nccl-init-calloc-failure"
+    report = diagnose([str(case / "job.log")])
+    assert report.findings == [] and report.run_facts["oom_in_start_up"] is True
+    assert (report.unmatched.line, report.unmatched.rank) == (55, 0)
+    [note] = [note for note in report.notes if "no shortage of this run's memory" in note]
+    assert note.startswith(f"{case / 'job.log'}:58: ") and "raised in initialize_megatron" in note

@@ -82,8 +82,11 @@ def test_printable_lines_take_a_shortcut_that_strips_the_same(text):
             "v100x16-1: [rank5]:[W410 20:32:41.4 ProcessGroupNCCL.cpp:1771] x",
             ("[W410 20:32:41.4 ProcessGroupNCCL.cpp:1771] x", 5),
         ),
+        # pdsh names the launching node `localhost` (fixtures/held-out/megatron-deepspeed-2node-nccl-init-calloc-…)
+        ("localhost: [rank0]: Failed to CUDA calloc async 4 bytes", ("Failed to CUDA calloc async 4 bytes", 0)),
         # a word and a colon before torchrun's prefix is the program's own text, not a node
         ("WARNING: [rank1]: y", ("WARNING: [rank1]: y", None)),
+        ("localhosts: [rank1]: y", ("localhosts: [rank1]: y", None)),
         ("node-1.cluster: plain line", ("node-1.cluster: plain line", None)),
     ],
 )

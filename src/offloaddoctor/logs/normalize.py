@@ -19,7 +19,7 @@ _CONTROL = lazy_compile("[" + "".join(f"\\x{byte:02x}" for byte in CONTROL_BYTES
 _TORCHRUN = r"\[(?:rank|default)(?P<torchrun>\d{1,6})\]:\s?"
 _TIMESTAMP = r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?:?\s+"
 # pdsh (DeepSpeed's and others' multi-node launcher) puts the node before each line: `192.168.205.202: `, or its
-# host name (with a digit in it), taken only where torchrun's prefix follows (`v100x16-1: [rank5]:`).
+# host name (with a digit in it, or `localhost`), taken only where torchrun's prefix follows (`v100x16-1: [rank5]:`).
 _HOST_IP = r"(?P<host>\d{1,3}(?:\.\d{1,3}){3}): "
 _DECORATION = lazy_compile(_TORCHRUN + r"|(?P<slurm>\d{1,6}): |" + _HOST_IP + "|" + _TIMESTAMP)
 _HOST_THEN_TORCHRUN = lazy_compile(r"[A-Za-z][\w.-]{0,62}: (?=\[(?:rank|default)\d{1,6}\]:)")
@@ -61,7 +61,8 @@ def normalize_line(raw: str, default_rank: int | None = None, no_controls: bool 
     left = 4  # decorations stack in any order, a few deep at most
     if text[:1].isalpha() and ": [" in text[:66]:
         host = _HOST_THEN_TORCHRUN.match(text)
-        if host is not None and any(char.isdigit() for char in host.group()):  # a node's name, not `WARNING: `
+        # a node's name (`localhost`, as DeepSpeed's pdsh names the launching node), not `WARNING: `
+        if host is not None and (any(char.isdigit() for char in host.group()) or host.group() == "localhost: "):
             text = text[host.end() :]
     if text[:1] == "[":
         common = _TORCHRUN_THEN_TIMESTAMP.match(text)

@@ -151,6 +151,14 @@ def build_report(
             ):
                 finding.config.explanation += "; but the config is probably from another run"
     unmatched = _unexplained_failure(scan, ordered, matchers, unclaimed)
+    started = run.evidence["oom_in_start_up"][0] if run.values.get("oom_in_start_up") else None
+    if (
+        unmatched is not None
+        and started is not None
+        and unmatched.path == started.path
+        and (unmatched.line or 0) > (started.line or 0)
+    ):
+        unmatched = started  # a later rank's error is the echo of one that ran out of memory while the job was set up
     if unmatched is not None and unmatched in [a.evidence[-1] for a in no_shortage if not larger_than_the_gpu(a.facts)]:
         unmatched = _failure_before(scan, unmatched)  # a request sized wrongly is the failure itself
     went_on = _run_went_on_after(scan, unmatched) if unmatched is not None else None

@@ -243,7 +243,7 @@ def raised_in(facts: dict, function: str) -> dict:
     the run's), the optimizer's build (failure_lines.OPTIMIZER_BUILD_FUNCTIONS) or the model's build
     (failure_lines.MODEL_BUILD_FUNCTIONS: capacity)."""
     if function in START_UP_FUNCTIONS:
-        return {**facts, "not_a_shortage": raised_before_the_model(function)}
+        return {**facts, "not_a_shortage": raised_before_the_model(function), "raised_in_start_up": function}
     if function in OPTIMIZER_BUILD_FUNCTIONS:
         return {**facts, "raised_while_building_the_optimizer": function}
     return raised_while_building(facts, function)

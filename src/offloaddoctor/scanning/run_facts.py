@@ -47,6 +47,10 @@ def compute_run_facts(scan: ScanResult) -> RunFacts:
     if scan.adapter_frames:  # the traceback ran adapter code (LoRA): the model under it is frozen
         facts.values["trains_adapters"] = True
         facts.evidence["trains_adapters"] = scan.adapter_frames[:1]
+    started = [a for a in scan.aggregates if a.facts.get("raised_in_start_up") and a.evidence]
+    if started:  # a rank ran out of memory while the job was set up: no shortage of the run's (scanning/oom.py)
+        facts.values["oom_in_start_up"] = True
+        facts.evidence["oom_in_start_up"] = started[0].evidence[-1:]
     if scan.frozen_weight_frames:  # the traceback multiplied by a weight that takes no gradient
         facts.values["frozen_weight_in_traceback"] = True
         facts.evidence["frozen_weight_in_traceback"] = scan.frozen_weight_frames[:1]

@@ -82,6 +82,8 @@ SHAPE_MAX_CHARS = 1024
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
+# The lines after an exception line that its message may hold (NCCL's: the error, `Last error:`, what failed).
+_MESSAGE_LINES = 3
 # the functions an OOM's traceback is read for, the first one it passed (scanning/oom.py raised_in)
 _BUILD_OR_START_UP = MODEL_BUILD_FUNCTIONS | OPTIMIZER_BUILD_FUNCTIONS | START_UP_FUNCTIONS
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
@@ -516,6 +518,10 @@ class FailureMatcher(LineHandler):
         self._user_budget = USER_PATTERN_BUDGET_S
         self._user_cost: dict[str, list[float]] = {}  # user signature id -> [seconds searching, characters searched]
         self._last_matched: tuple[str, int] = ("", 0)  # (path, line) of the last line a matcher took
+        # rank -> (path, line, function) of its last exception whose traceback passed a start-up or build function:
+        # the lines of that exception's message after it are raised there too (NCCL's `Last error:` / `Failed to
+        # CUDA calloc async 4 bytes` under a DistBackendError; held-out megatron-deepspeed-2node-nccl-init-calloc-…)
+        self._raised_in: dict[int | None, tuple[str, int, str]] = {}
         self._index_literals()
 
     def _index_literals(self) -> None:
@@ -560,7 +566,11 @@ class FailureMatcher(LineHandler):
         return [self.matchers[position] for position in positions]
 
     def feed(self, line: Line) -> bool:
-        self.match(line.path, line.number, line.rank, line.text)
+        raised = self._raised_in.get(line.rank) if self._raised_in else None
+        if raised is not None and raised[0] == line.path and 0 < line.number - raised[1] <= _MESSAGE_LINES:
+            self.match(line.path, line.number, line.rank, line.text, raised[2])
+        else:
+            self.match(line.path, line.number, line.rank, line.text)
         return True
 
     def match(
@@ -602,6 +612,10 @@ class FailureMatcher(LineHandler):
         scanning/oom.py raised_in."""
         shown = f"{text.strip()}, raised by {raising}" if raising else text.strip()
         self.result.remember_exception(Evidence(line.path, line.number, line.rank, shown))
+        if building is not None:
+            self._raised_in[line.rank] = (line.path, line.number, building)
+        elif self._raised_in:
+            self._raised_in.pop(line.rank, None)
         self.match(line.path, line.number, line.rank, shown if raising else text, building)
 
     def cut_traceback(self, frame: Evidence, through_megatron: bool) -> None:
