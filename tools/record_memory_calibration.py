@@ -1046,6 +1046,14 @@ RUNS["e101-moe8-top4-etp2-ep2-mbs35-fits-cap"] = moe_top4_etp(35, 2, 2)
 RUNS["e102-moe8-top4-etp2-ep2-mbs46-does-not-fit-cap"] = moe_top4_etp(46, 2, 2)
 RUN_ENV["e101-moe8-top4-etp2-ep2-mbs35-fits-cap"] = H100_CAP
 RUN_ENV["e102-moe8-top4-etp2-ep2-mbs46-does-not-fit-cap"] = H100_CAP
+# The fix diagnose prints for e98's out-of-memory log, as printed: `--micro-batch-size 22` (44 -> 22 at the same global
+# batch, 176: "peak 43,999 MiB"), under the same limit (expected to train). Planned in benchmarks/moe_plan.json.
+RUNS["e103-moe8-top4-etp4-mbs22-cap-advised"] = (
+    4,
+    0,
+    RUNS["e98-moe8-top4-etp4-mbs44-does-not-fit-cap"][2].replace("--micro-batch-size 44", "--micro-batch-size 22"),
+)
+RUN_ENV["e103-moe8-top4-etp4-mbs22-cap-advised"] = H100_CAP
 
 # Optimizer offloading in fp16 (dynamic loss scaling, the precision-aware optimizer's fp32 master weights): n16's GPT
 # with --fp16 offloading 0.5 (n117), three iterations; outcome not predicted, memory planned.
