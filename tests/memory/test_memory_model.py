@@ -37,7 +37,7 @@ def _text(path: Path) -> str:
 
 
 def test_every_recorded_run_is_there():
-    assert len(RUNS) == 298
+    assert len(RUNS) == 299
     # the changes diagnose printed for a model-build OOM, one beside another process, one of a mostly frozen model,
     # the expert grid's refusal, the single changes an OOM none of them fits ranks, and the fixes of start-up refusals
     # (benchmarks/build_oom_plan.json)
@@ -45,9 +45,9 @@ def test_every_recorded_run_is_there():
     assert sum(p.name.startswith("h") for p in RUNS) == 12  # held out of calibration
     # recorded after the model was frozen (n15: planned in benchmarks/moe_plan.json)
     assert sum(p.name.startswith("n") for p in RUNS) == 120
-    # MoE: e01-e05 before its terms were derived, e06-e66 after (e52-e66: what each advised change costs); e94-e101
+    # MoE: e01-e05 before its terms were derived, e06-e66 after (e52-e66: what each advised change costs); e94-e103
     # expert tensor parallelism
-    assert sum(p.name.startswith("e") for p in RUNS) == 77
+    assert sum(p.name.startswith("e") for p in RUNS) == 78
     assert len(MULTI_GPU) == 30  # issue 25: PP with VPP, DP/TP with partial offload, on 2 and 4 GPUs; advice
 
 

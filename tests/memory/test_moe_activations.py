@@ -815,3 +815,22 @@ def test_expert_tensor_parallel_runs_on_four_gpus_have_the_figures_and_verdicts_
         assert command.startswith("ODR_CAP_MIB=77178 ")
         with gzip.open(CALIBRATION / "out-of-memory" / f"{fails}.log.gz", "rt") as log:
             assert len(re.findall(r"OutOfMemoryError: CUDA out of memory.*GiB allowed", log.read())) == ranks
+
+
+def test_the_fix_printed_for_an_expert_tensor_parallel_oom_trained_at_the_peak_it_said():
+    """e98 (ETP 4, micro-batch 44, out of memory under an H100's limit): diagnose prints `--micro-batch-size 22`, "peak
+    43,999 MiB"; e103 is e98's launch with that line, under the same limit: it trained at 44,009 MiB."""
+    failed = "e98-moe8-top4-etp4-mbs44-does-not-fit-cap"
+    [finding] = diagnose([str(CALIBRATION / "out-of-memory" / f"{failed}.log.gz")]).findings
+    assert finding.id == "oom-capacity" and finding.overrides == ["--micro-batch-size 22"]
+    assert "peak 43,999 MiB" in finding.facts["cheapest_change_that_fits"]
+    fixed = "e103-moe8-top4-etp4-mbs22-cap-advised"
+    stopped = (CALIBRATION / "out-of-memory" / "runs.tsv").read_text().splitlines()
+    command = next(row.split("\t")[2] for row in stopped if row.startswith(f"{failed}\t"))
+
+    def unported(launch: str) -> str:
+        return re.sub(r"--master-port \d+ ", "", launch)
+
+    assert unported(LAUNCH_ALL[fixed]) == unported(command).replace("--micro-batch-size 44", "--micro-batch-size 22")
+    assert trained(fixed)
+    assert abs(_max_allocated(CALIBRATION / f"{fixed}.log.gz") / 43999 - 1) < 0.005
