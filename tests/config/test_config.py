@@ -435,3 +435,22 @@ def test_a_list_of_overrides_given_as_the_config_is_refused_naming_what_it_is(tm
     numbers.write_text("- 1\n- 2\n")
     with pytest.raises(UserError, match=r"at the top level$"):
         load_yaml_config(str(numbers))
+
+
+@pytest.mark.parametrize("operator", ["2>&1", "> train.log", "| tee train.log", "&& echo done", "; echo done"])
+def test_a_flag_before_a_shell_operator_takes_no_value_from_it(tmp_path, operator):
+    """held-out megatron-deepspeed-v100-tp4-zero0-optimizer-state-oom: `--deepspeed 2>&1` read `deepspeed` as "2>&1",
+    which then won over the arguments block's True (and the DeepSpeed run got Megatron-Core's optimizer flags)."""
+    script = tmp_path / "launch.sh"
+    script.write_text(f"torchrun pretrain_gpt.py --num-layers 8 --deepspeed {operator}\n")
+    store = build_store(load_config_file(script))
+    assert store.resolve("deepspeed").value is True and store.resolve("model.num_layers").value == 8
+
+
+def test_numbers_equal_as_numbers_are_the_same_value():
+    """`0` on a command line and `0.0` in the arguments block are one value (no disagreement note); a fix line that
+    sets 1 where the log says 1.0 is in effect already."""
+    from offloaddoctor.config.values import same_value
+
+    assert same_value(0, 0.0) and same_value(1, 1.0) and not same_value(1, 1.5)
+    assert not same_value(True, 1) and same_value(True, "true")

@@ -326,3 +326,16 @@ def test_nccls_own_allocation_failing_while_the_job_is_set_up_is_the_cause_and_i
     assert (report.unmatched.line, report.unmatched.rank) == (55, 0)
     [note] = [note for note in report.notes if "no shortage of this run's memory" in note]
     assert note.startswith(f"{case / 'job.log'}:58: ") and "raised in initialize_megatron" in note
+
+
+def test_an_oom_while_the_optimizer_is_built_is_capacity_whatever_its_request():
+    """Held-out batch 17 (right with its launch script; from the log alone, oom-fragmentation): a ZeRO-0 run's FusedAdam
+    allocating its moments at initialisation asked 130 MiB with 738 MiB free in pieces. What the build allocated stays
+    and the step's gradients and activations come on top, as for the model's build: capacity."""
+    case = FIXTURES / "held-out" / "megatron-deepspeed-v100-tp4-zero0-optimizer-state-oom"
+    [finding] = diagnose([str(case / "job.log")]).findings
+    assert finding.id == "oom-capacity" and finding.facts["fragmentation_suspected"] is False
+    assert (
+        "raised while the optimizer was being built (in _configure_optimizer)"
+        in finding.facts["fragmentation_arithmetic"]
+    )

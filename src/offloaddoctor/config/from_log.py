@@ -242,7 +242,7 @@ class LogConfigCollector:
                 elif canonical_key(name) in LIST_KEYS:  # argparse's nargs: every word up to the next flag
                     words = list(takewhile(_list_word, tokens[index + 1 :]))
                     value = [parse_printed(w) for w in words]  # none: an empty list, as argparse's '*'
-                elif index + 1 < len(tokens) and not tokens[index + 1].startswith("--"):
+                elif index + 1 < len(tokens) and not tokens[index + 1].startswith(("--", *_SHELL_OPERATORS)):
                     value = parse_printed(tokens[index + 1])
                 else:
                     value = True
@@ -268,9 +268,14 @@ class LogConfigCollector:
         self._by_segment.setdefault(self.segment, []).append(value)
 
 
+# What ends a command's words: `&&`, `|`, `;`, `>log`, `2>&1` (a flag before it takes no value from it: held-out
+# megatron-deepspeed-v100-tp4-zero0-optimizer-state-oom's `--deepspeed 2>&1` read `deepspeed` as "2>&1").
+_SHELL_OPERATORS = ("&", "|", ";", ">", "<", "2>", "1>")
+
+
 def _list_word(token: str) -> bool:
     """A value of a list flag: not the next flag, a Hydra override or a shell operator (`&&`, `|`, `>log`)."""
-    return not token.startswith(("--", "&", "|", ";", ">", "<", "2>")) and not _HYDRA_OVERRIDE.match(token)
+    return not token.startswith(("--", *_SHELL_OPERATORS)) and not _HYDRA_OVERRIDE.match(token)
 
 
 class ConfigLines(LineHandler):

@@ -137,5 +137,12 @@ class ConfigStore:
 
 
 def same_value(left: Any, right: Any) -> bool:
-    """Equal as printed, ignoring case (`True` in a log, `true` in a YAML file)."""
+    """Equal as printed, ignoring case (`True` in a log, `true` in a YAML file), or as numbers (`0` on a command line,
+    `0.0` in the arguments block)."""
+    if _number(left) and _number(right):
+        return bool(left == right)
     return format_value(left).lower() == format_value(right).lower()
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
