@@ -339,3 +339,27 @@ def test_an_oom_while_the_optimizer_is_built_is_capacity_whatever_its_request():
         "raised while the optimizer was being built (in _configure_optimizer)"
         in finding.facts["fragmentation_arithmetic"]
     )
+
+
+def test_nccls_warnings_before_a_start_up_oom_are_that_failure_not_a_capacity_limit():
+    """Held-out batch 18 (first read: misleading, oom-capacity): on the first node every rank's NCCL warned `Cuda
+    failure 2 'out of memory'` / `Failed to CUDA calloc async 16 bytes` (the GPUs were held by vLLM workers), then
+    raised the DistBackendError its process-group creation's traceback ends in. The warnings are that start-up
+    failure: no shortage of the run's memory, no finding of their own."""
+    case = FIXTURES / "held-out" / "megatron-deepspeed-2node-nccl-init-oom-gpus-held-by-vllm"
+    report = diagnose([str(case / "job.log")])
+    assert report.findings == [] and report.run_facts["oom_in_start_up"] is True
+    assert report.unmatched.text.startswith("torch.distributed.DistBackendError") and report.unmatched.rank == 3
+    assert any("no shortage of this run's memory" in note for note in report.notes)
+
+
+def test_nccl_errors_of_other_ranks_after_an_exception_no_signature_explains_are_its_echo():
+    """Held-out batch 18 (first read: misleading, nccl-collective-failure): one node's rank died of a FileNotFoundError
+    (a dataset index cache built on the other node only); the other node's NCCL then said its peer closed the
+    connection. The exception is the failure shown; the NCCL lines are said to follow from it."""
+    case = FIXTURES / "held-out" / "megatron-deepspeed-2node-missing-index-cache-on-remote-node"
+    report = diagnose([str(case / "job.log")])
+    assert report.findings == []
+    assert report.unmatched.text.startswith("FileNotFoundError") and report.unmatched.rank == 4
+    [note] = [note for note in report.notes if "follow from it" in note]
+    assert note.startswith(f"{case / 'job.log'}:71: the NCCL errors after this failure (from line 104)")

