@@ -195,9 +195,8 @@ def build_report(
 def _only_echoes_of(findings: list[Finding], failure: Evidence) -> Finding | None:
     """The NCCL finding where it is the only finding and every line of it comes after `failure`, a traceback's
     exception no signature explains, in the same log and from other ranks: those NCCL errors are its echo, not a cause
-    (held-out
-    megatron-deepspeed-2node-missing-index-cache-on-remote-node: a FileNotFoundError on one node, then NCCL's
-    `Connection closed by remote peer` on the other)."""
+    (held-out megatron-deepspeed-2node-missing-index-cache-on-remote-node: a FileNotFoundError on one node, then
+    NCCL's `Connection closed by remote peer` on the other)."""
     if len(findings) != 1 or findings[0].id != "nccl-collective-failure" or not findings[0].evidence:
         return None
     if raising_statement(failure.text) is not None:  # a cut traceback's last frame: what it raised is not known
@@ -319,16 +318,21 @@ def _frozen_model(store: ConfigStore, run: RunFacts) -> str | None:
     """Why the run's model is frozen under what it trains, in words: its config's `peft` (Bridge's `peft._target_`
     too), a traceback frame in adapter code (held-out flagscale-memrift-lora-…: `flagscale/train/peft/lora.py`), or
     one in megatron-core's road for a frozen weight (held-out flagscale-lora-…-seq9728: its output layer)."""
+    where = None
     for key in sorted(store.keys()):  # a ConfigStore, not a dict
         if key == "peft" or key.startswith("peft."):
             given = store.resolve(key)
             if given is not None and any(method in str(given.value).lower() for method in _ADAPTER_METHODS):
                 where = f"{key} = {format_value(given.value)} at {given.source}"
-                return f"the run trains adapters over a frozen model ({where}), so the optimizer holds the adapters' state alone and sharding or offloading it frees next to nothing"
-    if run.values.get("trains_adapters"):
+                break
+    if where is None and run.values.get("trains_adapters"):
         frame = run.evidence["trains_adapters"][0]
         where = f"its traceback runs {cut(frame.text, 100)} at {frame.path}:{frame.line}"
-        return f"the run trains adapters over a frozen model ({where}), so the optimizer holds the adapters' state alone and sharding or offloading it frees next to nothing"
+    if where is not None:
+        return (
+            f"the run trains adapters over a frozen model ({where}), so the optimizer holds the adapters' state alone "
+            "and sharding or offloading it frees next to nothing"
+        )
     if run.values.get("frozen_weight_in_traceback"):
         frame = run.evidence["frozen_weight_in_traceback"][0]
         return (

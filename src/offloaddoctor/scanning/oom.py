@@ -253,8 +253,8 @@ def raised_in(facts: dict, function: str) -> dict:
     if function in START_UP_FUNCTIONS:
         return {**facts, "not_a_shortage": raised_before_the_model(function), "raised_in_start_up": function}
     if function in OPTIMIZER_BUILD_FUNCTIONS:
-        # held-out megatron-deepspeed-v100-tp4-zero0-optimizer-state-oom: 738 MiB in pieces for a 130 MiB request,
-        # a quarter of what Adam's moments still needed
+        # held-out megatron-deepspeed-v100-tp4-zero0-optimizer-state-oom: 738 MiB in pieces covered a 130 MiB request
+        # of FusedAdam's moments, allocated at construction; the step's gradients and activations were still to come
         built = {**facts, "raised_while_building_the_optimizer": function}
         verdict = fragmentation_verdict(facts, building_optimizer=function)
         if verdict is None:
