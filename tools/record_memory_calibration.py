@@ -1522,6 +1522,20 @@ for _name in ("b75-moe8-ep4-on-2-gpus-mbs56-refused", "b76-moe8-tp2-sp-local-mbs
 # saves, under the same 28 GiB card's limit. Expected: out of memory again in get_megatron_optimizer, asking what b03
 # asked. Planned before it ran.
 RUNS["b77-gpt5b-pp2-full-recompute-cap28"] = (2, 0, f"{GPT_5B_BUILD} {PP2} {FULL}")
+
+# An OOM whose traceback multiplies by a frozen weight (megatron-core's linear_with_frozen_weight; report/engine.py
+# _frozen_model, held-out flagscale-lora-…-seq9728): a 4-layer GPT with a 256k vocabulary at micro-batch 4, every
+# parameter but the layer norms frozen (ODR_TRAIN_ONLY, as b10-b12), its tied output layer frozen with the embedding,
+# under an 11,000 MiB limit: the model puts weights and the layers' activations near 9 GiB before the output layer's
+# 4 GiB of bf16 logits. b78 expected out of memory in the output layer, through linear_with_frozen_weight; b79 is b78
+# with the optimizer lines the fix gave before the rule, at their most (the distributed optimizer, all of the state
+# offloaded): expected out of memory again. The fix diagnose prints for b78's log is run after it (b80, planned then).
+FROZEN_V256K = f"{shape(4, 2048, 16, 2048, 4, 256000, gbs=4)} --bf16"
+CAP_11G = {"ODR_CAP_MIB": "11000", "ODR_TRAIN_ONLY": "layernorm"}
+RUNS["b78-gpt-v256k-frozen-cap11g-oom"] = (1, 0, FROZEN_V256K)
+RUNS["b79-gpt-v256k-frozen-cap11g-offload-all"] = (1, 0, f"{FROZEN_V256K} {DISTOPT} {OFFLOAD} 1")
+for _name in ("b78-gpt-v256k-frozen-cap11g-oom", "b79-gpt-v256k-frozen-cap11g-offload-all"):
+    RUN_ENV[_name] = CAP_11G
 RUN_ENV["b77-gpt5b-pp2-full-recompute-cap28"] = CAP_28G
 
 
