@@ -1536,6 +1536,14 @@ RUNS["b78-gpt-v256k-frozen-cap11g-oom"] = (1, 0, FROZEN_V256K)
 RUNS["b79-gpt-v256k-frozen-cap11g-offload-all"] = (1, 0, f"{FROZEN_V256K} {DISTOPT} {OFFLOAD} 1")
 for _name in ("b78-gpt-v256k-frozen-cap11g-oom", "b79-gpt-v256k-frozen-cap11g-offload-all"):
     RUN_ENV[_name] = CAP_11G
+# b78 and b79 ran out of memory as expected, both asking 3.91 GiB in linear_with_frozen_weight. The fix diagnose
+# prints for b78's log: `--micro-batch-size 1` ("peak 6,433 MiB"), under the same limit (b80, expected to train).
+RUNS["b80-gpt-v256k-frozen-mbs1-cap11g-advised"] = (
+    1,
+    0,
+    FROZEN_V256K.replace("--micro-batch-size 4", "--micro-batch-size 1"),
+)
+RUN_ENV["b80-gpt-v256k-frozen-mbs1-cap11g-advised"] = CAP_11G
 RUN_ENV["b77-gpt5b-pp2-full-recompute-cap28"] = CAP_28G
 
 
