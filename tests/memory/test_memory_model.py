@@ -37,11 +37,11 @@ def _text(path: Path) -> str:
 
 
 def test_every_recorded_run_is_there():
-    assert len(RUNS) == 299
+    assert len(RUNS) == 300
     # the changes diagnose printed for a model-build OOM, one beside another process, one of a mostly frozen model,
     # the expert grid's refusal, the single changes an OOM none of them fits ranks, and the fixes of start-up refusals
     # (benchmarks/build_oom_plan.json)
-    assert sum(p.name.startswith("b") for p in RUNS) == 43
+    assert sum(p.name.startswith("b") for p in RUNS) == 44
     assert sum(p.name.startswith("h") for p in RUNS) == 12  # held out of calibration
     # recorded after the model was frozen (n15: planned in benchmarks/moe_plan.json)
     assert sum(p.name.startswith("n") for p in RUNS) == 120
@@ -76,17 +76,20 @@ def test_estimate_within_ten_percent_of_the_measured_peak(path):
         assert any("CUDA graphs" in text for text in result.shape.assumptions)
         assert -0.02 <= measured / (result.peak_allocated_bytes / 2**20) - 1 <= 0.12
         return
-    if path.name.startswith(FROZEN_BY_HOOK):
+    frozen = next((over for prefix, over in FROZEN_BY_HOOK.items() if path.name.startswith(prefix)), None)
+    if frozen is not None:
         # Frozen by requires_grad alone, Megatron's linear layers keep no input (LinearWithFrozenWeight saves the
         # weight only); a LoRA adapter's own weight gradient keeps it, and so does the model: over, not under.
-        assert 0.10 <= result.peak_allocated_bytes / 2**20 / measured - 1 <= 0.20
+        assert frozen[0] <= result.peak_allocated_bytes / 2**20 / measured - 1 <= frozen[1]
         return
     error = min(abs(end / 2**20 - measured) / measured * 100 for end in ends)
     limit = 10 if path.name[0] in "hnet" else 2.5  # calibration runs: the constants come from them
     assert error <= limit
 
 
-FROZEN_BY_HOOK = "b11-"  # every parameter but the layer norms frozen before DDP (ODR_TRAIN_ONLY)
+# Every parameter but the layer norms frozen before DDP (ODR_TRAIN_ONLY): how far over the measured peak the model is.
+# b80 has four layers and a 256k vocabulary: its logits, which the model counts as they are, are most of its peak.
+FROZEN_BY_HOOK = {"b11-": (0.10, 0.20), "b80-": (0.0, 0.05)}
 CUDA_GRAPHS = ("b51-", "b58-", "b59-", "b63-")  # megatron-core's own CUDA graphs (--cuda-graph-impl local)
 
 

@@ -111,3 +111,27 @@ def test_which_frames_are_megatrons_road_for_a_frozen_weight(header, frozen):
     from offloaddoctor.scanning.failure_lines import frozen_weight_frame
 
     assert frozen_weight_frame(header) is frozen
+
+
+def test_a_real_oom_through_a_frozen_weight_is_read_so_its_optimizer_lines_free_nothing_and_its_fix_trained():
+    """b78-b80 (one H100, megatron-core 0.19.0, planned in benchmarks/build_oom_plan.json): a GPT frozen but its layer
+    norms, its tied output layer frozen with the embedding, under an 11,000 MiB limit. b78 ran out of memory in the
+    output layer through linear_with_frozen_weight; b79, with the distributed optimizer and all of the optimizer
+    offloaded, ran out there again asking the same 3.91 GiB; b80, b78 with the line diagnose prints, trained."""
+    from tests.memory.recorded import LAUNCHES, trained
+
+    stopped = FIXTURES / "memory-calibration" / "out-of-memory"
+    reports = {
+        run: diagnose([str(stopped / f"{run}.log.gz")])
+        for run in ("b78-gpt-v256k-frozen-cap11g-oom", "b79-gpt-v256k-frozen-cap11g-offload-all")
+    }
+    for report in reports.values():
+        assert report.run_facts["frozen_weight_in_traceback"] is True
+        [finding] = report.findings
+        assert round(finding.facts["requested_bytes"] / 2**30, 2) == 3.91
+        assert not any(line.startswith(("--use-distributed", "--optimizer")) for line in finding.overrides)
+    [b78] = reports["b78-gpt-v256k-frozen-cap11g-oom"].findings
+    assert b78.overrides == ["--micro-batch-size 1"] and "peak 6,433 MiB" in b78.facts["cheapest_change_that_fits"]
+    assert "--optimizer-offload-fraction 1" in LAUNCHES["b79-gpt-v256k-frozen-cap11g-offload-all"]
+    fixed = "b80-gpt-v256k-frozen-mbs1-cap11g-advised"
+    assert trained(fixed) and "--micro-batch-size 1 " in LAUNCHES[fixed]
