@@ -131,6 +131,11 @@ def frozen_weight_frame(header: str) -> bool:
     return header.rstrip().endswith(" in linear_with_frozen_weight")
 
 
+# Traceback frames that say the model under the run is frozen, by the run fact each gives (run_facts.py): adapter
+# code, or megatron-core's road for a frozen weight. The first frame of each kind is kept (ScanResult.frozen_frames).
+FROZEN_MODEL_FRAMES = (("trains_adapters", adapter_frame), ("frozen_weight_in_traceback", frozen_weight_frame))
+
+
 def runs_a_path(header: str) -> bool:
     """A frame of runpy.run_path (`File "<frozen runpy>", line 286, in run_path`): the `<module>` frame after it is a
     script's top level run as a module, as multiprocessing's spawn start method runs the parent's script in each

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from offloaddoctor.scanning.evidence import Evidence
+from offloaddoctor.scanning.failure_lines import FROZEN_MODEL_FRAMES
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.coerce import boolean
 
@@ -44,16 +45,14 @@ def compute_run_facts(scan: ScanResult) -> RunFacts:
     if scan.script_rerun:  # a spawned child ran the training script again: what follows is its echo
         facts.values["script_rerun_in_child"] = True
         facts.evidence["script_rerun_in_child"] = scan.script_rerun[:1]
-    if scan.adapter_frames:  # the traceback ran adapter code (LoRA): the model under it is frozen
-        facts.values["trains_adapters"] = True
-        facts.evidence["trains_adapters"] = scan.adapter_frames[:1]
     started = [a for a in scan.aggregates if a.facts.get("raised_in_start_up") and a.evidence]
     if started:  # a rank ran out of memory while the job was set up: no shortage of the run's (scanning/oom.py)
         facts.values["oom_in_start_up"] = True
         facts.evidence["oom_in_start_up"] = started[0].evidence[-1:]
-    if scan.frozen_weight_frames:  # the traceback multiplied by a weight that takes no gradient
-        facts.values["frozen_weight_in_traceback"] = True
-        facts.evidence["frozen_weight_in_traceback"] = scan.frozen_weight_frames[:1]
+    for fact, _ in FROZEN_MODEL_FRAMES:  # the traceback ran adapter code, or a frozen weight's road
+        if fact in scan.frozen_frames:
+            facts.values[fact] = True
+            facts.evidence[fact] = [scan.frozen_frames[fact]]
     segments = [(key, records) for key, records in scan.iterations.items() if records]
     if not segments:
         return facts

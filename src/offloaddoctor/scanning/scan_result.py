@@ -44,12 +44,9 @@ class ScanResult:
     # a traceback frame where runpy.run_path ran a script's top level: multiprocessing's spawn re-running the training
     # script in a child (no `if __name__ == "__main__":` guard), the first one read (TracebackTracker)
     script_rerun: list[Evidence] = field(default_factory=list)
-    # a traceback frame in adapter code (LoRA): the run trains adapters over a frozen model, the first one read
-    # (TracebackTracker, failure_lines.adapter_frame)
-    adapter_frames: list[Evidence] = field(default_factory=list)
-    # a traceback frame in megatron-core's `linear_with_frozen_weight`, its road for a weight that takes no gradient:
-    # the model is at least partly frozen, as LoRA leaves it; the first one read (failure_lines.frozen_weight_frame)
-    frozen_weight_frames: list[Evidence] = field(default_factory=list)
+    # run fact -> the first traceback frame that says the model is frozen so (failure_lines.FROZEN_MODEL_FRAMES:
+    # adapter code, a LoRA run's; megatron-core's `linear_with_frozen_weight`, a weight that takes no gradient)
+    frozen_frames: dict[str, Evidence] = field(default_factory=dict)
 
     def remember_exception(self, evidence: Evidence) -> None:
         self.exceptions.append(evidence)

@@ -37,8 +37,7 @@ from offloaddoctor.scanning.failure_lines import (
     raised_by,
     raising_statement,
     training_code,
-    adapter_frame,
-    frozen_weight_frame,
+    FROZEN_MODEL_FRAMES,
 )
 from offloaddoctor.catalog.model import Catalog, MatchSpec
 from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
@@ -158,8 +157,7 @@ class TracebackTracker(LineHandler):
         on_cut,
         training_code_seen: set[str] | None = None,
         reruns: list[Evidence] | None = None,
-        adapters: list[Evidence] | None = None,
-        frozen_weights: list[Evidence] | None = None,
+        frozen_frames: dict[str, Evidence] | None = None,
     ):
         # (Line, exception text, its raising statement or None, the model-build or start-up function it passed or
         # None) -> None
@@ -168,8 +166,7 @@ class TracebackTracker(LineHandler):
         self.training_code_seen = training_code_seen if training_code_seen is not None else set()
         self.on_cut = on_cut  # (Evidence, whether the traceback passed Megatron's code) -> None
         self.reruns = reruns if reruns is not None else []  # the scan result's script_rerun, where one is found
-        self.adapters = adapters if adapters is not None else []  # the scan result's adapter_frames, likewise
-        self.frozen_weights = frozen_weights if frozen_weights is not None else []  # its frozen_weight_frames
+        self.frozen_frames = frozen_frames if frozen_frames is not None else {}  # the scan result's, likewise
         self.awaiting: dict[int | None, int] = {}  # rank -> line of its open header
         self._indent: dict[int | None, int] = {}  # torchrun's root-cause block indents the whole traceback
         self._raising_frame: dict[int | None, Evidence] = {}  # rank -> last `raise`/`assert` frame line
@@ -242,10 +239,9 @@ class TracebackTracker(LineHandler):
                 through_megatron = passes_megatron(body)
                 if through_megatron:
                     self._through_megatron.add(rank)
-                if not self.adapters and adapter_frame(body):
-                    self.adapters.append(Evidence(line.path, line.number, rank, body.strip()))
-                if not self.frozen_weights and frozen_weight_frame(body):
-                    self.frozen_weights.append(Evidence(line.path, line.number, rank, body.strip()))
+                for fact, frozen_frame in FROZEN_MODEL_FRAMES:
+                    if fact not in self.frozen_frames and frozen_frame(body):
+                        self.frozen_frames[fact] = Evidence(line.path, line.number, rank, body.strip())
                 function = frame_function(body)
                 if function == "run_path" and runs_a_path(body):
                     self._ran_a_path[rank] = None
@@ -708,8 +704,7 @@ class Scanner:
                 self.failures.cut_traceback,
                 result.training_code,
                 result.script_rerun,
-                result.adapter_frames,
-                result.frozen_weight_frames,
+                result.frozen_frames,
             ),
             PastedExcerpt(result, self.failures.statement_raised),
             IterationSampler(result.iterations, self._unparsed, collector),
@@ -829,10 +824,8 @@ class Scanner:
             merged.checkpoint_saved = partial.checkpoint_saved or merged.checkpoint_saved
             if not merged.script_rerun:
                 merged.script_rerun.extend(partial.script_rerun)
-            if not merged.adapter_frames:
-                merged.adapter_frames.extend(partial.adapter_frames)
-            if not merged.frozen_weight_frames:
-                merged.frozen_weight_frames.extend(partial.frozen_weight_frames)
+            for fact, frame in partial.frozen_frames.items():
+                merged.frozen_frames.setdefault(fact, frame)
             merged.parameters.per_model_parallel_rank.update(partial.parameters.per_model_parallel_rank)
             merged.parameters.billions.update(partial.parameters.billions)
             merged.parameters.gradient_bucket_elements += partial.parameters.gradient_bucket_elements
