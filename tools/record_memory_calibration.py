@@ -1546,6 +1546,17 @@ RUNS["b80-gpt-v256k-frozen-mbs1-cap11g-advised"] = (
 RUN_ENV["b80-gpt-v256k-frozen-mbs1-cap11g-advised"] = CAP_11G
 RUN_ENV["b77-gpt5b-pp2-full-recompute-cap28"] = CAP_28G
 
+# An OOM before the first optimizer step, read from the message's figures alone (advice/fix_numbers.py; held-out
+# megatron-lm-gpt2.6b-tp2pp4-a10g-…: a log cut before its shape, no iteration logged, fraction 0.25 from the figures):
+# Adam's moments are allocated at the first step (n16: max allocated 39,708 MiB after iteration 1, 46,388 from
+# iteration 2), so at such an OOM the GPU held the fp32 master weights, 4 of the state's 12 B/parameter. n16's GPT
+# (0.87B, micro-batch 4) under a 39,500 MiB limit, between its first step's peak and its own: expected out of memory in
+# iteration 1's forward/backward. The fractions its log gives (without its arguments block: the figures alone) are run
+# after it (b82, b83, planned then).
+CAP_39500 = {"ODR_CAP_MIB": "39500"}
+RUNS["b81-gpt1b-cap39500-first-step-oom"] = (1, 0, dense_cost())
+RUN_ENV["b81-gpt1b-cap39500-first-step-oom"] = CAP_39500
+
 
 class SmiPoller(threading.Thread):
     """Largest nvidia-smi used_memory per run, matched through the process's ODR_RUN variable."""
