@@ -1556,6 +1556,31 @@ RUN_ENV["b77-gpt5b-pp2-full-recompute-cap28"] = CAP_28G
 CAP_39500 = {"ODR_CAP_MIB": "39500"}
 RUNS["b81-gpt1b-cap39500-first-step-oom"] = (1, 0, dense_cost())
 RUN_ENV["b81-gpt1b-cap39500-first-step-oom"] = CAP_39500
+# b81 ran out of memory in iteration 1's forward/backward, asking 1000 MiB, 598.81 MiB short. Its log without the
+# arguments block (the message's figures alone) gave offload fraction 0.1 before the rule for an OOM before any
+# iteration line, "at least 0.75" after it; with the block, the memory model says 1.09 (no fraction can) and leads with
+# micro-batch 2 ("peak 30,738 MiB"). Each under the same limit: b82, offloading alone at 0.1 (expected out of memory:
+# the model, 48,226 MiB); b83, offloading alone at 0.75 (expected out of memory: the model, 39,538 MiB, over the
+# limit, so "at least" is the word); b84, the fix printed for the log without its arguments block, as printed (offload
+# 0.75, precision-aware, selective recompute; the model, 19,350 MiB: expected to train); b85, the fix printed with
+# them, --micro-batch-size 2 (expected to train).
+B81_OFFLOAD = "--optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction"
+RUNS["b82-gpt1b-cap39500-offload-010"] = (1, 0, f"{dense_cost()} {B81_OFFLOAD} 0.1")
+RUNS["b83-gpt1b-cap39500-offload-075"] = (1, 0, f"{dense_cost()} {B81_OFFLOAD} 0.75")
+RUNS["b84-gpt1b-cap39500-figures-fix-advised"] = (
+    1,
+    0,
+    f"{dense_cost()} --optimizer-cpu-offload --optimizer-offload-fraction 0.75 --use-precision-aware-optimizer "
+    "--recompute-granularity selective",
+)
+RUNS["b85-gpt1b-cap39500-mbs2-advised"] = (1, 0, dense_cost(mbs=2))
+for _name in (
+    "b82-gpt1b-cap39500-offload-010",
+    "b83-gpt1b-cap39500-offload-075",
+    "b84-gpt1b-cap39500-figures-fix-advised",
+    "b85-gpt1b-cap39500-mbs2-advised",
+):
+    RUN_ENV[_name] = CAP_39500
 
 
 class SmiPoller(threading.Thread):
