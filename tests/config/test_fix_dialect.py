@@ -4,6 +4,7 @@ fix that follow the OOM message's numbers in every output format."""
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 
 import pytest
@@ -475,6 +476,22 @@ def test_without_a_config_the_fix_speaks_the_training_code_the_traceback_ran(fra
     assert finding.overrides[-1] == (
         "--sequence-parallel" if expected == MEGATRON_LM else "model.sequence_parallel=True"
     )
+
+
+def test_megatron_cores_own_config_lines_and_the_launchers_options_tell_no_dialect():
+    """Run b81's log with its arguments block cut (fixtures/memory-calibration/out-of-memory): megatron-core's
+    `OptimizerConfig(...)` and `DistributedDataParallelConfig(...)` lines, which Megatron-LM and Bridge both print,
+    outnumbered its frames in megatron/training/ and gave Bridge's lines; torchrun's `--standalone --nproc_per_node`
+    before a Bridge script (held-out megatron-bridge-llama32-1b-pretrain-healthy) are the launcher's, not Megatron-LM's."""
+    path = FIXTURES / "memory-calibration" / "out-of-memory" / "b81-gpt1b-cap39500-first-step-oom.log.gz"
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    start = lines.index("------------------------ arguments ------------------------")
+    end = lines.index("-------------------- end of arguments ---------------------")
+    report = diagnose_text("\n".join(lines[:start] + lines[end + 1 :]))
+    assert report.fix_dialect == MEGATRON_LM
+    assert "--optimizer-cpu-offload" in report.findings[0].overrides
+    launched = "torchrun --standalone --nproc_per_node=8 /tmp/train.py\n" + "\n".join(lines[end + 1 :])
+    assert diagnose_text(launched.replace("megatron/training/", "megatron/bridge/training/")).fix_dialect == BRIDGE
 
 
 def test_a_config_decides_the_dialect_over_the_traceback():

@@ -182,6 +182,18 @@ def _key_of_flag(flag: str) -> str:
 
 # Lines both Megatron-LM and Megatron-Bridge print (megatron-core's tokenizer build): they tell no dialect.
 EITHER_DIALECT = "megatron-core's tokenizer line"
+# ... and megatron-core's `OptimizerConfig(...)` / `DistributedDataParallelConfig(...)` lines (config/from_log.py),
+# which outnumbered a Megatron-LM log's frames where its arguments block was cut (run b81's log without it).
+_EITHER_DETAILS = frozenset({EITHER_DIALECT, "OptimizerConfig", "DistributedDataParallelConfig"})
+# The options of the launcher (torchrun's, Slurm's) on a command line, before the training script's own flags: both
+# launch either (held-out megatron-bridge-llama32-1b-pretrain-healthy: `torchrun --standalone --nproc_per_node=8`).
+_LAUNCHER_KEYS = frozenset(
+    {
+        *("standalone", "nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "max_restarts"),
+        *("rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf", "monitor_interval", "start_method", "no_python"),
+        *("nodes", "ntasks", "ntasks_per_node", "gpus_per_node", "cpus_per_task", "gres", "partition", "time"),
+    }
+)
 
 
 def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRIDGE) -> str:
@@ -201,7 +213,8 @@ def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRID
 
 
 def _either(value: ConfigValue) -> bool:
-    return value.source.detail == EITHER_DIALECT
+    detail = value.source.detail
+    return detail in _EITHER_DETAILS or (detail == "command line" and value.key in _LAUNCHER_KEYS)
 
 
 def set_by_megatron_flags(value: ConfigValue | Resolved) -> bool:
