@@ -22,7 +22,7 @@ from offloaddoctor.config import derived
 from offloaddoctor.config.values import ConfigStore
 from offloaddoctor.advice.slowdown import expected_slowdown
 from offloaddoctor.metrics.parameter_lines import TOTAL_LABEL, ParameterCounts, trainable_share
-from offloaddoctor.scanning import larger_than_the_gpu, shortfall_bytes
+from offloaddoctor.scanning import BEFORE_THE_FIRST_STEP, larger_than_the_gpu, shortfall_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -175,7 +175,7 @@ def oom_advice(
     requested, free = facts.get("requested_bytes"), facts.get("free_bytes")
     if not count or requested is None or free is None:
         return {}
-    from offloaddoctor.memory import optimizer_state_bytes_per_parameter
+    from offloaddoctor.memory import DEFAULT_MOMENT_BYTES_PER_PARAMETER, optimizer_state_bytes_per_parameter
 
     bytes_per_parameter = optimizer_state_bytes_per_parameter()  # the config is not known yet; the model may refine
     distributed = boolean(store.value("optimizer.use_distributed_optimizer"))
@@ -204,6 +204,9 @@ def oom_advice(
         model["fit_verdict"] = fit.sentence()
     whole_run = max(0.0, fit.needed_bytes - fit.limit_bytes) if fit is not None else 0.0
     needed = current + max(shortfall, whole_run) / state
+    first_step = not model and BEFORE_THE_FIRST_STEP in facts
+    if first_step:
+        needed = _needed_before_the_first_step(state, current, shortfall, bytes_per_parameter)
     if whole_run > shortfall:
         # The request that failed is only the first one that did not fit: the model sees the whole step.
         from offloaddoctor.memory.fit import TIGHT
@@ -276,6 +279,13 @@ def oom_advice(
     fraction = needed_fraction(needed)
     advice[NEEDED_FRACTION] = fraction
     advice["offload_fraction_needed"] = _needed_fraction_fact(fraction, store, shape)
+    if first_step:
+        advice["offload_fraction_needed"] = (
+            f"at least {advice['offload_fraction_needed']}, if this was the first step: the fraction that leaves "
+            f"room for Adam's moments ({DEFAULT_MOMENT_BYTES_PER_PARAMETER} of the {bytes_per_parameter} "
+            "B/parameter) as well; the request that failed was only the first of the step's not to fit, and the "
+            "run's config (--config, or the log's arguments block) sizes the whole step"
+        )
     if fraction <= 1.0:
         tokens, shards = (shape.tokens_per_rank, shape.optimizer_shards) if shape else (None, 1)
         advice["expected_slowdown"] = expected_slowdown(fraction, _is_moe(store), tokens, shards)
@@ -367,6 +377,17 @@ def needed_fraction(needed: float) -> float:
         return needed
     step = derived.OFFLOAD_FRACTION_STEP
     return round(max(min(1.0, math.ceil(needed / step - 1e-9) * step), step), 2)
+
+
+def _needed_before_the_first_step(state: float, current: float, shortfall: float, bytes_per_parameter: int) -> float:
+    """The offload fraction for an OOM before the optimizer's first step (scanning/oom.py before_the_first_step): the
+    GPU then held the state's master weights but not Adam's moments, which every step from the first on holds for the
+    part not offloaded. The state left on the GPU, (1 - f) x state, must fit in what its master weights took then
+    less the shortfall. Run b81's log without its arguments block: 0.1 from the shortfall alone, 0.75 with this."""
+    from offloaddoctor.memory import DEFAULT_MOMENT_BYTES_PER_PARAMETER
+
+    master = state * (bytes_per_parameter - DEFAULT_MOMENT_BYTES_PER_PARAMETER) / bytes_per_parameter
+    return 1.0 - (master * (1.0 - current) - shortfall) / state
 
 
 def _needed_fraction_fact(fraction: float, store: ConfigStore, shape: RunShape | None) -> float | str:

@@ -5,6 +5,7 @@ turns a shape into a `MemoryEstimate` for the most-loaded GPU.
 """
 
 from offloaddoctor.memory.model import (
+    DEFAULT_MOMENT_BYTES_PER_PARAMETER,
     DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER,
     Component,
     MemoryEstimate,
@@ -16,6 +17,7 @@ from offloaddoctor.memory.model import (
 from offloaddoctor.memory.shape import MissingKeys, RunShape, read_shape
 
 __all__ = [
+    "DEFAULT_MOMENT_BYTES_PER_PARAMETER",
     "DEFAULT_OPTIMIZER_STATE_BYTES_PER_PARAMETER",
     "Component",
     "MemoryEstimate",

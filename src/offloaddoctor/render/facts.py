@@ -24,6 +24,7 @@ _LABELS = {
     "fragmentation_arithmetic": "fragmentation or capacity",
     "raised_while_building_the_model": "raised while the model was being built, in",
     "raised_while_building_the_optimizer": "raised while the optimizer was being built, in",
+    "before_any_iteration_line": "before any iteration line",
     "allocator_figures": "allocator figures",
     "offload_modules_named": "offload_modules the message names",
     "offload_modules_in_recomputed_moe": "offload_modules the message names inside the recomputed MoE layer",

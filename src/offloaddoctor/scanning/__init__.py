@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name loads its module o
     from offloaddoctor.scanning.fact_parsers import FACT_PARSERS
     from offloaddoctor.scanning.failure_lines import RAY_TASK_ERROR, raising_statement, says_only_that_a_rank_failed
     from offloaddoctor.scanning.oom import (
+        BEFORE_THE_FIRST_STEP,
         fragmentation_verdict,
         larger_than_the_gpu,
         lead_with_expandable_segments,
@@ -46,6 +47,7 @@ _HOMES = {
     "RAY_TASK_ERROR": "failure_lines",
     "says_only_that_a_rank_failed": "failure_lines",
     "raising_statement": "failure_lines",
+    "BEFORE_THE_FIRST_STEP": "oom",
     "fragmentation_verdict": "oom",
     "larger_than_the_gpu": "oom",
     "lead_with_expandable_segments": "oom",
@@ -72,6 +74,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "BEFORE_THE_FIRST_STEP",
     "CHECKPOINT_SAVED",
     "FACT_PARSERS",
     "RAY_TASK_ERROR",

@@ -89,6 +89,17 @@ OPTIMIZER_BUILD_FUNCTIONS = frozenset(
     }
 )
 
+# megatron-core's schedules, which run a step's forward and backward passes (pipeline_parallel/schedules.py): an OOM
+# there before any iteration line may have come before the optimizer's first step, when Adam's moments did not exist
+# yet (scanning/oom.py before_the_first_step; run b81).
+FORWARD_BACKWARD_FUNCTIONS = frozenset(
+    {
+        "forward_backward_no_pipelining",
+        "forward_backward_pipelining_without_interleaving",
+        "forward_backward_pipelining_with_interleaving",
+    }
+)
+
 # The functions that set a job up before anything of its model is on the GPU: Megatron-LM's and Megatron-Bridge's
 # initialize_megatron (-> _initialize_distributed -> init_process_group, initialize_model_parallel;
 # _compile_dependencies' barrier), Bridge's torch_dist_init. A CUDA out-of-memory error there is not the run's

@@ -19,7 +19,11 @@ a figure starts only where no digit precedes it, so a hostile line of any length
 
 from __future__ import annotations
 
-from offloaddoctor.scanning.failure_lines import OPTIMIZER_BUILD_FUNCTIONS, START_UP_FUNCTIONS
+from offloaddoctor.scanning.failure_lines import (
+    FORWARD_BACKWARD_FUNCTIONS,
+    OPTIMIZER_BUILD_FUNCTIONS,
+    START_UP_FUNCTIONS,
+)
 from offloaddoctor.scanning.units import format_bytes, to_bytes
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -252,6 +256,8 @@ def raised_in(facts: dict, function: str) -> dict:
     (failure_lines.MODEL_BUILD_FUNCTIONS: capacity)."""
     if function in START_UP_FUNCTIONS:
         return {**facts, "not_a_shortage": raised_before_the_model(function), "raised_in_start_up": function}
+    if function in FORWARD_BACKWARD_FUNCTIONS:  # read against the log's iteration lines: before_the_first_step
+        return {**facts, _FORWARD_BACKWARD: function}
     if function in OPTIMIZER_BUILD_FUNCTIONS:
         # held-out megatron-deepspeed-v100-tp4-zero0-optimizer-state-oom: 738 MiB in pieces covered a 130 MiB request
         # of FusedAdam's moments, allocated at construction; the step's gradients and activations were still to come
@@ -261,6 +267,36 @@ def raised_in(facts: dict, function: str) -> dict:
             return built
         return {**built, "fragmentation_suspected": verdict[0], "fragmentation_arithmetic": verdict[1]}
     return raised_while_building(facts, function)
+
+
+_FORWARD_BACKWARD = "raised_in_forward_backward"
+BEFORE_THE_FIRST_STEP = "before_any_iteration_line"
+
+
+def before_the_first_step(aggregates: list, iterations: dict) -> None:
+    """An OOM raised in a step's forward/backward with no iteration line before it in its log may be the first step's:
+    the optimizer's first step allocates Adam's moments (torch's Adam and the fused ones fill their state in `step`),
+    so the GPU held no moments then (n16: max allocated 39,708 MiB in iteration 1, 46,388 from iteration 2; run b81
+    ran out of memory in iteration 1's forward/backward). `iterations`: ScanResult.iterations, (path, segment) ->
+    the iteration lines kept, an even sample that keeps one before an OOM where any was printed."""
+    for aggregate in aggregates:
+        function = aggregate.facts.get(_FORWARD_BACKWARD)
+        if function is None:
+            continue
+        facts = {name: value for name, value in aggregate.facts.items() if name != _FORWARD_BACKWARD}
+        lines = [e for e in aggregate.evidence if e.line is not None]
+        first = min(lines, key=lambda e: e.line) if lines else None
+        # Megatron prints iteration lines on the last rank only: another rank's log with any is a step done.
+        if first is not None and not any(
+            path != first.path or record.line < first.line
+            for (path, _), records in iterations.items()
+            for record in records
+        ):
+            facts[BEFORE_THE_FIRST_STEP] = (
+                f"raised in the forward/backward ({function}) with no iteration line before it: if this was the first "
+                "step, Adam's moments were not on the GPU yet (the optimizer's first step allocates them)"
+            )
+        aggregate.facts = facts
 
 
 def without_the_warnings_of_a_start_up_oom(aggregates: list) -> list:

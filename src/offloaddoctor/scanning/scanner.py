@@ -15,11 +15,12 @@ from time import perf_counter
 
 from offloaddoctor.scanning.evidence import MAX_EVIDENCE, Aggregate, Aggregates, Evidence
 from offloaddoctor.scanning.fact_parsers import FACT_PARSERS, captured_facts
-from offloaddoctor.scanning.oom import raised_in, without_the_warnings_of_a_start_up_oom
+from offloaddoctor.scanning.oom import before_the_first_step, raised_in, without_the_warnings_of_a_start_up_oom
 from offloaddoctor.scanning.scan_result import ScanResult
 from offloaddoctor.scanning.failure_lines import (
     FAILURE_LINE_LITERALS,
     FAILURE_LINE_PATTERN,
+    FORWARD_BACKWARD_FUNCTIONS,
     MODEL_BUILD_FUNCTIONS,
     OPTIMIZER_BUILD_FUNCTIONS,
     START_UP_FUNCTIONS,
@@ -84,7 +85,7 @@ _TRACEBACK_MAX_LINES = 400
 # The lines after an exception line that its message may hold (NCCL's: the error, `Last error:`, what failed).
 _MESSAGE_LINES = 3
 # the functions an OOM's traceback is read for, the first one it passed (scanning/oom.py raised_in)
-_BUILD_OR_START_UP = MODEL_BUILD_FUNCTIONS | OPTIMIZER_BUILD_FUNCTIONS | START_UP_FUNCTIONS
+_BUILD_OR_START_UP = MODEL_BUILD_FUNCTIONS | OPTIMIZER_BUILD_FUNCTIONS | START_UP_FUNCTIONS | FORWARD_BACKWARD_FUNCTIONS
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
 _ERROR_LITERALS = (
     "Error:",
@@ -835,6 +836,7 @@ class Scanner:
         for key in list(self._unparsed):  # the last log's, and every log's when _source_done is not called
             self._resolve(key, cite=True)
         self.result.aggregates = without_the_warnings_of_a_start_up_oom(self.failures.aggregates.ordered())
+        before_the_first_step(self.result.aggregates, self.result.iterations)
         return self.result
 
 
