@@ -65,7 +65,7 @@ def test_each_case_says_where_it_came_from_and_what_is_true(case):
 
 def test_diagnose_never_leads_with_a_wrong_cause_and_misses_only_what_it_is_known_to():
     rows = _benchmark().evaluate()
-    assert len(rows) == len(CASES) == 214
+    assert len(rows) == len(CASES) == 221
     outcomes = {row["case"]: row["outcome"] for row in rows}
     assert {case for case, outcome in outcomes.items() if outcome != "right"} == set(MISSES)
     assert all(outcomes[case] == "missed" for case in MISSES)
@@ -87,6 +87,15 @@ def test_a_miss_still_shows_the_failure_it_could_not_explain_where_the_paste_has
         ("mlm-healthy-2node-tcpstore-teardown", ""),
         # pdsh's node prefix before torchrun's: the rank's own traceback, not the launcher's line after it
         ("mds-index-cache-filenotfound", "FileNotFoundError: [Errno 2] No such file or directory"),
+        # argparse's refusal: not an earlier attempt's traceback above it, nor DeepSpeed's launcher line below it
+        (
+            "megatron-deepspeed-llama-cpt-empty-num-layers-arg-startup",
+            "finetune_llama.py: error: argument --num-layers: expected one argument",
+        ),
+        (
+            "megatron-deepspeed-llama2tokenizer-invalid-tokenizer-type",
+            "pretrain_gpt.py: error: argument --tokenizer-type: invalid choice: 'Llama2Tokenizer'",
+        ),
     ],
 )
 def test_the_failure_line_shown_is_the_runs_own(case, shown):

@@ -108,6 +108,13 @@ _ERROR_LINE = lazy_compile(
 # failure whatever they say (a finished run's teardown warns "Failed to check the "should dump" flag on TCPStore …
 # with error: Broken pipe": fixtures/held-out/mds-healthy-exit0-tcpstore-teardown).
 _C10_NOT_AN_ERROR = lazy_compile(r"\[[WI]\d{3,4} \d{2}:\d{2}:\d{2}")
+# argparse's refusal (`%(prog)s: error: %(message)s`, then exit 2): the process's own failure, as an exception's line is,
+# so neither an earlier attempt's traceback nor the launcher's line after it is shown for it (held-out
+# megatron-deepspeed-llama-cpt-empty-num-layers-arg-startup, megatron-deepspeed-llama2tokenizer-invalid-tokenizer-type).
+_ARGPARSE_ERROR = lazy_compile(
+    r"^\s*[\w.-]+: error: (?:argument |unrecognized arguments: |the following arguments are required: |"
+    r"one of the arguments |ambiguous option: )"
+)
 _EXCEPTION_LINE = lazy_compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)(?::|$)")
 _CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 # Launchers wrap the real failure; it is never the line to show.
@@ -600,6 +607,8 @@ class FailureMatcher(LineHandler):
             self.result.last_error_line = Evidence(
                 path, number, rank if rank is not None else rank_in_message(text), text.strip()
             )
+            if _ARGPARSE_ERROR.match(text):
+                self.result.remember_exception(self.result.last_error_line)
 
     def exception(self, line: Line, text: str, raising: str | None = None, building: str | None = None) -> None:
         """The exception line that ends a traceback (`text`: without the traceback's own indent); `raising`: the
