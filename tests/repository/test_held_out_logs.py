@@ -87,6 +87,9 @@ def test_a_miss_still_shows_the_failure_it_could_not_explain_where_the_paste_has
         ("mlm-healthy-2node-tcpstore-teardown", ""),
         # pdsh's node prefix before torchrun's: the rank's own traceback, not the launcher's line after it
         ("mds-index-cache-filenotfound", "FileNotFoundError: [Errno 2] No such file or directory"),
+        # NCCL's `Last error:` introduces what failed, on the line after it, which holds no failure literal
+        ("megatron-lm-duplicate-gpu-nccl-invalid-usage-startup", "Duplicate GPU detected : rank 7 and rank 0 both on"),
+        ("slime-update-weights-nccl-unhandled-cuda-error-999", "Cuda failure 999 'unknown error'"),
         # argparse's refusal: not an earlier attempt's traceback above it, nor DeepSpeed's launcher line below it
         (
             "megatron-deepspeed-llama-cpt-empty-num-layers-arg-startup",

@@ -98,6 +98,7 @@ _ERROR_LITERALS = (
     "exited with code",
     *FAILURE_LINE_LITERALS,
 )
+_NCCL_LAST_ERROR = "Last error:"
 # NCCL's `Last error:` only introduces the line after it, which is the one to show. `Error::` is C++'s scope, not
 # an error: a c10 stack frame (`frame #0: c10::Error::Error(c10::SourceLocation, …)`) is no failure line.
 _ERROR_LINE = lazy_compile(
@@ -526,6 +527,8 @@ class FailureMatcher(LineHandler):
         # the lines of that exception's message after it are raised there too (NCCL's `Last error:` / `Failed to
         # CUDA calloc async 4 bytes` under a DistBackendError; held-out megatron-deepspeed-2node-nccl-init-calloc-…)
         self._raised_in: dict[int | None, tuple[str, int, str]] = {}
+        # (path, line, rank) of NCCL's `Last error:`, whose next line is what failed and holds no literal of ours
+        self._last_error_at: tuple[str, int, int | None] | None = None
         self._index_literals()
 
     def _index_literals(self) -> None:
@@ -571,11 +574,31 @@ class FailureMatcher(LineHandler):
 
     def feed(self, line: Line) -> bool:
         raised = self._raised_in.get(line.rank) if self._raised_in else None
-        if raised is not None and raised[0] == line.path and 0 < line.number - raised[1] <= _MESSAGE_LINES:
-            self.match(line.path, line.number, line.rank, line.text, raised[2])
-        else:
-            self.match(line.path, line.number, line.rank, line.text)
+        building = (
+            raised[2] if raised and raised[0] == line.path and 0 < line.number - raised[1] <= _MESSAGE_LINES else None
+        )
+        introduced, self._last_error_at = self._last_error_at, None
+        if introduced == (line.path, line.number - 1, line.rank) and line.text.strip():
+            self._what_nccl_said(line, building)
+            return True
+        self.match(line.path, line.number, line.rank, line.text, building)
+        if line.text.rstrip().endswith(_NCCL_LAST_ERROR):
+            self._last_error_at = (line.path, line.number, line.rank)
         return True
+
+    def wants_every_line(self, number: int) -> bool:
+        """The line after NCCL's `Last error:` (`Duplicate GPU detected : rank 3 and rank 0 both on CUDA device
+        f000`, `Socket recv failed …`): read whatever it holds."""
+        return self._last_error_at is not None and self._last_error_at[1] == number
+
+    def _what_nccl_said(self, line: Line, building: str | None) -> None:
+        """NCCL's own word on what failed: matched as any line, and where no signature takes it, the failure line to
+        show (held-out megatron-lm-duplicate-gpu-nccl-invalid-usage-startup showed the `ncclInvalidUsage` line above
+        it)."""
+        matched_before = self._last_matched
+        self.match(line.path, line.number, line.rank, line.text, building)
+        if self._last_matched == matched_before and not _C10_NOT_AN_ERROR.match(line.text):
+            self.result.last_error_line = Evidence(line.path, line.number, line.rank, line.text.strip())
 
     def match(
         self, path: str, number: int, rank: int | None, text: str, building: str | None = None, shown: str = ""
