@@ -1581,6 +1581,31 @@ for _name in (
     "b85-gpt1b-cap39500-mbs2-advised",
 ):
     RUN_ENV[_name] = CAP_39500
+# b83 (offloading at 0.75) ran out of memory in iteration 2, 814.70 MiB short. What diagnose prints for its log: from the
+# message's figures alone (without the arguments block), `--optimizer-offload-fraction 0.85
+# --overlap-cpu-optimizer-d2h-h2d` (b86; the memory model puts that run's peak at 38,242 MiB allocated, TIGHT under
+# the limit: expected out of memory or just in); with the block, "more than 1.0 (1.10): optimizer offloading alone
+# cannot free enough" and selective recompute of the attention core with --manual-gc (b87, expected to train, the
+# model 18,516 MiB); and the claim that no fraction can: b88, fraction 1.0 alone (the model, 36,365 MiB, within the
+# limit's 39,500 but over the budget its margins leave: if it trains, the claim was too strong).
+RUNS["b86-gpt1b-cap39500-offload-085-figures-fix"] = (
+    1,
+    0,
+    f"{dense_cost()} {B81_OFFLOAD} 0.85 --overlap-cpu-optimizer-d2h-h2d",
+)
+RUNS["b87-gpt1b-cap39500-offload-075-sel-gc-advised"] = (
+    1,
+    0,
+    f"{dense_cost()} {B81_OFFLOAD} 0.75 --recompute-granularity selective --recompute-modules core_attn --manual-gc "
+    "--manual-gc-interval 100",
+)
+RUNS["b88-gpt1b-cap39500-offload-100"] = (1, 0, f"{dense_cost()} {B81_OFFLOAD} 1.0")
+for _name in (
+    "b86-gpt1b-cap39500-offload-085-figures-fix",
+    "b87-gpt1b-cap39500-offload-075-sel-gc-advised",
+    "b88-gpt1b-cap39500-offload-100",
+):
+    RUN_ENV[_name] = CAP_39500
 
 
 class SmiPoller(threading.Thread):
