@@ -81,7 +81,7 @@ def test_on_one_gpu_the_too_large_fraction_does_not_advise_more_parallelism():
     sentence = next(f for f in diagnose([str(e11)]).findings if "offload_fraction_needed" in f.facts).facts[
         "offload_fraction_needed"
     ]
-    assert sentence.startswith("more than 1.0") and "pipeline/tensor parallelism or" not in sentence
+    assert sentence.startswith("1.0 at the most, and TIGHT there") and "pipeline/tensor parallelism or" not in sentence
     assert "add recompute, a smaller micro-batch" in sentence
     e19 = CALIBRATION / "out-of-memory" / "e19-moe8-ep2-top2-mbs94-h200.log.gz"  # two GPUs: PP 2 fits them
     assert "add pipeline/tensor parallelism" in diagnose([str(e19)]).findings[0].facts["offload_fraction_needed"]
@@ -142,7 +142,10 @@ def test_an_oom_before_any_iteration_line_sizes_its_fraction_for_adams_moments_a
     b81 = stopped / "b81-gpt1b-cap39500-first-step-oom.log.gz"
     [figures] = diagnose_text(_without_its_arguments_block(b81)).findings
     assert "forward_backward_no_pipelining" in figures.facts["before_any_iteration_line"]
-    assert figures.facts["offload_fraction_needed"].startswith("at least 0.75, if this was the first step")
+    assert figures.facts["offload_fraction_needed"] == 0.75
+    assert figures.facts["offload_fraction_needed_is"].startswith(
+        "the least the step needs: if this was the first step"
+    )
     assert figures.overrides == [
         "--optimizer-cpu-offload",
         "--optimizer-offload-fraction 0.75",
@@ -160,7 +163,7 @@ def test_an_oom_before_any_iteration_line_sizes_its_fraction_for_adams_moments_a
     assert trained(printed, 14) and all(line in LAUNCHES[printed] for line in figures.overrides)
     [modelled] = diagnose([str(b81)]).findings  # the arguments block: the memory model sizes the whole step
     assert modelled.overrides == ["--micro-batch-size 2"] and "peak 30,738 MiB" in modelled.fix_note
-    assert modelled.facts["offload_fraction_needed"].startswith("more than 1.0 (1.09)")
+    assert modelled.facts["offload_fraction_needed"].startswith("1.0 at the most, and TIGHT there")
     assert (
         trained("b85-gpt1b-cap39500-mbs2-advised", 14)
         and "--micro-batch-size 2 " in LAUNCHES["b85-gpt1b-cap39500-mbs2-advised"]
@@ -184,3 +187,31 @@ def test_an_oom_after_an_iteration_line_in_any_of_the_runs_logs_is_not_read_as_b
     (tmp_path / "rank1.log").write_text(iteration + "\n")
     [oom] = diagnose([str(tmp_path / "rank0.log"), str(tmp_path / "rank1.log")]).findings
     assert "before_any_iteration_line" not in oom.facts
+
+
+def test_b83s_fixes_from_the_figures_alone_and_from_the_model_as_the_gpu_ran_them():
+    """b83 (offloading 0.75 under the 39,500 MiB limit) ran out of memory in iteration 2, 814.70 MiB short. From the
+    message's figures alone diagnose prints fraction 0.85, said to be the least the step needs: run as printed (b86)
+    it trained iteration 1 and ran out of memory in iteration 2. With the arguments block the memory model leads with
+    selective recompute of the attention core (b87 trained, 18,580 MiB against 18,516) and says fraction 1.0 is
+    TIGHT, not impossible: b88, 1.0 alone, trained at 36,369 MiB against the model's 36,365."""
+    from offloaddoctor.api import diagnose_text
+    from tests.memory.recorded import LAUNCHES, trained
+
+    b83 = CALIBRATION / "out-of-memory" / "b83-gpt1b-cap39500-offload-075.log.gz"
+    [figures] = diagnose_text(_without_its_arguments_block(b83)).findings
+    assert figures.facts["offload_fraction_needed"] == 0.85
+    assert figures.facts["offload_fraction_needed_is"].startswith("the least the step needs: it frees this request's")
+    assert figures.fix_note.startswith("The offload fraction below, 0.85, is the least")
+    b86 = "b86-gpt1b-cap39500-offload-085-figures-fix"
+    assert all(line in LAUNCHES[b86] for line in figures.overrides)
+    log = gzip.decompress((CALIBRATION / "out-of-memory" / f"{b86}.log.gz").read_bytes()).decode()
+    assert log.count("iteration        1/") == 1 and log.count("torch.OutOfMemoryError") == 1
+    [modelled] = diagnose([str(b83)]).findings
+    assert modelled.overrides[:2] == ["--recompute-granularity selective", "--recompute-modules core_attn"]
+    b87 = "b87-gpt1b-cap39500-offload-075-sel-gc-advised"
+    assert trained(b87, 14) and all(line in LAUNCHES[b87] for line in modelled.overrides)
+    sentence = modelled.facts["offload_fraction_needed"]
+    assert sentence.startswith("1.0 at the most, and TIGHT there: the memory model puts the peak at 36,365 MiB")
+    b88 = "b88-gpt1b-cap39500-offload-100"
+    assert trained(b88, 14) and LAUNCHES[b88].endswith("--optimizer-offload-fraction 1.0")

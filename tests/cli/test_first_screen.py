@@ -208,7 +208,9 @@ def test_more_pipeline_stages_are_advised_only_where_the_gpus_can_hold_them(dp, 
 
 def test_the_fix_keeps_the_fraction_first_when_it_is_enough():
     finding = _offloading_7b_oom("2.00", 8)
-    assert finding.overrides[0].startswith("optimizer.optimizer_offload_fraction=") and not finding.fix_note
+    assert finding.overrides[0].startswith("optimizer.optimizer_offload_fraction=")
+    # sized from the message's figures alone: the least the step needs, and said so (runs b83, b86, b88)
+    assert finding.fix_note.startswith("The offload fraction below, ")
 
 
 def test_baseline_ratio_is_always_reported(monkeypatch):

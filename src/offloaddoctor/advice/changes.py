@@ -670,6 +670,21 @@ def smallest_offload_fraction(shape: RunShape, budget: float, manual_gc: bool) -
     return fraction
 
 
+def peak_when_tight_all_offloaded(shape: RunShape, budget: float, manual_gc: bool) -> float | None:
+    """The memory model's peak with all of the optimizer offloaded, where only the allocator's slack keeps that from
+    "fits" (the peak, with the router's worst imbalance and the model's error, is within the limit): no fraction
+    fits, yet 1.0 may run. b88 (one H100 under a 39,500 MiB limit): 1.0 trained at 36,369 MiB, the model's 36,365,
+    where the margins said no fraction could; b83 at 0.75, its peak (39,538 MiB) over the limit itself, did not."""
+    from offloaddoctor.memory import calibration as cal
+    from offloaddoctor.memory.fit import TIGHT
+
+    offloaded = _offloaded if manual_gc else _offloaded_as_configured
+    result = estimate(offloaded(shape, 1.0))
+    found = verdict(result, budget)
+    worst = result.peak_with_routed_excess_bytes(cal.routed_imbalance(result.shape)) * (1 + cal.MODEL_UNDERESTIMATE)
+    return result.peak_allocated_bytes if found.status == TIGHT and worst <= found.limit_bytes else None
+
+
 def _smallest_fraction(
     shape: RunShape,
     budget: float,

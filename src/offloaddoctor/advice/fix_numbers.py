@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 CHEAPEST_OVERRIDES = "_cheapest_change_overrides"  # carried from oom_advice to the fix, never shown
 HELPS_MOST_OVERRIDES = "_helps_most_overrides"  # likewise, where no single change fits
 NEEDED_FRACTION = "_offload_fraction_needed"  # the number behind the fact's sentence, carried to the fix likewise
+TIGHT_AT_ONE = "_peak_tight_at_fraction_1"  # the model's peak all offloaded, where that is TIGHT, likewise
+SIZED_BY_ONE_REQUEST = "_fraction_from_the_request"  # the fraction came from the message's figures alone, likewise
 FROZEN = "trained_parameters"
 
 
@@ -108,8 +110,17 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
     """The fix's fraction line: the estimated fraction when there is one. When even fraction 1 is short,
     the fix leads with what frees more (pipeline parallelism, recompute), and says why."""
     needed = finding.facts.pop(NEEDED_FRACTION, None)
+    tight_peak = finding.facts.pop(TIGHT_AT_ONE, None)
+    by_one_request = finding.facts.pop(SIZED_BY_ONE_REQUEST, False)
     if needed is None:
         return
+    if by_one_request and not finding.fix_note:
+        finding.fix_note = (
+            f"The offload fraction below, {min(needed, 1.0):g}, is the least that frees the missing bytes of the "
+            "request that failed, from the message's figures alone: the whole step may need more (on a recorded H100 "
+            "run the 0.85 its figures gave ran out of memory a step later, where 1.0 trained). With the run's config "
+            "(--config, or a log with its arguments block) the memory model sizes the whole step."
+        )
     value = min(needed, 1.0)
     prefix = "optimizer.optimizer_offload_fraction="
     finding.overrides = [f"{prefix}{value:g}" if line.startswith(prefix) else line for line in finding.overrides]
@@ -138,6 +149,11 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
             f"enough (offloading would need a fraction of {needed:.2f})"
         )
         if frozen
+        else (
+            "The numbers say optimizer offloading alone is TIGHT even at its most (at fraction 1.0 the memory model's "
+            f"peak, {tight_peak / MIB:,.0f} MiB, is within the limit but not its margins)"
+        )
+        if tight_peak is not None
         else f"The numbers say optimizer offloading alone cannot free enough (it would need a fraction of {needed:.2f})"
     ) + (f": {more} first." if more else ".")
 
@@ -200,6 +216,7 @@ def oom_advice(
             + "tensors kept across steps, or a bigger batch than configured)"
         )
     fit = _fit_verdict(result, facts) if result else None
+    tight_peak = None  # the model's peak at fraction 1.0 where that is TIGHT and no fraction fits
     if fit is not None:
         model["fit_verdict"] = fit.sentence()
     whole_run = max(0.0, fit.needed_bytes - fit.limit_bytes) if fit is not None else 0.0
@@ -232,6 +249,12 @@ def oom_advice(
         as_configured = _modelled_fraction(shape, fit, manual_gc=collects)
         if as_configured is not None:
             needed = as_configured
+        elif shape is not None and fit is not None:
+            from offloaddoctor.advice.changes import peak_when_tight_all_offloaded
+            from offloaddoctor.memory.fit import budget_for
+
+            budget = budget_for(fit.limit_bytes, shape.world_size > 1)
+            tight_peak = peak_when_tight_all_offloaded(shape, budget, collects)
         with_gc = as_configured if collects else _modelled_fraction(shape, fit, manual_gc=True)
         if with_gc is not None and with_gc != as_configured:
             model["offload_fraction_needed_with_manual_gc"] = with_gc
@@ -278,13 +301,22 @@ def oom_advice(
         return advice
     fraction = needed_fraction(needed)
     advice[NEEDED_FRACTION] = fraction
-    advice["offload_fraction_needed"] = _needed_fraction_fact(fraction, store, shape)
-    if first_step:
-        advice["offload_fraction_needed"] = (
-            f"at least {advice['offload_fraction_needed']}, if this was the first step: the fraction that leaves "
-            f"room for Adam's moments ({DEFAULT_MOMENT_BYTES_PER_PARAMETER} of the {bytes_per_parameter} "
-            "B/parameter) as well; the request that failed was only the first of the step's not to fit, and the "
-            "run's config (--config, or the log's arguments block) sizes the whole step"
+    advice["offload_fraction_needed"] = _needed_fraction_fact(fraction, store, shape, tight_peak)
+    if tight_peak is not None and fraction > 1.0:
+        advice[TIGHT_AT_ONE] = tight_peak
+    if not model and fraction <= 1.0:
+        # From the message's figures alone the fraction frees one request's missing bytes, the first of the step's
+        # not to fit: b83's figures gave 0.85, which ran out of memory a step later (b86); 1.0 trained (b88).
+        advice[SIZED_BY_ONE_REQUEST] = True
+        moments = (
+            f"if this was the first step, it leaves room for Adam's moments ({DEFAULT_MOMENT_BYTES_PER_PARAMETER} "
+            f"of the {bytes_per_parameter} B/parameter) as well; "
+            if first_step
+            else "it frees this request's missing bytes; "
+        )
+        advice["offload_fraction_needed_is"] = (
+            f"the least the step needs: {moments}the request that failed was only the first of the step's not to "
+            "fit, and the run's config (--config, or the log's arguments block) sizes the whole step"
         )
     if fraction <= 1.0:
         tokens, shards = (shape.tokens_per_rank, shape.optimizer_shards) if shape else (None, 1)
@@ -390,7 +422,9 @@ def _needed_before_the_first_step(state: float, current: float, shortfall: float
     return 1.0 - (master * (1.0 - current) - shortfall) / state
 
 
-def _needed_fraction_fact(fraction: float, store: ConfigStore, shape: RunShape | None) -> float | str:
+def _needed_fraction_fact(
+    fraction: float, store: ConfigStore, shape: RunShape | None, tight_peak: float | None = None
+) -> float | str:
     if fraction <= 1.0:
         return fraction
     more = (
@@ -403,6 +437,11 @@ def _needed_fraction_fact(fraction: float, store: ConfigStore, shape: RunShape |
         more = (
             "without the precision-aware optimizer offloading leaves the fp32 main parameters on the GPU, which "
             "--use-precision-aware-optimizer (optimizer.use_precision_aware_optimizer) moves too; or " + more
+        )
+    if tight_peak is not None:
+        return (
+            f"1.0 at the most, and TIGHT there: the memory model puts the peak at {tight_peak / MIB:,.0f} MiB, within "
+            f"the limit but not with the allocator's slack, so it may run or not; for room to spare, {more}"
         )
     return f"more than 1.0 ({fraction:.2f}): optimizer offloading alone cannot free enough; {more}"
 

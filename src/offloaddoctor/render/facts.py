@@ -43,6 +43,7 @@ _LABELS = {
     "optimizer_state_estimate_bytes": "offloadable optimizer state per GPU",
     "optimizer_state_estimate_note": "that estimate is",
     "offload_fraction_needed": "optimizer_offload_fraction that would free it",
+    "offload_fraction_needed_is": "that fraction is",
     "offload_fraction_needed_with_manual_gc": "with manual garbage collection (the first optimizer build freed)",
     "expected_slowdown": "expected iteration time",
     "peak_allocated_at_the_fix_fraction": "peak allocated at the fix's fraction",
