@@ -215,3 +215,19 @@ def test_b83s_fixes_from_the_figures_alone_and_from_the_model_as_the_gpu_ran_the
     assert sentence.startswith("1.0 at the most, and TIGHT there: the memory model puts the peak at 36,365 MiB")
     b88 = "b88-gpt1b-cap39500-offload-100"
     assert trained(b88, 14) and LAUNCHES[b88].endswith("--optimizer-offload-fraction 1.0")
+
+
+def test_b86s_fragmentation_fix_first_line_alone_trained():
+    """b86's OOM: free within the limit plus reserved-unallocated covered the request, so its fix leads with
+    expandable segments, "zero cost". b89, b86 with that line alone under the same limit, trained at 38,245 MiB
+    (the memory model: 38,242)."""
+    from tests.memory.recorded import LAUNCHES, trained
+
+    b86 = CALIBRATION / "out-of-memory" / "b86-gpt1b-cap39500-offload-085-figures-fix.log.gz"
+    [finding] = diagnose([str(b86)]).findings
+    assert finding.id == "oom-fragmentation"
+    assert finding.overrides[0] == "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    b89 = "b89-gpt1b-cap39500-offload-085-expandable"
+    expandable = "ODR_CAP_MIB=39500 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+    b86_launch = LAUNCHES["b86-gpt1b-cap39500-offload-085-figures-fix"]
+    assert trained(b89, 14) and LAUNCHES[b89] == b86_launch.replace("ODR_CAP_MIB=39500 ", expandable)
