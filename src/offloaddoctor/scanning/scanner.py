@@ -84,8 +84,9 @@ TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_MAX_LINES = 400
 # The lines after an exception line that its message may hold (NCCL's: the error, `Last error:`, what failed).
 _MESSAGE_LINES = 3
-# the functions an OOM's traceback is read for, the first one it passed (scanning/oom.py raised_in)
-_BUILD_OR_START_UP = MODEL_BUILD_FUNCTIONS | OPTIMIZER_BUILD_FUNCTIONS | START_UP_FUNCTIONS | FORWARD_BACKWARD_FUNCTIONS
+# the functions an OOM's traceback is read for (a build, the start-up, a step's forward/backward), the first one it
+# passed (scanning/oom.py raised_in)
+_WHERE_RAISED = MODEL_BUILD_FUNCTIONS | OPTIMIZER_BUILD_FUNCTIONS | START_UP_FUNCTIONS | FORWARD_BACKWARD_FUNCTIONS
 # What _ERROR_LINE needs, spelled as long as it allows (short literals slow the grep prefilter down).
 _ERROR_LITERALS = (
     "Error:",
@@ -254,7 +255,7 @@ class TracebackTracker(LineHandler):
                 function = frame_function(body)
                 if function == "run_path" and runs_a_path(body):
                     self._ran_a_path[rank] = None
-                if rank not in self._building and function in _BUILD_OR_START_UP:
+                if rank not in self._building and function in _WHERE_RAISED:
                     self._building[rank] = function
                 if rank in self._ran_a_path and not self.reruns:
                     self._script_rerun(line, rank, body, function, code is not None or through_megatron)
