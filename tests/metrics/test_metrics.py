@@ -220,6 +220,39 @@ def test_validation_and_other_iteration_mentions_are_not_iteration_lines():
     assert metrics_from_text(text).iterations == []
 
 
+NEMO2 = FIXTURES / "held-out" / "nemo2-qwen3-30b-a3b-perf-script-healthy-slow" / "job.log"
+
+
+def test_nemo2s_step_lines_are_iteration_lines_in_metrics_and_in_diagnose():
+    """NeMo 2 prints `Training epoch 0, iteration 8/29 | … | reduced_train_loss: 10.22 | train_step_timing in s: 27.01
+    | … | TFLOPS_per_GPU: 48.58` (held-out nemo2-qwen3-30b-a3b-…): no `elapsed time per iteration`, so neither
+    `metrics` nor diagnose's run facts read them before, and an OOM after them was said to come before any."""
+    from offloaddoctor.api import diagnose, diagnose_text
+    from offloaddoctor.metrics.iteration_lines import iteration_found, speed_record
+
+    line = next(text for text in NEMO2.read_text().splitlines() if "iteration 8/29" in text)
+    record = parse_iteration_metrics(line, "x.log", 1, None, 0)
+    assert (record.iteration, record.train_iters, record.global_batch_size) == (8, 29, 512)
+    assert (record.elapsed_ms, record.tflops_per_gpu, record.lm_loss) == (27010.0, 48.58, 10.22)
+    assert record.learning_rate == 5.389e-06 and record.extra["max_memory_allocated"] == 53930270720
+    fast = speed_record(iteration_found(line), "x.log", 1, None, 0)
+    assert (fast.elapsed_ms, fast.tflops_per_gpu) == (27010.0, 48.58)
+    assert metrics_from_text(NEMO2.read_text()).summary.steady_state_lines == 4
+    assert diagnose([str(NEMO2)]).run_facts["median_iteration_ms"] == 26930.0
+    oom = (
+        '[rank0]:   File "/opt/megatron-lm/megatron/core/pipeline_parallel/schedules.py", line 500, in '
+        "forward_backward_no_pipelining\n"
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+        "of 79.11 GiB of which 1.06 GiB is free."
+    )
+    after_steps = diagnose_text(line + "\n[rank0]: Traceback (most recent call last):\n" + oom).findings[0]
+    assert "before_any_iteration_line" not in after_steps.facts
+    assert (
+        "before_any_iteration_line"
+        in diagnose_text("[rank0]: Traceback (most recent call last):\n" + oom).findings[0].facts
+    )
+
+
 def test_the_parser_returns_iteration_planned_iterations_and_fields():
     iteration, planned, fields = parse_iteration_line(mlm_line(10, 460.9))
     assert iteration == 10 and planned > 0 and fields["elapsed time per iteration (ms)"] == 460.9

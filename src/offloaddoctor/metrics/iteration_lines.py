@@ -24,6 +24,11 @@ _FIELDS = lazy_compile(
     re.IGNORECASE,
 )
 LITERAL = "elapsed time per iteration"
+# NeMo 2's step line (its MegatronStrategy's progress, Lightning's epoch first): `Training epoch 0, iteration 8/29 | lr:
+# … | global_batch_size: 512 | … | reduced_train_loss: 10.22 | train_step_timing in s: 27.01 | … | TFLOPS_per_GPU: 48.58`
+# (held-out nemo2-qwen3-30b-a3b-perf-script-healthy-slow). Far fewer a log than Megatron's, so read line by line.
+NEMO_LITERAL = "Training epoch "
+NEMO_STEP_SECONDS = "train_step_timing in s"
 ELAPSED_MS = "elapsed time per iteration (ms)"
 THROUGHPUT = "throughput per gpu (tflop/s/gpu)"
 LEARNING_RATE = "learning rate"
@@ -38,16 +43,16 @@ WARMUP_ITERATIONS = 3
 # Record attribute -> printed names, newest first. "tflops" is Megatron-DeepSpeed's `TFLOPs: 123.45`.
 _NAMED = {
     "elapsed_ms": (ELAPSED_MS,),
-    "tflops_per_gpu": (THROUGHPUT, "tflops"),
-    "learning_rate": (LEARNING_RATE,),
-    "lm_loss": (LM_LOSS,),
+    "tflops_per_gpu": (THROUGHPUT, "tflops", "tflops_per_gpu"),
+    "learning_rate": (LEARNING_RATE, "lr"),
+    "lm_loss": (LM_LOSS, "reduced_train_loss"),
     "loss_scale": (LOSS_SCALE,),
     "grad_norm": (GRAD_NORM,),
 }
 _COUNTS = {
-    "global_batch_size": GLOBAL_BATCH_SIZE,
-    "skipped_iterations": SKIPPED_ITERATIONS,
-    "nan_iterations": NAN_ITERATIONS,
+    "global_batch_size": (GLOBAL_BATCH_SIZE, "global_batch_size"),
+    "skipped_iterations": (SKIPPED_ITERATIONS,),
+    "nan_iterations": (NAN_ITERATIONS,),
 }
 
 
@@ -100,9 +105,13 @@ def parse_iteration_metrics(
             if name in fields:
                 setattr(record, attribute, fields.pop(name))
                 break
-    for attribute, name in _COUNTS.items():
-        if name in fields:
-            setattr(record, attribute, as_count(fields.pop(name)))
+    if record.elapsed_ms is None and NEMO_STEP_SECONDS in fields:
+        record.elapsed_ms = fields.pop(NEMO_STEP_SECONDS) * 1000
+    for attribute, names in _COUNTS.items():
+        for name in names:
+            if name in fields:
+                setattr(record, attribute, as_count(fields.pop(name)))
+                break
     record.extra = fields
     if keep_text:
         record.text = text.strip()
@@ -110,11 +119,18 @@ def parse_iteration_metrics(
 
 
 _NUMBER = r"([-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))"
-# The two fields `diagnose` reads, each found by its printed name (as _NAMED spells it).
-_SPEED = tuple(
-    (attribute, lazy_compile(rf"\|\s*{re.escape(name)}\s*:\s*{_NUMBER}\s*(?=\||$)", re.IGNORECASE))
-    for attribute, name in (("elapsed_ms", ELAPSED_MS), ("tflops_per_gpu", THROUGHPUT))
-)
+
+
+def _speed_fields(*fields: tuple[str, float, str]) -> tuple:
+    return tuple(
+        (attribute, scale, lazy_compile(rf"\|\s*{re.escape(name)}\s*:\s*{_NUMBER}\s*(?=\||$)", re.IGNORECASE))
+        for attribute, scale, name in fields
+    )
+
+
+# The two fields `diagnose` reads, each found by its printed name (as _NAMED spells it), Megatron's and NeMo 2's.
+_SPEED = _speed_fields(("elapsed_ms", 1.0, ELAPSED_MS), ("tflops_per_gpu", 1.0, THROUGHPUT))
+_NEMO_SPEED = _speed_fields(("elapsed_ms", 1000.0, NEMO_STEP_SECONDS), ("tflops_per_gpu", 1.0, "tflops_per_gpu"))
 
 
 def iteration_found(text: str) -> re.Match[str] | None:
@@ -136,10 +152,10 @@ def speed_record(found: re.Match[str], path: str, line: int, rank: int | None, s
     two searches instead of every field, for 20,000 rank logs of iteration lines."""
     text = found.string
     record = IterationMetrics(path, line, rank, segment, int(found.group(1)), train_iters=int(found.group(2)) or None)
-    for attribute, pattern in _SPEED:
+    for attribute, scale, pattern in _NEMO_SPEED if NEMO_LITERAL in text else _SPEED:
         value = pattern.search(text, found.end() - 1)
         if value:
-            setattr(record, attribute, float(value.group(1)))
+            setattr(record, attribute, float(value.group(1)) * scale)
     record.text = text.strip()
     return record
 

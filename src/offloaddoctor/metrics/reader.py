@@ -13,6 +13,7 @@ from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, keep_all, 
 from offloaddoctor.logs.sources import LogSource
 from offloaddoctor.metrics import layout, memory_lines, parameter_lines
 from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
+from offloaddoctor.metrics.iteration_lines import NEMO_LITERAL
 from offloaddoctor.metrics.iteration_lines import parse_iteration_metrics
 from offloaddoctor.metrics.model import RunMetrics
 
@@ -23,6 +24,7 @@ class MetricLines(LineHandler):
 
     literals = (
         ITERATION_LITERAL,
+        NEMO_LITERAL,
         memory_lines.LITERAL,
         memory_lines.THEORETICAL_LITERAL,
         parameter_lines.LITERAL,
@@ -40,7 +42,7 @@ class MetricLines(LineHandler):
     def feed(self, line: Line) -> bool:
         run, text = self.run, line.text
         segment = self.collector.segment
-        if ITERATION_LITERAL in text:
+        if ITERATION_LITERAL in text or NEMO_LITERAL in text:
             record = parse_iteration_metrics(text, line.path, line.number, line.rank, segment)
             if record is not None:
                 run.iterations.append(record)

@@ -47,6 +47,7 @@ from offloaddoctor.logs.line_pass import Line, LineHandler, LinePass, pass_liter
 from offloaddoctor.logs.normalize import rank_in_message
 from offloaddoctor.logs.sources import LogSource
 from offloaddoctor.metrics.iteration_lines import LITERAL as ITERATION_LITERAL
+from offloaddoctor.metrics.iteration_lines import NEMO_LITERAL
 from offloaddoctor.metrics.iteration_lines import IterationMetrics, has_steady_state, iteration_found, speed_record
 from offloaddoctor.metrics.parameter_lines import BUCKET_LITERAL
 from offloaddoctor.metrics.parameter_lines import LITERAL as PARAMETERS_LITERAL
@@ -388,7 +389,7 @@ class IterationSampler(LineHandler):
     its (path, segment), for the Scanner to decide whether it can ever be cited (Scanner._source_done).
     Until then `records` holds that key's place, in the order records were first found."""
 
-    literals = (ITERATION_LITERAL,)
+    literals = (ITERATION_LITERAL, NEMO_LITERAL)  # NeMo 2's step lines are few: each is read, not sampled
     _BYTES = ITERATION_LITERAL.encode()
 
     def __init__(
@@ -413,7 +414,7 @@ class IterationSampler(LineHandler):
         return first
 
     def feed(self, line: Line) -> bool:
-        if ITERATION_LITERAL not in line.text:
+        if ITERATION_LITERAL not in line.text and NEMO_LITERAL not in line.text:
             return False
         found = iteration_found(line.text)
         if found is None:
