@@ -237,7 +237,10 @@ def test_nemo2s_step_lines_are_iteration_lines_in_metrics_and_in_diagnose():
     assert record.learning_rate == 5.389e-06 and record.extra["max_memory_allocated"] == 53930270720
     fast = speed_record(iteration_found(line), "x.log", 1, None, 0)
     assert (fast.elapsed_ms, fast.tflops_per_gpu) == (27010.0, 48.58)
-    assert metrics_from_text(NEMO2.read_text()).summary.steady_state_lines == 4
+    summary = metrics_from_text(NEMO2.read_text()).summary
+    assert summary.steady_state_lines == 4
+    # its step lines' peaks, in bytes: the run's peak memory (53930270720 B = 51,431.91 MiB)
+    assert (round(summary.peak_allocated_mb, 2), summary.peak_reserved_mb) == (51431.91, 55004.0)
     assert diagnose([str(NEMO2)]).run_facts["median_iteration_ms"] == 26930.0
     oom = (
         '[rank0]:   File "/opt/megatron-lm/megatron/core/pipeline_parallel/schedules.py", line 500, in '

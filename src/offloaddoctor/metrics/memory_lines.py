@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import re
 
+from offloaddoctor.byte_units import MIB
 from offloaddoctor.coerce import integer
 from offloaddoctor.metrics.model import MemoryReport
+
 from offloaddoctor.metrics.numbers import BRIDGE_REPORT_UNIT_BYTES, MEGATRON_UNIT_BYTES, parse_number, to_mib
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from offloaddoctor.metrics.iteration_lines import IterationMetrics
 
 LITERAL = " memory ("
 THEORETICAL_LITERAL = "Theoretical memory footprints"
@@ -91,3 +97,15 @@ def parse_theoretical_memory(text: str) -> dict[str, float] | None:
         if size is not None:
             parts[re.sub(r"[\s-]+", "_", name.strip().lower())] = round(size, 3)
     return parts or None
+
+
+def nemo_step_memory(record: IterationMetrics) -> MemoryReport | None:
+    """The memory report a NeMo 2 step line holds (`max_memory_reserved: 57466159104 | max_memory_allocated:
+    53930270720`, in bytes; held-out nemo2-qwen3-30b-a3b-…), in MB as Megatron prints them (MiB), or None."""
+    allocated, reserved = (record.extra.get(name) for name in ("max_memory_allocated", "max_memory_reserved"))
+    if allocated is None and reserved is None:
+        return None
+    report = MemoryReport(record.path, record.line, record.rank, record.segment, record.iteration, "B")
+    report.max_allocated_mb = allocated / MIB if allocated is not None else None
+    report.max_reserved_mb = reserved / MIB if reserved is not None else None
+    return report

@@ -46,6 +46,9 @@ class MetricLines(LineHandler):
             record = parse_iteration_metrics(text, line.path, line.number, line.rank, segment)
             if record is not None:
                 run.iterations.append(record)
+                report = memory_lines.nemo_step_memory(record)
+                if report is not None:
+                    run.memory.append(report)
                 return True
         if memory_lines.LITERAL in text:
             report = memory_lines.parse_memory_report(text, line.path, line.number, line.rank, segment)
