@@ -231,3 +231,37 @@ def test_b86s_fragmentation_fix_first_line_alone_trained():
     expandable = "ODR_CAP_MIB=39500 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
     b86_launch = LAUNCHES["b86-gpt1b-cap39500-offload-085-figures-fix"]
     assert trained(b89, 14) and LAUNCHES[b89] == b86_launch.replace("ODR_CAP_MIB=39500 ", expandable)
+
+
+def test_a_pasted_traceback_beside_its_launch_line_gets_the_fix_the_whole_log_gets(tmp_path):
+    """b81's traceback alone, with its launch command as --config: the memory model counts the parameters the log
+    no longer prints, and the fix is the whole log's, --micro-batch-size 2 (b85 trained with it). Before, the
+    signature's unsized lines (offload fraction 0.5) were printed."""
+    from tests.memory.recorded import LAUNCHES
+
+    run = "b81-gpt1b-cap39500-first-step-oom"
+    lines = gzip.decompress((CALIBRATION / "out-of-memory" / f"{run}.log.gz").read_bytes()).decode().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.endswith("Traceback (most recent call last):"))
+    pasted, launch = tmp_path / "pasted.log", tmp_path / "launch.sh"
+    pasted.write_text("\n".join(lines[start : start + 80]) + "\n")
+    launch.write_text(LAUNCHES[run] + "\n")
+    [finding] = diagnose([str(pasted)], [str(launch)]).findings
+    assert "number of parameters" not in pasted.read_text()
+    assert finding.overrides == ["--micro-batch-size 2"]
+    assert "875,466,752 parameters per GPU (the memory model's count for the config)" in finding.facts["estimate_basis"]
+
+
+def test_a_pasted_traceback_alone_says_its_offload_fraction_is_not_sized():
+    from offloaddoctor.api import diagnose_text
+
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/Megatron-LM/megatron/training/training.py", line 1000, in train\n'
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.08 GiB. GPU 0 has a total capacity of 79.11 "
+        "GiB of which 1.98 GiB is free. Of the allocated memory 74.31 GiB is allocated by PyTorch, and 169.10 MiB is "
+        "reserved by PyTorch but unallocated."
+    )
+    [finding] = diagnose_text(traceback).findings
+    assert "--optimizer-offload-fraction 0.5" in finding.overrides
+    assert finding.fix_memory.startswith("The fix's offload fraction, 0.5, is a starting point, not sized for this run")
+    assert "_no_parameter_count" not in finding.facts

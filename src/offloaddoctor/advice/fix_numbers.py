@@ -36,6 +36,7 @@ HELPS_MOST_OVERRIDES = "_helps_most_overrides"  # likewise, where no single chan
 NEEDED_FRACTION = "_offload_fraction_needed"  # the number behind the fact's sentence, carried to the fix likewise
 TIGHT_AT_ONE = "_peak_tight_at_fraction_1"  # the model's peak all offloaded, where that is TIGHT, likewise
 SIZED_BY_ONE_REQUEST = "_fraction_from_the_request"  # the fraction came from the message's figures alone, likewise
+NO_PARAMETER_COUNT = "_no_parameter_count"  # nothing sizes the fraction: carried to fix_memory.weigh_fixes, likewise
 FROZEN = "trained_parameters"
 
 
@@ -189,6 +190,12 @@ def oom_advice(
 ) -> dict[str, Any]:
     count = parameters_per_gpu(parameters)
     requested, free = facts.get("requested_bytes"), facts.get("free_bytes")
+    shape = memory_shape(store)
+    counted_by = "the log's count"
+    if not count and shape is not None:  # a pasted traceback beside its config: the model counts them
+        count, counted_by = _estimate(shape).most_loaded.parameters.total, "the memory model's count for the config"
+    if not count and requested is not None:
+        return {NO_PARAMETER_COUNT: True}
     if not count or requested is None or free is None:
         return {}
     from offloaddoctor.memory import DEFAULT_MOMENT_BYTES_PER_PARAMETER, optimizer_state_bytes_per_parameter
@@ -199,9 +206,8 @@ def oom_advice(
     share = trainable_share(parameters)
     trained = count if share is None else round(count * share)
     state = trained * bytes_per_parameter / (dp or 1)
-    shape = memory_shape(store)
     result = _estimate(shape) if shape else None
-    model = memory_model_facts(result, count) if result else {}
+    model = memory_model_facts(result, count, counted_by) if result else {}
     if model:
         state = model.pop("optimizer_state_bytes")
     offloading = boolean(store.value("optimizer.optimizer_cpu_offload")) is True
@@ -457,9 +463,12 @@ def memory_shape(store: ConfigStore) -> RunShape | None:
         return None
 
 
-def memory_model_facts(result: MemoryEstimate, logged_parameters: int) -> dict[str, Any]:
+def memory_model_facts(
+    result: MemoryEstimate, logged_parameters: int, counted_by: str = "the log's count"
+) -> dict[str, Any]:
     """The memory model's view of the run: optimizer-state bytes per parameter on one GPU (precision, sharding)
-    times the parameters the log printed (those that train, where most are frozen), its peak and largest component."""
+    times the parameters the log printed (those that train, where most are frozen), or where it printed none the
+    model's own count (`counted_by` says which), its peak and largest component."""
     from offloaddoctor.memory import offloadable_state
 
     states = offloadable_state(result.shape)
@@ -467,9 +476,9 @@ def memory_model_facts(result: MemoryEstimate, logged_parameters: int) -> dict[s
     trained = round(logged_parameters * share)
     per_parameter = states.bytes / (result.most_loaded.parameters.total * share)
     counted = (
-        f"{logged_parameters:,} parameters per GPU (the log's count)"
+        f"{logged_parameters:,} parameters per GPU ({counted_by})"
         if share == 1
-        else f"{trained:,} trained parameters per GPU (of {logged_parameters:,}, the log's count)"
+        else f"{trained:,} trained parameters per GPU (of {logged_parameters:,}, {counted_by})"
     )
     return {
         "optimizer_state_bytes": per_parameter * trained,
