@@ -26,7 +26,7 @@ _FIELDS = lazy_compile(
 LITERAL = "elapsed time per iteration"
 # NeMo 2's step line (its MegatronStrategy's progress, Lightning's epoch first): `Training epoch 0, iteration 8/29 | lr:
 # … | global_batch_size: 512 | … | reduced_train_loss: 10.22 | train_step_timing in s: 27.01 | … | TFLOPS_per_GPU: 48.58`
-# (held-out nemo2-qwen3-30b-a3b-perf-script-healthy-slow). Far fewer a log than Megatron's, so read line by line.
+# (held-out nemo2-qwen3-30b-a3b-perf-script-healthy-slow). One a step, not one a log interval: each is read, not sampled.
 NEMO_LITERAL = "Training epoch "
 NEMO_STEP_SECONDS = "train_step_timing in s"
 ELAPSED_MS = "elapsed time per iteration (ms)"

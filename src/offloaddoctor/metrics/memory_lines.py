@@ -18,7 +18,6 @@ import re
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.coerce import integer
 from offloaddoctor.metrics.model import MemoryReport
-
 from offloaddoctor.metrics.numbers import BRIDGE_REPORT_UNIT_BYTES, MEGATRON_UNIT_BYTES, parse_number, to_mib
 
 TYPE_CHECKING = False
