@@ -187,6 +187,9 @@ def test_an_oom_after_an_iteration_line_in_any_of_the_runs_logs_is_not_read_as_b
     (tmp_path / "rank1.log").write_text(iteration + "\n")
     [oom] = diagnose([str(tmp_path / "rank0.log"), str(tmp_path / "rank1.log")]).findings
     assert "before_any_iteration_line" not in oom.facts
+    # a resumed run: the optimizer's state came with the checkpoint (Megatron-LM's checkpointing.py print)
+    loaded = "  successfully loaded checkpoint from /ckpt [ t 1/1, p 1/1 ] at iteration 200\n"
+    assert "before_any_iteration_line" not in diagnose_text(loaded + b81).findings[0].facts
 
 
 def test_b83s_fixes_from_the_figures_alone_and_from_the_model_as_the_gpu_ran_them():

@@ -273,12 +273,13 @@ _FORWARD_BACKWARD = "raised_in_forward_backward"
 BEFORE_THE_FIRST_STEP = "before_any_iteration_line"
 
 
-def before_the_first_step(aggregates: list, iterations: dict) -> None:
+def before_the_first_step(aggregates: list, iterations: dict, resumed: bool = False) -> None:
     """An OOM raised in a step's forward/backward with no iteration line before it in its log may be the first step's:
     the optimizer's first step allocates Adam's moments (torch's Adam and the fused ones fill their state in `step`),
     so the GPU held no moments then (n16: max allocated 39,708 MiB in iteration 1, 46,388 from iteration 2; run b81
     ran out of memory in iteration 1's forward/backward). `iterations`: ScanResult.iterations, (path, segment) ->
-    the iteration lines kept, an even sample that keeps one before an OOM where any was printed."""
+    the iteration lines kept, an even sample that keeps one before an OOM where any was printed. `resumed`: the run
+    loaded a checkpoint, and the optimizer's state with it (Megatron's `successfully loaded checkpoint`)."""
     for aggregate in aggregates:
         function = aggregate.facts.get(_FORWARD_BACKWARD)
         if function is None:
@@ -287,10 +288,14 @@ def before_the_first_step(aggregates: list, iterations: dict) -> None:
         lines = [e for e in aggregate.evidence if e.line is not None]
         first = min(lines, key=lambda e: e.line) if lines else None
         # Megatron prints iteration lines on the last rank only: another rank's log with any is a step done.
-        if first is not None and not any(
-            path != first.path or record.line < first.line
-            for (path, _), records in iterations.items()
-            for record in records
+        if (
+            first is not None
+            and not resumed
+            and not any(
+                path != first.path or record.line < first.line
+                for (path, _), records in iterations.items()
+                for record in records
+            )
         ):
             facts[BEFORE_THE_FIRST_STEP] = (
                 f"raised in the forward/backward ({function}) with no iteration line before it: if this was the first "

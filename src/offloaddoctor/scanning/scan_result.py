@@ -41,6 +41,8 @@ class ScanResult:
     training_done: tuple[str, int] | None = None
     # where Megatron's `successfully saved checkpoint` was last read, (path, line) (MegatronStartup)
     checkpoint_saved: tuple[str, int] | None = None
+    # (path, line) of `successfully loaded checkpoint`: a resumed run, whose optimizer state came with the checkpoint
+    checkpoint_loaded: tuple[str, int] | None = None
     # a traceback frame where runpy.run_path ran a script's top level: multiprocessing's spawn re-running the training
     # script in a child (no `if __name__ == "__main__":` guard), the first one read (TracebackTracker)
     script_rerun: list[Evidence] = field(default_factory=list)

@@ -472,6 +472,7 @@ class RanksSeen(LineHandler):
 # and what save_checkpoint prints once a checkpoint is written (checkpointing.py): the run went on to save one.
 TRAINING_DONE = "[after training is done]"
 CHECKPOINT_SAVED = "successfully saved checkpoint"
+CHECKPOINT_LOADED = "successfully loaded checkpoint"
 
 
 class MegatronStartup(LineHandler):
@@ -489,6 +490,7 @@ class MegatronStartup(LineHandler):
         "time to initialize megatron",
         TRAINING_DONE,
         CHECKPOINT_SAVED,
+        CHECKPOINT_LOADED,
     )
 
     def __init__(self, result: ScanResult):
@@ -501,6 +503,8 @@ class MegatronStartup(LineHandler):
             self.result.training_done = (line.path, line.number)
         elif CHECKPOINT_SAVED in line.text:
             self.result.checkpoint_saved = (line.path, line.number)
+        elif CHECKPOINT_LOADED in line.text:
+            self.result.checkpoint_loaded = (line.path, line.number)
         return False
 
 
@@ -857,6 +861,7 @@ class Scanner:
             merged.megatron_startup |= partial.megatron_startup
             merged.training_done = partial.training_done or merged.training_done
             merged.checkpoint_saved = partial.checkpoint_saved or merged.checkpoint_saved
+            merged.checkpoint_loaded = partial.checkpoint_loaded or merged.checkpoint_loaded
             if not merged.script_rerun:
                 merged.script_rerun.extend(partial.script_rerun)
             for fact, frame in partial.frozen_frames.items():
@@ -870,7 +875,7 @@ class Scanner:
         for key in list(self._unparsed):  # the last log's, and every log's when _source_done is not called
             self._resolve(key, cite=True)
         self.result.aggregates = without_the_warnings_of_a_start_up_oom(self.failures.aggregates.ordered())
-        before_the_first_step(self.result.aggregates, self.result.iterations)
+        before_the_first_step(self.result.aggregates, self.result.iterations, self.result.checkpoint_loaded is not None)
         return self.result
 
 
