@@ -1612,6 +1612,15 @@ for _name in (
 # to train, the allocator's cache no longer in pieces).
 RUNS["b89-gpt1b-cap39500-offload-085-expandable"] = RUNS["b86-gpt1b-cap39500-offload-085-figures-fix"]
 RUN_ENV["b89-gpt1b-cap39500-offload-085-expandable"] = {**CAP_39500, **EXPANDABLE}
+# A resumed run loads its optimizer's state with its checkpoint, so its first step already holds Adam's moments and
+# an OOM there is not the first step's of scanning/oom.py before_the_first_step. b90: n16's GPT for two iterations,
+# saving a checkpoint (no limit); b91: the same launch resuming from it under a 43,000 MiB limit, between n16's first
+# step (39,708 MiB) and its later ones (46,388). Expected: b91 out of memory in its first iteration (iteration 3), as
+# a run holding its moments (a fresh run under that limit trains iteration 1).
+B90_CKPT = "--ckpt-format torch --save /tmp/ckpt-b90 --save-interval 2"
+RUNS["b90-gpt1b-save-at-2"] = (1, 0, f"{dense_cost()} {B90_CKPT}".replace("--train-iters 14", "--train-iters 2"))
+RUNS["b91-gpt1b-resumed-cap43000-oom"] = (1, 0, f"{dense_cost()} --ckpt-format torch --load /tmp/ckpt-b90")
+RUN_ENV["b91-gpt1b-resumed-cap43000-oom"] = {"ODR_CAP_MIB": "43000"}
 
 
 class SmiPoller(threading.Thread):
