@@ -1649,6 +1649,22 @@ RUNS["b95-gpt1b-no-distopt-resumed-cap43000-oom"] = (
 RUN_ENV["b93-gpt1b-resumed-dist-cap43000-oom"] = RUN_ENV["b95-gpt1b-no-distopt-resumed-cap43000-oom"] = {
     "ODR_CAP_MIB": "43000"
 }
+# Neither resumed run reached training: b93's distributed optimizer, built on torch's Adam (no Transformer Engine or
+# apex here), asserted `len(steps) == 1` building its sharded state dict (distrib_optimizer.py state_dict), and b95's
+# learning-rate scheduler refused a checkpoint of another length (--train-iters 2 against 14). b96 saves without the
+# distributed optimizer at iteration 2 of the same 14 (--exit-interval 2); b97 resumes from it under the limit,
+# expected out of memory in its first iteration (iteration 3).
+RUNS["b96-gpt1b-no-distopt-save-at-2-of-14"] = (
+    1,
+    0,
+    f"{NO_DISTOPT_COST} --ckpt-format torch --save /tmp/ckpt-b96 --save-interval 2 --exit-interval 2",
+)
+RUNS["b97-gpt1b-no-distopt-resumed-cap43000-oom"] = (
+    1,
+    0,
+    f"{NO_DISTOPT_COST} --ckpt-format torch --load /tmp/ckpt-b96",
+)
+RUN_ENV["b97-gpt1b-no-distopt-resumed-cap43000-oom"] = {"ODR_CAP_MIB": "43000"}
 
 
 class SmiPoller(threading.Thread):
