@@ -268,3 +268,20 @@ def test_a_pasted_traceback_alone_says_its_offload_fraction_is_not_sized():
     assert "--optimizer-offload-fraction 0.5" in finding.overrides
     assert finding.fix_memory.startswith("The fix's offload fraction, 0.5, is a starting point, not sized for this run")
     assert "_no_parameter_count" not in finding.facts
+
+
+def test_a_resumed_runs_first_step_holds_its_moments_as_the_gpu_showed():
+    """b96 saved n16's GPT at iteration 2; b97 resumed from it under a 43,000 MiB limit and ran out of memory in its
+    first iteration's forward/backward with 41.59 GiB allocated, more than a fresh run's whole first step (n16:
+    39,708 MiB): the optimizer's state came with the checkpoint. Its report does not say the OOM came before Adam's
+    moments existed; the same log without the load line does."""
+    from offloaddoctor.api import diagnose_text
+
+    b97 = CALIBRATION / "out-of-memory" / "b97-gpt1b-no-distopt-resumed-cap43000-oom.log.gz"
+    text = gzip.decompress(b97.read_bytes()).decode()
+    assert "successfully loaded checkpoint from /tmp/ckpt-b96" in text and "iteration        3/" not in text
+    [finding] = diagnose([str(b97)]).findings
+    assert "before_any_iteration_line" not in finding.facts
+    assert finding.facts["allocated_bytes"] > 39_708 * 2**20
+    unloaded = "\n".join(line for line in text.splitlines() if "successfully loaded checkpoint" not in line)
+    assert "before_any_iteration_line" in diagnose_text(unloaded).findings[0].facts
