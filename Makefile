@@ -25,8 +25,11 @@ demo: $(APP_STAMP)
 	@$(BIN)/offloaddoctor diagnose fixtures/oom-fragmentation-multirank/job.log; code=$$?; \
 	if [ $$code -eq 1 ]; then echo; echo "exit 1: an error finding, as expected"; exit 0; fi; exit $$code
 
+# The installed packages' bytecode, where `test` looks for it (PYTHONPYCACHEPREFIX hides what pip compiled beside
+# them): compiled once here, as pip does at install, not again by each worker of each first run.
 $(STAMP): $(APP_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache $(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $(STAMP)
 
 # On every core (pytest-xdist): about half the time on two cores. `pytest -p no:xdist` runs it in one process.

@@ -51,17 +51,23 @@ def test_every_recorded_run_is_there():
     assert len(MULTI_GPU) == 30  # issue 25: PP with VPP, DP/TP with partial offload, on 2 and 4 GPUs; advice
 
 
+@functools.cache
+def _estimated(path: Path):
+    """A recorded run's estimate from its log, made once a process (two properties are held to each run)."""
+    return estimate_run([str(path)]).estimate
+
+
 @pytest.mark.parametrize("path", RUNS, ids=lambda p: p.name.removesuffix(".log.gz"))
 def test_parameter_count_is_megatrons_exactly(path):
     logged = max(int(n) for n in PARAMETERS.findall(_text(path)))
-    result = estimate_run([str(path)]).estimate
+    result = _estimated(path)
     assert max(s.parameters.total for s in result.stages) == logged
 
 
 @pytest.mark.parametrize("path", RUNS, ids=lambda p: p.name.removesuffix(".log.gz"))
 def test_estimate_within_ten_percent_of_the_measured_peak(path):
     measured = max(float(m) for m in MAX_ALLOCATED.findall(_text(path)))
-    result = estimate_run([str(path)]).estimate
+    result = _estimated(path)
     # With optimizer offloading the peak is a range: whether Python's GC freed the first optimizer build
     # (memory/model.py _uncollected_first_build) is not in the config; the nearer end is held to the limit.
     # With expert parallelism and no capacity factor it is a range too: rank 0 (the one that logs) may get up to the
