@@ -192,12 +192,15 @@ def build_report(
     )
 
 
+_NCCL = "nccl-collective-failure"  # the finding that says a collective failed, the echo of other failures
+
+
 def _only_echoes_of(findings: list[Finding], failure: Evidence) -> Finding | None:
     """The NCCL finding where it is the only finding and every line of it comes after `failure`, a traceback's
     exception no signature explains, in the same log and from other ranks: those NCCL errors are its echo, not a cause
     (held-out megatron-deepspeed-2node-missing-index-cache-on-remote-node: a FileNotFoundError on one node, then
     NCCL's `Connection closed by remote peer` on the other)."""
-    if len(findings) != 1 or findings[0].id != "nccl-collective-failure" or not findings[0].evidence:
+    if len(findings) != 1 or findings[0].id != _NCCL or not findings[0].evidence:
         return None
     if raising_statement(failure.text) is not None:  # a cut traceback's last frame: what it raised is not known
         return None
@@ -698,6 +701,8 @@ def _unexplained_failure(
             return None
     if any((e.path, e.line) == (candidate.path, candidate.line) for f in findings for e in f.evidence):
         return None
+    if (candidate.path, candidate.line) == scan.nccl_reason and any(f.id != _NCCL for f in findings):
+        return None  # what NCCL said failed, on a rank another finding's failure left: its echo, as the NCCL error is
     if candidate is scan.last_source_line and any(
         e.path == candidate.path and (e.line or 0) > (candidate.line or 0) for f in findings for e in f.evidence
     ):

@@ -43,6 +43,9 @@ class ScanResult:
     checkpoint_saved: tuple[str, int] | None = None
     # (path, line) of `successfully loaded checkpoint`: a resumed run, whose optimizer state came with the checkpoint
     checkpoint_loaded: tuple[str, int] | None = None
+    # (path, line) of the last line read after NCCL's `Last error:` and kept as the last error line: what NCCL says
+    # failed, an echo where another finding is the cause (report/engine.py _unexplained_failure)
+    nccl_reason: tuple[str, int] | None = None
     # a traceback frame where runpy.run_path ran a script's top level: multiprocessing's spawn re-running the training
     # script in a child (no `if __name__ == "__main__":` guard), the first one read (TracebackTracker)
     script_rerun: list[Evidence] = field(default_factory=list)

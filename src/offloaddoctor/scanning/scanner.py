@@ -605,6 +605,7 @@ class FailureMatcher(LineHandler):
         self.match(line.path, line.number, line.rank, line.text, building)
         if self._last_matched == matched_before and not _C10_NOT_AN_ERROR.match(line.text):
             self.result.last_error_line = Evidence(line.path, line.number, line.rank, line.text.strip())
+            self.result.nccl_reason = (line.path, line.number)
 
     def match(
         self, path: str, number: int, rank: int | None, text: str, building: str | None = None, shown: str = ""
@@ -862,6 +863,7 @@ class Scanner:
             merged.training_done = partial.training_done or merged.training_done
             merged.checkpoint_saved = partial.checkpoint_saved or merged.checkpoint_saved
             merged.checkpoint_loaded = partial.checkpoint_loaded or merged.checkpoint_loaded
+            merged.nccl_reason = partial.nccl_reason or merged.nccl_reason
             if not merged.script_rerun:
                 merged.script_rerun.extend(partial.script_rerun)
             for fact, frame in partial.frozen_frames.items():
