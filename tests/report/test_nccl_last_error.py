@@ -38,3 +38,12 @@ def test_what_nccl_said_failed_is_an_echo_where_another_rank_ran_out_of_memory()
 def test_a_last_error_line_at_the_end_of_a_log_reads_nothing_after_it():
     report = diagnose_text("\n".join(NCCL[:3]))
     assert report.unmatched is None or "Last error" not in report.unmatched.text
+
+
+def test_a_finding_from_the_config_alone_does_not_make_what_nccl_said_an_echo():
+    """A constraint the config breaks, found in the config and not in the log, is no failure the NCCL error could
+    follow from."""
+    config = {"optimizer.optimizer_cpu_offload": True, "optimizer.use_distributed_optimizer": False}
+    report = diagnose_text("\n".join(NCCL), config)
+    assert any(f.trigger == "config" for f in report.findings)
+    assert report.unmatched is not None and report.unmatched.text.startswith("socket recv failed")

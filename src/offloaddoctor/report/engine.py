@@ -701,7 +701,9 @@ def _unexplained_failure(
             return None
     if any((e.path, e.line) == (candidate.path, candidate.line) for f in findings for e in f.evidence):
         return None
-    if (candidate.path, candidate.line) == scan.nccl_reason and any(f.id != _NCCL for f in findings):
+    if (candidate.path, candidate.line) == scan.nccl_reason and any(
+        f.id != _NCCL and f.trigger == "log" for f in findings
+    ):
         return None  # what NCCL said failed, on a rank another finding's failure left: its echo, as the NCCL error is
     if candidate is scan.last_source_line and any(
         e.path == candidate.path and (e.line or 0) > (candidate.line or 0) for f in findings for e in f.evidence
