@@ -13,7 +13,7 @@ from __future__ import annotations
 from offloaddoctor.byte_units import MIB
 from offloaddoctor.config.derived import with_derived_changes
 from offloaddoctor.config.values import ConfigStore
-from offloaddoctor.advice.fix_numbers import NO_PARAMETER_COUNT, memory_shape
+from offloaddoctor.advice.fix_numbers import NO_PARAMETER_COUNT, OFFLOAD_FRACTION, memory_shape
 from offloaddoctor.report import Finding
 
 TYPE_CHECKING = False
@@ -92,14 +92,11 @@ def _estimate(store: ConfigStore) -> MemoryEstimate | None:
     return None if shape is None else estimate(shape)
 
 
-_FRACTION = "optimizer.optimizer_offload_fraction"
-
-
 def _say_the_fraction_is_not_sized(finding: Finding) -> None:
     """An OOM whose log gives no parameter count, beside no config the memory model can read, keeps the signature's
     own offload fraction (0.5): a starting point, not a figure for the run. Said where the printed fix still has it
     (a run that is not Megatron's, or DeepSpeed's, has the line left out). A pasted traceback is the common case."""
-    printed = next((value for key, value in finding.changes if key == _FRACTION), None)
+    printed = next((value for key, value in finding.changes if key == OFFLOAD_FRACTION), None)
     if printed is None:
         return
     finding.fix_memory = (

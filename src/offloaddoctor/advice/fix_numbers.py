@@ -38,6 +38,7 @@ TIGHT_AT_ONE = "_peak_tight_at_fraction_1"  # the model's peak all offloaded, wh
 SIZED_BY_ONE_REQUEST = "_fraction_from_the_request"  # the fraction came from the message's figures alone, likewise
 NO_PARAMETER_COUNT = "_no_parameter_count"  # nothing sizes the fraction: carried to fix_memory.weigh_fixes, likewise
 FROZEN = "trained_parameters"
+OFFLOAD_FRACTION = "optimizer.optimizer_offload_fraction"
 
 
 def add_advice(
@@ -123,7 +124,7 @@ def _use_needed_fraction(finding: Finding, store: ConfigStore) -> None:
             "(--config, or a log with its arguments block) the memory model sizes the whole step."
         )
     value = min(needed, 1.0)
-    prefix = "optimizer.optimizer_offload_fraction="
+    prefix = f"{OFFLOAD_FRACTION}="
     finding.overrides = [f"{prefix}{value:g}" if line.startswith(prefix) else line for line in finding.overrides]
     if needed <= 1.0:
         return
@@ -188,15 +189,18 @@ def parameters_per_gpu(parameters: ParameterCounts) -> int | None:
 def oom_advice(
     facts: dict[str, Any], store: ConfigStore, parameters: ParameterCounts, catalog: Catalog | None = None
 ) -> dict[str, Any]:
-    count = parameters_per_gpu(parameters)
     requested, free = facts.get("requested_bytes"), facts.get("free_bytes")
+    if requested is None:
+        return {}
+    count = parameters_per_gpu(parameters)
     shape = memory_shape(store)
+    result = _estimate(shape) if shape else None
     counted_by = "the log's count"
-    if not count and shape is not None:  # a pasted traceback beside its config: the model counts them
-        count, counted_by = _estimate(shape).most_loaded.parameters.total, "the memory model's count for the config"
-    if not count and requested is not None:
+    if not count and result is not None:  # a pasted traceback beside its config: the model counts them
+        count, counted_by = result.most_loaded.parameters.total, "the memory model's count for the config"
+    if not count:
         return {NO_PARAMETER_COUNT: True}
-    if not count or requested is None or free is None:
+    if free is None:
         return {}
     from offloaddoctor.memory import DEFAULT_MOMENT_BYTES_PER_PARAMETER, optimizer_state_bytes_per_parameter
 
@@ -206,12 +210,11 @@ def oom_advice(
     share = trainable_share(parameters)
     trained = count if share is None else round(count * share)
     state = trained * bytes_per_parameter / (dp or 1)
-    result = _estimate(shape) if shape else None
     model = memory_model_facts(result, count, counted_by) if result else {}
     if model:
         state = model.pop("optimizer_state_bytes")
     offloading = boolean(store.value("optimizer.optimizer_cpu_offload")) is True
-    current = (number(store.value("optimizer.optimizer_offload_fraction")) or 0.0) if offloading else 0.0
+    current = (number(store.value(OFFLOAD_FRACTION)) or 0.0) if offloading else 0.0
     shortfall = max(0, shortfall_bytes(facts))  # within a per-process limit where the message prints one (e77)
     allocated = facts.get("allocated_bytes")
     if model and isinstance(allocated, (int, float)) and allocated > 1.5 * model["estimated_peak_allocated_bytes"]:
@@ -594,7 +597,7 @@ def _check_the_lower_fraction(finding: Finding, store: ConfigStore) -> None:
     from offloaddoctor.config.dialect import parse_fix_line
 
     changes = dict(change for line in finding.overrides for change in parse_fix_line(line))
-    lower = number(changes.get("optimizer.optimizer_offload_fraction"))
+    lower = number(changes.get(OFFLOAD_FRACTION))
     shape = memory_shape(store)
     if lower is None or shape is None or not shape.optimizer_cpu_offload or lower >= shape.optimizer_offload_fraction:
         return
@@ -613,7 +616,7 @@ def _check_the_lower_fraction(finding: Finding, store: ConfigStore) -> None:
 
 
 def slowdown_advice(store: ConfigStore) -> dict[str, Any]:
-    fraction = number(store.value("optimizer.optimizer_offload_fraction"))
+    fraction = number(store.value(OFFLOAD_FRACTION))
     advice: dict[str, Any] = {}
     if fraction is not None and 0 < fraction <= 1:
         shape = memory_shape(store)  # the tokens a data-parallel rank steps over, as `estimate` reads them

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from offloaddoctor.config.derived import NODES_KEYS, PROCESSES_PER_NODE_KEYS, TASKS_KEYS
 from offloaddoctor.config.keys import LIST_KEYS, VALUE_KINDS, canonical_key, parse_value
 from offloaddoctor.config.values import ConfigValue, format_value
 
@@ -189,9 +190,12 @@ _EITHER_DETAILS = frozenset({EITHER_DIALECT, "OptimizerConfig", "DistributedData
 # launch either (held-out megatron-bridge-llama32-1b-pretrain-healthy: `torchrun --standalone --nproc_per_node=8`).
 _LAUNCHER_KEYS = frozenset(
     {
-        *("standalone", "nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "max_restarts"),
-        *("rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf", "monitor_interval", "start_method", "no_python"),
-        *("nodes", "ntasks", "ntasks_per_node", "gpus_per_node", "cpus_per_task", "gres", "partition", "time"),
+        *PROCESSES_PER_NODE_KEYS,  # the job geometry the world size is derived from
+        *NODES_KEYS,
+        *TASKS_KEYS,
+        *("standalone", "node_rank", "master_addr", "master_port", "max_restarts", "monitor_interval"),
+        *("rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf", "start_method", "no_python"),
+        *("cpus_per_task", "gres", "partition", "time"),
     }
 )
 
