@@ -144,8 +144,9 @@ def group_runs(logs: Sequence[LogIdentity], rank_clashes: Iterable[tuple[str, st
     groups = sorted(
         [(g, True) for g in anchored] + [(g, False) for g in unplaced], key=lambda g: order[g[0].members[0].path]
     )
+    varied = _keys_with_several_values([g for g, _ in groups])
     return [
-        Run(sorted(group.paths, key=order.__getitem__), _differences(group, [g for g, _ in groups]), is_anchored)
+        Run(sorted(group.paths, key=order.__getitem__), _differences(group, varied), is_anchored)
         for group, is_anchored in groups
     ]
 
@@ -158,15 +159,23 @@ def _join_or_start(groups: list[_Group], log: LogIdentity, clashing: dict[str, s
     groups.append(_Group(log))
 
 
-def _differences(group: _Group, groups: list[_Group]) -> list[str]:
+def _keys_with_several_values(groups: list[_Group]) -> set[str]:
+    """The keys on which some two runs differ: a run differs from another on each of these that it prints.
+    Values are compared with `==` (lists are not hashable), once per distinct value: linear in the runs."""
+    distinct: dict[str, list] = {}
+    for group in groups:
+        for key, value in group.values.items():
+            values = distinct.setdefault(key, [])
+            if value not in values:
+                values.append(value)
+    return {key for key, values in distinct.items() if len(values) > 1}
+
+
+def _differences(group: _Group, varied: set[str]) -> list[str]:
     """`key value` for the identifying keys on which this run differs from another, well-known keys first."""
     mine = group.values
-    differing = {
-        key
-        for other in groups
-        if other is not group
-        for key, value in other.values.items()
-        if key in mine and mine[key] != value
-    }
-    ordered = sorted(differing, key=lambda k: (SHOWN_FIRST.index(k) if k in SHOWN_FIRST else len(SHOWN_FIRST), k))
+    ordered = sorted(
+        (key for key in mine if key in varied),
+        key=lambda k: (SHOWN_FIRST.index(k) if k in SHOWN_FIRST else len(SHOWN_FIRST), k),
+    )
     return [f"{key} {' then '.join(format_value(v) for v in mine[key])}" for key in ordered]
