@@ -419,7 +419,6 @@ def _model_peaks(runs: Sequence[Any], config_values: Mapping[str, Sequence[Confi
     """compare_runs' `model_peaks` (the memory model's peak for each run's shape, the first optimizer build freed
     and not) and `model_missing` (why a config could not be read), from each run's config."""
     from offloaddoctor.byte_units import MIB
-    from offloaddoctor.config.dialect import dialect_of
     from offloaddoctor.memory import MissingKeys, estimate as memory_estimate, read_shape
     from offloaddoctor.metrics.compare import ModelPeak
 
@@ -437,20 +436,21 @@ def _model_peaks(runs: Sequence[Any], config_values: Mapping[str, Sequence[Confi
             missing.setdefault(str(exc), []).append(run.path)
             continue
         collected, lingering = result.peak_allocated_if_collected_bytes / MIB, result.peak_allocated_bytes / MIB
-        fix = _first_build_fix(result.shape, dialect_of(store)) if lingering > collected else ""
+        fix = _first_build_fix(result.shape, store) if lingering > collected else ""
         peaks[run.path] = ModelPeak(round(collected, 2), round(lingering, 2), fix)
     why = "; ".join(f"{', '.join(paths)}: {reason}" for reason, paths in missing.items())
     return {"model_peaks": peaks, "model_missing": why}
 
 
-def _first_build_fix(shape, dialect: str) -> str:
+def _first_build_fix(shape, store) -> str:
     """The advice that frees the optimizer's first build, as `estimate` and `diagnose` word it (advice/changes.py),
     with its lines in the run's dialect."""
     from offloaddoctor.advice import manual_gc_change
-    from offloaddoctor.config.dialect import render_lines
+    from offloaddoctor.config.dialect import dialect_of, flagscale_places, render_lines
 
     change = manual_gc_change(shape)
-    return f"{change.change}: {' '.join(render_lines(change.overrides, dialect))}" if change else ""
+    lines = render_lines(change.overrides, dialect_of(store), flagscale_places(store)) if change else []
+    return f"{change.change}: {' '.join(lines)}" if change else ""
 
 
 def _compared_runs(baseline: str, paths: list[str], readers: dict, by_path: dict) -> list[tuple[Any, bool]]:

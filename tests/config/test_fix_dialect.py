@@ -15,6 +15,7 @@ from offloaddoctor.api import diagnose, diagnose_text, estimate, load_catalog
 from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.dialect import (
     BRIDGE,
+    FLAGSCALE,
     MEGATRON_LM,
     parse_fix_line,
     render_changes,
@@ -138,7 +139,7 @@ def test_the_signature_written_in_flags_prints_overrides_for_a_bridge_config():
         [("env.NCCL_GRAPH_REGISTER", None)],
     ],
 )
-@pytest.mark.parametrize("dialect", [MEGATRON_LM, BRIDGE])
+@pytest.mark.parametrize("dialect", [MEGATRON_LM, BRIDGE, FLAGSCALE])
 def test_printed_changes_read_back_as_the_same_changes(changes, dialect):
     lines = render_changes(changes, dialect)
     read = dict(change for line in lines for change in parse_fix_line(line))
@@ -312,7 +313,7 @@ def _confirmed_preflight_examples():
                 yield pytest.param(signature.id, example, id=f"{signature.id}:{example.name}")
 
 
-@pytest.mark.parametrize("config_file", ["cfg.yaml", "launch.sh"])  # Bridge overrides, Megatron-LM flags
+@pytest.mark.parametrize("config_file", ["cfg.yaml", "launch.sh", "flagscale.yaml"])  # Bridge, Megatron-LM, FlagScale
 @pytest.mark.parametrize(("signature_id", "example"), list(_confirmed_preflight_examples()))
 def test_a_printed_fix_pasted_into_the_config_it_is_for_breaks_no_other_constraint(signature_id, example, config_file):
     """`check` on a signature's own confirming config, its fixes printed and applied as printed: the violation is
@@ -329,10 +330,14 @@ def test_a_printed_fix_pasted_into_the_config_it_is_for_breaks_no_other_constrai
     for number, line in enumerate(example.log.splitlines(), start=1):
         collector.feed(line, number)
     config = dict(example.config)
-    if config_file.endswith(".sh") and "model.cpu_offloading" in config:
+    megatron_lm = config_file != "cfg.yaml"  # FlagScale passes its config to Megatron-LM's own arguments
+    if megatron_lm and "model.cpu_offloading" in config:
         # Megatron-LM has no --cpu-offloading: the layer count turns it on (validate_args)
         config.setdefault("model.cpu_offloading_num_layers", 1 if config.pop("model.cpu_offloading") else 0)
-    given = [ConfigValue(canonical_key(k), v, Source(config_file, 1), "config") for k, v in config.items()]
+    given = [
+        ConfigValue(canonical_key(k), v, Source(config_file, 1), "config", _flagscale_path(k, config_file))
+        for k, v in config.items()
+    ]
     values = [*collector.values, *given]
 
     def violations(values) -> list:
@@ -344,14 +349,25 @@ def test_a_printed_fix_pasted_into_the_config_it_is_for_breaks_no_other_constrai
     dialect = print_fixes(before, store)
     found = [v for v in before if v.id == signature_id]
     if not found:  # `--cpu-offloading-num-layers -1`: Megatron-LM reads it as offloading off, nothing to fix
-        assert config_file.endswith(".sh")
+        assert megatron_lm
         return
+    assert dialect == {"cfg.yaml": BRIDGE, "launch.sh": MEGATRON_LM, "flagscale.yaml": FLAGSCALE}[config_file]
     # every line the report prints: a fix may sit on another finding that settles this one (report/fixes.py)
     lines = [line for finding in before for line in finding.overrides]
     changes = [change for line in lines for change in parse_fix_line(line)]
     after, _ = violations(apply_changes(values, changes, dialect))
     ids = {v.id for v in after}
     assert signature_id not in ids and ids <= {v.id for v in before}, (lines, ids)
+
+
+def _flagscale_path(key: str, config_file: str) -> str:
+    """Where a FlagScale train config keeps a setting: its Megatron-LM argument's name, in `train.system`."""
+    from offloaddoctor.config.dialect import flag_of
+    from offloaddoctor.config.keys import canonical_key
+
+    return (
+        "" if config_file != "flagscale.yaml" else "train.system." + flag_of(canonical_key(key))[2:].replace("-", "_")
+    )
 
 
 def test_a_word_among_a_keys_choices_stays_that_word_in_every_dialect():

@@ -22,7 +22,7 @@ MEGATRON_RUN = {"model.transformer_impl": "transformer_engine", "optimizer.use_d
 def test_the_optimizer_lines_of_a_lora_run_out_of_memory_are_left_out_and_the_fix_says_why():
     [finding] = diagnose([str(MEMRIFT / "job.log")], [str(MEMRIFT / "config.yaml")]).findings
     assert finding.id == "oom-capacity"
-    assert finding.overrides == ["model.recompute_granularity=selective"]
+    assert finding.overrides == ["++train.system.recompute_granularity=selective"]  # FlagScale's dialect
     [note] = finding.fix_sentences  # in place of the summary, which leads with sharding the optimizer
     assert note.startswith("Optimizer settings left out of this fix: the run trains adapters over a frozen model")
     assert "config.yaml:65" in note

@@ -1,15 +1,22 @@
 """Fix lines in the dialect of the config the user edits: Megatron-LM `--flags`, Megatron-Bridge `a.b=c`
-overrides, `export` for the environment. Changes travel as (canonical key, value) pairs; only printing
+overrides, FlagScale's Hydra overrides (`++train.system.x=v`), `export` for the environment. Changes travel as (canonical key, value) pairs; only printing
 picks the dialect, and `parse_fix_line` reads any printed line back (tests apply printed fixes with it).
 
 Megatron-LM's flags follow `megatron/training/arguments.py`: a store_true switch has no `--no-…` form, so
 turning one off is "remove --x from the launch command"; `cpu_offloading` has no switch of its own there
 (`validate_args` turns it on when `--cpu-offloading-num-layers` > 0), so it is turned off through the count.
+
+FlagScale runs Megatron-LM's own training script: its runner (flagscale/runner/runner_train.py `_get_args_megatron`)
+merges the `train.system`, `train.model`, `train.data` (and `train.trainer`) sections, in that order, into one dict
+and turns it into Megatron-LM's flags (utils.py `flatten_dict_to_args`: a nested section's leaves too, `_` -> `-`,
+a true boolean a bare switch, a false one left out). So a FlagScale fix is Megatron-LM's flag as a Hydra override
+(`++` adds or replaces) at the path the user's config sets it, else in `train.system`; a valued flag removed is
+`~path` (deleted: null would be passed as the word None); the environment is the runner's `experiment.envs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from offloaddoctor.config.derived import NODES_KEYS, PROCESSES_PER_NODE_KEYS, TASKS_KEYS
@@ -24,7 +31,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
     Change = tuple[str, Any]
 
-MEGATRON_LM, BRIDGE = "megatron-lm", "bridge"
+MEGATRON_LM, BRIDGE, FLAGSCALE = "megatron-lm", "bridge", "flagscale"
 
 # Canonical key -> Megatron-LM flag, where the flag is not `--` + the field name with dashes.
 _FLAGS = {
@@ -52,7 +59,14 @@ _BRIDGE_TWINS = {"optimizer.use_distributed_optimizer": ("ddp.use_distributed_op
 # classes: fixtures/bridge-0.3.1/precision-fixes.txt.
 _BRIDGE_BF16 = "mixed_precision=bf16_mixed"
 _BRIDGE_RECIPE_FIELDS = {"ddp.grad_reduce_in_fp32": "mixed_precision.grad_reduce_in_fp32"}
+_SWITCHES_ALSO_REMOVED = frozenset(flag for flags in _ALSO_REMOVE.values() for flag in flags)
 _REMOVE, _SET = "remove ", "set "
+_FLAGSCALE_ENVS = "experiment.envs."  # the runner exports these on every node
+_FLAGSCALE_DEFAULT = "train.system."  # where FlagScale's example configs keep parallelism, recompute, offloading
+# The sections FlagScale's runner merges into Megatron-LM's arguments; `system` is FlagScale's alone, and a file
+# with it is a FlagScale train config (conf/train/*.yaml) whose `model`/`data` sections are FlagScale's too.
+_FLAGSCALE_SECTIONS = ("train.system.", "train.model.", "train.data.", "train.trainer.")
+_SHELL_SPECIAL = frozenset(" \t[]*?$'\"\\;&|<>(){}!#`")
 _FROM_LAUNCH = " from the launch command"
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
 
@@ -65,19 +79,29 @@ def flag_of(key: str) -> str:
 
 
 def render_changes(
-    changes: Iterable[Change], dialect: str, together_with: Iterable[str] = (), recipe: bool = True
+    changes: Iterable[Change],
+    dialect: str,
+    together_with: Iterable[str] = (),
+    recipe: bool = True,
+    places: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """One printed line per change (a few take two, a few none), in `dialect` (MEGATRON_LM or BRIDGE).
-    The environment is `export NAME=value` (`unset NAME` for None) in every dialect. `together_with`: keys
+    """One printed line per change (a few take two, a few none), in `dialect` (MEGATRON_LM, BRIDGE or FLAGSCALE).
+    The environment is `export NAME=value` (`unset NAME` for None) but in FlagScale's. `together_with`: keys
     the same fix changes on other lines (Megatron-LM's layer count already turns activation offloading on).
-    `recipe`: whether a Bridge config may set `mixed_precision` (False where it is known to be null)."""
+    `recipe`: whether a Bridge config may set `mixed_precision` (False where it is known to be null).
+    `places`: where a FlagScale config sets each key (flagscale_places)."""
     changes = list(changes)
     keys = {key for key, _ in changes} | set(together_with)
     lines: list[str] = []
     for key, value in changes:
-        if key.startswith("env."):
+        if key.startswith("env.") and dialect == FLAGSCALE:
+            path = _FLAGSCALE_ENVS + key[len("env.") :]
+            rendered = [f"~{path}"] if value is None else [_hydra(path, _value_text(value))]
+        elif key.startswith("env."):
             name = key[len("env.") :]
             rendered = [f"unset {name}"] if value is None else [f"export {name}={_value_text(value)}"]
+        elif dialect == FLAGSCALE:
+            rendered = [text for line in _megatron_lines(key, value, keys) for text in _flagscale(line, places)]
         elif dialect == MEGATRON_LM:
             rendered = _megatron_lines(key, value, keys)
         elif key == "model.bf16" and value is True:
@@ -90,14 +114,14 @@ def render_changes(
     return lines
 
 
-def render_lines(lines: Iterable[str], dialect: str) -> list[str]:
+def render_lines(lines: Iterable[str], dialect: str, places: Mapping[str, str] | None = None) -> list[str]:
     """Fix lines written as Bridge overrides / exports (signature templates, the memory model's advice), in
     `dialect`; a line that is not a change (free text) stays as it is, in its place."""
     parsed = [(line, parse_fix_line(line)) for line in lines]
     keys = {key for _, changes in parsed for key, _ in changes}
     out: list[str] = []
     for line, changes in parsed:
-        rendered = render_changes(changes, dialect, keys) if changes else [line]
+        rendered = render_changes(changes, dialect, keys, places=places) if changes else [line]
         out += [text for text in rendered if text not in out]
     return out
 
@@ -125,6 +149,42 @@ def _megatron_lines(key: str, value: Any, keys: set[str]) -> list[str]:
     return [f"{flag} {_value_text(value)}"]
 
 
+def _flagscale(line: str, places: Mapping[str, str] | None) -> list[str]:
+    """A Megatron-LM fix line as FlagScale overrides: `--flag v` -> `++path=v`, a switch `++path=true`, a removed
+    switch `++path=false`, a removed valued flag `~path`; a line with no flag (a setting only code reaches) stays."""
+    if line.startswith(_REMOVE) and line.endswith(_FROM_LAUNCH):
+        flags = line[len(_REMOVE) : -len(_FROM_LAUNCH)].split(" and ")
+        return [
+            _hydra(_place(flag, places), "false") if _is_switch(flag) else f"~{_place(flag, places)}" for flag in flags
+        ]
+    if not line.startswith("--"):
+        return [line]
+    flag, _, raw = line.partition(" ")
+    parts = raw.split()
+    listed = len(parts) > 1 or _key_of_flag(flag) in LIST_KEYS
+    value = "true" if not parts else "[" + ",".join(parts) + "]" if listed else parts[0]
+    return [_hydra(_place(flag, places), value)]
+
+
+def _place(flag: str, places: Mapping[str, str] | None) -> str:
+    """Where the user's FlagScale config sets the flag's setting, else `train.system.<its argument name>`."""
+    name = flag[2:].replace("-", "_")
+    return (places or {}).get(_key_of_flag(flag)) or (places or {}).get(name) or f"{_FLAGSCALE_DEFAULT}{name}"
+
+
+def _is_switch(flag: str) -> bool:
+    return flag in _KEY_OF_NEGATED or VALUE_KINDS.get(_key_of_flag(flag)) == "bool" or flag in _SWITCHES_ALSO_REMOVED
+
+
+def _hydra(path: str, value: str) -> str:
+    """`++path=value` as one shell word: the value in double quotes where Hydra would read a character of it as
+    its own (a `,` is a sweep), the whole in single quotes where the shell would (a glob's `[`, a space)."""
+    if not value.startswith("[") and any(char in value for char in ",'\" \\"):
+        value = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    override = f"++{path}={value}"
+    return "'" + override.replace("'", "'\\''") + "'" if any(char in override for char in _SHELL_SPECIAL) else override
+
+
 def _value_text(value: Any) -> str:
     if value is None:
         return "null"
@@ -139,6 +199,10 @@ def parse_fix_line(line: str) -> list[Change]:
     """The changes a printed fix line makes, in any dialect (`a.b=c`, `--flag value`, `remove --x from the
     launch command`, `export X=v`, `unset X`); [] for a line that is not a change."""
     text = line.strip()
+    if len(text) > 1 and text[0] == text[-1] == "'":  # a FlagScale override quoted for the shell
+        text = text[1:-1].replace("'\\''", "'")
+    if text.startswith("~") and "=" not in text:  # a FlagScale (Hydra) key deleted
+        return [(canonical_key(text[1:]), None)]
     if text.startswith(("export ", "unset ")):
         verb, _, rest = text.partition(" ")
         name, sep, value = rest.partition("=")
@@ -163,6 +227,13 @@ def parse_fix_line(line: str) -> list[Change]:
     key, sep, raw = text.partition("=")
     if not sep or not key or " " in key.strip():
         return []
+    if len(raw) > 1 and raw[0] == raw[-1] == '"':  # a value quoted for Hydra
+        raw = raw[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    flag = "--" + key.rsplit(".", 1)[-1].lstrip("+").replace("_", "-")
+    if "." in key and flag in _KEY_OF_NEGATED:  # FlagScale's `disable_bias_linear=true`
+        return [(_KEY_OF_NEGATED[flag], parse_value("", raw) is not True)]
+    if "." in key and flag in _SWITCHES_ALSO_REMOVED and parse_value("", raw) is False:
+        return [_removed(flag)]  # FlagScale's `recompute_activations=false`, beside the setting it also sets
     return [(canonical_key(key), parse_value(canonical_key(key), raw))]
 
 
@@ -202,10 +273,12 @@ _LAUNCHER_KEYS = frozenset(
 
 def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRIDGE) -> str:
     """The dialect of the config the user edits. Config files given with --config (and --set) win over
-    what the log prints: a launch script's `--flags` are Megatron-LM, a YAML file, Hydra overrides and --set
-    are Bridge. From the log alone: Megatron-LM's arguments block and launch flags, else `fallback` (the
+    what the log prints: FlagScale's where one sets a FlagScale path (flagscale_places), else a launch script's
+    `--flags` are Megatron-LM, a YAML file, Hydra overrides and --set are Bridge. From the log alone: Megatron-LM's arguments block and launch flags, else `fallback` (the
     training code its tracebacks ran, else Bridge)."""
-    values = list(values.all_values() if hasattr(values, "all_values") else values)
+    values = _listed(values)
+    if flagscale_places(values):
+        return FLAGSCALE
     for origins in (("config", "set"), ("log",)):
         tally = {MEGATRON_LM: 0, BRIDGE: 0}
         for value in values:
@@ -214,6 +287,29 @@ def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRID
         if any(tally.values()):
             return MEGATRON_LM if tally[MEGATRON_LM] > tally[BRIDGE] else BRIDGE
     return fallback
+
+
+def flagscale_places(values: ConfigStore | Iterable[ConfigValue]) -> dict[str, str]:
+    """Canonical key -> the path the user's FlagScale config sets it at (`train.system.recompute_granularity`), from
+    the config files and overrides given; empty where none is FlagScale's."""
+    given = [v for v in _listed(values) if v.origin in ("config", "set")]
+    train_files = {v.source.path for v in given if _written(v).startswith("system.")}
+    places: dict[str, str] = {}
+    for value in given:
+        written = _written(value)
+        if value.source.path in train_files and written.startswith(("system.", "model.", "data.", "trainer.")):
+            written = "train." + written
+        if written.startswith(_FLAGSCALE_SECTIONS):
+            places[value.key] = written
+    return places
+
+
+def _written(value: ConfigValue) -> str:
+    return (value.written or value.key).lstrip("+")
+
+
+def _listed(values: ConfigStore | Iterable[ConfigValue]) -> list[ConfigValue]:
+    return list(values.all_values() if hasattr(values, "all_values") else values)
 
 
 def _either(value: ConfigValue) -> bool:

@@ -263,7 +263,9 @@ class LogConfigCollector:
         if legacy is not None:
             name, value = legacy
             detail = f"{detail}, as {legacy_name(name)}"
-        value = ConfigValue(canonical_key(name), value, Source(self.path, line, detail), self.origin)
+        key = canonical_key(name)
+        written = name if "." in name and key != name else ""  # a Hydra override's path; never a printed argument's
+        value = ConfigValue(key, value, Source(self.path, line, detail), self.origin, written)
         self.values.append(value)
         self._by_segment.setdefault(self.segment, []).append(value)
 

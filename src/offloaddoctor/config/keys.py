@@ -282,6 +282,9 @@ def is_known(canonical: str) -> bool:
     return canonical in _BY_CANONICAL
 
 
+_FLAGSCALE_ENVS = "experiment.envs."
+
+
 def canonical_key(name: str) -> str:
     """Map any spelling (`--optimizer-cpu-offload`, `optimizer_cpu_offload`, `ddp.use_distributed_optimizer`,
     a nested path whose last part is a known field) to its canonical key; unknown names stay as given."""
@@ -291,6 +294,8 @@ def canonical_key(name: str) -> str:
     if name.startswith("--"):
         dashed = name[2:].replace("-", "_")
         return _ALIASES.get(dashed, dashed)
+    if name.startswith(_FLAGSCALE_ENVS):  # FlagScale's environment: `experiment.envs.NAME`
+        return "env." + name[len(_FLAGSCALE_ENVS) :]
     last = name.rsplit(".", 1)[-1]
     if "." in name and last in _ALIASES and not name.startswith("env."):
         return _ALIASES[last]

@@ -31,7 +31,8 @@ def parse_overrides(items: Sequence[str]) -> list[ConfigValue]:
         problem = type_problem(canonical, value)
         if problem:
             raise UserError(f"--set {cut(item, 60)}: {canonical} takes {problem}, not {cut(raw_value.strip(), 60)!r}")
-        values.append(ConfigValue(canonical, value, Source("--set", None, f"#{position} {key}"), "set"))
+        written = key if canonical != key else ""
+        values.append(ConfigValue(canonical, value, Source("--set", None, f"#{position} {key}"), "set", written))
     return values
 
 

@@ -29,6 +29,9 @@ class ConfigValue(NamedTuple):
     value: Any
     source: Source
     origin: str  # one of PRECEDENCE
+    # the key as a config file or override wrote it, where that is a dotted path other than `key`
+    # (FlagScale's `train.system.recompute_granularity`: config/dialect.py prints its fixes there)
+    written: str = ""
 
 
 @dataclass

@@ -107,7 +107,9 @@ def parse_yaml_config(text: str, path: str, origin: str = "config") -> list[Conf
     read = []
     try:
         for dotted, node, scalar in _walk(root, "", budget, path):
-            value = ConfigValue(canonical_key(dotted), scalar, Source(path, node.start_mark.line + 1), origin)
+            key = canonical_key(dotted)
+            written = dotted if key != dotted else ""
+            value = ConfigValue(key, scalar, Source(path, node.start_mark.line + 1), origin, written)
             read.append((dotted, value))
     except RecursionError:
         raise UserError(_TOO_DEEP.format(path=path)) from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from offloaddoctor import __version__
 from offloaddoctor.advice import EstimateReport, mib
 from offloaddoctor.byte_units import GIB, MIB
-from offloaddoctor.config.dialect import dialect_of, render_lines
+from offloaddoctor.config.dialect import dialect_of, flagscale_places, render_lines
 from offloaddoctor.memory.model import COMPONENTS, host_memory_sentence, why_most_loaded
 from offloaddoctor.text_safety import json_document, safe_text as inert
 
@@ -39,6 +39,7 @@ def _verdict(report: EstimateReport) -> str:
 
 def render_estimate_text(report: EstimateReport) -> str:
     est, shape, dialect = report.estimate, report.estimate.shape, dialect_of(report.store)
+    places = flagscale_places(report.store)
     stage = est.most_loaded
     reserved, smi = est.reserved_bytes, est.nvidia_smi_bytes
     lines = [
@@ -106,7 +107,7 @@ def render_estimate_text(report: EstimateReport) -> str:
                 f"{_too_much(suggestion.fits, suggestion.gpu_fits)}"
                 f"{f', host memory about {on_host / GIB:,.0f} GiB a rank' if on_host else ''}; cost: {inert(suggestion.cost)}"
             )
-            lines += [f"       {inert(line)}" for line in render_lines(suggestion.overrides, dialect)]
+            lines += [f"       {inert(line)}" for line in render_lines(suggestion.overrides, dialect, places)]
     assumptions = [*shape.assumptions, *report.notes]
     if assumptions:
         lines += ["", "Assumptions:"] + [f"  - {inert(text)}" for text in assumptions]
@@ -116,6 +117,7 @@ def render_estimate_text(report: EstimateReport) -> str:
 
 def render_estimate_markdown(report: EstimateReport) -> str:
     est, dialect = report.estimate, dialect_of(report.store)
+    places = flagscale_places(report.store)
     rows = [f"| component | MiB | {_share_header(report)} | how |", "|---|---:|---:|---|"]
     for component in _components(report):
         rows.append(
@@ -145,7 +147,7 @@ def render_estimate_markdown(report: EstimateReport) -> str:
         for s in report.suggestions:
             out.append(
                 f"| {_md(s.change)} | {s.peak_allocated_bytes / MIB:,.0f} | {'yes' if s.fits else 'no'} | "
-                f"{_md(s.cost)} | `{_md(' '.join(render_lines(s.overrides, dialect)))}` |"
+                f"{_md(s.cost)} | `{_md(' '.join(render_lines(s.overrides, dialect, places)))}` |"
             )
     return "\n".join(out) + "\n"
 
@@ -162,6 +164,7 @@ def _md(text: str) -> str:
 
 def estimate_json(report: EstimateReport) -> dict:
     est, shape, dialect = report.estimate, report.estimate.shape, dialect_of(report.store)
+    places = flagscale_places(report.store)
     stage = est.most_loaded
     components = {f"{c.name}_mb": mib(c.bytes) for c in stage.components}
     return {
@@ -205,7 +208,7 @@ def estimate_json(report: EstimateReport) -> dict:
         "advice": [
             {
                 "change": s.change,
-                "overrides": render_lines(s.overrides, dialect),
+                "overrides": render_lines(s.overrides, dialect, places),
                 "peak_allocated_mb": mib(s.peak_allocated_bytes),
                 "nvidia_smi_mb": mib(s.estimate.nvidia_smi_bytes[0]),
                 "host_offload_mb": mib(s.estimate.host_bytes),

@@ -20,14 +20,17 @@ from offloaddoctor.config.derived import (
     gpus_hold,
     model_parallel_product,
 )
-from offloaddoctor.config.dialect import BRIDGE, dialect_of, parse_fix_line, render_changes
+from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, dialect_of, flagscale_places, parse_fix_line, render_changes
 from offloaddoctor.config.keys import VALUE_KINDS
 from offloaddoctor.coerce import is_none, number
 from offloaddoctor.config.values import ConfigStore, format_value, same_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
+    from collections.abc import Callable
     from typing import Any
+
+    Say = Callable[[list], str]  # changes -> how a note quotes them, in the fix's dialect
 
 # Settings that only mean something while their switch is on, or that a fix sets only because the switch needs
 # them (pp-cpu-offload's distributed and precision-aware optimizer): left out with it.
@@ -63,18 +66,23 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore, fallback: str =
         ]
         for f in findings
     }
-    _leads_into_another_refusal(findings, items, store, dialect)  # before the conflicts: it may settle them
-    _resolve_conflicts(findings, items, dialect)
-    _settled_by_another_fix(findings, items, store, dialect)
+    places = flagscale_places(store) if dialect == FLAGSCALE else None
+
+    def say(changes) -> str:  # changes as the notes quote them
+        return "; ".join(render_changes(changes, dialect, places=places))
+
+    _leads_into_another_refusal(findings, items, store, say)  # before the conflicts: it may settle them
+    _resolve_conflicts(findings, items, say)
+    _settled_by_another_fix(findings, items, store, say)
     for finding in findings:
-        _leave_out_layouts_the_gpus_cannot_hold(finding, items, store, dialect)
+        _leave_out_layouts_the_gpus_cannot_hold(finding, items, store, say)
     for finding in findings:
         out: list[str] = []
         items[id(finding)] = [_not_in_effect(item, store) for item in items[id(finding)]]
         finding.changes = [change for item in items[id(finding)] if not isinstance(item, str) for change in item]
         keys = {key for key, _ in finding.changes}
         for item in items[id(finding)]:
-            lines = [item] if isinstance(item, str) else render_changes(item, dialect, keys, has_recipe)
+            lines = [item] if isinstance(item, str) else render_changes(item, dialect, keys, has_recipe, places)
             out += [line for line in lines if line not in out]
         finding.overrides = out
     return dialect
@@ -135,7 +143,7 @@ def _with_replaced(changes, store: ConfigStore):
     return [*changes, *cleared]
 
 
-def _leave_out_layouts_the_gpus_cannot_hold(finding: Finding, items: dict[int, list], store: ConfigStore, dialect: str):
+def _leave_out_layouts_the_gpus_cannot_hold(finding: Finding, items: dict[int, list], store: ConfigStore, say: Say):
     """A fix's TP/PP/CP change the run's GPUs cannot be split into (config/derived.py gpus_hold) is left out, and
     the fix says why. Only where the config says how many GPUs there are."""
     changed = {
@@ -152,7 +160,7 @@ def _leave_out_layouts_the_gpus_cannot_hold(finding: Finding, items: dict[int, l
     wanted = [
         (key, int(changed[key] or number(store.value(key)) or 1)) for key in MODEL_PARALLEL_KEYS if key in changed
     ]
-    lines = "; ".join(render_changes(wanted, dialect))
+    lines = say(wanted)
     _leave_out(
         finding,
         items,
@@ -162,7 +170,7 @@ def _leave_out_layouts_the_gpus_cannot_hold(finding: Finding, items: dict[int, l
     )
 
 
-def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], dialect: str) -> None:
+def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], say: Say) -> None:
     values: dict[str, list[tuple[Finding, Any]]] = {}
     for finding in findings:
         for item in items[id(finding)]:
@@ -175,10 +183,10 @@ def _resolve_conflicts(findings: Sequence[Finding], items: dict[int, list], dial
         winner = owners[0] if owners else setters[0][0]
         value = next(v for f, v in setters if f is winner)
         dropped = {key} | (set(_NEEDS_ON.get(key, ())) if value is False else set())
-        kept = "; ".join(render_changes([(key, value)], dialect))
+        kept = say([(key, value)])
         for finding, other in setters:
             if _text(other) != _text(value):
-                left = "; ".join(render_changes([(key, other)], dialect))
+                left = say([(key, other)])
                 _leave_out(
                     finding,
                     items,
@@ -192,7 +200,7 @@ def _changes_of(finding: Finding, items: dict[int, list]) -> dict[str, Any]:
 
 
 def _leads_into_another_refusal(
-    findings: Sequence[Finding], items: dict[int, list], store: ConfigStore, dialect: str
+    findings: Sequence[Finding], items: dict[int, list], store: ConfigStore, say: Say
 ) -> None:
     """A fix after which the run would still be refused by another finding's constraint, where that finding's fix
     settles this one too, gives way to it: recompute-cpu-offload's `recompute off` on the local implementation, where
@@ -215,7 +223,7 @@ def _leads_into_another_refusal(
                 or store.holds(condition, theirs) is not False  # and the other's fix settles this one
             ):
                 continue
-            left, taken = _shown(own, store, dialect), _shown(theirs, store, dialect)
+            left, taken = _shown(own, store, say), _shown(theirs, store, say)
             items[id(finding)] = [list(item) for item in items[id(other)] if not isinstance(item, str)]
             finding.fix_note = (
                 f"{finding.fix_note} Not `{left}`: the run would still be refused by {other.signature.id}, whose "
@@ -225,9 +233,7 @@ def _leads_into_another_refusal(
             break
 
 
-def _settled_by_another_fix(
-    findings: Sequence[Finding], items: dict[int, list], store: ConfigStore, dialect: str
-) -> None:
+def _settled_by_another_fix(findings: Sequence[Finding], items: dict[int, list], store: ConfigStore, say: Say) -> None:
     """A constraint that the fix of a finding ranked before it already settles (activation offloading turned off by
     pp-cpu-offload's fix leaves recompute-cpu-offload nothing to forbid) keeps no lines of its own: applied together,
     the two would undo both memory savers for one conflict."""
@@ -239,15 +245,15 @@ def _settled_by_another_fix(
         for other in findings[:index]:  # a finding ranked before it: the primary keeps its own fix (n76's, n78's run)
             applied = _changes_of(other, items)
             if applied and store.holds(condition, applied) is False:
-                settled = _shown(applied, store, dialect)
+                settled = _shown(applied, store, say)
                 keys = set(_changes_of(finding, items))
                 _leave_out(finding, items, keys, f"{other.signature.id}'s fix (`{settled}`) settles this one as well.")
                 break
 
 
-def _shown(changes: dict[str, Any], store: ConfigStore, dialect: str) -> str:
+def _shown(changes: dict[str, Any], store: ConfigStore, say: Say) -> str:
     """Changes as a note quotes them: those the run does not have already, as the fix prints them."""
-    return "; ".join(render_changes([c for c in changes.items() if not in_effect(c, store)], dialect))
+    return say([c for c in changes.items() if not in_effect(c, store)])
 
 
 def _leave_out(finding: Finding, items: dict[int, list], keys: set[str], note: str) -> None:

@@ -1,0 +1,177 @@
+"""FlagScale's dialect: a fix for a run launched through FlagScale's Hydra configs is printed as the overrides its
+runner turns into Megatron-LM's arguments, at the path the user's config sets each setting (config/dialect.py),
+and real Hydra composed every printed line (fixtures/flagscale-dialect)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+
+import pytest
+
+from offloaddoctor.api import diagnose
+from offloaddoctor.config.dialect import (
+    BRIDGE,
+    FLAGSCALE,
+    dialect_of,
+    flagscale_places,
+    parse_fix_line,
+    render_changes,
+)
+from offloaddoctor.config.loading import build_store, explicit_config
+from offloaddoctor.policy import Policy
+
+from tests.conftest import FIXTURES, REPO
+
+RECORDED = FIXTURES / "flagscale-dialect" / "hydra-overrides.txt"
+HELD_OUT = FIXTURES / "held-out"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("check", REPO / "tools" / "check_flagscale_overrides.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _recorded_cases() -> dict[str, dict[str, list[str]]]:
+    """hydra-overrides.txt's blocks: case -> {"printed": [...], "arguments": [...], ...}."""
+    cases: dict[str, dict[str, list[str]]] = {}
+    block: dict[str, list[str]] = {}
+    for line in RECORDED.read_text().splitlines():
+        if line.startswith("## "):
+            block = cases.setdefault(line[3:].rsplit(" (", 1)[0], {})
+        elif ": " in line and not line.startswith("#"):
+            field, _, text = line.partition(": ")
+            block.setdefault(field, []).append(text)
+    return cases
+
+
+def test_each_case_prints_the_lines_hydra_composed(tmp_path):
+    tool = _tool()
+    recorded = _recorded_cases()
+    assert tool.printed(tool.write_configs(tmp_path)) == {case: recorded[case]["printed"] for case, _, _ in tool.CASES}
+    assert not any("refused" in recorded[case] for case, _, _ in tool.CASES)
+
+
+def _arguments(text: str) -> dict[str, list[str]]:
+    """`--a 1; --b` -> {"--a": ["1"], "--b": []}."""
+    if text == "(none)":
+        return {}
+    return {part.split()[0]: part.split()[1:] for part in text.split("; ")}
+
+
+def test_each_composed_config_passes_megatron_lm_the_change():
+    """What FlagScale's runner passed Megatron-LM after Hydra applied the printed lines: each change, as Megatron-LM
+    reads its flags (a true switch present, a false one or a removed setting absent, a value as given)."""
+    from offloaddoctor.config.dialect import flag_of
+
+    tool = _tool()
+    recorded = _recorded_cases()
+    for case, _, changes in tool.CASES:
+        block = recorded[case]
+        arguments = _arguments(block["arguments"][0])
+        for key, value in changes:
+            if key.startswith("env."):
+                envs = block["experiment.envs"][0]
+                name = key[len("env.") :]
+                assert (f"'{name}': '{value}'" in envs) if value is not None else (f"'{name}'" not in envs), case
+            elif key == "model.add_bias_linear":  # Megatron-LM's --disable-bias-linear
+                assert ("--disable-bias-linear" in arguments) is (value is False), case
+            elif value is True:
+                assert arguments[flag_of(key)] == [], case
+            elif value is None or value is False:
+                assert flag_of(key) not in arguments, case
+            else:
+                expected = (
+                    [str(v) for v in value]
+                    if isinstance(value, list)
+                    else [f"{value:g}" if isinstance(value, float) else str(value)]
+                )
+                assert arguments[flag_of(key)] == expected, case
+
+
+def test_what_was_printed_before_the_dialect_hydra_refuses():
+    [before] = [block for case, block in _recorded_cases().items() if case.startswith("before the FlagScale dialect")]
+    assert before["printed"] == ["model.recompute_granularity=selective"]
+    assert before["refused"][0].startswith("ConfigCompositionException: Could not override")
+
+
+@pytest.mark.parametrize(
+    ("case", "config"),
+    [
+        ("flagscale-megatron-lora-long-seq-oom-capacity", "config.yaml"),  # the config FlagScale printed
+        ("flagscale-megatron-lora-llama31-8b-oom-seq8704-just-over-limit", "config.sh"),  # run.py + Hydra overrides
+    ],
+)
+def test_a_flagscale_config_gets_its_fixes_as_flagscale_overrides(case, config):
+    directory = HELD_OUT / case
+    report = diagnose([str(directory / "job.log")], [str(directory / config)], policy=Policy())
+    assert report.fix_dialect == FLAGSCALE
+    lines = [line for finding in report.findings for line in finding.overrides]
+    assert lines and all(line.startswith(("++train.", "~train.", "++experiment.envs.")) for line in lines), lines
+
+
+def test_a_setting_the_config_sets_is_changed_where_it_sets_it(tmp_path):
+    """FlagScale's runner merges train.system, then train.model, then train.data: a fix set in another section than
+    the config's own would lose to it, or be passed twice. Where the config does not set it: train.system."""
+    train = tmp_path / "8b.yaml"  # FlagScale's train config layout: conf/train/8b.yaml, mounted under `train`
+    train.write_text(
+        "system:\n  tensor_model_parallel_size: 1\n  precision:\n    bf16: true\n"
+        "model:\n  num_layers: 36\n  micro_batch_size: 4\n  recompute_granularity: full\ndata:\n  data_path: /d\n"
+    )
+    values = explicit_config([str(train)], [])
+    assert dialect_of(values) == FLAGSCALE
+    places = flagscale_places(values)
+    changes = [
+        ("train.micro_batch_size", 2),
+        ("model.recompute_granularity", "selective"),
+        ("model.bf16", False),
+        ("optimizer.optimizer_cpu_offload", True),
+    ]
+    assert render_changes(changes, FLAGSCALE, places=places) == [
+        "++train.model.micro_batch_size=2",
+        "++train.model.recompute_granularity=selective",
+        "++train.system.precision.bf16=false",
+        "++train.system.optimizer_cpu_offload=true",
+    ]
+
+
+def test_hydra_overrides_on_the_launch_line_place_the_fix(tmp_path):
+    script = tmp_path / "launch.sh"
+    script.write_text("python run.py --config-name=train_8b action=run train.data.micro_batch_size=4\n")
+    values = explicit_config([str(script)], [])
+    assert dialect_of(values) == FLAGSCALE
+    assert render_changes([("train.micro_batch_size", 1)], FLAGSCALE, places=flagscale_places(values)) == [
+        "++train.data.micro_batch_size=1"
+    ]
+
+
+def test_a_bridge_config_is_not_flagscales():
+    """Bridge's sections (model, train, optimizer, ddp …) have no `system` and no `train.model`."""
+    config = FIXTURES / "oom-partial-optimizer-offload-bridge" / "run_config.yaml"
+    values = explicit_config([str(config)], [])
+    assert dialect_of(values) == BRIDGE
+    assert flagscale_places(values) == {}
+
+
+def test_flagscales_environment_section_is_read_as_the_environment(tmp_path):
+    """The runner exports `experiment.envs` on every node: an allocator setting there is the run's."""
+    config = tmp_path / "experiment.yaml"
+    config.write_text(
+        "experiment:\n  envs:\n    PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True\n"
+        "train:\n  system:\n    tensor_model_parallel_size: 2\n"
+    )
+    store = build_store(explicit_config([str(config)], []))
+    assert store.value("env.PYTORCH_CUDA_ALLOC_CONF") == "expandable_segments:True"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["expandable_segments:True", "garbage_collection_threshold:0.6,expandable_segments:True", "a b", 'say "x"', "it's"],
+)
+def test_an_environment_value_is_one_shell_word_and_reads_back(value):
+    [line] = render_changes([("env.PYTORCH_CUDA_ALLOC_CONF", value)], FLAGSCALE)
+    [word] = shlex.split(line)
+    assert word.startswith("++experiment.envs.PYTORCH_CUDA_ALLOC_CONF=")
+    assert parse_fix_line(line) == [("env.PYTORCH_CUDA_ALLOC_CONF", value)]
