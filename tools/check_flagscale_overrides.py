@@ -56,6 +56,7 @@ experiment:
     CUDA_DEVICE_MAX_CONNECTIONS: 1
     PYTORCH_CUDA_ALLOC_CONF: garbage_collection_threshold:0.6
 """
+AWKWARD_VALUES = ["a\\b", 'say "x"', "it's", "a,b", 'x\\"y', "end\\", "a b", "$HOME*", '"q"', "ÄÖ<>=@!", "INIT,COLL"]
 # (case, config, the changes a fix makes)
 CASES = [
     ("recompute, to a config that has none", "resolved", [("model.recompute_granularity", "selective")]),
@@ -176,6 +177,12 @@ def main() -> None:
                 if any(key.startswith("env.") for key, _ in changes):
                     envs = OmegaConf.to_container(composed.experiment, resolve=True).get("envs") or {}
                     print(f"experiment.envs: {envs}")
+            # environment values with characters Hydra or the shell read as their own: each must arrive as written
+            print("\n## environment values with characters Hydra or the shell read as their own (layout)")
+            for value in AWKWARD_VALUES:
+                [line] = render_changes([("env.NCCL_DEBUG_SUBSYS", value)], FLAGSCALE)
+                arrived = compose(config_name="layout", overrides=shlex.split(line)).experiment.envs.NCCL_DEBUG_SUBSYS
+                print(f"{'arrived' if arrived == value else 'changed'}: {line} -> {arrived!r}")
             # what was printed for a FlagScale config before its dialect: Bridge's overrides
             case, config_name, changes = CASES[0]
             print(f"\n## before the FlagScale dialect: {case}, in Bridge's form ({config_name})")

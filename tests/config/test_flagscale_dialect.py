@@ -8,6 +8,7 @@ import importlib.util
 import shlex
 
 import pytest
+from hypothesis import given, strategies as st
 
 from offloaddoctor.api import diagnose
 from offloaddoctor.config.dialect import (
@@ -175,3 +176,18 @@ def test_an_environment_value_is_one_shell_word_and_reads_back(value):
     [word] = shlex.split(line)
     assert word.startswith("++experiment.envs.PYTORCH_CUDA_ALLOC_CONF=")
     assert parse_fix_line(line) == [("env.PYTORCH_CUDA_ALLOC_CONF", value)]
+
+
+@given(st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1).filter(lambda v: v == v.strip()))
+def test_any_environment_value_is_one_shell_word_that_reads_back(value):
+    [line] = render_changes([("env.NCCL_ALGO", value)], FLAGSCALE)
+    assert len(shlex.split(line)) == 1
+    assert parse_fix_line(line) == [("env.NCCL_ALGO", value)]
+
+
+def test_environment_values_hydra_or_the_shell_would_misread_arrived_as_written():
+    tool = _tool()
+    block = _recorded_cases()["environment values with characters Hydra or the shell read as their own"]
+    assert "changed" not in block
+    printed = [render_changes([("env.NCCL_DEBUG_SUBSYS", value)], FLAGSCALE)[0] for value in tool.AWKWARD_VALUES]
+    assert [line.rsplit(" -> ", 1)[0] for line in block["arrived"]] == printed

@@ -22,6 +22,7 @@ from pathlib import Path
 from offloaddoctor.config.derived import NODES_KEYS, PROCESSES_PER_NODE_KEYS, TASKS_KEYS
 from offloaddoctor.config.keys import LIST_KEYS, VALUE_KINDS, canonical_key, parse_value
 from offloaddoctor.config.values import ConfigValue, format_value
+from offloaddoctor.lazy_pattern import lazy_compile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -66,6 +67,11 @@ _FLAGSCALE_DEFAULT = "train.system."  # where FlagScale's example configs keep p
 # The sections FlagScale's runner merges into Megatron-LM's arguments; `system` is FlagScale's alone, and a file
 # with it is a FlagScale train config (conf/train/*.yaml) whose `model`/`data` sections are FlagScale's too.
 _FLAGSCALE_SECTIONS = ("train.system.", "train.model.", "train.data.", "train.trainer.")
+# What Hydra's override grammar (hydra/grammar/OverrideLexer.g4) reads as one bare string: ID, INT, FLOAT, BOOL,
+# UNQUOTED_CHAR and COLON tokens
+_HYDRA_PLAIN = lazy_compile(r"[A-Za-z0-9_./+:%*-]+")
+_BACKSLASHES_BEFORE_QUOTE = lazy_compile(r'(\\*)("|$)')
+_ESCAPED_BEFORE_QUOTE = lazy_compile(r'((?:\\\\)*)(\\"|$)')
 _SHELL_SPECIAL = frozenset(" \t[]*?$'\"\\;&|<>(){}!#`")
 _FROM_LAUNCH = " from the launch command"
 _SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".cmd")
@@ -177,10 +183,12 @@ def _is_switch(flag: str) -> bool:
 
 
 def _hydra(path: str, value: str) -> str:
-    """`++path=value` as one shell word: the value in double quotes where Hydra would read a character of it as
-    its own (a `,` is a sweep), the whole in single quotes where the shell would (a glob's `[`, a space)."""
-    if not value.startswith("[") and any(char in value for char in ",'\" \\"):
-        value = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """`++path=value` as one shell word: the value in double quotes unless Hydra's grammar takes it bare (a `,` is
+    a sweep; only ASCII letters, digits and a few signs stand unquoted), the whole in single quotes where the
+    shell would read a character as its own (a glob's `[`, a space)."""
+    if not value.startswith("[") and not _HYDRA_PLAIN.fullmatch(value):
+        # Hydra reads a backslash as an escape only before a quote or at the end (other ones stay as written)
+        value = '"' + _BACKSLASHES_BEFORE_QUOTE.sub(lambda m: m[1] * 2 + ('\\"' if m[2] else ""), value) + '"'
     override = f"++{path}={value}"
     return "'" + override.replace("'", "'\\''") + "'" if any(char in override for char in _SHELL_SPECIAL) else override
 
@@ -228,12 +236,14 @@ def parse_fix_line(line: str) -> list[Change]:
     if not sep or not key or " " in key.strip():
         return []
     if len(raw) > 1 and raw[0] == raw[-1] == '"':  # a value quoted for Hydra
-        raw = raw[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+        raw = _ESCAPED_BEFORE_QUOTE.sub(lambda m: m[1][: len(m[1]) // 2] + ('"' if m[2] else ""), raw[1:-1])
     flag = "--" + key.rsplit(".", 1)[-1].lstrip("+").replace("_", "-")
     if "." in key and flag in _KEY_OF_NEGATED:  # FlagScale's `disable_bias_linear=true`
         return [(_KEY_OF_NEGATED[flag], parse_value("", raw) is not True)]
     if "." in key and flag in _SWITCHES_ALSO_REMOVED and parse_value("", raw) is False:
         return [_removed(flag)]  # FlagScale's `recompute_activations=false`, beside the setting it also sets
+    if canonical_key(key).startswith("env."):  # an environment variable's value is text, as an export's is
+        return [(canonical_key(key), raw)]
     return [(canonical_key(key), parse_value(canonical_key(key), raw))]
 
 
