@@ -191,3 +191,23 @@ def test_environment_values_hydra_or_the_shell_would_misread_arrived_as_written(
     assert "changed" not in block
     printed = [render_changes([("env.NCCL_DEBUG_SUBSYS", value)], FLAGSCALE)[0] for value in tool.AWKWARD_VALUES]
     assert [line.rsplit(" -> ", 1)[0] for line in block["arrived"]] == printed
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "flagscale-megatron-lora-long-seq-oom-capacity",  # its arguments block has FlagScale's own arguments
+        "flagscale-lora-llama8b-seq9728-oom-output-layer",  # no arguments block; its traceback runs flagscale/train/
+    ],
+)
+def test_a_flagscale_log_alone_gets_flagscale_overrides_and_says_where_they_go(case):
+    report = diagnose([str(HELD_OUT / case / "job.log")], policy=Policy())
+    assert report.fix_dialect == FLAGSCALE
+    assert all(line.startswith("++train.system.") for f in report.findings for line in f.overrides)
+    assert report.notes[0].startswith("a FlagScale run: its fix lines set each setting in `train.system`")
+
+
+def test_a_megatron_lm_log_is_not_flagscales():
+    report = diagnose([str(FIXTURES / "pp-cpu-offload" / "job.log")], policy=Policy())
+    assert report.fix_dialect == "megatron-lm"
+    assert not any("FlagScale" in note for note in report.notes)

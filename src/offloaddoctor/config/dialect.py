@@ -69,6 +69,14 @@ _FLAGSCALE_DEFAULT = "train.system."  # where FlagScale's example configs keep p
 _FLAGSCALE_SECTIONS = ("train.system.", "train.model.", "train.data.", "train.trainer.")
 # What Hydra's override grammar (hydra/grammar/OverrideLexer.g4) reads as one bare string: ID, INT, FLOAT, BOOL,
 # UNQUOTED_CHAR and COLON tokens
+# Arguments FlagScale adds to Megatron-LM's (heterogeneous training, FlagGems): an arguments block with one is a
+# FlagScale run's (eight held-out FlagScale logs print them)
+_FLAGSCALE_ARGUMENTS = frozenset({"enable_hetero", "hetero_process_meshes", "enable_flag_gems"})
+FLAGSCALE_PLACES_UNKNOWN = (
+    "a FlagScale run: its fix lines set each setting in `train.system` (`++` adds or replaces it there); where your "
+    "config sets one in `train.model` or `train.data`, set it there instead (FlagScale's runner lets the later "
+    "section win), or give the config with --config to have each line placed where it sets it"
+)
 _HYDRA_PLAIN = lazy_compile(r"[A-Za-z0-9_./+:%*-]+")
 _BACKSLASHES_BEFORE_QUOTE = lazy_compile(r'(\\*)("|$)')
 _ESCAPED_BEFORE_QUOTE = lazy_compile(r'((?:\\\\)*)(\\"|$)')
@@ -284,18 +292,23 @@ _LAUNCHER_KEYS = frozenset(
 def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRIDGE) -> str:
     """The dialect of the config the user edits. Config files given with --config (and --set) win over
     what the log prints: FlagScale's where one sets a FlagScale path (flagscale_places), else a launch script's
-    `--flags` are Megatron-LM, a YAML file, Hydra overrides and --set are Bridge. From the log alone: Megatron-LM's arguments block and launch flags, else `fallback` (the
-    training code its tracebacks ran, else Bridge)."""
+    `--flags` are Megatron-LM, a YAML file, Hydra overrides and --set are Bridge. From the log alone: FlagScale's
+    where its arguments block has FlagScale's own arguments, Megatron-LM's arguments block and launch flags (FlagScale's
+    where `fallback`, the training code its tracebacks ran, is), else `fallback` (else Bridge)."""
     values = _listed(values)
     if flagscale_places(values):
         return FLAGSCALE
     for origins in (("config", "set"), ("log",)):
+        if origins == ("log",) and any(v.key in _FLAGSCALE_ARGUMENTS and v.origin == "log" for v in values):
+            return FLAGSCALE
         tally = {MEGATRON_LM: 0, BRIDGE: 0}
         for value in values:
             if value.origin in origins and not value.key.startswith(("env.", "runtime.")) and not _either(value):
                 tally[_dialect_of_value(value)] += 1
         if any(tally.values()):
-            return MEGATRON_LM if tally[MEGATRON_LM] > tally[BRIDGE] else BRIDGE
+            found = MEGATRON_LM if tally[MEGATRON_LM] > tally[BRIDGE] else BRIDGE
+            # FlagScale passes Megatron-LM's arguments: a log of them from a run of FlagScale's code is FlagScale's
+            return FLAGSCALE if found == MEGATRON_LM and origins == ("log",) and fallback == FLAGSCALE else found
     return fallback
 
 

@@ -40,7 +40,7 @@ from offloaddoctor.scanning import (
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import NotAChoice, Predicate, evaluate, missing, names_in
 from offloaddoctor.config.derived import SUGGESTED, fix_values
-from offloaddoctor.config.dialect import BRIDGE, MEGATRON_LM
+from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, FLAGSCALE_PLACES_UNKNOWN, MEGATRON_LM, flagscale_places
 from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore, format_value
 from offloaddoctor.lazy_pattern import lazy_compile
@@ -131,12 +131,19 @@ def build_report(
     one_allocation_over_half_the_gpu(ordered)
     # No config to take the dialect from: the training code the tracebacks ran (ROCm/Megatron-LM#85's paste, in
     # megatron/training/arguments.py, was given Bridge's lines)
-    dialect = print_fixes(ordered, store, MEGATRON_LM if scan.training_code == {"megatron-lm"} else BRIDGE)
+    code = scan.training_code
+    dialect = print_fixes(
+        ordered, store, FLAGSCALE if "flagscale" in code else MEGATRON_LM if code == {"megatron-lm"} else BRIDGE
+    )
+    if dialect == FLAGSCALE and not flagscale_places(store) and any(f.overrides for f in ordered):
+        notes_first = [FLAGSCALE_PLACES_UNKNOWN]
+    else:
+        notes_first = []
     if weigh_fixes is not None:
         weigh_fixes(ordered, store)
     mismatch = config_mismatch(store)
     keyed = store.keyed_disagreements()
-    notes = ([mismatch] if mismatch else []) + list(scan.warnings) + _empty_log_notes(scan)
+    notes = notes_first + ([mismatch] if mismatch else []) + list(scan.warnings) + _empty_log_notes(scan)
     if baseline is not None:
         notes.append(_baseline_note(run.values, ordered))
     notes += [note for _, note in keyed]

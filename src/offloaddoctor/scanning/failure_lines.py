@@ -118,8 +118,11 @@ START_UP_FUNCTIONS = frozenset(
 
 
 def training_code(header: str) -> str | None:
-    """Whose training loop a frame is in: Megatron-LM's (`megatron/training/`) or Megatron-Bridge's
-    (`megatron/bridge/`); None for megatron-core's own and everything else, which both run."""
+    """Whose training loop a frame is in: FlagScale's (`flagscale/train/`, which runs Megatron-LM's), Megatron-LM's
+    (`megatron/training/`) or Megatron-Bridge's (`megatron/bridge/`); None for megatron-core's own and everything
+    else, which both run."""
+    if "flagscale/train/" in header:
+        return "flagscale"
     if "megatron/training/" in header:
         return "megatron-lm"
     if "megatron/bridge/" in header:
