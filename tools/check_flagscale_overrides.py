@@ -22,7 +22,9 @@ import tempfile
 from pathlib import Path
 
 from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, flagscale_places, render_changes
-from offloaddoctor.config.loading import explicit_config
+import yaml
+
+from offloaddoctor.config.loading import explicit_config, load_log_config
 
 REPO = Path(__file__).resolve().parent.parent
 # A FlagScale config as the runner saw it (train and experiment nodes), from a held-out run's own output.
@@ -56,6 +58,21 @@ experiment:
     CUDA_DEVICE_MAX_CONNECTIONS: 1
     PYTORCH_CUDA_ALLOC_CONF: garbage_collection_threshold:0.6
 """
+CALIBRATION = REPO / "fixtures" / "memory-calibration"
+B81 = "b81-gpt1b-cap39500-first-step-oom.log.gz"
+B85 = "b85-gpt1b-cap39500-mbs2-advised.log.gz"
+B81_SECTIONS = {
+    "system": ["model.tensor_model_parallel_size", "optimizer.use_distributed_optimizer", "model.bf16"],
+    "model": [
+        "model.num_layers",
+        "model.hidden_size",
+        "model.ffn_hidden_size",
+        "model.num_attention_heads",
+        "model.seq_length",
+        "train.micro_batch_size",
+        "train.global_batch_size",
+    ],
+}
 AWKWARD_VALUES = ["a\\b", 'say "x"', "it's", "a,b", 'x\\"y', "end\\", "a b", "$HOME*", '"q"', "ÄÖ<>=@!", "INIT,COLL"]
 # (case, config, the changes a fix makes)
 CASES = [
@@ -126,6 +143,19 @@ def concerned(args: list[str], flags: set[str]) -> str:
     return "; ".join(shown) or "(none)"
 
 
+def b81_fix_lines(directory: Path) -> list[str]:
+    """diagnose's fix for run b81's out-of-memory log (one H100 under a 39,500 MiB limit) given its settings as a
+    FlagScale train config (`train/b81.yaml`, the layout's sections; b81's arguments block gives the values)."""
+    from offloaddoctor.api import diagnose
+
+    printed = {v.key: v.value for v in load_log_config(str(CALIBRATION / "out-of-memory" / B81))}
+    sections = {section: {k.rsplit(".", 1)[-1]: printed[k] for k in keys} for section, keys in B81_SECTIONS.items()}
+    (directory / "train" / "b81.yaml").write_text(yaml.safe_dump(sections, sort_keys=False))
+    (directory / "b81.yaml").write_text(EXPERIMENT_YAML.replace("train: 8b", "train: b81"))
+    report = diagnose([str(CALIBRATION / "out-of-memory" / B81)], [str(directory / "train" / "b81.yaml")])
+    return [line for finding in report.findings for line in finding.overrides]
+
+
 def write_configs(directory: Path) -> dict[str, list]:
     """The cases' configs written into `directory` (Hydra's config directory), and what offloaddoctor reads of each
     as the user's config: the resolved one whole, and the train section of the layout one."""
@@ -183,6 +213,23 @@ def main() -> None:
                 [line] = render_changes([("env.NCCL_DEBUG_SUBSYS", value)], FLAGSCALE)
                 arrived = compose(config_name="layout", overrides=shlex.split(line)).experiment.envs.NCCL_DEBUG_SUBSYS
                 print(f"{'arrived' if arrived == value else 'changed'}: {line} -> {arrived!r}")
+            # a fix proven on the GPU: b81's OOM with its settings in a FlagScale train config
+            lines = b81_fix_lines(directory)
+            args = megatron_args(
+                OmegaConf.to_container(
+                    compose(config_name="b81", overrides=[w for line in lines for w in shlex.split(line)]).train,
+                    resolve=True,
+                )
+            )
+            b85 = {v.key: v.value for v in load_log_config(str(CALIBRATION / B85))}
+            print("\n## b81's out-of-memory log, its settings in a FlagScale train config (b81)")
+            for line in lines:
+                print(f"printed: {line}")
+            print(f"arguments: {concerned(args, {'--micro-batch-size', '--global-batch-size'})}")
+            print(
+                f"b85 ran: --micro-batch-size {b85['train.micro_batch_size']} --global-batch-size "
+                f"{b85['train.global_batch_size']} (trained at 30,740 MiB under the 39,500 MiB limit)"
+            )
             # what was printed for a FlagScale config before its dialect: Bridge's overrides
             case, config_name, changes = CASES[0]
             print(f"\n## before the FlagScale dialect: {case}, in Bridge's form ({config_name})")

@@ -211,3 +211,14 @@ def test_a_megatron_lm_log_is_not_flagscales():
     report = diagnose([str(FIXTURES / "pp-cpu-offload" / "job.log")], policy=Policy())
     assert report.fix_dialect == "megatron-lm"
     assert not any("FlagScale" in note for note in report.notes)
+
+
+def test_b81s_fix_as_flagscale_prints_passes_megatron_lm_what_b85_trained_with(tmp_path):
+    """Run b81 (one H100 under a 39,500 MiB limit) ran out of memory; its fix, printed for its settings in a FlagScale
+    train config and composed by Hydra, passes Megatron-LM the micro-batch b85 trained with (30,740 MiB)."""
+    tool = _tool()
+    (tmp_path / "train").mkdir()
+    block = _recorded_cases()["b81's out-of-memory log, its settings in a FlagScale train config"]
+    assert tool.b81_fix_lines(tmp_path) == block["printed"] == ["++train.model.micro_batch_size=2"]
+    composed = _arguments(block["arguments"][0])
+    assert block["b85 ran"][0].startswith(f"--micro-batch-size {composed['--micro-batch-size'][0]} ")
