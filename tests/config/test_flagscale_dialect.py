@@ -10,7 +10,7 @@ import shlex
 import pytest
 from hypothesis import given, strategies as st
 
-from offloaddoctor.api import diagnose
+from offloaddoctor.api import check, diagnose
 from offloaddoctor.config.dialect import (
     BRIDGE,
     FLAGSCALE,
@@ -222,3 +222,19 @@ def test_b81s_fix_as_flagscale_prints_passes_megatron_lm_what_b85_trained_with(t
     assert tool.b81_fix_lines(tmp_path) == block["printed"] == ["++train.model.micro_batch_size=2"]
     composed = _arguments(block["arguments"][0])
     assert block["b85 ran"][0].startswith(f"--micro-batch-size {composed['--micro-batch-size'][0]} ")
+
+
+def test_a_config_that_passes_the_offloading_switch_gets_it_turned_off_with_the_layer_count(tmp_path):
+    """Megatron-LM turns activation offloading on from the layer count, so its fix sets the count alone; a FlagScale
+    config that also sets `cpu_offloading: true` passes `--cpu-offloading`, which the count does not turn off."""
+    train = tmp_path / "7b.yaml"
+    train.write_text(
+        "system:\n  pipeline_model_parallel_size: 2\n  cpu_offloading: true\n  cpu_offloading_num_layers: 2\n"
+        "model:\n  num_layers: 32\n  transformer_impl: transformer_engine\ndata:\n  data_path: /d\n"
+    )
+    report = check([str(train)])
+    [finding] = [f for f in report.violations if f.id == "pp-cpu-offload"]
+    assert finding.overrides[:2] == [
+        "++train.system.cpu_offloading_num_layers=0",
+        "++train.system.cpu_offloading=false",
+    ]

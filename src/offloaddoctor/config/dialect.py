@@ -116,6 +116,8 @@ def render_changes(
             rendered = [f"unset {name}"] if value is None else [f"export {name}={_value_text(value)}"]
         elif dialect == FLAGSCALE:
             rendered = [text for line in _megatron_lines(key, value, keys) for text in _flagscale(line, places)]
+            if key == "model.cpu_offloading" and places and key in places:  # the config passes `--cpu-offloading`
+                rendered.append(_hydra(places[key], "true" if value else "false"))
         elif dialect == MEGATRON_LM:
             rendered = _megatron_lines(key, value, keys)
         elif key == "model.bf16" and value is True:
