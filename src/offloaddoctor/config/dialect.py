@@ -1,6 +1,7 @@
 """Fix lines in the dialect of the config the user edits: Megatron-LM `--flags`, Megatron-Bridge `a.b=c`
-overrides, FlagScale's Hydra overrides (`++train.system.x=v`), `export` for the environment. Changes travel as (canonical key, value) pairs; only printing
-picks the dialect, and `parse_fix_line` reads any printed line back (tests apply printed fixes with it).
+overrides, FlagScale's Hydra overrides (`++train.system.x=v`), `export` for the environment. Changes travel as
+(canonical key, value) pairs; only printing picks the dialect, and `parse_fix_line` reads any printed line back
+(tests apply printed fixes with it).
 
 Megatron-LM's flags follow `megatron/training/arguments.py`: a store_true switch has no `--no-…` form, so
 turning one off is "remove --x from the launch command"; `cpu_offloading` has no switch of its own there
@@ -67,8 +68,6 @@ _FLAGSCALE_DEFAULT = "train.system."  # where FlagScale's example configs keep p
 # The sections FlagScale's runner merges into Megatron-LM's arguments; `system` is FlagScale's alone, and a file
 # with it is a FlagScale train config (conf/train/*.yaml) whose `model`/`data` sections are FlagScale's too.
 _FLAGSCALE_SECTIONS = ("train.system.", "train.model.", "train.data.", "train.trainer.")
-# What Hydra's override grammar (hydra/grammar/OverrideLexer.g4) reads as one bare string: ID, INT, FLOAT, BOOL,
-# UNQUOTED_CHAR and COLON tokens
 # Arguments FlagScale adds to Megatron-LM's (heterogeneous training, FlagGems): an arguments block with one is a
 # FlagScale run's (eight held-out FlagScale logs print them)
 _FLAGSCALE_ARGUMENTS = frozenset({"enable_hetero", "hetero_process_meshes", "enable_flag_gems"})
@@ -77,6 +76,8 @@ FLAGSCALE_PLACES_UNKNOWN = (
     "config sets one in `train.model` or `train.data`, set it there instead (FlagScale's runner lets the later "
     "section win), or give the config with --config to have each line placed where it sets it"
 )
+# What Hydra's override grammar (hydra/grammar/OverrideLexer.g4) reads as one bare string: ID, INT, FLOAT, BOOL,
+# UNQUOTED_CHAR and COLON tokens
 _HYDRA_PLAIN = lazy_compile(r"[A-Za-z0-9_./+:%*-]+")
 _BACKSLASHES_BEFORE_QUOTE = lazy_compile(r'(\\*)("|$)')
 _ESCAPED_BEFORE_QUOTE = lazy_compile(r'((?:\\\\)*)(\\"|$)')
@@ -295,8 +296,8 @@ def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRID
     """The dialect of the config the user edits. Config files given with --config (and --set) win over
     what the log prints: FlagScale's where one sets a FlagScale path (flagscale_places), else a launch script's
     `--flags` are Megatron-LM, a YAML file, Hydra overrides and --set are Bridge. From the log alone: FlagScale's
-    where its arguments block has FlagScale's own arguments, Megatron-LM's arguments block and launch flags (FlagScale's
-    where `fallback`, the training code its tracebacks ran, is), else `fallback` (else Bridge)."""
+    where its arguments block has FlagScale's own arguments; Megatron-LM's arguments block and launch flags
+    (FlagScale's where `fallback`, the training code its tracebacks ran, is); else `fallback` (else Bridge)."""
     values = _listed(values)
     if flagscale_places(values):
         return FLAGSCALE
