@@ -68,8 +68,8 @@ _FLAGSCALE_DEFAULT = "train.system."  # where FlagScale's example configs keep p
 # The sections FlagScale's runner merges into Megatron-LM's arguments; `system` is FlagScale's alone, and a file
 # with it is a FlagScale train config (conf/train/*.yaml) whose `model`/`data` sections are FlagScale's too.
 _FLAGSCALE_SECTIONS = ("train.system.", "train.model.", "train.data.", "train.trainer.")
-# Arguments FlagScale adds to Megatron-LM's (heterogeneous training, FlagGems): an arguments block with one is a
-# FlagScale run's (eight held-out FlagScale logs print them)
+# Arguments FlagScale adds to Megatron-LM's (flagscale/train/arguments.py `_add_hetero_args`, "FlagScale specific";
+# FlagGems): an arguments block with one is a FlagScale run's (eight held-out FlagScale logs print them)
 _FLAGSCALE_ARGUMENTS = frozenset({"enable_hetero", "hetero_process_meshes", "enable_flag_gems"})
 FLAGSCALE_PLACES_UNKNOWN = (
     "a FlagScale run: its fix lines set each setting in `train.system` (`++` adds or replaces it there); where your "
