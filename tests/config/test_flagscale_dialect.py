@@ -238,3 +238,23 @@ def test_a_config_that_passes_the_offloading_switch_gets_it_turned_off_with_the_
         "++train.system.cpu_offloading_num_layers=0",
         "++train.system.cpu_offloading=false",
     ]
+
+
+def test_check_refuses_recompute_in_a_flagscale_peft_config_and_not_in_a_bridge_one(tmp_path):
+    """FlagScale's post_validate_args asserts recompute is unset when peft_type is set ("PEFT will raise comfilcts
+    with recompute currently"); Megatron-Bridge has no such rule."""
+    flagscale = tmp_path / "train.yaml"
+    flagscale.write_text(
+        "system:\n  recompute_granularity: full\n  recompute_method: uniform\n  recompute_num_layers: 1\n"
+        "model:\n  num_layers: 32\n  peft_type: lora\ndata:\n  data_path: /d\n"
+    )
+    [finding] = [f for f in check([str(flagscale)]).violations if f.id == "flagscale-peft-recompute"]
+    assert finding.overrides == [
+        "~train.system.recompute_granularity",
+        "++train.system.recompute_activations=false",
+        "~train.system.recompute_method",
+        "~train.system.recompute_num_layers",
+    ]
+    bridge = tmp_path / "bridge.yaml"
+    bridge.write_text("model:\n  num_layers: 32\n  recompute_granularity: full\npeft:\n  dim: 16\n")
+    assert "flagscale-peft-recompute" not in {f.id for f in check([str(bridge)]).violations}

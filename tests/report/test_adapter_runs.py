@@ -22,10 +22,15 @@ MEGATRON_RUN = {"model.transformer_impl": "transformer_engine", "optimizer.use_d
 def test_the_optimizer_lines_of_a_lora_run_out_of_memory_are_left_out_and_the_fix_says_why():
     [finding] = diagnose([str(MEMRIFT / "job.log")], [str(MEMRIFT / "config.yaml")]).findings
     assert finding.id == "oom-capacity"
-    assert finding.overrides == ["++train.system.recompute_granularity=selective"]  # FlagScale's dialect
+    # the template's recompute is left out too: FlagScale refuses recompute in a PEFT run
+    assert finding.overrides == []
     [note] = finding.fix_sentences  # in place of the summary, which leads with sharding the optimizer
     assert note.startswith("Optimizer settings left out of this fix: the run trains adapters over a frozen model")
     assert "config.yaml:65" in note
+    assert note.endswith(
+        "`++train.system.recompute_granularity=selective` left out: the run would stop before it trains a step "
+        "(flagscale-peft-recompute: Activation recompute in a FlagScale PEFT (LoRA) run)."
+    )
 
 
 def test_a_traceback_through_adapter_code_says_it_without_the_config():

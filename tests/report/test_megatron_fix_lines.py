@@ -49,3 +49,16 @@ def test_a_traceback_through_megatrons_training_code_shows_a_megatron_run():
     )
     [finding] = diagnose_text(frames + TORCH_OOM).findings
     assert "left out" not in finding.fix_note
+
+
+def test_an_fp16_runs_optimizer_offloading_fix_brings_the_fp32_gradients_the_precision_aware_optimizer_needs():
+    """Held-out A10G log (fp16, Megatron-LM): the fix from the OOM message's figures offloads the optimizer with the
+    precision-aware optimizer, whose gradient clipping asserts fp32 or bf16 gradients: on an H100 the fp16 run so
+    offloaded stopped at its first step (n117) and trained with --accumulate-allreduce-grads-in-fp32 (n120)."""
+    log = FIXTURES / "held-out" / "megatron-lm-gpt2.6b-tp2pp4-a10g-seq8192-oom-in-vocab-parallel-ce" / "job.log"
+    [finding] = diagnose([str(log)]).findings
+    assert {"--use-precision-aware-optimizer", "--accumulate-allreduce-grads-in-fp32"} <= set(finding.overrides)
+    assert ("ddp.grad_reduce_in_fp32", True) in finding.changes
+    assert "`--accumulate-allreduce-grads-in-fp32` added: without it the run would stop before it trains a step " in (
+        finding.fix_note
+    )

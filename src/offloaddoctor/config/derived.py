@@ -94,6 +94,7 @@ def inputs_of(keys) -> set[str]:
 
 
 def add_derived_values(store: ConfigStore) -> None:
+    _flagscale(store)
     _expandable_segments(store)
     _megatron_lm_cpu_offloading(store)
     _layers_per_pipeline_rank(store)
@@ -177,6 +178,24 @@ def _derived(key: str, value, *given: Resolved | None, note: str = "") -> Resolv
 def _location(source: Source) -> str:
     where = source.path if source.line is None else f"{source.path}:{source.line}"
     return f"{where} [{source.detail}]" if source.detail else where
+
+
+# FlagScale's config sections, which its runner merges into Megatron-LM's arguments (config/dialect.py), and
+# arguments it adds to Megatron-LM's (flagscale/train/arguments.py `_add_hetero_args`, "FlagScale specific"; FlagGems):
+# an arguments block with one is a FlagScale run's (eight held-out FlagScale logs print them).
+FLAGSCALE_SECTIONS = ("train.system.", "train.model.", "train.data.", "train.trainer.")
+FLAGSCALE_ARGUMENTS = frozenset({"enable_hetero", "hetero_process_meshes", "enable_flag_gems"})
+
+
+def _flagscale(store: ConfigStore) -> None:
+    """launcher.flagscale: the run goes through FlagScale's runner, which checks Megatron-LM's arguments with its own
+    rules too (flagscale-peft-recompute): its config's paths were given, or its log prints FlagScale's arguments."""
+    for value in store.all_values():
+        written = (value.written or value.key).lstrip("+")
+        given = value.origin in ("config", "set") and written.startswith((*FLAGSCALE_SECTIONS, "system."))
+        if given or (value.origin == "log" and value.key in FLAGSCALE_ARGUMENTS):
+            store.set_derived(_derived("launcher.flagscale", True, store.resolve(value.key)))
+            return
 
 
 # The allocator's settings, in the order they are read (the first one the run sets).

@@ -20,7 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from offloaddoctor.config.derived import NODES_KEYS, PROCESSES_PER_NODE_KEYS, TASKS_KEYS
+from offloaddoctor.config.derived import (
+    FLAGSCALE_ARGUMENTS,
+    FLAGSCALE_SECTIONS,
+    NODES_KEYS,
+    PROCESSES_PER_NODE_KEYS,
+    TASKS_KEYS,
+)
 from offloaddoctor.config.keys import LIST_KEYS, VALUE_KINDS, canonical_key, parse_value
 from offloaddoctor.config.values import ConfigValue, format_value
 from offloaddoctor.lazy_pattern import lazy_compile
@@ -65,12 +71,8 @@ _SWITCHES_ALSO_REMOVED = frozenset(flag for flags in _ALSO_REMOVE.values() for f
 _REMOVE, _SET = "remove ", "set "
 _FLAGSCALE_ENVS = "experiment.envs."  # the runner exports these on every node
 _FLAGSCALE_DEFAULT = "train.system."  # where FlagScale's example configs keep parallelism, recompute, offloading
-# The sections FlagScale's runner merges into Megatron-LM's arguments; `system` is FlagScale's alone, and a file
-# with it is a FlagScale train config (conf/train/*.yaml) whose `model`/`data` sections are FlagScale's too.
-_FLAGSCALE_SECTIONS = ("train.system.", "train.model.", "train.data.", "train.trainer.")
-# Arguments FlagScale adds to Megatron-LM's (flagscale/train/arguments.py `_add_hetero_args`, "FlagScale specific";
-# FlagGems): an arguments block with one is a FlagScale run's (eight held-out FlagScale logs print them)
-_FLAGSCALE_ARGUMENTS = frozenset({"enable_hetero", "hetero_process_meshes", "enable_flag_gems"})
+# `system` is FlagScale's section alone: a file with it is a FlagScale train config (conf/train/*.yaml) whose
+# `model`/`data` sections are FlagScale's too.
 FLAGSCALE_PLACES_UNKNOWN = (
     "a FlagScale run: its fix lines set each setting in `train.system` (`++` adds or replaces it there); where your "
     "config sets one in `train.model` or `train.data`, set it there instead (FlagScale's runner lets the later "
@@ -302,7 +304,7 @@ def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRID
     if flagscale_places(values):
         return FLAGSCALE
     for origins in (("config", "set"), ("log",)):
-        if origins == ("log",) and any(v.key in _FLAGSCALE_ARGUMENTS and v.origin == "log" for v in values):
+        if origins == ("log",) and any(v.key in FLAGSCALE_ARGUMENTS and v.origin == "log" for v in values):
             return FLAGSCALE
         tally = {MEGATRON_LM: 0, BRIDGE: 0}
         for value in values:
@@ -325,7 +327,7 @@ def flagscale_places(values: ConfigStore | Iterable[ConfigValue]) -> dict[str, s
         written = _written(value)
         if value.source.path in train_files and written.startswith(("system.", "model.", "data.", "trainer.")):
             written = "train." + written
-        if written.startswith(_FLAGSCALE_SECTIONS):
+        if written.startswith(FLAGSCALE_SECTIONS):
             places[value.key] = written
     return places
 

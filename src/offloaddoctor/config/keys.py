@@ -218,6 +218,7 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey(
         "peft", "parameter-efficient fine-tuning (LoRA, adapters)", ("peft_type", "train_type", "finetuning_type")
     ),
+    KnownKey("launcher.flagscale", "the run is launched through FlagScale's runner (config/derived.py)", kind="bool"),
 )
 # Keys whose value is a list of names: one name after the flag is a list of one.
 LIST_KEYS = frozenset({"model.recompute_modules", "model.offload_modules"})

@@ -132,9 +132,9 @@ def build_report(
     # No config to take the dialect from: the training code the tracebacks ran (ROCm/Megatron-LM#85's paste, in
     # megatron/training/arguments.py, was given Bridge's lines)
     code = scan.training_code
-    dialect = print_fixes(
-        ordered, store, FLAGSCALE if "flagscale" in code else MEGATRON_LM if code == {"megatron-lm"} else BRIDGE
-    )
+    fallback = FLAGSCALE if "flagscale" in code else MEGATRON_LM if code == {"megatron-lm"} else BRIDGE
+    refusals = [s for s in catalog.signatures if s.preflight and s.config is not None and s.severity == "error"]
+    dialect = print_fixes(ordered, store, fallback, refusals)
     if dialect == FLAGSCALE and not flagscale_places(store) and any(f.overrides for f in ordered):
         notes_first = [FLAGSCALE_PLACES_UNKNOWN]
     else:

@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
     from collections.abc import Callable
     from typing import Any
 
+    from offloaddoctor.catalog.model import Signature
+
     Say = Callable[[list], str]  # changes -> how a note quotes them, in the fix's dialect
 
 # Settings that only mean something while their switch is on, or that a fix sets only because the switch needs
@@ -53,9 +55,12 @@ _REPLACES = {
 }
 
 
-def print_fixes(findings: Sequence[Finding], store: ConfigStore, fallback: str = BRIDGE) -> str:
+def print_fixes(
+    findings: Sequence[Finding], store: ConfigStore, fallback: str = BRIDGE, constraints: Sequence[Signature] = ()
+) -> str:
     """Resolve the findings' changes into one consistent set and print each finding's fix in the dialect of
-    the run's config (config/dialect.py), `fallback` where it gives none. Returns the dialect."""
+    the run's config (config/dialect.py), `fallback` where it gives none. `constraints`: the catalogue's preflight
+    errors, which no fix may lead the run into (_held_to_the_constraints). Returns the dialect."""
     dialect = dialect_of(store, fallback)
     recipe = store.resolve("mixed_precision")  # Bridge's precision recipe: null says there is none
     has_recipe = recipe is None or not is_none(recipe.value)
@@ -76,6 +81,7 @@ def print_fixes(findings: Sequence[Finding], store: ConfigStore, fallback: str =
     _settled_by_another_fix(findings, items, store, say)
     for finding in findings:
         _leave_out_layouts_the_gpus_cannot_hold(finding, items, store, say)
+        _held_to_the_constraints(finding, items, store, constraints, say)
     for finding in findings:
         out: list[str] = []
         items[id(finding)] = [_not_in_effect(item, store) for item in items[id(finding)]]
@@ -254,6 +260,28 @@ def _settled_by_another_fix(findings: Sequence[Finding], items: dict[int, list],
 def _shown(changes: dict[str, Any], store: ConfigStore, say: Say) -> str:
     """Changes as a note quotes them: those the run does not have already, as the fix prints them."""
     return say([c for c in changes.items() if not in_effect(c, store)])
+
+
+def _held_to_the_constraints(
+    finding: Finding, items: dict[int, list], store: ConfigStore, constraints: Sequence[Signature], say: Say
+) -> None:
+    """A fix that would lead the run into a constraint it holds to now (one `check` would refuse at start-up) takes
+    that constraint's own fix where it leaves this one's changes alone (an fp16 run offloading its optimizer needs
+    fp32 gradients beside the precision-aware optimizer: n117 stopped, n120 trained), else leaves out its changes of
+    the keys the constraint reads (FlagScale refuses recompute in a PEFT run: flagscale-peft-recompute)."""
+    for constraint in constraints:
+        changes = _changes_of(finding, items)
+        condition = constraint.config
+        read = set(names_in(condition, "key")) & set(changes) if condition is not None else set()
+        if not read or store.holds(condition) is True or store.holds(condition, changes) is not True:
+            continue
+        settle = dict(change for line in constraint.fix.overrides for change in parse_fix_line(line))
+        why = f"the run would stop before it trains a step ({constraint.id}: {constraint.title})"
+        if settle and not set(settle) & set(changes) and store.holds(condition, {**changes, **settle}) is False:
+            items[id(finding)].append(list(settle.items()))
+            finding.fix_note = f"{finding.fix_note} `{say(list(settle.items()))}` added: without it {why}.".strip()
+        else:
+            _leave_out(finding, items, read, f"`{say([(key, changes[key]) for key in read])}` left out: {why}.")
 
 
 def _leave_out(finding: Finding, items: dict[int, list], keys: set[str], note: str) -> None:
