@@ -190,12 +190,19 @@ FLAGSCALE_ARGUMENTS = frozenset({"enable_hetero", "hetero_process_meshes", "enab
 def _flagscale(store: ConfigStore) -> None:
     """launcher.flagscale: the run goes through FlagScale's runner, which checks Megatron-LM's arguments with its own
     rules too (flagscale-peft-recompute): its config's paths were given, or its log prints FlagScale's arguments."""
-    for value in store.all_values():
-        written = (value.written or value.key).lstrip("+")
-        given = value.origin in ("config", "set") and written.startswith((*FLAGSCALE_SECTIONS, "system."))
-        if given or (value.origin == "log" and value.key in FLAGSCALE_ARGUMENTS):
-            store.set_derived(_derived("launcher.flagscale", True, store.resolve(value.key)))
-            return
+    printed = (store.resolve(key) for key in FLAGSCALE_ARGUMENTS)
+    shown = next((given for given in printed if given is not None and given.origin == "log"), None)
+    if shown is None:
+        shown = next(
+            (
+                store.resolve(value.key)
+                for value in store.given_values()
+                if (value.written or value.key).lstrip("+").startswith((*FLAGSCALE_SECTIONS, "system."))
+            ),
+            None,
+        )
+    if shown is not None:
+        store.set_derived(_derived("launcher.flagscale", True, shown))
 
 
 # The allocator's settings, in the order they are read (the first one the run sets).

@@ -300,9 +300,10 @@ def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRID
     `--flags` are Megatron-LM, a YAML file, Hydra overrides and --set are Bridge. From the log alone: FlagScale's
     where its arguments block has FlagScale's own arguments; Megatron-LM's arguments block and launch flags
     (FlagScale's where `fallback`, the training code its tracebacks ran, is); else `fallback` (else Bridge)."""
-    values = _listed(values)
+    values = values if hasattr(values, "given_values") else list(values)
     if flagscale_places(values):
         return FLAGSCALE
+    values = _listed(values)
     for origins in (("config", "set"), ("log",)):
         if origins == ("log",) and any(v.key in FLAGSCALE_ARGUMENTS and v.origin == "log" for v in values):
             return FLAGSCALE
@@ -320,7 +321,11 @@ def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRID
 def flagscale_places(values: ConfigStore | Iterable[ConfigValue]) -> dict[str, str]:
     """Canonical key -> the path the user's FlagScale config sets it at (`train.system.recompute_granularity`), from
     the config files and overrides given; empty where none is FlagScale's."""
-    given = [v for v in _listed(values) if v.origin in ("config", "set")]
+    given = (
+        values.given_values()
+        if hasattr(values, "given_values")
+        else [v for v in values if v.origin in ("config", "set")]
+    )
     train_files = {v.source.path for v in given if _written(v).startswith("system.")}
     places: dict[str, str] = {}
     for value in given:

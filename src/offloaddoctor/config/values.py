@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # annotations only: typing costs start-up time
 
 # Higher wins. Within one level the value read later wins (a later --set, the last arguments block).
 PRECEDENCE = {"log": 1, "config": 2, "set": 3, "derived": 0, "default": -1}
+_GIVEN = ("config", "set")  # what the user gave: config files and --set
 
 
 # tuples (small, and cheap to make): a log's arguments block is ~900 values, and 400 rank logs print one each.
@@ -66,9 +67,12 @@ class ConfigStore:
     def __init__(self) -> None:
         self._values: dict[str, list[ConfigValue]] = {}
         self._derived: dict[str, Resolved] = {}
+        self._given: list[ConfigValue] = []  # from config files and --set: a few, beside 900 a rank log's block prints
 
     def add(self, value: ConfigValue) -> None:
         self._values.setdefault(value.key, []).append(value)
+        if value.origin in _GIVEN:
+            self._given.append(value)
 
     def extend(self, values) -> None:
         for value in values:
@@ -76,6 +80,10 @@ class ConfigStore:
 
     def all_values(self) -> list[ConfigValue]:
         return [value for values in self._values.values() for value in values]
+
+    def given_values(self) -> list[ConfigValue]:
+        """The values config files and --set gave, in the order added."""
+        return list(self._given)
 
     def keys(self) -> list[str]:
         return sorted(set(self._values) | set(self._derived))
@@ -114,6 +122,7 @@ class ConfigStore:
         changed = ConfigStore()
         changed._values = {key: list(values) for key, values in self._values.items()}
         changed._derived = dict(self._derived)
+        changed._given = list(self._given)
         changed.extend(ConfigValue(key, value, Source(source), "set") for key, value in changes)
         return changed
 
