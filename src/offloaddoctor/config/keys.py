@@ -7,6 +7,7 @@ Keys we do not know are kept under the name they were given, so nothing read is 
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from offloaddoctor.config.printed import parse_override
@@ -267,11 +268,16 @@ _LEGACY = {"checkpoint_activations": ("model.recompute_granularity", {True: "ful
 def legacy_setting(name: str, value: object) -> tuple[str, object] | None:
     """A retired setting's (canonical key, value) in today's terms; None for every other name, or a value it never
     took."""
-    found = _LEGACY.get(name.lstrip("-").replace("-", "_"))
-    if found is None or not isinstance(value, bool):
+    found = _legacy_entry(name) if isinstance(value, bool) else None
+    if found is None:
         return None
     key, values = found
     return key, values[value]
+
+
+@functools.lru_cache(maxsize=8192)
+def _legacy_entry(name: str) -> tuple[str, dict] | None:
+    return _LEGACY.get(name.lstrip("-").replace("-", "_"))
 
 
 def legacy_name(canonical: str) -> str:
@@ -286,6 +292,7 @@ def is_known(canonical: str) -> bool:
 _FLAGSCALE_ENVS = "experiment.envs."
 
 
+@functools.lru_cache(maxsize=8192)  # a rank log's arguments block names ~900 settings, each rank log the same ones
 def canonical_key(name: str) -> str:
     """Map any spelling (`--optimizer-cpu-offload`, `optimizer_cpu_offload`, `ddp.use_distributed_optimizer`,
     a nested path whose last part is a known field) to its canonical key; unknown names stay as given."""
