@@ -1612,6 +1612,16 @@ for _name in (
 # to train, the allocator's cache no longer in pieces).
 RUNS["b89-gpt1b-cap39500-offload-085-expandable"] = RUNS["b86-gpt1b-cap39500-offload-085-figures-fix"]
 RUN_ENV["b89-gpt1b-cap39500-offload-085-expandable"] = {**CAP_39500, **EXPANDABLE}
+# An fp16 run offloading its optimizer with the precision-aware optimizer stops at its first step unless its gradients
+# are fp32 (n117 stopped, n120 trained with --accumulate-allreduce-grads-in-fp32); an out-of-memory fix that turns
+# offloading on now takes that line too where the run is fp16 (report/fixes.py _held_to_the_constraints; held-out
+# megatron-lm-gpt2.6b-tp2pp4-a10g-…). b98: b81's launch in fp16 under the same limit (expected out of memory: in
+# iteration 2 if not 1, fp16's gradient buffer being half bf16's fp32 one). The fix its log prints without its
+# arguments block is run after it, as printed (b99, expected to train) and without the fp32-gradient line (b100, as
+# printed before: expected to stop at its first step as n117 did); both planned then.
+CAP_39500_FP16 = dense_cost().replace(" --bf16", " " + FP16)
+RUNS["b98-gpt1b-fp16-cap39500-oom"] = (1, 0, CAP_39500_FP16)
+RUN_ENV["b98-gpt1b-fp16-cap39500-oom"] = CAP_39500
 # A resumed run loads its optimizer's state with its checkpoint, so its first step already holds Adam's moments and
 # an OOM there is not the first step's of scanning/oom.py before_the_first_step. b90: n16's GPT for two iterations,
 # saving a checkpoint (no limit); b91: the same launch resuming from it under a 43,000 MiB limit, between n16's first
