@@ -1622,6 +1622,24 @@ RUN_ENV["b89-gpt1b-cap39500-offload-085-expandable"] = {**CAP_39500, **EXPANDABL
 CAP_39500_FP16 = dense_cost().replace(" --bf16", " " + FP16)
 RUNS["b98-gpt1b-fp16-cap39500-oom"] = (1, 0, CAP_39500_FP16)
 RUN_ENV["b98-gpt1b-fp16-cap39500-oom"] = CAP_39500
+# b98 trained iteration 1 and ran out of memory in iteration 2 (asking 512 MiB; read as fragmentation within the
+# limit). Its log without the arguments block prints expandable segments, then --optimizer-cpu-offload
+# --optimizer-offload-fraction 0.05 --use-precision-aware-optimizer --recompute-granularity selective
+# --accumulate-allreduce-grads-in-fp32 (the OptimizerConfig line says fp16). b99: all of it, as printed (expected to
+# train: n17, selective recompute alone in bf16 with fp32 gradients, peaked at 30,940 MiB in nvidia-smi); b100: the
+# same without the last line, as printed before it (expected to stop at its first step, as n117 did).
+B99_FIX = (
+    "--optimizer-cpu-offload --optimizer-offload-fraction 0.05 --use-precision-aware-optimizer "
+    "--recompute-granularity selective"
+)
+RUNS["b99-gpt1b-fp16-cap39500-figures-fix-advised"] = (
+    1,
+    0,
+    f"{CAP_39500_FP16} {B99_FIX} --accumulate-allreduce-grads-in-fp32",
+)
+RUNS["b100-gpt1b-fp16-cap39500-figures-fix-before"] = (1, 0, f"{CAP_39500_FP16} {B99_FIX}")
+for _name in ("b99-gpt1b-fp16-cap39500-figures-fix-advised", "b100-gpt1b-fp16-cap39500-figures-fix-before"):
+    RUN_ENV[_name] = {**CAP_39500, **EXPANDABLE}
 # A resumed run loads its optimizer's state with its checkpoint, so its first step already holds Adam's moments and
 # an OOM there is not the first step's of scanning/oom.py before_the_first_step. b90: n16's GPT for two iterations,
 # saving a checkpoint (no limit); b91: the same launch resuming from it under a 43,000 MiB limit, between n16's first
