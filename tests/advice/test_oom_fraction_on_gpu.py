@@ -285,3 +285,33 @@ def test_a_resumed_runs_first_step_holds_its_moments_as_the_gpu_showed():
     assert finding.facts["allocated_bytes"] > 39_708 * 2**20
     unloaded = "\n".join(line for line in text.splitlines() if "successfully loaded checkpoint" not in line)
     assert "before_any_iteration_line" in diagnose_text(unloaded).findings[0].facts
+
+
+def test_an_fp16_runs_offloading_fix_as_printed_trains_and_stopped_without_its_fp32_gradients():
+    """b98-b100 (one H100 under b81's 39,500 MiB limit, planned in benchmarks/build_oom_plan.json): n16's GPT in fp16
+    ran out of memory in iteration 2. Its fix from the message's figures turns on the precision-aware optimizer, and
+    its OptimizerConfig line says fp16, so the fix takes precision-aware-fp16-gradients' fp32 gradients: run as
+    printed (b99) it trained 14 iterations; without that line, as printed before (b100), it stopped at its first step
+    on clip_grads.py's assert, which diagnose names."""
+    from offloaddoctor.api import diagnose_text
+    from tests.memory.recorded import LAUNCHES, trained
+
+    b98 = CALIBRATION / "out-of-memory" / "b98-gpt1b-fp16-cap39500-oom.log.gz"
+    [figures] = diagnose_text(_without_its_arguments_block(b98)).findings
+    assert figures.overrides == [
+        "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        "--optimizer-cpu-offload",
+        "--optimizer-offload-fraction 0.05",
+        "--use-precision-aware-optimizer",
+        "--recompute-granularity selective",
+        "--accumulate-allreduce-grads-in-fp32",
+    ]
+    assert "`--accumulate-allreduce-grads-in-fp32` added: without it the run would stop" in figures.fix_note
+    printed, before = "b99-gpt1b-fp16-cap39500-figures-fix-advised", "b100-gpt1b-fp16-cap39500-figures-fix-before"
+    assert trained(printed, 14) and all(line in LAUNCHES[printed] for line in figures.overrides[1:])
+    assert "--accumulate-allreduce-grads-in-fp32" not in LAUNCHES[before]
+    assert all(line in LAUNCHES[before] for line in figures.overrides[1:-1])
+    [stopped] = diagnose([str(CALIBRATION / "refused" / f"{before}.log.gz")]).findings
+    assert stopped.id == "precision-aware-fp16-gradients" and stopped.overrides == [
+        "--accumulate-allreduce-grads-in-fp32"
+    ]
