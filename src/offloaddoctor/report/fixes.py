@@ -267,8 +267,9 @@ def _held_to_the_constraints(
 ) -> None:
     """A fix that would lead the run into a constraint it holds to now (one `check` would refuse at start-up) takes
     that constraint's own fix where it leaves this one's changes alone (an fp16 run offloading its optimizer needs
-    fp32 gradients beside the precision-aware optimizer: n117 stopped, n120 trained), else leaves out its changes of
-    the keys the constraint reads (FlagScale refuses recompute in a PEFT run: flagscale-peft-recompute)."""
+    fp32 gradients beside the precision-aware optimizer: b98's fix as printed trained, b99; without them it stopped at
+    its first step, b100), else leaves out its changes of the keys the constraint reads (FlagScale refuses recompute in
+    a PEFT run: flagscale-peft-recompute)."""
     for constraint in constraints:
         changes = _changes_of(finding, items)
         condition = constraint.config
