@@ -149,6 +149,7 @@ def _report(catalog: Catalog, scan, store, matchers, baseline_metrics=None) -> R
     from offloaddoctor.report import build_report
 
     store.extend(_trained_share_values(scan.parameters, next(iter(scan.lines_read), "")))
+    store.extend(_fp16_from_loss_scale(scan.iterations, store))
     weigh_whole_step(scan, store)
     return build_report(catalog, scan, store, matchers, baseline_metrics, advise=add_advice, weigh_fixes=weigh_fixes)
 
@@ -175,6 +176,23 @@ def _trained_share_values(parameters, path: str) -> list[ConfigValue]:
         return []
     source = Source(path, None, "gradient buckets against the parameter count")
     return [ConfigValue("runtime.trained_parameter_share", share, source, "log")]
+
+
+def _fp16_from_loss_scale(iterations, store) -> list[ConfigValue]:
+    """fp16, where nothing else says the run's precision and its iteration lines print a loss scale other than 1:
+    fp16's dynamic loss scaling (bf16 and fp32 runs print 1.0). An fp16 run's fix that turns the precision-aware
+    optimizer on then takes fp32 gradients (precision-aware-fp16-gradients: b100 stopped at its first step without
+    them; held-out megatron-lm-gpt2-2.6b-v100-…, a V100 log whose loss scale was 268,435,456)."""
+    from offloaddoctor.config import ConfigValue, Source
+
+    if store.resolve("model.fp16") is not None or store.resolve("model.bf16") is not None:
+        return []
+    for records in iterations.values():
+        for record in records:
+            if record.loss_scale is not None and record.loss_scale != 1.0:
+                detail = f"loss scale {record.loss_scale:g} in an iteration line: fp16's dynamic loss scaling"
+                return [ConfigValue("model.fp16", True, Source(record.path, record.line, detail), "log")]
+    return []
 
 
 def did_you_mean(name: str, catalog: Catalog) -> str:

@@ -62,3 +62,25 @@ def test_an_fp16_runs_optimizer_offloading_fix_brings_the_fp32_gradients_the_pre
     assert "`--accumulate-allreduce-grads-in-fp32` added: without it the run would stop before it trains a step " in (
         finding.fix_note
     )
+
+
+def test_a_loss_scale_in_the_iteration_lines_says_fp16_where_nothing_else_says_the_precision():
+    """Held-out V100 log (no arguments block; `loss scale: 268435456.0` in its iteration lines, fp16's dynamic loss
+    scaling): its offloading fix takes the fp32 gradients an fp16 run's precision-aware optimizer needs (b100 stopped
+    at its first step without them). A bf16 run prints loss scale 1.0, which says nothing."""
+    log = FIXTURES / "held-out" / "megatron-lm-gpt2-2.6b-v100-backward-allreduce-oom" / "job.log"
+    [finding] = diagnose([str(log)]).findings
+    assert finding.overrides[-2:] == ["--use-precision-aware-optimizer", "--accumulate-allreduce-grads-in-fp32"]
+    iteration = (
+        " iteration        3/     100 | consumed samples:           48 | elapsed time per iteration (ms): 900.1 |"
+        " learning rate: 1.0E-04 | global batch size:    16 | lm loss: 9.1E+00 | loss scale: {} | grad norm: 3.2 |"
+    )
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.18 GiB of which 1.00 GiB is free. Of the allocated memory 76.00 GiB is allocated by PyTorch, and 512.00 "
+        "MiB is reserved by PyTorch but unallocated."
+    )
+    megatron = {"model.transformer_impl": "local"}
+    for scale, fp16 in (("65536.0", True), ("1.0", False)):
+        [finding] = diagnose_text(iteration.format(scale) + "\n" + oom, megatron).findings
+        assert (("ddp.grad_reduce_in_fp32", True) in finding.changes) is fp16, scale

@@ -128,8 +128,11 @@ def _speed_fields(*fields: tuple[str, float, str]) -> tuple:
     )
 
 
-# The two fields `diagnose` reads, each found by its printed name (as _NAMED spells it), Megatron's and NeMo 2's.
-_SPEED = _speed_fields(("elapsed_ms", 1.0, ELAPSED_MS), ("tflops_per_gpu", 1.0, THROUGHPUT))
+# The fields `diagnose` reads, each found by its printed name (as _NAMED spells it), Megatron's and NeMo 2's; the loss
+# scale says an fp16 run (api.py _fp16_from_loss_scale).
+_SPEED = _speed_fields(
+    ("elapsed_ms", 1.0, ELAPSED_MS), ("tflops_per_gpu", 1.0, THROUGHPUT), ("loss_scale", 1.0, LOSS_SCALE)
+)
 _NEMO_SPEED = _speed_fields(("elapsed_ms", 1000.0, NEMO_STEP_SECONDS), ("tflops_per_gpu", 1.0, "tflops_per_gpu"))
 
 
@@ -148,8 +151,8 @@ def iteration_found(text: str) -> re.Match[str] | None:
 
 
 def speed_record(found: re.Match[str], path: str, line: int, rank: int | None, segment: int) -> IterationMetrics:
-    """The record with only what `diagnose` reads (iteration, elapsed ms, TFLOP/s/GPU) and the line itself:
-    two searches instead of every field, for 20,000 rank logs of iteration lines."""
+    """The record with only what `diagnose` reads (iteration, elapsed ms, TFLOP/s/GPU, loss scale) and the line
+    itself: three searches instead of every field, for 20,000 rank logs of iteration lines."""
     text = found.string
     record = IterationMetrics(path, line, rank, segment, int(found.group(1)), train_iters=int(found.group(2)) or None)
     for attribute, scale, pattern in _NEMO_SPEED if NEMO_LITERAL in text else _SPEED:
