@@ -258,3 +258,18 @@ def test_check_refuses_recompute_in_a_flagscale_peft_config_and_not_in_a_bridge_
     bridge = tmp_path / "bridge.yaml"
     bridge.write_text("model:\n  num_layers: 32\n  recompute_granularity: full\npeft:\n  dim: 16\n")
     assert "flagscale-peft-recompute" not in {f.id for f in check([str(bridge)]).violations}
+
+
+def test_a_flagscale_fix_of_the_environment_alone_says_nothing_of_train_system():
+    """The placement note is about `train.*` lines: a fix that only sets the runner's environment needs none."""
+    from offloaddoctor.api import diagnose_text
+
+    frame = 'Traceback (most recent call last):\n  File "/x/flagscale/train/train_gpt.py", line 10, in <module>\n'
+    refusal = (
+        "[rank0]: AssertionError: For fine-grained activation offloading with TE >= 2.10.0, NVTE_CPU_OFFLOAD_V1 "
+        "should be set to 1 to avoid offloading weights."
+    )
+    report = diagnose_text(frame + "    main()\n" + refusal)
+    assert report.fix_dialect == FLAGSCALE
+    assert [f.overrides for f in report.findings] == [["++experiment.envs.NVTE_CPU_OFFLOAD_V1=1"]]
+    assert not any("FlagScale run" in note for note in report.notes)

@@ -135,7 +135,8 @@ def build_report(
     fallback = FLAGSCALE if "flagscale" in code else MEGATRON_LM if code == {"megatron-lm"} else BRIDGE
     refusals = [s for s in catalog.signatures if s.preflight and s.config is not None and s.severity == "error"]
     dialect = print_fixes(ordered, store, fallback, refusals)
-    if dialect == FLAGSCALE and not flagscale_places(store) and any(f.overrides for f in ordered):
+    placed = [line for f in ordered for line in f.overrides if line.lstrip("'~+").startswith("train.")]
+    if dialect == FLAGSCALE and not flagscale_places(store) and placed:
         notes_first = [FLAGSCALE_PLACES_UNKNOWN]
     else:
         notes_first = []
