@@ -273,3 +273,36 @@ def test_a_flagscale_fix_of_the_environment_alone_says_nothing_of_train_system()
     assert report.fix_dialect == FLAGSCALE
     assert [f.overrides for f in report.findings] == [["++experiment.envs.NVTE_CPU_OFFLOAD_V1=1"]]
     assert not any("FlagScale run" in note for note in report.notes)
+
+
+@pytest.mark.parametrize(
+    ("defaults", "wins"), [("[_self_, {train: 8b}]", 4), ("[{train: 8b}, _self_]", 1), ("[{train: 8b}]", 1)]
+)
+def test_an_experiment_config_reads_the_train_config_its_hydra_defaults_name(tmp_path, defaults, wins):
+    """FlagScale's experiment config (conf/train_8b.yaml) takes its training settings from conf/train/8b.yaml through
+    Hydra's defaults list; checked alone it passed on megatron-core's defaults. The group is mounted under `train`, and
+    the file's own values win unless `_self_` comes before the group (Hydra's order)."""
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "8b.yaml").write_text(
+        "system:\n  pipeline_model_parallel_size: 4\n  cpu_offloading_num_layers: 2\n"
+        "model:\n  num_layers: 32\n  transformer_impl: transformer_engine\n"
+    )
+    experiment = tmp_path / "train_8b.yaml"
+    experiment.write_text(
+        f"defaults: {defaults}\ntrain:\n  system:\n    pipeline_model_parallel_size: 1\n"
+        "experiment:\n  exp_name: e\n  runner:\n    nproc_per_node: 8\n"
+    )
+    store = build_store(explicit_config([str(experiment)], []))
+    assert store.value("model.pipeline_model_parallel_size") == wins
+    assert flagscale_places(store)["model.cpu_offloading_num_layers"] == "train.system.cpu_offloading_num_layers"
+    violations = {f.id for f in check([str(experiment)]).violations}
+    assert ("pp-cpu-offload" in violations) is (wins > 1)
+
+
+def test_an_experiment_config_whose_train_config_is_not_beside_it_is_refused_in_one_line(tmp_path):
+    from offloaddoctor.errors import UserError
+
+    experiment = tmp_path / "train_8b.yaml"
+    experiment.write_text("defaults:\n  - _self_\n  - train: 8b\nexperiment:\n  exp_name: e\n")
+    with pytest.raises(UserError, match=r"its Hydra defaults take the training settings from train/8b\.yaml"):
+        explicit_config([str(experiment)], [])

@@ -28,7 +28,40 @@ def load_config_file(path: str) -> list[ConfigValue]:
         return _parse_launch_script(read_config_text(path, errors="replace"), path)
     from offloaddoctor.config.yaml_config import load_yaml_config
 
-    return load_yaml_config(path)
+    return _with_the_train_group(path, load_yaml_config(path))
+
+
+_TRAIN_GROUP = "train"  # FlagScale's config group of training settings (conf/train/*.yaml)
+
+
+def _with_the_train_group(path: str, values: list[ConfigValue]) -> list[ConfigValue]:
+    """A FlagScale experiment config names its training settings in Hydra's defaults list (`- train: 8b`): they are in
+    train/8b.yaml beside it, mounted under `train`, and read with it (checked alone, the experiment config passed on
+    megatron-core's defaults). Hydra's order: the group after `_self_` wins over the file's own values, and a file
+    without `_self_` in its list wins over the group."""
+    from offloaddoctor.config.yaml_config import load_yaml_config
+
+    listed = next((v.value for v in values if v.key == "defaults" and isinstance(v.value, list)), [])
+    at = next((i for i, item in enumerate(listed) if isinstance(item, dict) and _TRAIN_GROUP in item), None)
+    if at is None or not isinstance(listed[at][_TRAIN_GROUP], str):
+        return values
+    name = listed[at][_TRAIN_GROUP]
+    group = Path(path).parent / _TRAIN_GROUP / f"{name}.yaml"
+    if not group.is_file():
+        raise UserError(
+            f"{path}: its Hydra defaults take the training settings from {_TRAIN_GROUP}/{name}.yaml, not found beside "
+            f"it ({group}): give that file with --config"
+        )
+    mounted = [_mounted(value) for value in load_yaml_config(str(group))]
+    group_wins = "_self_" in listed and listed.index("_self_") < at
+    return values + mounted if group_wins else mounted + values
+
+
+def _mounted(value: ConfigValue) -> ConfigValue:
+    """A value of the train group's file as Hydra mounts it: under `train.` (a known setting keeps its key)."""
+    written = f"{_TRAIN_GROUP}.{value.written or value.key}"
+    known = is_known(value.key) or value.key.startswith("env.")
+    return value._replace(key=value.key if known else written, written=written)
 
 
 def parse_config_text(text: str, label: str, name: str) -> list[ConfigValue]:
