@@ -306,3 +306,11 @@ def test_an_experiment_config_whose_train_config_is_not_beside_it_is_refused_in_
     experiment.write_text("defaults:\n  - _self_\n  - train: 8b\nexperiment:\n  exp_name: e\n")
     with pytest.raises(UserError, match=r"its Hydra defaults take the training settings from train/8b\.yaml"):
         explicit_config([str(experiment)], [])
+
+
+def test_the_job_geometry_of_flagscales_runner_gives_the_world_size(tmp_path):
+    config = tmp_path / "experiment.yaml"
+    config.write_text(
+        "experiment:\n  runner:\n    nnodes: 2\n    nproc_per_node: 8\ntrain:\n  system:\n    tensor_model_parallel_size: 2\n"
+    )
+    assert build_store(explicit_config([str(config)], [])).value("parallel.run_world_size") == 16

@@ -290,6 +290,7 @@ def is_known(canonical: str) -> bool:
 
 
 _FLAGSCALE_ENVS = "experiment.envs."
+_FLAGSCALE_RUNNER = {f"experiment.runner.{name}": name for name in ("nproc_per_node", "nnodes")}
 
 
 @functools.lru_cache(maxsize=8192)  # a rank log's arguments block names ~900 settings, each rank log the same ones
@@ -304,6 +305,8 @@ def canonical_key(name: str) -> str:
         return _ALIASES.get(dashed, dashed)
     if name.startswith(_FLAGSCALE_ENVS):  # FlagScale's environment: `experiment.envs.NAME`
         return "env." + name[len(_FLAGSCALE_ENVS) :]
+    if name in _FLAGSCALE_RUNNER:  # the job geometry FlagScale's runner gives torchrun
+        return _FLAGSCALE_RUNNER[name]
     last = name.rsplit(".", 1)[-1]
     if "." in name and last in _ALIASES and not name.startswith("env."):
         return _ALIASES[last]
