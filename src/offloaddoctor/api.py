@@ -290,8 +290,26 @@ def check(
     weigh_fixes(report.violations, store)
     if memory_note:
         report.notes.append(memory_note)
-    report.notes[:0] = _unknown_set_keys(values, catalog, store)
+    report.notes[:0] = _unknown_set_keys(values, catalog, store) + _hydra_config_not_given(values, config_paths)
     return report
+
+
+def _hydra_config_not_given(values: Sequence[ConfigValue], config_paths: Sequence[str]) -> list[str]:
+    """A launch through Hydra (`--config-name X`: FlagScale's run.py) takes its settings from X: where X was not
+    given, what it sets is not checked, and `check` says so beside its verdict."""
+    given = {Path(path).stem for path in config_paths}
+    notes = []
+    for value in values:
+        if value.key == "config_name" and value.origin == "config" and str(value.value) not in given:
+            folder = next(
+                (v.value for v in values if v.key == "config_path" and v.source.path == value.source.path), ""
+            )
+            notes.append(
+                f"{value.source}: the launch takes its settings from Hydra's config {value.value!r}"
+                f"{f' (in {folder})' if folder else ''}, which was not given: what it sets is read here as "
+                "megatron-core's defaults; give that file with --config as well"
+            )
+    return notes
 
 
 def estimate(

@@ -314,3 +314,16 @@ def test_the_job_geometry_of_flagscales_runner_gives_the_world_size(tmp_path):
         "experiment:\n  runner:\n    nnodes: 2\n    nproc_per_node: 8\ntrain:\n  system:\n    tensor_model_parallel_size: 2\n"
     )
     assert build_store(explicit_config([str(config)], [])).value("parallel.run_world_size") == 16
+
+
+def test_check_of_a_hydra_launch_says_the_config_it_names_was_not_given(tmp_path):
+    """FlagScale's `python run.py --config-name X train.…=…` takes its settings from X: checked without it, the
+    verdict stands on megatron-core's defaults, and the report says so."""
+    launch = HELD_OUT / "flagscale-memrift-llama8b-seq10496-oom-cross-entropy" / "config.sh"
+    [note] = check([str(launch)]).notes
+    assert (
+        "the launch takes its settings from Hydra's config 'train_llama31_8b_mock' (in examples/memrift/conf)" in note
+    )
+    named = tmp_path / "train_llama31_8b_mock.yaml"
+    named.write_text("train:\n  system:\n    tensor_model_parallel_size: 1\n")
+    assert check([str(launch), str(named)]).notes == []
