@@ -21,9 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, flagscale_places, render_changes
 import yaml
 
+from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, flagscale_places, render_changes
 from offloaddoctor.config.loading import explicit_config, load_log_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -158,14 +158,14 @@ def b81_fix_lines(directory: Path) -> list[str]:
 
 def write_configs(directory: Path) -> dict[str, list]:
     """The cases' configs written into `directory` (Hydra's config directory), and what offloaddoctor reads of each
-    as the user's config: the resolved one whole, and the train section of the layout one."""
+    as the user's config."""
     (directory / "resolved.yaml").write_text(RESOLVED.read_text())
     (directory / "train").mkdir()
     (directory / "train" / "8b.yaml").write_text(TRAIN_YAML)
     (directory / "layout.yaml").write_text(EXPERIMENT_YAML)
     return {
         "resolved": explicit_config([str(directory / "resolved.yaml")], []),
-        "layout": explicit_config([str(directory / "train" / "8b.yaml")], []),
+        "layout": explicit_config([str(directory / "layout.yaml")], []),  # with the train config its defaults name
     }
 
 
