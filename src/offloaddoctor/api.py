@@ -150,6 +150,7 @@ def _report(catalog: Catalog, scan, store, matchers, baseline_metrics=None) -> R
 
     store.extend(_trained_share_values(scan.parameters, next(iter(scan.lines_read), "")))
     store.extend(_fp16_from_loss_scale(scan.iterations, store))
+    store.extend(_what_the_tracebacks_ran(scan, store))
     weigh_whole_step(scan, store)
     return build_report(catalog, scan, store, matchers, baseline_metrics, advise=add_advice, weigh_fixes=weigh_fixes)
 
@@ -182,7 +183,8 @@ def _fp16_from_loss_scale(iterations, store) -> list[ConfigValue]:
     """fp16, where nothing else says the run's precision and its iteration lines print a loss scale other than 1:
     fp16's dynamic loss scaling (bf16 and fp32 runs print 1.0). An fp16 run's fix that turns the precision-aware
     optimizer on then takes fp32 gradients (precision-aware-fp16-gradients: b100 stopped at its first step without
-    them; held-out megatron-lm-gpt2-2.6b-v100-…, a V100 log whose loss scale was 268,435,456)."""
+    them; held-out megatron-lm-gpt2-2.6b-v100-…, a V100 log whose loss scale was 268,435,456). Derived: it tells no
+    fix dialect."""
     from offloaddoctor.config import ConfigValue, Source
 
     if store.resolve("model.fp16") is not None or store.resolve("model.bf16") is not None:
@@ -191,8 +193,26 @@ def _fp16_from_loss_scale(iterations, store) -> list[ConfigValue]:
         for record in records:
             if record.loss_scale is not None and record.loss_scale != 1.0:
                 detail = f"loss scale {record.loss_scale:g} in an iteration line: fp16's dynamic loss scaling"
-                return [ConfigValue("model.fp16", True, Source(record.path, record.line, detail), "log")]
+                return [ConfigValue("model.fp16", True, Source(record.path, record.line, detail), "derived")]
     return []
+
+
+def _what_the_tracebacks_ran(scan, store) -> list[ConfigValue]:
+    """Where no config says so: FlagScale's runner, where a traceback runs its training code (`flagscale/train/`), and
+    LoRA, where one runs adapter code (`…/peft/lora.py`): what FlagScale's own checks read (flagscale-peft-recompute:
+    held-out flagscale-memrift-lora-…'s log alone was offered recompute, which FlagScale refuses). Derived, not the
+    log's own config: they tell no dialect, and anything the run prints wins."""
+    from offloaddoctor.config import ConfigValue, Source
+
+    found = []
+    if "flagscale" in scan.training_code and store.resolve("launcher.flagscale") is None:
+        where = Source(next(iter(scan.lines_read), ""), None, "a traceback frame in flagscale/train/")
+        found.append(ConfigValue("launcher.flagscale", True, where, "derived"))
+    adapter = scan.frozen_frames.get("trains_adapters")
+    if adapter is not None and store.resolve("peft") is None:
+        where = Source(adapter.path, adapter.line, "a traceback frame in adapter code")
+        found.append(ConfigValue("peft", "lora", where, "derived"))
+    return found
 
 
 def did_you_mean(name: str, catalog: Catalog) -> str:

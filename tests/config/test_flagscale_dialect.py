@@ -327,3 +327,13 @@ def test_check_of_a_hydra_launch_says_the_config_it_names_was_not_given(tmp_path
     named = tmp_path / "train_llama31_8b_mock.yaml"
     named.write_text("train:\n  system:\n    tensor_model_parallel_size: 1\n")
     assert check([str(launch), str(named)]).notes == []
+
+
+def test_a_flagscale_lora_log_alone_is_not_offered_the_recompute_flagscale_refuses():
+    """Its traceback runs FlagScale's training code and its LoRA adapter (flagscale/train/peft/lora.py): no config
+    says so, but FlagScale's post_validate_args would refuse the template's recompute all the same."""
+    log = HELD_OUT / "flagscale-memrift-lora-llama8b-64k-context-oom-metax" / "job.log"
+    [finding] = diagnose([str(log)], policy=Policy()).findings
+    assert finding.overrides == []
+    assert "`++train.system.recompute_granularity=selective` left out: the run would stop" in finding.fix_note
+    assert "its traceback runs" in finding.fix_note  # the adapter frame, cited as before

@@ -332,8 +332,12 @@ def _frozen_model(store: ConfigStore, run: RunFacts) -> str | None:
     where = None
     for key in sorted(store.keys()):  # a ConfigStore, not a dict
         if key == "peft" or key.startswith("peft."):
-            given = store.resolve(key)
-            if given is not None and any(method in str(given.value).lower() for method in _ADAPTER_METHODS):
+            given = store.resolve(key)  # not one a traceback's adapter frame gave (api.py): the frame says it below
+            if (
+                given is not None
+                and given.origin != "derived"
+                and any(method in str(given.value).lower() for method in _ADAPTER_METHODS)
+            ):
                 where = f"{key} = {format_value(given.value)} at {given.source}"
                 break
     if where is None and run.values.get("trains_adapters"):
