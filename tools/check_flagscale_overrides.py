@@ -23,7 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, flagscale_places, render_changes
+from offloaddoctor.config.derived import flagscale_places
+from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, render_changes
 from offloaddoctor.config.loading import explicit_config, load_log_config
 
 REPO = Path(__file__).resolve().parent.parent

@@ -502,7 +502,8 @@ def _first_build_fix(shape, store) -> str:
     """The advice that frees the optimizer's first build, as `estimate` and `diagnose` word it (advice/changes.py),
     with its lines in the run's dialect."""
     from offloaddoctor.advice import manual_gc_change
-    from offloaddoctor.config.dialect import dialect_of, flagscale_places, render_lines
+    from offloaddoctor.config.derived import flagscale_places
+    from offloaddoctor.config.dialect import dialect_of, render_lines
 
     change = manual_gc_change(shape)
     lines = render_lines(change.overrides, dialect_of(store), flagscale_places(store)) if change else []

@@ -11,14 +11,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from offloaddoctor.api import check, diagnose
-from offloaddoctor.config.dialect import (
-    BRIDGE,
-    FLAGSCALE,
-    dialect_of,
-    flagscale_places,
-    parse_fix_line,
-    render_changes,
-)
+from offloaddoctor.config.derived import flagscale_places
+from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, dialect_of, parse_fix_line, render_changes
 from offloaddoctor.config.loading import build_store, explicit_config
 from offloaddoctor.policy import Policy
 

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from offloaddoctor.coerce import boolean, integer, names, number  # shared coercion rules
-from offloaddoctor.config.values import ConfigStore, Resolved, Source, format_value, same_value
+from offloaddoctor.config.values import ConfigStore, ConfigValue, Resolved, Source, format_value, same_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing costs start-up time
@@ -187,20 +187,38 @@ FLAGSCALE_SECTIONS = ("train.system.", "train.model.", "train.data.", "train.tra
 FLAGSCALE_ARGUMENTS = frozenset({"enable_hetero", "hetero_process_meshes", "enable_flag_gems"})
 
 
+# `system` is FlagScale's section alone: a file with it is a FlagScale train config (conf/train/*.yaml) whose
+# `model`/`data` sections are FlagScale's too.
+def flagscale_places(values: ConfigStore | Iterable[ConfigValue]) -> dict[str, str]:
+    """Canonical key -> the path the user's FlagScale config sets it at (`train.system.recompute_granularity`), from
+    the config files and overrides given; empty where none is FlagScale's."""
+    given = (
+        values.given_values()
+        if hasattr(values, "given_values")
+        else [v for v in values if v.origin in ("config", "set")]
+    )
+    train_files = {v.source.path for v in given if _written(v).startswith("system.")}
+    places: dict[str, str] = {}
+    for value in given:
+        written = _written(value)
+        if value.source.path in train_files and written.startswith(("system.", "model.", "data.", "trainer.")):
+            written = "train." + written
+        if written.startswith(FLAGSCALE_SECTIONS):
+            places[value.key] = written
+    return places
+
+
+def _written(value: ConfigValue) -> str:
+    return (value.written or value.key).lstrip("+")
+
+
 def _flagscale(store: ConfigStore) -> None:
     """launcher.flagscale: the run goes through FlagScale's runner, which checks Megatron-LM's arguments with its own
     rules too (flagscale-peft-recompute): its config's paths were given, or its log prints FlagScale's arguments."""
     printed = (store.resolve(key) for key in FLAGSCALE_ARGUMENTS)
     shown = next((given for given in printed if given is not None and given.origin == "log"), None)
     if shown is None:
-        shown = next(
-            (
-                store.resolve(value.key)
-                for value in store.given_values()
-                if (value.written or value.key).lstrip("+").startswith((*FLAGSCALE_SECTIONS, "system."))
-            ),
-            None,
-        )
+        shown = next((store.resolve(key) for key in flagscale_places(store)), None)
     if shown is not None:
         store.set_derived(_derived("launcher.flagscale", True, shown))
 

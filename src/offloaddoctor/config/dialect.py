@@ -22,12 +22,12 @@ from pathlib import Path
 
 from offloaddoctor.config.derived import (
     FLAGSCALE_ARGUMENTS,
-    FLAGSCALE_SECTIONS,
     NODES_KEYS,
     PROCESSES_PER_NODE_KEYS,
     TASKS_KEYS,
+    flagscale_places,
 )
-from offloaddoctor.config.keys import LIST_KEYS, VALUE_KINDS, canonical_key, parse_value
+from offloaddoctor.config.keys import FLAGSCALE_ENVS, LIST_KEYS, VALUE_KINDS, canonical_key, parse_value
 from offloaddoctor.config.values import ConfigValue, format_value
 from offloaddoctor.lazy_pattern import lazy_compile
 
@@ -69,10 +69,7 @@ _BRIDGE_BF16 = "mixed_precision=bf16_mixed"
 _BRIDGE_RECIPE_FIELDS = {"ddp.grad_reduce_in_fp32": "mixed_precision.grad_reduce_in_fp32"}
 _SWITCHES_ALSO_REMOVED = frozenset(flag for flags in _ALSO_REMOVE.values() for flag in flags)
 _REMOVE, _SET = "remove ", "set "
-_FLAGSCALE_ENVS = "experiment.envs."  # the runner exports these on every node
 _FLAGSCALE_DEFAULT = "train.system."  # where FlagScale's example configs keep parallelism, recompute, offloading
-# `system` is FlagScale's section alone: a file with it is a FlagScale train config (conf/train/*.yaml) whose
-# `model`/`data` sections are FlagScale's too.
 FLAGSCALE_PLACES_UNKNOWN = (
     "a FlagScale run: its fix lines set each setting in `train.system` (`++` adds or replaces it there); where your "
     "config sets one in `train.model` or `train.data`, set it there instead (FlagScale's runner lets the later "
@@ -112,7 +109,7 @@ def render_changes(
     lines: list[str] = []
     for key, value in changes:
         if key.startswith("env.") and dialect == FLAGSCALE:
-            path = _FLAGSCALE_ENVS + key[len("env.") :]
+            path = FLAGSCALE_ENVS + key[len("env.") :]
             rendered = [f"~{path}"] if value is None else [_hydra(path, _value_text(value))]
         elif key.startswith("env."):
             name = key[len("env.") :]
@@ -316,29 +313,6 @@ def dialect_of(values: ConfigStore | Iterable[ConfigValue], fallback: str = BRID
             # FlagScale passes Megatron-LM's arguments: a log of them from a run of FlagScale's code is FlagScale's
             return FLAGSCALE if found == MEGATRON_LM and origins == ("log",) and fallback == FLAGSCALE else found
     return fallback
-
-
-def flagscale_places(values: ConfigStore | Iterable[ConfigValue]) -> dict[str, str]:
-    """Canonical key -> the path the user's FlagScale config sets it at (`train.system.recompute_granularity`), from
-    the config files and overrides given; empty where none is FlagScale's."""
-    given = (
-        values.given_values()
-        if hasattr(values, "given_values")
-        else [v for v in values if v.origin in ("config", "set")]
-    )
-    train_files = {v.source.path for v in given if _written(v).startswith("system.")}
-    places: dict[str, str] = {}
-    for value in given:
-        written = _written(value)
-        if value.source.path in train_files and written.startswith(("system.", "model.", "data.", "trainer.")):
-            written = "train." + written
-        if written.startswith(FLAGSCALE_SECTIONS):
-            places[value.key] = written
-    return places
-
-
-def _written(value: ConfigValue) -> str:
-    return (value.written or value.key).lstrip("+")
 
 
 def _listed(values: ConfigStore | Iterable[ConfigValue]) -> list[ConfigValue]:

@@ -289,7 +289,7 @@ def is_known(canonical: str) -> bool:
     return canonical in _BY_CANONICAL
 
 
-_FLAGSCALE_ENVS = "experiment.envs."
+FLAGSCALE_ENVS = "experiment.envs."  # FlagScale's runner exports these on every node
 _FLAGSCALE_RUNNER = {f"experiment.runner.{name}": name for name in ("nproc_per_node", "nnodes")}
 
 
@@ -303,8 +303,8 @@ def canonical_key(name: str) -> str:
     if name.startswith("--"):
         dashed = name[2:].replace("-", "_")
         return _ALIASES.get(dashed, dashed)
-    if name.startswith(_FLAGSCALE_ENVS):  # FlagScale's environment: `experiment.envs.NAME`
-        return "env." + name[len(_FLAGSCALE_ENVS) :]
+    if name.startswith(FLAGSCALE_ENVS):  # FlagScale's environment: `experiment.envs.NAME`
+        return "env." + name[len(FLAGSCALE_ENVS) :]
     if name in _FLAGSCALE_RUNNER:  # the job geometry FlagScale's runner gives torchrun
         return _FLAGSCALE_RUNNER[name]
     last = name.rsplit(".", 1)[-1]

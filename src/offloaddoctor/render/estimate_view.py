@@ -6,7 +6,8 @@ from __future__ import annotations
 from offloaddoctor import __version__
 from offloaddoctor.advice import EstimateReport, mib
 from offloaddoctor.byte_units import GIB, MIB
-from offloaddoctor.config.dialect import dialect_of, flagscale_places, render_lines
+from offloaddoctor.config.derived import flagscale_places
+from offloaddoctor.config.dialect import dialect_of, render_lines
 from offloaddoctor.memory.model import COMPONENTS, host_memory_sentence, why_most_loaded
 from offloaddoctor.text_safety import json_document, safe_text as inert
 

@@ -39,8 +39,8 @@ from offloaddoctor.scanning import (
 )
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import NotAChoice, Predicate, evaluate, missing, names_in
-from offloaddoctor.config.derived import SUGGESTED, fix_values
-from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, FLAGSCALE_PLACES_UNKNOWN, MEGATRON_LM, flagscale_places
+from offloaddoctor.config.derived import SUGGESTED, fix_values, flagscale_places
+from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, FLAGSCALE_PLACES_UNKNOWN, MEGATRON_LM
 from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore, format_value
 from offloaddoctor.lazy_pattern import lazy_compile
@@ -133,9 +133,10 @@ def build_report(
     # megatron/training/arguments.py, was given Bridge's lines)
     code = scan.training_code
     fallback = FLAGSCALE if "flagscale" in code else MEGATRON_LM if code == {"megatron-lm"} else BRIDGE
+    # the start-up refusals (report/preflight.py's constraints; it imports this module)
     refusals = [s for s in catalog.signatures if s.preflight and s.config is not None and s.severity == "error"]
     dialect = print_fixes(ordered, store, fallback, refusals)
-    placed = [line for f in ordered for line in f.overrides if line.lstrip("'~+").startswith("train.")]
+    placed = any(not key.startswith("env.") for f in ordered for key, _ in f.changes)  # a `train.*` line printed
     if dialect == FLAGSCALE and not flagscale_places(store) and placed:
         notes_first = [FLAGSCALE_PLACES_UNKNOWN]
     else:

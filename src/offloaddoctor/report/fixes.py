@@ -17,10 +17,11 @@ from offloaddoctor.config.derived import (
     ALLOCATOR_CONF_KEYS,
     MODEL_PARALLEL_KEYS,
     allocator_options,
+    flagscale_places,
     gpus_hold,
     model_parallel_product,
 )
-from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, dialect_of, flagscale_places, parse_fix_line, render_changes
+from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, dialect_of, parse_fix_line, render_changes
 from offloaddoctor.config.keys import VALUE_KINDS
 from offloaddoctor.coerce import is_none, number
 from offloaddoctor.config.values import ConfigStore, format_value, same_value
