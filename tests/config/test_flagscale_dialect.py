@@ -331,3 +331,13 @@ def test_a_flagscale_lora_log_alone_is_not_offered_the_recompute_flagscale_refus
     assert finding.overrides == []
     assert "`++train.system.recompute_granularity=selective` left out: the run would stop" in finding.fix_note
     assert "its traceback runs" in finding.fix_note  # the adapter frame, cited as before
+
+
+@pytest.mark.parametrize("key", ["model.recompute_granularity", "++train.system.recompute_granularity"])
+def test_a_recompute_granularity_megatron_does_not_take_is_refused_in_one_line(key):
+    """Megatron-LM takes full or selective (arguments.py choices); `sometimes` was read, matched no constraint, and
+    `check` said "no violation"."""
+    from offloaddoctor.errors import UserError
+
+    with pytest.raises(UserError, match="takes one of full, selective, not 'sometimes'"):
+        check([], [f"{key}=sometimes", "model.cpu_offloading=True"])

@@ -60,8 +60,12 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
         ("decoder_last_pipeline_num_layers", "--decoder-last-pipeline-num-layers"),
         kind="int",
     ),
-    KnownKey("model.recompute_granularity", "activation recompute: full, selective or None"),
-    KnownKey("model.recompute_method", "activation recompute method"),
+    KnownKey(
+        "model.recompute_granularity",
+        "activation recompute: full, selective or None",
+        choices=("full", "selective"),  # Megatron-LM arguments.py, TransformerConfig (megatron-core 0.19.0)
+    ),
+    KnownKey("model.recompute_method", "activation recompute method", choices=("uniform", "block")),
     KnownKey(
         "model.cuda_graph_impl",
         "CUDA graph implementation: none, local or transformer_engine",
