@@ -1693,6 +1693,18 @@ RUNS["b97-gpt1b-no-distopt-resumed-cap43000-oom"] = (
     f"{NO_DISTOPT_COST} --ckpt-format torch --load /tmp/ckpt-b96",
 )
 RUN_ENV["b97-gpt1b-no-distopt-resumed-cap43000-oom"] = {"ODR_CAP_MIB": "43000"}
+# Two fixes of the catalogue no run had tried. optimizer-offload-decoupled-weight-decay: b101, b23's tiny GPT offloading
+# its optimizer with the distributed optimizer (b24, which trained) and OptimizerConfig.decoupled_weight_decay off
+# (ODR_DECOUPLED_WEIGHT_DECAY=0: Megatron-LM has no flag, tools/compare_family_pretrain_gpt.py stands in for a script
+# that sets it), expected refused at the optimizer's build ("CPU offloading only supported with decoupled_weight_decay
+# enabled"); the fix diagnose prints for its log is b102, planned after b101 is recorded. The fp32 models' other fix,
+# "a Megatron-Core with NVIDIA/Megatron-LM#6982": b103, n104's launch (refused: an fp32 model offloading at 0.5) on
+# megatron-core 0.19.0 with that change applied (tools/backport_megatron_pr_6982.py into /tmp/site-6982), expected to
+# train.
+RUNS["b101-tiny-offload-l2-weight-decay-refused"] = (1, 0, RUNS["b24-tiny-offload-distopt-advised"][2])
+RUN_ENV["b101-tiny-offload-l2-weight-decay-refused"] = {"ODR_DECOUPLED_WEIGHT_DECAY": "0"}
+RUNS["b103-gpt1b-fp32-f050-pr6982"] = RUNS["n104-gpt1b-fp32-f050"]
+RUN_ENV["b103-gpt1b-fp32-f050-pr6982"] = {"PYTHONPATH": "/tmp/site-6982"}
 
 
 class SmiPoller(threading.Thread):
