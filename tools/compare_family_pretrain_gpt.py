@@ -246,11 +246,12 @@ def main() -> None:
         _training.wrap_model_chunks_with_ddp = _freezing(_training.wrap_model_chunks_with_ddp)
     parse_and_validate_args(args_defaults={"tokenizer_type": "GPT2BPETokenizer"})
     args = get_args()
-    cfg = pretrain_cfg_container_from_args(args, gpt_config_from_args(args))
     if __import__("os").environ.get("ODR_DECOUPLED_WEIGHT_DECAY"):
         # Megatron-LM has no flag for OptimizerConfig.decoupled_weight_decay (AdamW when true, Adam's L2 weight decay
-        # when false); a Megatron-Bridge or Megatron-Core config sets it. This stands in for a script that does.
-        cfg.optimizer.decoupled_weight_decay = __import__("os").environ["ODR_DECOUPLED_WEIGHT_DECAY"] == "1"
+        # when false); a Megatron-Bridge or Megatron-Core config sets it. This stands in for a script that does:
+        # training.py get_megatron_optimizer_config builds the OptimizerConfig from every argument of a field's name.
+        args.decoupled_weight_decay = __import__("os").environ["ODR_DECOUPLED_WEIGHT_DECAY"] == "1"
+    cfg = pretrain_cfg_container_from_args(args, gpt_config_from_args(args))
     pretrain(cfg, train_valid_test_datasets_provider, ModelType.encoder_or_decoder, forward_step)
 
 
