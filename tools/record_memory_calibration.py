@@ -1705,6 +1705,11 @@ RUNS["b101-tiny-offload-l2-weight-decay-refused"] = (1, 0, RUNS["b24-tiny-offloa
 RUN_ENV["b101-tiny-offload-l2-weight-decay-refused"] = {"ODR_DECOUPLED_WEIGHT_DECAY": "0"}
 RUNS["b103-gpt1b-fp32-f050-pr6982"] = RUNS["n104-gpt1b-fp32-f050"]
 RUN_ENV["b103-gpt1b-fp32-f050-pr6982"] = {"PYTHONPATH": "/tmp/site-6982"}
+# b101 was refused as expected (AssertionError: CPU offloading only supported with decoupled_weight_decay enabled);
+# diagnose, confirmed by its OptimizerConfig line, prints "set decoupled_weight_decay=True where the script builds
+# OptimizerConfig (Megatron-LM has no flag for it)". b102: that, as printed (expected to train, as b24 did).
+RUNS["b102-tiny-offload-decoupled-weight-decay-advised"] = RUNS["b101-tiny-offload-l2-weight-decay-refused"]
+RUN_ENV["b102-tiny-offload-decoupled-weight-decay-advised"] = {"ODR_DECOUPLED_WEIGHT_DECAY": "1"}
 
 
 class SmiPoller(threading.Thread):
