@@ -1710,6 +1710,22 @@ RUN_ENV["b103-gpt1b-fp32-f050-pr6982"] = {"PYTHONPATH": "/tmp/site-6982"}
 # OptimizerConfig (Megatron-LM has no flag for it)". b102: that, as printed (expected to train, as b24 did).
 RUNS["b102-tiny-offload-decoupled-weight-decay-advised"] = RUNS["b101-tiny-offload-l2-weight-decay-refused"]
 RUN_ENV["b102-tiny-offload-decoupled-weight-decay-advised"] = {"ODR_DECOUPLED_WEIGHT_DECAY": "1"}
+# b103 trained, but not as n112 (the same fp32 model without offloading, same seed and data) did: its loss left
+# n112's at iteration 2 (10.486 against 10.502; 10.012 against 9.892 at 3), where n106 (bf16, offloading 0.5) matches
+# n16 to four digits, and its peak stayed at iteration 1's (63,004 MiB: n112 grew by its Adam state at 2). Read in
+# the code: the precision-aware optimizer hands an fp32 shard its gradient as `.decoupled_grad`
+# (distrib_optimizer.py _copy_model_grads_to_main_grads); HybridDeviceOptimizer passes it on for the parameters it
+# offloads and for the fp32 copies it makes of bf16 ones (_set_sub_optimizer_grads), but an fp32 parameter it keeps on
+# the GPU goes to torch's Adam with no `.grad`, so Adam skips it: the GPU-resident fraction does not train. Two runs
+# of n112's launch on the same patched megatron-core, 3 iterations each: b104, offloading 1.0 (every parameter on the
+# CPU's Adam, expected to train as n112 did, iteration 2-3 losses within 0.01 of n112's); b105, offloading 0.5 with the
+# precision-aware optimizer cleared after Megatron-LM's argument check (ODR_PRECISION_AWARE_OFF, as n77: gradients as
+# `.grad`), expected to train as n112 did too. If both do, b103's divergence is the GPU fraction untrained.
+B104_FP32 = fp32_dense(4)[2]
+RUNS["b104-gpt1b-fp32-f100-pr6982"] = (1, 0, f"{B104_FP32} {OFFLOAD} 1.0 {GC}")
+RUN_ENV["b104-gpt1b-fp32-f100-pr6982"] = {"PYTHONPATH": "/tmp/site-6982"}
+RUNS["b105-gpt1b-fp32-f050-pr6982-precision-aware-off"] = (1, 0, f"{B104_FP32} {OFFLOAD} 0.5 {GC}")
+RUN_ENV["b105-gpt1b-fp32-f050-pr6982-precision-aware-off"] = {"PYTHONPATH": "/tmp/site-6982", **PRECISION_AWARE_OFF}
 
 
 class SmiPoller(threading.Thread):
