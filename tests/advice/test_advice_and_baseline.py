@@ -6,6 +6,7 @@ import functools
 import gzip
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -324,6 +325,7 @@ def _launch_commands() -> dict[str, str]:
         FROZEN_RUNS / "runs.tsv",
         FROZEN_RUNS / "refused" / "runs.tsv",
         FROZEN_RUNS / "out-of-memory" / "runs.tsv",
+        FROZEN_RUNS / "partly-trained" / "runs.tsv",
     )
     return {row.split("\t")[0]: row.split("\t")[-1] for tsv in tables for row in tsv.read_text().splitlines()}
 
@@ -671,3 +673,47 @@ def test_a_state_estimate_over_what_pytorch_had_sizes_no_fraction_where_the_data
     assert finding.facts["optimizer_state_estimate_note"].startswith("more than PyTorch had allocated (77.90 GiB)")
     known = {"optimizer.use_distributed_optimizer": True, "data_parallel_size": 8}
     assert "offload_fraction_needed" in diagnose_text(PARAMS + fragmented, known).findings[0].facts
+
+
+def test_offloading_with_adams_l2_weight_decay_was_refused_and_the_printed_setting_trained():
+    """b101-b102 (an H100, megatron-core 0.19.0; planned in benchmarks/build_oom_plan.json): b24's launch, which
+    trained, with OptimizerConfig.decoupled_weight_decay off (Megatron-LM has no flag for it: ODR_DECOUPLED_WEIGHT_DECAY
+    stands in for a script that sets it) was refused at the optimizer's build; the setting printed for its log,
+    confirmed from the OptimizerConfig line the log prints, trained."""
+    [finding] = _findings_of_refusal("b101-tiny-offload-l2-weight-decay-refused")
+    assert finding.id == "optimizer-offload-decoupled-weight-decay" and finding.config.verdict == "confirmed"
+    assert finding.overrides == [
+        "set decoupled_weight_decay=True where the script builds OptimizerConfig (Megatron-LM has no flag for it)"
+    ]
+    commands = _launch_commands()
+    refused = commands["b101-tiny-offload-l2-weight-decay-refused"]
+    advised = commands["b102-tiny-offload-decoupled-weight-decay-advised"]
+    assert refused.startswith("ODR_DECOUPLED_WEIGHT_DECAY=0 ") and advised.startswith("ODR_DECOUPLED_WEIGHT_DECAY=1 ")
+    assert _settings(refused.split(" ", 1)[1]) == _settings(advised.split(" ", 1)[1])
+    assert _settings(advised.split(" ", 1)[1]) == _settings(commands["b24-tiny-offload-distopt-advised"])
+    assert _measured_peak_mib("b102-tiny-offload-decoupled-weight-decay-advised") > 0
+
+
+def _losses(path: Path) -> list[str]:
+    with gzip.open(path, "rt") as log:
+        return re.findall(r"lm loss: (\S+) \|", log.read())
+
+
+def test_an_fp32_model_offloaded_below_one_on_a_core_that_builds_it_is_found_though_it_trained():
+    """b103-b105 (an H100 and an H200, megatron-core 0.19.0 with NVIDIA/Megatron-LM#6982 applied; planned in
+    benchmarks/build_oom_plan.json): an fp32 model offloading half its optimizer trained, but its loss left that of the
+    same launch without offloading (n112, same seed and data) at iteration 2, because the fp32 parameters kept on the
+    GPU never stepped. Offloading all of it (b104), or half with the gradients as .grad (b105), matched n112's losses
+    to every printed digit. Only the partly trained run's log gets the finding."""
+    partly = FROZEN_RUNS / "partly-trained" / "b103-gpt1b-fp32-f050-pr6982.log.gz"
+    without = _losses(FROZEN_RUNS / "n112-gpt1b-fp32-mbs4.log.gz")
+    assert _losses(partly)[0] == without[0] and _losses(partly)[1:3] != without[1:3]
+    for name in ("b104-gpt1b-fp32-f100-pr6982", "b105-gpt1b-fp32-f050-pr6982-precision-aware-off"):
+        assert _losses(FROZEN_RUNS / f"{name}.log.gz") == without
+        assert not diagnose([str(FROZEN_RUNS / f"{name}.log.gz")]).findings
+    [finding] = diagnose([str(partly)]).findings
+    assert finding.id == "optimizer-offload-fp32-gpu-params-not-stepped" and finding.config.verdict == "confirmed"
+    assert finding.overrides == ["--bf16"]
+    assert "optimizer_offload_fraction 1.0" in finding.fix_sentences[0] + " ".join(finding.fix_sentences[1:])
+    # refused at the optimizer's build on megatron-core 0.19.0 as it is: the fp32 model's signature, not this one
+    assert [f.id for f in _findings_of_refusal("n104-gpt1b-fp32-f050")] == ["optimizer-offload-fp32-model"]

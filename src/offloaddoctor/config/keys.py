@@ -188,6 +188,10 @@ KNOWN_KEYS: tuple[KnownKey, ...] = (
     KnownKey("model.recompute_modules", "modules selective recompute covers"),
     KnownKey("model.bf16", "bf16 mixed precision", kind="bool"),
     KnownKey("model.fp16", "fp16 mixed precision", kind="bool"),
+    KnownKey(
+        "mixed_precision",
+        "Megatron-Bridge's precision recipe (bf16_mixed, fp16_mixed, ...; null: none), set over model.bf16/fp16 at start-up",
+    ),
     KnownKey("train.micro_batch_size", "micro-batch size", kind="int"),
     KnownKey("train.global_batch_size", "global batch size", kind="int"),
     KnownKey(
