@@ -2,7 +2,7 @@
 """Record real PyTorch OOM messages on a "small GPU": the H100 capped with
 torch.cuda.set_per_process_memory_fraction, memory fragmented on purpose, with and without expandable segments.
 
-    device: python3 tools/record_small_gpu_oom.py $OUT        (writes CASE.log, one per case, and summary.txt)
+    device: python3 tools/record_small_gpu_oom.py $OUT [CASE,...]  (writes CASE.log, one per case, and summary.txt)
 
 Each case runs in its own process (PYTORCH_CUDA_ALLOC_CONF must be set before torch starts). It fills the cap
 with 1 GiB segments and frees them (the caching allocator keeps them), carves blocks of BLOCK MiB out of
@@ -19,14 +19,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-# name: (cap GiB, block MiB, holes, request MiB, expandable segments)
+EXPANDABLE = "expandable_segments:True"
+# torch 2.0 and older have no expandable segments (2.1 added them; 2.0.1 refuses the option); their own setting
+# against fragmentation, which their OOM message names, is max_split_size_mb (recorded 2026-11-27, after the rest).
+MAX_SPLIT = "max_split_size_mb:512"
+# name: (cap GiB, block MiB, holes, request MiB, PYTORCH_CUDA_ALLOC_CONF or None)
 CASES = {
     # the cap is filled in 1 GiB segments: up to 1 GiB of it can stay unreserved, so requests exceed 1 GiB
-    "frag-16g-close": (16, 256, 6, 1229, False),
-    "frag-16g-close-expandable": (16, 256, 6, 1229, True),
-    "frag-16g-wide": (16, 64, 40, 1024, False),
-    "frag-16g-wide-expandable": (16, 64, 40, 1024, True),
-    "capacity-16g": (16, 256, 0, 1024, False),
+    "frag-16g-close": (16, 256, 6, 1229, None),
+    "frag-16g-close-expandable": (16, 256, 6, 1229, EXPANDABLE),
+    "frag-16g-wide": (16, 64, 40, 1024, None),
+    "frag-16g-wide-expandable": (16, 64, 40, 1024, EXPANDABLE),
+    "capacity-16g": (16, 256, 0, 1024, None),
+    "frag-16g-close-max-split": (16, 256, 6, 1229, MAX_SPLIT),
+    "frag-16g-wide-max-split": (16, 64, 40, 1024, MAX_SPLIT),
 }
 
 CHILD = r"""
@@ -57,18 +63,21 @@ def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     summary = []
-    for name, (cap, block, holes, request, expandable) in CASES.items():
+    only = set(sys.argv[2].split(",")) if len(sys.argv) > 2 else set(CASES)
+    for name, (cap, block, holes, request, allocator) in CASES.items():
+        if name not in only:
+            continue
         env = dict(os.environ)
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-        if expandable:
-            env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+        if allocator:
+            env["PYTORCH_CUDA_ALLOC_CONF"] = allocator
         done = subprocess.run(
             [sys.executable, "-c", CHILD, str(cap), str(block), str(holes), str(request)],
             capture_output=True,
             text=True,
             env=env,
         )
-        setting = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" if expandable else "(allocator defaults)"
+        setting = f"PYTORCH_CUDA_ALLOC_CONF={allocator}" if allocator else "(allocator defaults)"
         (out / f"{name}.log").write_text(f"# {setting}\n{done.stdout}{done.stderr}")
         outcome = "served" if done.returncode == 0 else "OOM"
         summary.append(f"{name}: {outcome} (rc {done.returncode})")
