@@ -366,3 +366,52 @@ def test_a_recorded_oom_never_had_twice_its_request_free():
     }
     assert len(ratios) >= 40
     assert max(ratios.values()) < 1.05, max(ratios.items(), key=lambda item: item[1])
+
+
+OLD_CACHED = (
+    "RuntimeError: CUDA out of memory. Tried to allocate 12.50 MiB (GPU 0; 10.92 GiB total capacity; 8.57 MiB already "
+    "allocated; 9.28 GiB free; 4.68 MiB cached)"
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "release"),
+    [
+        (TORCH_211_FRAGMENTATION, None),
+        (TORCH_21, None),
+        (TORCH_20, "max_split_size_mb, which the message names"),
+        (OLD_CACHED, "the message names no allocator setting"),
+    ],
+)
+def test_a_message_of_torch_2_0_or_older_says_its_allocator_has_no_expandable_segments(message, release):
+    said = parse_oom(message).get("allocator_release")
+    assert (said is None) if release is None else said.endswith(release)
+
+
+def test_the_setting_printed_for_torch_2_0_served_the_fragmented_requests_on_the_gpu():
+    """fixtures/oom-small-gpu-recorded (an H100 capped at 16 GiB, torch 2.11): the two requests the defaults could
+    not serve in a fragmented cache were served with the setting printed for an OOM of torch 2.0 or older."""
+    from offloaddoctor.scanning.oom import MAX_SPLIT_SIZE
+
+    recorded = FIXTURES / "oom-small-gpu-recorded"
+    for case in ("frag-16g-wide", "frag-16g-close"):
+        defaults = (recorded / "job.log" if case == "frag-16g-wide" else recorded / "more" / f"{case}.log").read_text()
+        with_it = (recorded / "more" / f"{case}-max-split.log").read_text()
+        assert "OutOfMemoryError" in defaults and "request served" not in defaults
+        assert with_it.startswith(f"# PYTORCH_CUDA_ALLOC_CONF={MAX_SPLIT_SIZE}\n") and "request served" in with_it
+
+
+def test_an_old_torchs_fragmentation_fix_is_a_setting_it_has():
+    """torch 2.0.1 refuses expandable segments at its first CUDA allocation: an OOM in 2.0's wording gets the
+    max_split_size_mb its message names, and one whose message names no setting gets the capacity fixes alone."""
+    from offloaddoctor.api import diagnose
+
+    [named] = diagnose([str(FIXTURES / "held-out" / "megatron-gpt2-large-v100-old-wording" / "job.log")]).findings
+    assert named.id == "oom-fragmentation"
+    assert named.overrides == ["export PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512"]
+    assert "Unrecognized CachingAllocator option: expandable_segments" in named.fix_sentences[0]
+    log = FIXTURES / "held-out" / "megatron-lm-gpt2-2.6b-v100-backward-allreduce-oom" / "job.log"
+    [unnamed] = diagnose([str(log)]).findings
+    assert unnamed.id == "oom-fragmentation" and unnamed.overrides
+    assert not any("PYTORCH_CUDA_ALLOC_CONF" in line for line in unnamed.overrides)
+    assert "expandable segments in the job's environment" not in " ".join(unnamed.fix_sentences)

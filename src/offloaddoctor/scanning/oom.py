@@ -57,6 +57,14 @@ _COMPILED = {name: tuple(lazy_compile(p) for p in patterns) for name, patterns i
 # torch >= 2.1 names each process on the GPU: "Process 530150 has 48.84 GiB memory in use." (the current one too, as
 # "Process N" where its PID is not the driver's, in a container; else as "this process has").
 _PROCESS = lazy_compile(rf"Process{_SP}\d{{1,10}}{_SP}has{_SP}{_FIGURE}{_SP}memory in use")
+# torch 2.0 and older print "(GPU 0; 15.78 GiB total capacity; …)"; 2.1 rewrote the message and added expandable
+# segments, which 2.0.1 refuses at its first CUDA allocation ("Unrecognized CachingAllocator option:
+# expandable_segments": deepseek-ai/DeepSeek-VL2#103, ZhengPeng7/BiRefNet#179).
+_BEFORE_TORCH_2_1 = lazy_compile(r"total\s{1,8}capacity;")
+# What such a message names against fragmentation; 512 served both fragmented requests of
+# fixtures/oom-small-gpu-recorded that the defaults could not (its `more/*-max-split.log`, torch 2.11).
+MAX_SPLIT_SIZE = "max_split_size_mb:512"
+_NAMES_MAX_SPLIT = "max_split_size_mb, which the message names"
 # Four digits at most: int() refuses strings past 4,300 digits, and no host has 10,000 GPUs.
 _GPU = lazy_compile(r"\bGPU\s{1,8}(\d{1,4})(?!\d)")
 
@@ -91,6 +99,9 @@ def parse_oom(text: str) -> dict[str, Any]:
     capacity = usable_capacity(facts)
     if capacity and "reserved_unallocated_bytes" in facts:
         facts["reserved_unallocated_share"] = round(facts["reserved_unallocated_bytes"] / capacity, 4)
+    if _BEFORE_TORCH_2_1.search(text):
+        setting = _NAMES_MAX_SPLIT if "max_split_size_mb" in text else "the message names no allocator setting"
+        facts["allocator_release"] = f"torch 2.0 or older (the message's wording): no expandable segments; {setting}"
     return facts
 
 
@@ -479,6 +490,47 @@ def lead_with_expandable_segments(findings, expandable_segments_on) -> None:
                 if note[1:2].islower():  # "The numbers say ..." reads on after a comma; "PP 2 ..." keeps its case
                     note = note[0].lower() + note[1:]
                 finding.fix_note = f"{FIRST_EXPANDABLE_SEGMENTS} If the OOM stays, {note}"
+    for finding in findings:
+        if "allocator_release" in finding.facts:
+            _without_expandable_segments(finding)
+
+
+def _without_expandable_segments(finding) -> None:
+    """An OOM of torch 2.0 or older: a line turning on expandable segments would stop the relaunch at its first CUDA
+    allocation. Where the message names max_split_size_mb, that setting takes its place; else the line goes."""
+    lines = [line for line in finding.overrides if "expandable_segments:True" in line]
+    if not lines:
+        return
+    has_max_split = _NAMES_MAX_SPLIT in finding.facts["allocator_release"]
+    finding.overrides = [
+        line.replace("expandable_segments:True", MAX_SPLIT_SIZE)
+        for line in finding.overrides
+        if line not in lines or (has_max_split and "max_split_size_mb" not in line)
+    ]
+    said = (
+        "This PyTorch is 2.0 or older (its message's wording), which has no expandable segments: torch 2.0.1 stops "
+        "at its first CUDA allocation on `RuntimeError: Unrecognized CachingAllocator option: expandable_segments`. "
+    )
+    first = any(MAX_SPLIT_SIZE in line for line in finding.overrides)
+    said += (
+        f"Its own setting against fragmentation, {MAX_SPLIT_SIZE} (which its message names), first: it served the "
+        "fragmented requests expandable segments served on torch 2.11 (fixtures/oom-small-gpu-recorded)."
+        if first
+        else "Its message names no allocator setting against fragmentation (a PyTorch of 2.1 or later has "
+        "expandable segments)."
+    )
+    note = finding.fix_note.removeprefix(FIRST_EXPANDABLE_SEGMENTS).strip()
+    if not first:
+        note = note.removeprefix("If the OOM stays, ")
+        note = note[:1].upper() + note[1:]
+    if finding.signature.id == "oom-fragmentation" and not note:
+        note = (
+            "If the OOM stays, the GPU is short of memory as well: the capacity fixes that follow."
+            if first
+            else "The capacity fixes that follow free the memory the request needs instead."
+        )
+        finding.fix_note_replaces_summary = True
+    finding.fix_note = f"{said} {note}".strip()
 
 
 def larger_than_the_gpu(facts: dict) -> bool:
