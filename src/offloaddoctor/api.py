@@ -148,6 +148,9 @@ def _report(catalog: Catalog, scan, store, matchers, baseline_metrics=None) -> R
     from offloaddoctor.advice import add_advice, weigh_fixes, weigh_whole_step
     from offloaddoctor.report import build_report
 
+    printed = [c.printed_arguments for c in scan.collectors if c.printed_arguments is not None]
+    if printed:
+        store.printed_arguments = frozenset().union(*printed)
     store.extend(_trained_share_values(scan.parameters, next(iter(scan.lines_read), "")))
     store.extend(_fp16_from_loss_scale(scan.iterations, store))
     store.extend(_what_the_tracebacks_ran(scan, store))

@@ -26,7 +26,7 @@ from offloaddoctor.config.defaults import add_defaults
 from offloaddoctor.config.loading import build_store
 from offloaddoctor.config.overrides import parse_overrides
 from offloaddoctor.config import derived
-from offloaddoctor.config.dialect import parse_fix_line
+from offloaddoctor.config.dialect import MEGATRON_LM, flags_it_lacks, parse_fix_line, render_lines
 from offloaddoctor.config.values import ConfigValue
 from offloaddoctor.memory import MemoryEstimate, RunShape, estimate
 from offloaddoctor.memory.fit import fits, fits_only_with_expandable_segments, verdict
@@ -78,6 +78,7 @@ def suggest(
     current: MemoryEstimate | None = None,
     expandable_segments: bool = True,
     on_host: Callable[[MemoryEstimate], bool] | None = None,
+    printed_arguments: frozenset[str] | None = None,
 ) -> list[Suggestion]:
     """Every single change that fits (cheapest first); when none fits alone, the ones that help most. A change that
     leaves the peak where it is (recompute where the optimizer step sets the peak: e52) is never offered, unless it
@@ -85,7 +86,8 @@ def suggest(
     `expandable_segments`: the setting may be advised, alone or added to a change that fits only with it (False
     where it was advised already and these are the changes for an OOM that stays). `on_host`: whether the node's
     host memory holds an estimate's offloaded state (memory/fit.py host_verdict), where it is known: a change must
-    fit both."""
+    fit both. `printed_arguments`: the names a Megatron-LM arguments block printed (ConfigStore): a change needing a
+    flag that Megatron-LM does not have is not offered."""
     now = current or estimate(shape)
     gpu_fitting = _fits_as_advised if expandable_segments else fits
 
@@ -105,7 +107,13 @@ def suggest(
     def lowers(c: Suggestion) -> bool:  # what is short: the GPU's peak, or the host's share where the host is short
         return c.peak_allocated_bytes < peak or (host_short and c.estimate.host_bytes < now.host_bytes)
 
-    candidates = [c for c in found if (lowers(c) or (c.fits and not fits_now)) and _allowed(c, values, catalog)]
+    candidates = [
+        c
+        for c in found
+        if (lowers(c) or (c.fits and not fits_now))
+        and _allowed(c, values, catalog)
+        and not flags_it_lacks(render_lines(c.overrides, MEGATRON_LM), printed_arguments)
+    ]
     fitting = sorted((c for c in candidates if c.fits), key=lambda c: (c.cost_rank, c.peak_allocated_bytes))
     if any(c.overrides == (EXPANDABLE_SEGMENTS,) for c in fitting):  # enough alone: a change it was added to is not
         fitting = [

@@ -526,7 +526,15 @@ def _modelled_change(
     if shape is None or fit is None:
         return None
     budget = budget_for(fit.limit_bytes, shape.world_size > 1)
-    options = suggest(shape, budget, store.all_values(), catalog, result, expandable_segments)
+    options = suggest(
+        shape,
+        budget,
+        store.all_values(),
+        catalog,
+        result,
+        expandable_segments,
+        printed_arguments=store.printed_arguments,
+    )
     if not options:
         return None
     first = options[0]

@@ -57,7 +57,15 @@ _KEY_OF_NEGATED = {flag: key for key, flag in _NEGATED.items()}
 # Other flags that set the same value: removing one means removing these too.
 _ALSO_REMOVE = {"model.recompute_granularity": ("--recompute-activations",)}
 # Settings Megatron-LM has no flag for (megatron-core dataclass fields the launch script cannot reach).
-_NO_FLAG = {"optimizer.decoupled_weight_decay": "OptimizerConfig"}
+_NO_FLAG = {
+    "optimizer.decoupled_weight_decay": "OptimizerConfig",
+    # megatron-core 0.19.0's arguments block prints none of these (cpu-offload-nothing-to-offload's cause)
+    "model.cpu_offloading_activations": "TransformerConfig",
+    "model.cpu_offloading_weights": "TransformerConfig",
+    "model.cpu_offloading_double_buffering": "TransformerConfig",
+}
+# Flags whose argument another name holds (Megatron-LM arguments.py `dest=`, megatron-core 0.19.0)
+_FLAG_DESTS = {"--use-nccl-ub": "nccl_ub"}
 # Bridge keeps one setting in two sections: an override must set both.
 _BRIDGE_TWINS = {"optimizer.use_distributed_optimizer": ("ddp.use_distributed_optimizer",)}
 # Settings Bridge takes from its `mixed_precision` recipe, which sets them in the model, optimizer and DDP configs at
@@ -128,6 +136,29 @@ def render_changes(
             rendered = [f"{twin}={_value_text(value)}" for twin in (key, *_BRIDGE_TWINS.get(key, ()))]
         lines += [line for line in rendered if line not in lines]
     return lines
+
+
+def flags_it_lacks(lines: Iterable[str], printed_arguments: frozenset[str] | None) -> list[str]:
+    """The Megatron-LM flags among fix `lines` that a run's arguments block does not print: the block prints every
+    argument its Megatron-LM takes (a flag's name with `_` for `-`; `--no-X` and `--disable-bias-linear` store into
+    another name), so that Megatron-LM would refuse them as unrecognized arguments."""
+    if printed_arguments is None:
+        return []
+    lacking = []
+    for line in lines:
+        if not line.startswith("--"):
+            continue
+        flag = line.split(" ", 1)[0]
+        name = flag[2:].replace("-", "_")
+        names = {
+            name,
+            name.removeprefix("no_"),
+            _KEY_OF_NEGATED.get(flag, "").rpartition(".")[2],
+            _FLAG_DESTS.get(flag),
+        }
+        if not names & printed_arguments:
+            lacking.append(flag)
+    return lacking
 
 
 def render_lines(lines: Iterable[str], dialect: str, places: Mapping[str, str] | None = None) -> list[str]:

@@ -93,6 +93,9 @@ class LogConfigCollector:
     # Where notes go (the scan's warnings): values past MAX_VALUES_PER_LOG, an arguments block that never ends.
     warnings: list[str] | None = None
     not_kept: int = 0  # config values past MAX_VALUES_PER_LOG, or repeating the one kept for their key
+    # The names an arguments block that reached its end line printed: every argument that Megatron-LM takes, so a
+    # flag whose name is not among them is one this Megatron-LM does not have (report/engine.py).
+    printed_arguments: frozenset[str] | None = None
 
     @property
     def segment(self) -> int:
@@ -109,6 +112,7 @@ class LogConfigCollector:
         self._by_segment: dict[int, list[ConfigValue]] = {}
         self._bridge_summary: BridgeSummaryBlock | None = None
         self._arguments_in_block = 0
+        self._block_names: list[str] = []
         self._environment: dict[tuple[int, str], object] = {}  # (segment, key) -> the value kept
 
     @property
@@ -143,10 +147,12 @@ class LogConfigCollector:
         if self.in_megatron_arguments:
             if _ARGS_END.match(text):
                 self.in_megatron_arguments = False
+                self.printed_arguments = frozenset(self._block_names) | (self.printed_arguments or frozenset())
                 return True
             entry = _ARGS_ENTRY.match(text)
             if entry and self._arguments_in_block < MAX_ARGUMENTS_PER_BLOCK:
                 self._arguments_in_block += 1
+                self._block_names.append(entry.group(1))
                 self._add(entry.group(1), parse_printed(entry.group(2)), line, "arguments block")
                 return True
             if entry and self.warnings is not None:
@@ -162,6 +168,7 @@ class LogConfigCollector:
                 self.segment_starts.append(line)
             self.in_megatron_arguments = True
             self._arguments_in_block = 0
+            self._block_names = []
             return True
         env = _ENV_LINE.match(text) if "=" in text else None
         if env:

@@ -68,6 +68,9 @@ class ConfigStore:
         self._values: dict[str, list[ConfigValue]] = {}
         self._derived: dict[str, Resolved] = {}
         self._given: list[ConfigValue] = []  # from config files and --set: a few, beside 900 a rank log's block prints
+        # Every argument name a complete Megatron-LM arguments block printed (the flags the run's Megatron-LM has), or
+        # None where no log printed one (config/from_log.py)
+        self.printed_arguments: frozenset[str] | None = None
 
     def add(self, value: ConfigValue) -> None:
         self._values.setdefault(value.key, []).append(value)

@@ -40,7 +40,14 @@ from offloaddoctor.scanning import (
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import NotAChoice, Predicate, evaluate, missing, names_in
 from offloaddoctor.config.derived import SUGGESTED, fix_values, flagscale_places
-from offloaddoctor.config.dialect import BRIDGE, FLAGSCALE, FLAGSCALE_PLACES_UNKNOWN, MEGATRON_LM
+from offloaddoctor.config.dialect import (
+    BRIDGE,
+    FLAGSCALE,
+    FLAGSCALE_PLACES_UNKNOWN,
+    MEGATRON_LM,
+    flags_it_lacks,
+    render_changes,
+)
 from offloaddoctor.config.keys import VALUE_CHOICES
 from offloaddoctor.config.values import ConfigStore, format_value
 from offloaddoctor.lazy_pattern import lazy_compile
@@ -136,6 +143,8 @@ def build_report(
     # the start-up refusals (report/preflight.py's constraints; it imports this module)
     refusals = [s for s in catalog.signatures if s.preflight and s.config is not None and s.severity == "error"]
     dialect = print_fixes(ordered, store, fallback, refusals)
+    if dialect == MEGATRON_LM:
+        _leave_out_flags_it_lacks(ordered, store.printed_arguments)
     placed = any(not key.startswith("env.") for f in ordered for key, _ in f.changes)  # a `train.*` line printed
     if dialect == FLAGSCALE and not flagscale_places(store) and placed:
         notes_first = [FLAGSCALE_PLACES_UNKNOWN]
@@ -389,6 +398,33 @@ def _drop_fix_lines(findings: list[Finding], sections: tuple[str, ...], note: st
         if len(kept) != len(finding.overrides):
             finding.overrides = kept
             finding.fix_note = f"{finding.fix_note} {note}".strip()
+
+
+def _leave_out_flags_it_lacks(findings: list[Finding], printed_arguments: frozenset[str] | None) -> None:
+    """A fix line whose flag the run's arguments block does not print is one its Megatron-LM would refuse
+    (`unrecognized arguments`): held-out logs of 2021-2024 Megatron-LM were given optimizer offloading's flags."""
+    for finding in findings:
+        lacking = flags_it_lacks(finding.overrides, printed_arguments)
+        if not lacking:
+            continue
+        finding.overrides = [line for line in finding.overrides if line.split(" ", 1)[0] not in lacking]
+        finding.changes = [
+            change
+            for change in finding.changes
+            if not set(flags_it_lacks(render_changes([change], MEGATRON_LM), printed_arguments)) <= set(lacking)
+            or not render_changes([change], MEGATRON_LM)
+        ]
+        one = len(set(lacking)) == 1
+        flags = ", ".join(f"`{flag}`" for flag in dict.fromkeys(lacking))
+        said = (
+            f"This run's Megatron-LM has no {flags}: its arguments block, which prints every argument it takes, does "
+            f"not list {'it' if one else 'them'}, and it would refuse {'that line' if one else 'those lines'} as "
+            "unrecognized arguments: left out."
+        )
+        if not finding.overrides:
+            said += " What it takes instead: a smaller micro-batch or sequence, or more tensor or pipeline parallelism."
+            finding.fix_note_replaces_summary = True
+        finding.fix_note = f"{finding.fix_note} {said}".strip()
 
 
 def config_lookup(store: ConfigStore, facts: dict):
