@@ -476,7 +476,9 @@ def test_values_of_any_type_leave_constraints_decided_or_unknown_never_crash(con
 @given(st.dictionaries(st.text(max_size=12), _ANY_VALUE, min_size=1, max_size=6))
 def test_any_yaml_mapping_loads(document):
     text = yaml.safe_dump(document, allow_unicode=True)
-    assume(isinstance(yaml.safe_load(text), dict))
+    # PyYAML's own round trip can merge two keys (' ' and NEL, which a quoted scalar folds to a space): such a
+    # document has a duplicate key, which the loader refuses by design
+    assume(yaml.safe_load(text) == document)
     values = parse_yaml_config(text, "generated.yaml")
     assert all(v.source.path == "generated.yaml" for v in values)
 
