@@ -158,15 +158,16 @@ def _report(catalog: Catalog, scan, store, matchers, baseline_metrics=None) -> R
     return build_report(catalog, scan, store, matchers, baseline_metrics, advise=add_advice, weigh_fixes=weigh_fixes)
 
 
-def _log_config(path: str) -> list[ConfigValue]:
+def _log_config(path: str, printed_arguments: list[frozenset[str]] | None = None) -> list[ConfigValue]:
     """What a log given to `estimate` prints of its config, and the share of its parameters that train, in one
-    pass over it."""
+    pass over it. `printed_arguments`: as load_log_config takes it."""
     from offloaddoctor.config import load_log_config
     from offloaddoctor.metrics import ParameterCounts
     from offloaddoctor.scanning import ParameterLines
 
     counts = ParameterCounts()
-    return [*load_log_config(path, also=[ParameterLines(counts)]), *_trained_share_values(counts, path)]
+    values = load_log_config(path, also=[ParameterLines(counts)], printed_arguments=printed_arguments)
+    return [*values, *_trained_share_values(counts, path)]
 
 
 def _trained_share_values(parameters, path: str) -> list[ConfigValue]:
@@ -358,11 +359,15 @@ def estimate(
         raise UserError("nothing to estimate: pass a config file, a launch script or a log, and/or --set KEY=VALUE")
     capacity, budget = _memory_budget(gpu, gpu_memory, target, world_size)
     logs = [p for p in config_paths if reads_as_log(p)] + list(log_paths)
-    values = [v for path in logs for v in _log_config(path)]
+    printed: list[frozenset[str]] = []
+    values = [v for path in logs for v in _log_config(path, printed)]
     values += explicit_config([p for p in config_paths if p not in logs], overrides)
     catalog = catalog or load_catalog()
     host = _host_memory(host_memory)
-    report = build_estimate(values, [*config_paths, *log_paths], capacity, budget, world_size, catalog, host)
+    arguments = frozenset().union(*printed) if printed else None
+    report = build_estimate(
+        values, [*config_paths, *log_paths], capacity, budget, world_size, catalog, host, printed_arguments=arguments
+    )
     report.refused_by = [(f.signature.id, f.signature.title) for f in refusals(values, catalog)]
     report.notes[:0] = _unknown_set_keys(values, catalog, report.store)
     return report

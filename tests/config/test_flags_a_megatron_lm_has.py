@@ -10,7 +10,7 @@ import gzip
 import pytest
 
 from offloaddoctor.api import diagnose
-from offloaddoctor.config.dialect import MEGATRON_LM, flags_it_lacks, render_changes
+from offloaddoctor.config.dialect import MEGATRON_LM, flags_it_lacks, render_changes, render_lines
 from offloaddoctor.config.from_log import LogConfigCollector
 from offloaddoctor.config.keys import KNOWN_KEYS
 from tests.conftest import FIXTURES, builtin_catalog
@@ -97,3 +97,15 @@ def test_an_old_megatron_lm_is_not_given_optimizer_offloading_it_does_not_have()
     [older] = diagnose([str(HELD_OUT / "megatron-lm-simulated-pp8-fp32-adam-state-oom" / "job.log")]).findings
     assert older.overrides == ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
     assert "has no" not in " ".join(older.fix_sentences)
+
+
+def test_estimate_of_the_same_log_suggests_only_changes_its_megatron_lm_takes():
+    from offloaddoctor.api import estimate
+
+    log = HELD_OUT / "megatron-lm-simulated-pp8-fp32-adam-state-oom" / "job.log"
+    report = estimate([], gpu="H100-80GB", log_paths=[str(log)])
+    assert report.suggestions
+    with open(log) as text:
+        printed = _collected(text).printed_arguments
+    for suggestion in report.suggestions:
+        assert not flags_it_lacks(render_lines(list(suggestion.overrides), MEGATRON_LM), printed), suggestion

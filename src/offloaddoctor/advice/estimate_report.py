@@ -83,8 +83,12 @@ def build_estimate(
     world_size: int | None = None,
     catalog: Catalog | None = None,
     host_memory: int | None = None,
+    printed_arguments: frozenset[str] | None = None,
 ) -> EstimateReport:
+    """`printed_arguments`: the names the logs' arguments blocks printed (ConfigStore.printed_arguments): a change
+    needing a flag that Megatron-LM does not have is not suggested."""
     store = build_store(values)
+    store.printed_arguments = printed_arguments
     shape = read_shape(store, world_size)
     per_node = processes_per_node(store)
     ranks = per_node or min(shape.world_size, GPUS_A_NODE)
@@ -98,7 +102,9 @@ def build_estimate(
             return not result.host_bytes or _host_verdict(result, host_memory, ranks).fits
 
     if budget is not None and (target is not None or not report.fits):
-        report.suggestions = suggest(shape, budget, values, catalog, report.estimate, on_host=on_host)
+        report.suggestions = suggest(
+            shape, budget, values, catalog, report.estimate, on_host=on_host, printed_arguments=printed_arguments
+        )
     if report.estimate.host_bytes and shape.tensor_parallel > 1:
         low, high = cal.HOST_OVER_UNDER_TENSOR_PARALLEL
         report.notes.append(

@@ -73,10 +73,13 @@ def parse_config_text(text: str, label: str, name: str) -> list[ConfigValue]:
     return parse_yaml_config(text, label)
 
 
-def load_log_config(path: str, also: Sequence[LineHandler] = ()) -> list[ConfigValue]:
+def load_log_config(
+    path: str, also: Sequence[LineHandler] = (), printed_arguments: list[frozenset[str]] | None = None
+) -> list[ConfigValue]:
     """What a training log prints about its own config (arguments block, Bridge's start-up summary, launch line,
     config reprs), read by the same line pass and config handlers as `diagnose`: gzip, rank prefixes and all.
-    `also`: other handlers that read the same pass (the log is read once)."""
+    `also`: other handlers that read the same pass (the log is read once). `printed_arguments`: gets the names a
+    complete arguments block printed, where one did (LogConfigCollector.printed_arguments)."""
     from offloaddoctor.config.from_log import LogConfigCollector, config_handlers
     from offloaddoctor.logs.line_pass import LinePass, pass_literals
     from offloaddoctor.logs.sources import resolve_sources
@@ -87,6 +90,8 @@ def load_log_config(path: str, also: Sequence[LineHandler] = ()) -> list[ConfigV
         LinePass(pass_literals(handlers), []).read_source(source, handlers)
     if not collector.values:
         raise UserError(f"{path}: no arguments block or config lines found in this log")
+    if printed_arguments is not None and collector.printed_arguments is not None:
+        printed_arguments.append(collector.printed_arguments)
     return collector.values
 
 
