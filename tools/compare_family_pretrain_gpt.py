@@ -244,6 +244,41 @@ def main() -> None:
 
         _dist_utils._ddp_wrap = _freezing(_dist_utils._ddp_wrap)
         _training.wrap_model_chunks_with_ddp = _freezing(_training.wrap_model_chunks_with_ddp)
+    if __import__("os").environ.get("ODR_KEEP_FP32"):
+        # Parameters a bf16 model keeps in fp32 (DeepSeek V4's `ape`/`attn_sink` through mark_keep_in_fp32; here the
+        # layer norms, whose torch kernel takes fp32 weights beside bf16 input): every parameter whose name the regex
+        # finds is cast to fp32 before DDP wraps the model, so DDP and the distributed optimizer see an fp32 parameter
+        # in a bf16 model. At exit each rank prints how many of them the optimizer moved from their first values.
+        import atexit
+        import re as _re
+
+        import megatron.training.models.dist_utils as _dist_utils
+        import megatron.training.training as _training
+
+        _kept = _re.compile(__import__("os").environ["ODR_KEEP_FP32"])
+        _first: dict = {}
+
+        def _moved() -> None:
+            moved = sum(1 for p, first in _first.values() if not torch.equal(p.detach(), first))
+            print(
+                f"ODR_KEEP_FP32: {moved} of {len(_first)} fp32-kept parameters moved from their first values",
+                flush=True,
+            )
+
+        def _keeping(wrap):
+            def wrap_kept(model_chunks, *wrap_args, **wrap_kwargs):
+                for _chunk in model_chunks:
+                    for _name, _param in _chunk.named_parameters():
+                        if _kept.search(_name):
+                            _param.data = _param.data.float()
+                            _first[_name] = (_param, _param.detach().clone())
+                return wrap(model_chunks, *wrap_args, **wrap_kwargs)
+
+            return wrap_kept
+
+        atexit.register(_moved)
+        _dist_utils._ddp_wrap = _keeping(_dist_utils._ddp_wrap)
+        _training.wrap_model_chunks_with_ddp = _keeping(_training.wrap_model_chunks_with_ddp)
     parse_and_validate_args(args_defaults={"tokenizer_type": "GPT2BPETokenizer"})
     args = get_args()
     if __import__("os").environ.get("ODR_DECOUPLED_WEIGHT_DECAY"):

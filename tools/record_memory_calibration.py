@@ -1726,6 +1726,23 @@ RUNS["b104-gpt1b-fp32-f100-pr6982"] = (1, 0, f"{B104_FP32} {OFFLOAD} 1.0 {GC}")
 RUN_ENV["b104-gpt1b-fp32-f100-pr6982"] = {"PYTHONPATH": "/tmp/site-6982"}
 RUNS["b105-gpt1b-fp32-f050-pr6982-precision-aware-off"] = (1, 0, f"{B104_FP32} {OFFLOAD} 0.5 {GC}")
 RUN_ENV["b105-gpt1b-fp32-f050-pr6982-precision-aware-off"] = {"PYTHONPATH": "/tmp/site-6982", **PRECISION_AWARE_OFF}
+# b104 and b105 trained as n112 did: b103's GPU-kept fp32 parameters did not step. The same for a bf16 model with
+# parameters kept in fp32 (optimizer-offload-fp32-params: DeepSeek V4's, Megatron-LM#6212), its layer norms cast to
+# fp32 before DDP wraps it (ODR_KEEP_FP32, tools/compare_family_pretrain_gpt.py; it prints how many of them moved).
+# b23's tiny GPT with the distributed optimizer, offloading 0.05 (so most parameters stay on the GPU): b106 on
+# megatron-core 0.19.0 as it is, expected refused at the optimizer's build with "can't optimize a non-leaf Tensor";
+# b107 on the #6982 core, expected to train with some layer norms not moved; b108 the same at fraction 1.0, expected
+# all moved; b109 without offloading on megatron-core 0.19.0, expected all moved. Three iterations each.
+B106 = f"{TINY_GPT} {DISTOPT} --optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction"
+KEEP_LN = {"ODR_KEEP_FP32": "layernorm"}
+RUNS["b106-tiny-bf16-fp32-norms-f005-refused"] = (1, 0, f"{B106} 0.05")
+RUN_ENV["b106-tiny-bf16-fp32-norms-f005-refused"] = KEEP_LN
+RUNS["b107-tiny-bf16-fp32-norms-f005-pr6982"] = (1, 0, f"{B106} 0.05")
+RUN_ENV["b107-tiny-bf16-fp32-norms-f005-pr6982"] = {**KEEP_LN, "PYTHONPATH": "/tmp/site-6982"}
+RUNS["b108-tiny-bf16-fp32-norms-f100-pr6982"] = (1, 0, f"{B106} 1.0")
+RUN_ENV["b108-tiny-bf16-fp32-norms-f100-pr6982"] = {**KEEP_LN, "PYTHONPATH": "/tmp/site-6982"}
+RUNS["b109-tiny-bf16-fp32-norms-no-offload"] = (1, 0, f"{TINY_GPT} {DISTOPT}")
+RUN_ENV["b109-tiny-bf16-fp32-norms-no-offload"] = KEEP_LN
 
 
 class SmiPoller(threading.Thread):
