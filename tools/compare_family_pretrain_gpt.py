@@ -246,9 +246,11 @@ def main() -> None:
         _training.wrap_model_chunks_with_ddp = _freezing(_training.wrap_model_chunks_with_ddp)
     if __import__("os").environ.get("ODR_KEEP_FP32"):
         # Parameters a bf16 model keeps in fp32 (DeepSeek V4's `ape`/`attn_sink` through mark_keep_in_fp32; here the
-        # layer norms, whose torch kernel takes fp32 weights beside bf16 input): every parameter whose name the regex
-        # finds is cast to fp32 before DDP wraps the model, so DDP and the distributed optimizer see an fp32 parameter
-        # in a bf16 model. At exit each rank prints how many of them the optimizer moved from their first values.
+        # layer norms): every parameter whose name the regex finds is cast to fp32 before DDP wraps the model, so DDP
+        # and the distributed optimizer see an fp32 parameter in a bf16 model. torch's layer_norm takes no fp32 weight
+        # beside a bf16 input (b107-b109 stopped there), so a torch LayerNorm holding one casts it to the input's
+        # dtype in its forward, as such models do. At exit each rank prints how many of them moved from their first
+        # values.
         import atexit
         import re as _re
 
@@ -265,6 +267,14 @@ def main() -> None:
                 flush=True,
             )
 
+        def _cast_forward(module):
+            def forward(x):
+                weight = None if module.weight is None else module.weight.to(x.dtype)
+                bias = None if module.bias is None else module.bias.to(x.dtype)
+                return torch.nn.functional.layer_norm(x, module.normalized_shape, weight, bias, module.eps)
+
+            module.forward = forward
+
         def _keeping(wrap):
             def wrap_kept(model_chunks, *wrap_args, **wrap_kwargs):
                 for _chunk in model_chunks:
@@ -272,6 +282,9 @@ def main() -> None:
                         if _kept.search(_name):
                             _param.data = _param.data.float()
                             _first[_name] = (_param, _param.detach().clone())
+                    for _module in _chunk.modules():
+                        if isinstance(_module, torch.nn.LayerNorm):
+                            _cast_forward(_module)
                 return wrap(model_chunks, *wrap_args, **wrap_kwargs)
 
             return wrap_kept
