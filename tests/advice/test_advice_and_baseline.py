@@ -717,3 +717,28 @@ def test_an_fp32_model_offloaded_below_one_on_a_core_that_builds_it_is_found_tho
     assert "optimizer_offload_fraction 1.0" in finding.fix_sentences[0] + " ".join(finding.fix_sentences[1:])
     # refused at the optimizer's build on megatron-core 0.19.0 as it is: the fp32 model's signature, not this one
     assert [f.id for f in _findings_of_refusal("n104-gpt1b-fp32-f050")] == ["optimizer-offload-fp32-model"]
+
+
+def _moved(path: Path) -> str:
+    with gzip.open(path, "rt") as log:
+        return re.search(r"ODR_KEEP_FP32: (\d+ of \d+) fp32-kept parameters moved", log.read()).group(1)
+
+
+def test_a_bf16_models_fp32_parameters_kept_on_the_gpu_do_not_step_on_a_core_that_builds_it():
+    """b106-b112 (an H100, megatron-core 0.19.0 and the same with NVIDIA/Megatron-LM#6982; planned in
+    benchmarks/build_oom_plan.json): a bf16 GPT with its 18 layer-norm parameters kept in fp32. Offloading was refused
+    at the optimizer's build as it is (optimizer-offload-fp32-params); on the #6982 core it trained, and the fix's
+    "offload the whole optimizer" moved all 18, where 0.05 moved none (as many as without offloading: all)."""
+    [finding] = _findings_of_refusal("b106-tiny-bf16-fp32-norms-f005-refused")
+    assert finding.id == "optimizer-offload-fp32-params" and finding.config.verdict == "confirmed"
+    assert "optimizer_offload_fraction 1.0" in finding.fix_sentences[0]
+    assert _moved(FROZEN_RUNS / "partly-trained" / "b110-tiny-bf16-fp32-norms-f005-pr6982.log.gz") == "0 of 18"
+    assert _moved(FROZEN_RUNS / "b111-tiny-bf16-fp32-norms-f100-pr6982.log.gz") == "18 of 18"
+    assert _moved(FROZEN_RUNS / "b112-tiny-bf16-fp32-norms-no-offload.log.gz") == "18 of 18"
+    commands = _launch_commands()
+    assert "PYTHONPATH=/tmp/site-6982" in commands["b110-tiny-bf16-fp32-norms-f005-pr6982"]
+    assert _settings(commands["b111-tiny-bf16-fp32-norms-f100-pr6982"].split("python3 ", 1)[1]) == _settings(
+        commands["b110-tiny-bf16-fp32-norms-f005-pr6982"]
+        .split("python3 ", 1)[1]
+        .replace("fraction 0.05", "fraction 1.0")
+    )
