@@ -109,3 +109,25 @@ def test_estimate_of_the_same_log_suggests_only_changes_its_megatron_lm_takes():
         printed = _collected(text).printed_arguments
     for suggestion in report.suggestions:
         assert not flags_it_lacks(render_lines(list(suggestion.overrides), MEGATRON_LM), printed), suggestion
+
+
+def test_only_the_lines_it_lacks_are_left_out_and_the_rest_of_the_fix_stays():
+    """A Megatron-LM with the distributed optimizer and no optimizer offloading (the block printed below), given
+    the generic capacity fix: the distributed optimizer's line and change stay, offloading's go."""
+    from offloaddoctor.api import diagnose_text
+
+    block = [
+        "------------------------ arguments ------------------------",
+        "  micro_batch_size ................................ 4",
+        "  use_distributed_optimizer ....................... False",
+        "  recompute_granularity ........................... None",
+        "-------------------- end of arguments ---------------------",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 79.18 GiB"
+        " of which 80.19 MiB is free. Including non-PyTorch memory, this process has 79.09 GiB memory in use. Of the"
+        " allocated memory 78.10 GiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.",
+    ]
+    [finding] = diagnose_text("\n".join(block)).findings
+    assert "--use-distributed-optimizer" in finding.overrides
+    assert not any(line.startswith(("--optimizer-cpu-offload", "--use-precision-aware")) for line in finding.overrides)
+    assert ("optimizer.use_distributed_optimizer", True) in finding.changes
+    assert not any(key == "optimizer.optimizer_cpu_offload" for key, _ in finding.changes)

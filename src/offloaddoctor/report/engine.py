@@ -408,12 +408,7 @@ def _leave_out_flags_it_lacks(findings: list[Finding], printed_arguments: frozen
         if not lacking:
             continue
         finding.overrides = [line for line in finding.overrides if line.split(" ", 1)[0] not in lacking]
-        finding.changes = [
-            change
-            for change in finding.changes
-            if not set(flags_it_lacks(render_changes([change], MEGATRON_LM), printed_arguments)) <= set(lacking)
-            or not render_changes([change], MEGATRON_LM)
-        ]
+        finding.changes = [change for change in finding.changes if not _only_flags_in(change, lacking)]
         one = len(set(lacking)) == 1
         flags = ", ".join(f"`{flag}`" for flag in dict.fromkeys(lacking))
         said = (
@@ -425,6 +420,12 @@ def _leave_out_flags_it_lacks(findings: list[Finding], printed_arguments: frozen
             said += " What it takes instead: a smaller micro-batch or sequence, or more tensor or pipeline parallelism."
             finding.fix_note_replaces_summary = True
         finding.fix_note = f"{finding.fix_note} {said}".strip()
+
+
+def _only_flags_in(change: tuple, flags: list[str]) -> bool:
+    """The change is printed as Megatron-LM flags, each of them among `flags` (its lines all left out)."""
+    printed = [line.split(" ", 1)[0] for line in render_changes([change], MEGATRON_LM) if line.startswith("--")]
+    return bool(printed) and set(printed) <= set(flags)
 
 
 def config_lookup(store: ConfigStore, facts: dict):
