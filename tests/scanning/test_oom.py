@@ -415,3 +415,18 @@ def test_an_old_torchs_fragmentation_fix_is_a_setting_it_has():
     assert unnamed.id == "oom-fragmentation" and unnamed.overrides
     assert not any("PYTORCH_CUDA_ALLOC_CONF" in line for line in unnamed.overrides)
     assert "expandable segments in the job's environment" not in " ".join(unnamed.fix_sentences)
+
+
+def test_an_old_torch_that_sets_max_split_size_already_is_not_told_to_set_it_again():
+    from offloaddoctor.api import diagnose_text
+
+    message = (
+        "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 39.59 GiB total capacity; 30.10 GiB "
+        "already allocated; 1.10 GiB free; 36.50 GiB reserved in total by PyTorch) If reserved memory is >> allocated "
+        "memory try setting max_split_size_mb to avoid fragmentation."
+    )
+    [kept] = diagnose_text(message, {"env.PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6"}).findings
+    assert kept.overrides == ["export PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6,max_split_size_mb:512"]
+    [already] = diagnose_text(message, {"env.PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}).findings
+    assert not any("PYTORCH_CUDA_ALLOC_CONF" in line for line in already.overrides)
+    assert "max_split_size_mb, which its message names, is set already" in already.fix_sentences[0]

@@ -39,7 +39,7 @@ from offloaddoctor.scanning import (
 )
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import NotAChoice, Predicate, evaluate, missing, names_in
-from offloaddoctor.config.derived import SUGGESTED, fix_values, flagscale_places
+from offloaddoctor.config.derived import ALLOCATOR_CONF_KEYS, SUGGESTED, fix_values, flagscale_places
 from offloaddoctor.config.dialect import (
     BRIDGE,
     FLAGSCALE,
@@ -123,7 +123,8 @@ def build_report(
         apply_known_issues(ordered, store)
     if advise is not None:
         advise(ordered, store, scan.parameters, catalog)
-    lead_with_expandable_segments(ordered, store.value("allocator.expandable_segments"))
+    conf = next((str(store.value(key)) for key in ALLOCATOR_CONF_KEYS if store.value(key) is not None), "")
+    lead_with_expandable_segments(ordered, store.value("allocator.expandable_segments"), conf)
     one_allocation_over_the_gpu(ordered)
     parameters_over_the_gpu(ordered, store)
     optimizer_state_over_the_gpu(ordered)

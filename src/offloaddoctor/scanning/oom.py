@@ -477,9 +477,10 @@ def optimizer_state_over_the_gpu(findings) -> None:
         finding.fix_note_replaces_summary = True
 
 
-def lead_with_expandable_segments(findings, expandable_segments_on) -> None:
+def lead_with_expandable_segments(findings, expandable_segments_on, allocator_conf: str = "") -> None:
     """A fragmentation finding's first fix is the zero-cost allocator setting, whatever capacity fix the
-    memory advice put in front of it (advice runs first and may replace the overrides)."""
+    memory advice put in front of it (advice runs first and may replace the overrides). `allocator_conf`: the
+    run's PYTORCH_CUDA_ALLOC_CONF, where known (an older PyTorch's max_split_size_mb set already)."""
     if expandable_segments_on is True:
         return
     for finding in findings:
@@ -492,10 +493,10 @@ def lead_with_expandable_segments(findings, expandable_segments_on) -> None:
                 finding.fix_note = f"{FIRST_EXPANDABLE_SEGMENTS} If the OOM stays, {note}"
     for finding in findings:
         if "allocator_release" in finding.facts:
-            _without_expandable_segments(finding)
+            _without_expandable_segments(finding, "max_split_size_mb" in allocator_conf)
 
 
-def _without_expandable_segments(finding) -> None:
+def _without_expandable_segments(finding, max_split_set: bool) -> None:
     """An OOM of torch 2.0 or older: a line turning on expandable segments would stop the relaunch at its first CUDA
     allocation. Where the message names max_split_size_mb, that setting takes its place; else the line goes."""
     lines = [line for line in finding.overrides if "expandable_segments:True" in line]
@@ -505,20 +506,25 @@ def _without_expandable_segments(finding) -> None:
     finding.overrides = [
         line.replace("expandable_segments:True", MAX_SPLIT_SIZE)
         for line in finding.overrides
-        if line not in lines or (has_max_split and "max_split_size_mb" not in line)
+        if line not in lines or (has_max_split and not max_split_set and "max_split_size_mb" not in line)
     ]
     said = (
         "This PyTorch is 2.0 or older (its message's wording), which has no expandable segments: torch 2.0.1 stops "
         "at its first CUDA allocation on `RuntimeError: Unrecognized CachingAllocator option: expandable_segments`. "
     )
     first = any(MAX_SPLIT_SIZE in line for line in finding.overrides)
-    said += (
-        f"Its own setting against fragmentation, {MAX_SPLIT_SIZE} (which its message names), first: it served the "
-        "fragmented requests expandable segments served on torch 2.11 (fixtures/oom-small-gpu-recorded)."
-        if first
-        else "Its message names no allocator setting against fragmentation (a PyTorch of 2.1 or later has "
-        "expandable segments)."
-    )
+    if first:
+        said += (
+            f"Its own setting against fragmentation, {MAX_SPLIT_SIZE} (which its message names), first: it served the "
+            "fragmented requests expandable segments served on torch 2.11 (fixtures/oom-small-gpu-recorded)."
+        )
+    elif has_max_split:
+        said += "Its own setting against fragmentation, max_split_size_mb, which its message names, is set already."
+    else:
+        said += (
+            "Its message names no allocator setting against fragmentation (a PyTorch of 2.1 or later has expandable "
+            "segments)."
+        )
     note = finding.fix_note.removeprefix(FIRST_EXPANDABLE_SEGMENTS).strip()
     if not first:
         note = note.removeprefix("If the OOM stays, ")
