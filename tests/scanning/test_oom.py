@@ -415,6 +415,8 @@ def test_an_old_torchs_fragmentation_fix_is_a_setting_it_has():
     assert unnamed.id == "oom-fragmentation" and unnamed.overrides
     assert not any("PYTORCH_CUDA_ALLOC_CONF" in line for line in unnamed.overrides)
     assert "expandable segments in the job's environment" not in " ".join(unnamed.fix_sentences)
+    # its capacity fix offloads the optimizer, which megatron-core warns of below torch 2.3
+    assert "CPU offload is recommended for PyTorch >= 2.3.0" in unnamed.fix_sentences[0]
 
 
 def test_an_old_torch_that_sets_max_split_size_already_is_not_told_to_set_it_again():

@@ -28,6 +28,7 @@ from offloaddoctor.scanning import (
     keep_evidence,
     larger_than_the_gpu,
     lead_with_expandable_segments,
+    offloading_on_an_older_torch,
     one_allocation_over_half_the_gpu,
     one_allocation_over_the_gpu,
     optimizer_state_over_the_gpu,
@@ -146,6 +147,7 @@ def build_report(
     dialect = print_fixes(ordered, store, fallback, refusals)
     if dialect == MEGATRON_LM:
         _leave_out_flags_it_lacks(ordered, store.printed_arguments)
+    offloading_on_an_older_torch(ordered)
     placed = any(not key.startswith("env.") for f in ordered for key, _ in f.changes)  # a `train.*` line printed
     if dialect == FLAGSCALE and not flagscale_places(store) and placed:
         notes_first = [FLAGSCALE_PLACES_UNKNOWN]

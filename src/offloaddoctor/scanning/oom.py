@@ -65,6 +65,12 @@ _BEFORE_TORCH_2_1 = lazy_compile(r"total\s{1,8}capacity;")
 # fixtures/oom-small-gpu-recorded that the defaults could not (its `more/*-max-split.log`, torch 2.11).
 MAX_SPLIT_SIZE = "max_split_size_mb:512"
 _NAMES_MAX_SPLIT = "max_split_size_mb, which the message names"
+# megatron-core's optimizer build (megatron/core/optimizer/__init__.py, 0.19.0) warns so below torch 2.3
+_OFFLOADING_BELOW_2_3 = (
+    'Optimizer offloading on this PyTorch: megatron-core warns "CPU offload is recommended for PyTorch >= 2.3.0, '
+    "untested versions below this may have convergence issues\", and a Megatron-LM of torch 2.0's time may have no "
+    "such flag."
+)
 # Four digits at most: int() refuses strings past 4,300 digits, and no host has 10,000 GPUs.
 _GPU = lazy_compile(r"\bGPU\s{1,8}(\d{1,4})(?!\d)")
 
@@ -494,6 +500,18 @@ def lead_with_expandable_segments(findings, expandable_segments_on, allocator_co
     for finding in findings:
         if "allocator_release" in finding.facts:
             _without_expandable_segments(finding, "max_split_size_mb" in allocator_conf)
+
+
+def offloading_on_an_older_torch(findings) -> None:
+    """An OOM of torch 2.0 or older whose printed fix (after every line a run cannot take is left out) turns
+    optimizer offloading on: megatron-core's own warning for it, said with the fix."""
+    for finding in findings:
+        offloads = any(
+            line.startswith("--optimizer-cpu-offload") or "optimizer_cpu_offload=true" in line.lower()
+            for line in finding.overrides
+        )
+        if "allocator_release" in finding.facts and offloads:
+            finding.fix_note = f"{finding.fix_note} {_OFFLOADING_BELOW_2_3}".strip()
 
 
 def _without_expandable_segments(finding, max_split_set: bool) -> None:
