@@ -692,7 +692,7 @@ def _trained_past_note(finding: Finding) -> str:
     settings = "; ".join(e.text for e in finding.evidence)
     return (
         f"{finding.id}: the config breaks this constraint ({settings}), but the log shows the run training past "
-        f"where megatron-core refuses it, so the release that ran takes it; a newer one may not ({finding.signature.title})"
+        f"where megatron-core refuses it, so the release that ran takes it; another release may not ({finding.signature.title})"
     )
 
 
