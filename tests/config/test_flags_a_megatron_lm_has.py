@@ -109,6 +109,8 @@ def test_estimate_of_the_same_log_suggests_only_changes_its_megatron_lm_takes():
         printed = _collected(text).printed_arguments
     for suggestion in report.suggestions:
         assert not flags_it_lacks(render_lines(list(suggestion.overrides), MEGATRON_LM), printed), suggestion
+    [said] = [note for note in report.notes if "are not suggested" in note]
+    assert "--recompute-modules" in said and "does not list them" in said
 
 
 def test_only_the_lines_it_lacks_are_left_out_and_the_rest_of_the_fix_stays():

@@ -79,6 +79,7 @@ def suggest(
     expandable_segments: bool = True,
     on_host: Callable[[MemoryEstimate], bool] | None = None,
     printed_arguments: frozenset[str] | None = None,
+    left_out: list[str] | None = None,
 ) -> list[Suggestion]:
     """Every single change that fits (cheapest first); when none fits alone, the ones that help most. A change that
     leaves the peak where it is (recompute where the optimizer step sets the peak: e52) is never offered, unless it
@@ -87,7 +88,7 @@ def suggest(
     where it was advised already and these are the changes for an OOM that stays). `on_host`: whether the node's
     host memory holds an estimate's offloaded state (memory/fit.py host_verdict), where it is known: a change must
     fit both. `printed_arguments`: the names a Megatron-LM arguments block printed (ConfigStore): a change needing a
-    flag that Megatron-LM does not have is not offered."""
+    flag that Megatron-LM does not have is not offered, and `left_out` (where given) gets those flags."""
     now = current or estimate(shape)
     gpu_fitting = _fits_as_advised if expandable_segments else fits
 
@@ -107,12 +108,14 @@ def suggest(
     def lowers(c: Suggestion) -> bool:  # what is short: the GPU's peak, or the host's share where the host is short
         return c.peak_allocated_bytes < peak or (host_short and c.estimate.host_bytes < now.host_bytes)
 
+    def takes(c: Suggestion) -> bool:
+        lacking = flags_it_lacks(render_lines(c.overrides, MEGATRON_LM), printed_arguments)
+        if left_out is not None:
+            left_out.extend(flag for flag in lacking if flag not in left_out)
+        return not lacking
+
     candidates = [
-        c
-        for c in found
-        if (lowers(c) or (c.fits and not fits_now))
-        and _allowed(c, values, catalog)
-        and not flags_it_lacks(render_lines(c.overrides, MEGATRON_LM), printed_arguments)
+        c for c in found if (lowers(c) or (c.fits and not fits_now)) and _allowed(c, values, catalog) and takes(c)
     ]
     fitting = sorted((c for c in candidates if c.fits), key=lambda c: (c.cost_rank, c.peak_allocated_bytes))
     if any(c.overrides == (EXPANDABLE_SEGMENTS,) for c in fitting):  # enough alone: a change it was added to is not

@@ -102,9 +102,22 @@ def build_estimate(
             return not result.host_bytes or _host_verdict(result, host_memory, ranks).fits
 
     if budget is not None and (target is not None or not report.fits):
+        left_out: list[str] = []
         report.suggestions = suggest(
-            shape, budget, values, catalog, report.estimate, on_host=on_host, printed_arguments=printed_arguments
+            shape,
+            budget,
+            values,
+            catalog,
+            report.estimate,
+            on_host=on_host,
+            printed_arguments=printed_arguments,
+            left_out=left_out,
         )
+        if left_out:
+            report.notes.append(
+                f"changes needing {', '.join(left_out)} are not suggested: the log's arguments block, which prints "
+                "every argument its Megatron-LM takes, does not list them"
+            )
     if report.estimate.host_bytes and shape.tensor_parallel > 1:
         low, high = cal.HOST_OVER_UNDER_TENSOR_PARALLEL
         report.notes.append(
