@@ -1753,6 +1753,14 @@ for _name, _was in (
     ("b112-tiny-bf16-fp32-norms-no-offload", "b109-tiny-bf16-fp32-norms-no-offload"),
 ):
     RUNS[_name], RUN_ENV[_name] = RUNS[_was], RUN_ENV[_was]
+# An OOM of torch 2.0 or older now gets max_split_size_mb:512 where expandable segments were advised (scanning/oom.py;
+# it served the synthetic fragmented requests of fixtures/oom-small-gpu-recorded). On a real Megatron run: b113 is b86
+# (ran out of memory in iteration 2 under the 39,500 MiB limit, read as fragmentation; b89, the same with expandable
+# segments, trained) with max_split_size_mb:512 instead. Expected: trains, as b89 did, if the setting serves a real
+# run's fragmentation; out of memory if only expandable segments do (then the old-torch fix's note, "if the OOM stays,
+# the capacity fixes", is what holds).
+RUNS["b113-gpt1b-cap39500-offload-085-max-split"] = RUNS["b86-gpt1b-cap39500-offload-085-figures-fix"]
+RUN_ENV["b113-gpt1b-cap39500-offload-085-max-split"] = {**CAP_39500, "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512"}
 
 
 class SmiPoller(threading.Thread):
