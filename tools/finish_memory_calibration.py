@@ -72,10 +72,10 @@ def main(folders: list[str]) -> int:
         where = (folder, machine(folder))
         for log in sorted(folder.glob("*.raw.log")):
             text, run = log.read_text(errors="replace"), log.name.removesuffix(".raw.log")
-            if FINISHED.search(text):
-                runs[run] = where
-            elif OUT_OF_MEMORY.search(text):
+            if OUT_OF_MEMORY.search(text):  # b113 logged iteration 3's memory report and ran out of memory after it
                 stopped["out-of-memory"][run] = where
+            elif FINISHED.search(text):
+                runs[run] = where
             elif REFUSED.search(text):
                 stopped["refused"][run] = where
     DEST.mkdir(parents=True, exist_ok=True)

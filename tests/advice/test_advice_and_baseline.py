@@ -742,3 +742,27 @@ def test_a_bf16_models_fp32_parameters_kept_on_the_gpu_do_not_step_on_a_core_tha
         .split("python3 ", 1)[1]
         .replace("fraction 0.05", "fraction 1.0")
     )
+
+
+def test_max_split_size_only_delayed_the_oom_that_expandable_segments_fixed_on_a_real_run():
+    """b86, b89, b113 (an H100 under a 39,500 MiB limit, megatron-core 0.19.0; planned in
+    benchmarks/build_oom_plan.json): the line an OOM of torch 2.0 or older gets instead of expandable segments,
+    max_split_size_mb:512, ran b86's launch two iterations further and out of memory, where expandable segments let it
+    train: the fix printed for such an OOM says the setting is the weaker one."""
+    commands = _launch_commands()
+    base = commands["b86-gpt1b-cap39500-offload-085-figures-fix"]
+    tried = commands["b113-gpt1b-cap39500-offload-085-max-split"]
+    assert "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512 " in tried and "PYTORCH_CUDA_ALLOC_CONF" not in base
+    assert _settings(tried.split("python3 ", 1)[1]) == _settings(base.split("python3 ", 1)[1])
+
+    def iterations(path: Path) -> int:
+        with gzip.open(path, "rt") as log:
+            return len(re.findall(r"\] iteration +\d+/", log.read()))
+
+    out_of_memory = FROZEN_RUNS / "out-of-memory"
+    assert iterations(out_of_memory / "b113-gpt1b-cap39500-offload-085-max-split.log.gz") > iterations(
+        out_of_memory / "b86-gpt1b-cap39500-offload-085-figures-fix.log.gz"
+    )
+    assert iterations(FROZEN_RUNS / "b89-gpt1b-cap39500-offload-085-expandable.log.gz") == 14
+    [finding] = diagnose([str(FIXTURES / "held-out" / "megatron-gpt2-large-v100-old-wording" / "job.log")]).findings
+    assert "it is weaker" in finding.fix_sentences[0] and "b113" in finding.fix_sentences[0]
