@@ -33,6 +33,10 @@ CASES = {
     "capacity-16g": (16, 256, 0, 1024, None),
     "frag-16g-close-max-split": (16, 256, 6, 1229, MAX_SPLIT),
     "frag-16g-wide-max-split": (16, 64, 40, 1024, MAX_SPLIT),
+    # 512 only delayed a real Megatron run's fragmentation OOM (fixtures/memory-calibration b113) where 128 let it
+    # train (b114): the same two cases with 128, planned before they ran
+    "frag-16g-close-max-split-128": (16, 256, 6, 1229, "max_split_size_mb:128"),
+    "frag-16g-wide-max-split-128": (16, 64, 40, 1024, "max_split_size_mb:128"),
 }
 
 CHILD = r"""
