@@ -396,7 +396,7 @@ def test_the_setting_printed_for_torch_2_0_served_the_fragmented_requests_on_the
     recorded = FIXTURES / "oom-small-gpu-recorded"
     for case in ("frag-16g-wide", "frag-16g-close"):
         defaults = (recorded / "job.log" if case == "frag-16g-wide" else recorded / "more" / f"{case}.log").read_text()
-        with_it = (recorded / "more" / f"{case}-max-split.log").read_text()
+        with_it = (recorded / "more" / f"{case}-max-split-128.log").read_text()
         assert "OutOfMemoryError" in defaults and "request served" not in defaults
         assert with_it.startswith(f"# PYTORCH_CUDA_ALLOC_CONF={MAX_SPLIT_SIZE}\n") and "request served" in with_it
 
@@ -408,7 +408,7 @@ def test_an_old_torchs_fragmentation_fix_is_a_setting_it_has():
 
     [named] = diagnose([str(FIXTURES / "held-out" / "megatron-gpt2-large-v100-old-wording" / "job.log")]).findings
     assert named.id == "oom-fragmentation"
-    assert named.overrides == ["export PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512"]
+    assert named.overrides == ["export PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128"]
     assert "Unrecognized CachingAllocator option: expandable_segments" in named.fix_sentences[0]
     log = FIXTURES / "held-out" / "megatron-lm-gpt2-2.6b-v100-backward-allreduce-oom" / "job.log"
     [unnamed] = diagnose([str(log)]).findings
@@ -428,7 +428,7 @@ def test_an_old_torch_that_sets_max_split_size_already_is_not_told_to_set_it_aga
         "memory try setting max_split_size_mb to avoid fragmentation."
     )
     [kept] = diagnose_text(message, {"env.PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6"}).findings
-    assert kept.overrides == ["export PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6,max_split_size_mb:512"]
+    assert kept.overrides == ["export PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6,max_split_size_mb:128"]
     [already] = diagnose_text(message, {"env.PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}).findings
     assert not any("PYTORCH_CUDA_ALLOC_CONF" in line for line in already.overrides)
     assert "max_split_size_mb, which its message names, is set already" in already.fix_sentences[0]

@@ -61,10 +61,10 @@ _PROCESS = lazy_compile(rf"Process{_SP}\d{{1,10}}{_SP}has{_SP}{_FIGURE}{_SP}memo
 # segments, which 2.0.1 refuses at its first CUDA allocation ("Unrecognized CachingAllocator option:
 # expandable_segments": deepseek-ai/DeepSeek-VL2#103, ZhengPeng7/BiRefNet#179).
 _BEFORE_TORCH_2_1 = lazy_compile(r"total\s{1,8}capacity;")
-# What such a message names against fragmentation; 512 served both fragmented requests of
-# fixtures/oom-small-gpu-recorded that the defaults could not (its `more/*-max-split.log`, torch 2.11), but only delayed
-# a real Megatron run's OOM by two iterations where expandable segments let it train (memory-calibration b113, b89).
-MAX_SPLIT_SIZE = "max_split_size_mb:512"
+# What such a message names against fragmentation. On torch 2.11: 128 let both recorded Megatron fragmentation OOMs
+# train that expandable segments fixed (fixtures/memory-calibration b114, b116) and served the synthetic ones of
+# fixtures/oom-small-gpu-recorded; 512 only delayed one of the two by two iterations (b113).
+MAX_SPLIT_SIZE = "max_split_size_mb:128"
 _NAMES_MAX_SPLIT = "max_split_size_mb, which the message names"
 # megatron-core's optimizer build (megatron/core/optimizer/__init__.py, 0.19.0) warns so below torch 2.3
 _OFFLOADING_BELOW_2_3 = (
@@ -534,11 +534,10 @@ def _without_expandable_segments(finding, max_split_set: bool) -> None:
     first = any(MAX_SPLIT_SIZE in line for line in finding.overrides)
     if first:
         said += (
-            f"Its own setting against fragmentation, {MAX_SPLIT_SIZE} (which its message names), first, though it is "
-            "weaker: on torch 2.11 it served the fragmented requests expandable segments served "
-            "(fixtures/oom-small-gpu-recorded), but a Megatron run that expandable segments let train ran out of "
-            "memory two iterations later with it (fixtures/memory-calibration b89, b113); a PyTorch of 2.1 or later "
-            "has expandable segments."
+            f"Its own setting against fragmentation, {MAX_SPLIT_SIZE} (which its message names), first: on torch 2.11 "
+            "it let two Megatron runs train whose fragmentation OOMs expandable segments fixed (fixtures/memory-"
+            "calibration b114, b116), where max_split_size_mb:512 only delayed one of them by two iterations (b113). "
+            "A PyTorch of 2.1 or later has expandable segments."
         )
     elif has_max_split:
         said += "Its own setting against fragmentation, max_split_size_mb, which its message names, is set already."
