@@ -148,9 +148,7 @@ def _report(catalog: Catalog, scan, store, matchers, baseline_metrics=None) -> R
     from offloaddoctor.advice import add_advice, weigh_fixes, weigh_whole_step
     from offloaddoctor.report import build_report
 
-    printed = [c.printed_arguments for c in scan.collectors if c.printed_arguments is not None]
-    if printed:
-        store.printed_arguments = frozenset().union(*printed)
+    store.printed_arguments = _all_printed([c.printed_arguments for c in scan.collectors])
     store.extend(_trained_share_values(scan.parameters, next(iter(scan.lines_read), "")))
     store.extend(_fp16_from_loss_scale(scan.iterations, store))
     store.extend(_what_the_tracebacks_ran(scan, store))
@@ -168,6 +166,12 @@ def _log_config(path: str, printed_arguments: list[frozenset[str]] | None = None
     counts = ParameterCounts()
     values = load_log_config(path, also=[ParameterLines(counts)], printed_arguments=printed_arguments)
     return [*values, *_trained_share_values(counts, path)]
+
+
+def _all_printed(blocks: Sequence[frozenset[str] | None]) -> frozenset[str] | None:
+    """Every argument name the logs' complete arguments blocks printed; None where none printed one."""
+    printed = [names for names in blocks if names is not None]
+    return frozenset().union(*printed) if printed else None
 
 
 def _trained_share_values(parameters, path: str) -> list[ConfigValue]:
@@ -364,9 +368,15 @@ def estimate(
     values += explicit_config([p for p in config_paths if p not in logs], overrides)
     catalog = catalog or load_catalog()
     host = _host_memory(host_memory)
-    arguments = frozenset().union(*printed) if printed else None
     report = build_estimate(
-        values, [*config_paths, *log_paths], capacity, budget, world_size, catalog, host, printed_arguments=arguments
+        values,
+        [*config_paths, *log_paths],
+        capacity,
+        budget,
+        world_size,
+        catalog,
+        host,
+        printed_arguments=_all_printed(printed),
     )
     report.refused_by = [(f.signature.id, f.signature.title) for f in refusals(values, catalog)]
     report.notes[:0] = _unknown_set_keys(values, catalog, report.store)

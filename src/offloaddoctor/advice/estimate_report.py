@@ -85,10 +85,9 @@ def build_estimate(
     host_memory: int | None = None,
     printed_arguments: frozenset[str] | None = None,
 ) -> EstimateReport:
-    """`printed_arguments`: the names the logs' arguments blocks printed (ConfigStore.printed_arguments): a change
+    """`printed_arguments`: the names the logs' complete arguments blocks printed (LogConfigCollector): a change
     needing a flag that Megatron-LM does not have is not suggested."""
     store = build_store(values)
-    store.printed_arguments = printed_arguments
     shape = read_shape(store, world_size)
     per_node = processes_per_node(store)
     ranks = per_node or min(shape.world_size, GPUS_A_NODE)

@@ -233,8 +233,13 @@ def allocator_options(text: str) -> dict[str, str]:
     return {name.strip(): value.strip() for name, _, value in parts}
 
 
+def allocator_setting(store: ConfigStore) -> Resolved | None:
+    """The run's allocator settings (PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF), where it sets them."""
+    return _first_given(store, ALLOCATOR_CONF_KEYS)
+
+
 def _expandable_segments(store: ConfigStore) -> None:
-    setting = _first_given(store, ALLOCATOR_CONF_KEYS)
+    setting = allocator_setting(store)
     if setting is not None:
         enabled = boolean(allocator_options(str(setting.value)).get("expandable_segments", "False")) is True
         store.set_derived(_derived("allocator.expandable_segments", enabled, setting))

@@ -40,7 +40,7 @@ from offloaddoctor.scanning import (
 )
 from offloaddoctor.catalog.model import Catalog, Signature
 from offloaddoctor.catalog.predicates import NotAChoice, Predicate, evaluate, missing, names_in
-from offloaddoctor.config.derived import ALLOCATOR_CONF_KEYS, SUGGESTED, fix_values, flagscale_places
+from offloaddoctor.config.derived import SUGGESTED, allocator_setting, fix_values, flagscale_places
 from offloaddoctor.config.dialect import (
     BRIDGE,
     FLAGSCALE,
@@ -124,7 +124,8 @@ def build_report(
         apply_known_issues(ordered, store)
     if advise is not None:
         advise(ordered, store, scan.parameters, catalog)
-    conf = next((str(store.value(key)) for key in ALLOCATOR_CONF_KEYS if store.value(key) is not None), "")
+    allocator = allocator_setting(store)
+    conf = str(allocator.value) if allocator is not None else ""
     lead_with_expandable_segments(ordered, store.value("allocator.expandable_segments"), conf)
     one_allocation_over_the_gpu(ordered)
     parameters_over_the_gpu(ordered, store)

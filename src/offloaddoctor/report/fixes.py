@@ -17,6 +17,7 @@ from offloaddoctor.config.derived import (
     ALLOCATOR_CONF_KEYS,
     MODEL_PARALLEL_KEYS,
     allocator_options,
+    allocator_setting,
     flagscale_places,
     gpus_hold,
     model_parallel_product,
@@ -125,7 +126,7 @@ def _allocator_options_kept(changes, store: ConfigStore):
     """An allocator setting the fix exports keeps the options the run already sets
     (`garbage_collection_threshold:0.6,max_split_size_mb:512` + `expandable_segments:True`), in the variable the
     run sets them in: `export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` alone dropped them."""
-    given = next((store.resolve(key) for key in ALLOCATOR_CONF_KEYS if store.value(key) is not None), None)
+    given = allocator_setting(store)
     if given is None:
         return changes
     out = []
